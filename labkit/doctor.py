@@ -1,0 +1,223 @@
+"""``labkit doctor``: is everything labkit needs installed, built and enabled?
+
+:func:`check` is a pure function returning one :class:`Check` per piece:
+library versions, devices, the widget bundles, the JupyterLab extension and
+the Jupyter server extension. The CLI (``labkit doctor``) and the server
+extension (``GET /labkit/api/doctor``) both render its result.
+
+Heavy libraries are never imported here except torch (for devices); versions
+come from package metadata.
+
+Example:
+    >>> from labkit.doctor import check, render
+    >>> print(render(check()))  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+from dataclasses import asdict, dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Literal
+
+from labkit.widgets._assets import BUILD_FIX, check_assets
+
+__all__ = ["Check", "check", "exit_code", "render"]
+
+Status = Literal["ok", "missing", "broken"]
+
+SETUP_FIX = "make lab  (or: pip install -e '.[dev]' in the labkit checkout)"
+LAB_EXTENSION = "labkit"
+SERVER_EXTENSION = "labkit.server"
+
+# (distribution name, import name)
+LIBRARIES = (
+    ("torch", "torch"),
+    ("lightning", "lightning"),
+    ("torch-geometric", "torch_geometric"),
+    ("torchao", "torchao"),
+    ("jupyterlab", "jupyterlab"),
+    ("ipywidgets", "ipywidgets"),
+    ("anywidget", "anywidget"),
+)
+
+
+@dataclass(frozen=True)
+class Check:
+    """The state of one piece of the environment.
+
+    Args:
+        name: What was checked, e.g. ``"torch"`` or ``"lab extension"``.
+        status: ``"ok"``, ``"missing"`` or ``"broken"``.
+        detail: A version, a device description, or what is wrong.
+        required: Whether labkit needs it (``labkit doctor`` fails without it).
+        fix: The command that repairs it (empty when ``status == "ok"``).
+
+    Example:
+        >>> Check("torch", "ok", "2.13.0").line()
+        'ok       torch              2.13.0'
+    """
+
+    name: str
+    status: Status
+    detail: str = ""
+    required: bool = True
+    fix: str = ""
+
+    @property
+    def ok(self) -> bool:
+        """True when the piece is present and working."""
+        return self.status == "ok"
+
+    @property
+    def fails(self) -> bool:
+        """True when a required piece is missing or broken."""
+        return self.required and not self.ok
+
+    def line(self) -> str:
+        """One printable line: status, name, detail and, when not ok, the fix."""
+        tag = self.status if self.ok or self.required else f"{self.status}*"
+        text = f"{tag:<8} {self.name:<18} {self.detail}".rstrip()
+        if not self.ok and self.fix:
+            text += f"  -> fix: {self.fix}"
+        return text
+
+    def to_dict(self) -> dict[str, object]:
+        """Plain-data form (what the server endpoint returns)."""
+        return asdict(self)
+
+
+def check() -> list[Check]:
+    """Check libraries, devices, widget assets, and both Jupyter extensions.
+
+    Returns:
+        One :class:`Check` per piece, in a stable order.
+    """
+    checks = [_library(dist, module) for dist, module in LIBRARIES]
+    checks += _devices()
+    checks.append(_widget_assets())
+    checks.append(_lab_extension())
+    checks.append(_server_extension())
+    return checks
+
+
+def exit_code(checks: list[Check]) -> int:
+    """0 when every required piece is ok, else 1."""
+    return 1 if any(c.fails for c in checks) else 0
+
+
+def render(checks: list[Check]) -> str:
+    """Text report: one line per check and a closing verdict."""
+    lines = [c.line() for c in checks]
+    failing = [c.name for c in checks if c.fails]
+    if failing:
+        lines.append(f"\n{len(failing)} required piece(s) not ready: {', '.join(failing)}")
+    else:
+        lines.append("\nall required pieces ready")
+    if any(not c.ok and not c.required for c in checks):
+        lines.append("(* optional)")
+    return "\n".join(lines)
+
+
+def to_json(checks: list[Check]) -> str:
+    """JSON report: ``{"ok": bool, "checks": [...]}``."""
+    return json.dumps({"ok": exit_code(checks) == 0, "checks": [c.to_dict() for c in checks]})
+
+
+# --------------------------------------------------------------------- pieces
+
+
+def _library(dist: str, module: str) -> Check:
+    try:
+        version = metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return Check(dist, "missing", "not installed", fix=SETUP_FIX)
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError) as exc:
+        spec, version = None, f"{version} ({exc})"
+    if spec is None:
+        return Check(dist, "broken", f"{version}: module {module!r} not importable", fix=SETUP_FIX)
+    return Check(dist, "ok", version)
+
+
+def _devices() -> list[Check]:
+    try:
+        import torch
+    except ImportError as exc:  # reported by the torch library check already
+        return [Check("cpu", "broken", f"torch not importable ({exc})", fix=SETUP_FIX)]
+    cpu = Check("cpu", "ok", f"{torch.get_num_threads()} threads, {os.cpu_count()} cores")
+    if not torch.cuda.is_available():
+        build = "CPU build of torch" if torch.version.cuda is None else "no device visible"
+        return [cpu, Check("cuda", "missing", f"none ({build})", required=False)]
+    checks = [cpu]
+    for i in range(torch.cuda.device_count()):
+        props = torch.cuda.get_device_properties(i)
+        gib = props.total_memory / 2**30
+        checks.append(Check(f"cuda:{i}", "ok", f"{props.name}, {gib:.1f} GiB"))
+    return checks
+
+
+def _widget_assets() -> Check:
+    report = check_assets()
+    if report.ok:
+        return Check(
+            "widget assets", "ok", f"{len(report.bundles)} bundle(s) in {report.directory}"
+        )
+    status: Status = "missing" if not report.bundles else "broken"
+    return Check("widget assets", status, "; ".join(report.problems), fix=BUILD_FIX)
+
+
+def _lab_extension() -> Check:
+    fix = "make lab  (builds extensions/ and links it into the environment)"
+    try:
+        from jupyter_core.paths import jupyter_path
+        from jupyterlab_server.config import get_federated_extensions, get_page_config
+    except ImportError as exc:
+        return Check(
+            "lab extension", "missing", f"jupyterlab not importable ({exc})", fix=SETUP_FIX
+        )
+    paths = jupyter_path("labextensions")
+    found = get_federated_extensions(paths).get(LAB_EXTENSION)
+    if found is None:
+        detail = f"{LAB_EXTENSION!r} not installed (looked in {paths[0]} and {len(paths) - 1} more)"
+        return Check("lab extension", "missing", detail, fix=fix)
+    ext_dir = Path(found["ext_dir"]) / LAB_EXTENSION
+    if "_build" not in found.get("jupyterlab", {}):
+        return Check("lab extension", "broken", f"{ext_dir} was not built", fix=fix)
+    settings = Path(os.environ.get("JUPYTERLAB_DIR", Path(sys.prefix, "share/jupyter/lab")))
+    disabled = get_page_config(paths, str(settings / "settings")).get("disabledExtensions", {})
+    if any(
+        k == LAB_EXTENSION or k.startswith(f"{LAB_EXTENSION}:") for k, v in disabled.items() if v
+    ):
+        return Check(
+            "lab extension",
+            "broken",
+            "installed but disabled",
+            fix=f"jupyter labextension enable {LAB_EXTENSION}",
+        )
+    return Check("lab extension", "ok", f"{found.get('version', '?')} at {ext_dir}")
+
+
+def _server_extension() -> Check:
+    fix = f"jupyter server extension enable {SERVER_EXTENSION} --sys-prefix"
+    if importlib.util.find_spec(SERVER_EXTENSION) is None:
+        return Check(
+            "server extension", "missing", f"{SERVER_EXTENSION} not importable", fix=SETUP_FIX
+        )
+    try:
+        from jupyter_core.paths import jupyter_config_path
+        from jupyter_server.extension.config import ExtensionConfigManager
+    except ImportError as exc:
+        return Check(
+            "server extension", "missing", f"jupyter_server not importable ({exc})", fix=SETUP_FIX
+        )
+    manager = ExtensionConfigManager(read_config_path=jupyter_config_path())
+    enabled = bool(manager.get_jpserver_extensions().get(SERVER_EXTENSION, False))
+    if not enabled:
+        return Check("server extension", "missing", f"{SERVER_EXTENSION} not enabled", fix=fix)
+    return Check("server extension", "ok", f"{SERVER_EXTENSION} enabled")

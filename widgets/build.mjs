@@ -1,0 +1,47 @@
+// Bundle every widgets/src/*.js entry into labkit/widgets/static/<name>.js
+// (ESM, one bundle per entry) and write static/manifest.json listing each
+// bundle with its size and sha256. labkit/widgets/_assets.py checks the
+// bundles against this manifest; `labkit doctor` reports the result.
+import { createHash } from "node:crypto";
+import { mkdir, readdir, readFile, rm, writeFile, rename } from "node:fs/promises";
+import { basename, dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import * as esbuild from "esbuild";
+
+const here = dirname(fileURLToPath(import.meta.url));
+const srcDir = join(here, "src");
+const outDir = resolve(here, process.env.LABKIT_WIDGETS_OUT ?? "../labkit/widgets/static");
+
+const entries = (await readdir(srcDir)).filter((f) => f.endsWith(".js")).sort();
+if (entries.length === 0) {
+  console.error(`no entries in ${srcDir}: add a widgets/src/<name>.js`);
+  process.exit(1);
+}
+
+await rm(outDir, { recursive: true, force: true });
+await mkdir(outDir, { recursive: true });
+await esbuild.build({
+  entryPoints: entries.map((f) => join(srcDir, f)),
+  outdir: outDir,
+  bundle: true,
+  format: "esm",
+  minify: true,
+  target: "es2020",
+  logLevel: "warning",
+});
+
+const bundles = [];
+for (const entry of entries) {
+  const file = entry;
+  const bytes = await readFile(join(outDir, file));
+  bundles.push({
+    name: basename(entry, ".js"),
+    file,
+    bytes: bytes.length,
+    sha256: createHash("sha256").update(bytes).digest("hex"),
+  });
+}
+const manifest = join(outDir, "manifest.json");
+await writeFile(`${manifest}.tmp`, JSON.stringify({ version: 1, bundles }, null, 2) + "\n");
+await rename(`${manifest}.tmp`, manifest);
+for (const b of bundles) console.log(`built ${join(outDir, b.file)} (${b.bytes} bytes)`);

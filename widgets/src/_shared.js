@@ -1,0 +1,71 @@
+// Formatters shared by every labkit widget: bytes, durations, counts, percents.
+// Pure functions, no DOM; unit-tested by widgets/test/_shared.test.mjs.
+
+const BYTE_UNITS = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+const COUNT_UNITS = ["", "K", "M", "G", "T", "P"];
+
+function bad(x) {
+  return typeof x !== "number" || !Number.isFinite(x);
+}
+
+// Three significant digits, without trailing zeros past the point.
+function sig3(x) {
+  const a = Math.abs(x);
+  const digits = a >= 100 ? 0 : a >= 10 ? 1 : 2;
+  const s = x.toFixed(digits);
+  return s.includes(".") ? s.replace(/\.?0+$/, "") : s;
+}
+
+/** 1536 -> "1.5 KiB"; binary units as torch.cuda.memory_summary prints them. */
+export function fmtBytes(n) {
+  if (bad(n)) return "-";
+  const sign = n < 0 ? "-" : "";
+  let v = Math.abs(n);
+  let i = 0;
+  while (v >= 1024 && i < BYTE_UNITS.length - 1) {
+    v /= 1024;
+    i += 1;
+  }
+  return i === 0 ? `${sign}${v} B` : `${sign}${sig3(v)} ${BYTE_UNITS[i]}`;
+}
+
+/** Seconds -> "12.3 ms", "1.5 s", "2 min 5 s". */
+export function fmtTime(seconds) {
+  if (bad(seconds)) return "-";
+  const sign = seconds < 0 ? "-" : "";
+  const s = Math.abs(seconds);
+  if (s === 0) return "0 s";
+  if (s < 1e-6) return `${sign}${sig3(s * 1e9)} ns`;
+  if (s < 1e-3) return `${sign}${sig3(s * 1e6)} us`;
+  if (s < 1) return `${sign}${sig3(s * 1e3)} ms`;
+  if (s < 60) return `${sign}${sig3(s)} s`;
+  const min = Math.floor(s / 60);
+  if (min < 60) return `${sign}${min} min ${Math.round(s - min * 60)} s`;
+  const h = Math.floor(min / 60);
+  return `${sign}${h} h ${min - h * 60} min`;
+}
+
+/** 1234567 -> "1.23M" (FLOPs, parameters, elements); integers under 1000 as is. */
+export function fmtCount(n) {
+  if (bad(n)) return "-";
+  const sign = n < 0 ? "-" : "";
+  let v = Math.abs(n);
+  let i = 0;
+  while (v >= 1000 && i < COUNT_UNITS.length - 1) {
+    v /= 1000;
+    i += 1;
+  }
+  return i === 0 ? `${sign}${sig3(v)}` : `${sign}${sig3(v)}${COUNT_UNITS[i]}`;
+}
+
+/** 0.1234 -> "12.3%". */
+export function fmtPercent(fraction) {
+  if (bad(fraction)) return "-";
+  return `${sig3(fraction * 100)}%`;
+}
+
+/** 1.5 -> "1.50x" (speed-ups and ratios, as the benchmarks print them). */
+export function fmtRatio(r) {
+  if (bad(r)) return "-";
+  return `${r.toFixed(2)}x`;
+}
