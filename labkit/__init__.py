@@ -1,0 +1,43 @@
+"""labkit: a notebook-first research framework for PyTorch.
+
+``import labkit`` is fast: torch and everything heavier load on first use of a name.
+
+Example:
+    >>> import labkit
+    >>> t = labkit.trace(model, x)          # doctest: +SKIP
+    >>> print(t.summary(depth=2))           # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+# public name -> module that defines it (imported on first access)
+_LAZY = {
+    "trace": "labkit.trace",
+    "Trace": "labkit.trace",
+    "Recorder": "labkit.trace",
+    "TraceError": "labkit.trace",
+    "TraceFileError": "labkit.trace",
+    "diff": "labkit.trace",
+}
+
+__all__ = ["__version__", *_LAZY]
+
+
+def __getattr__(name: str) -> Any:
+    target = _LAZY.get(name)
+    if target is None:
+        raise AttributeError(f"module 'labkit' has no attribute {name!r}")
+    module = importlib.import_module(target)
+    # labkit.trace is a callable package; every other name is an attribute of its module
+    value = module if name == "trace" else getattr(module, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

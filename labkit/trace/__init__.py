@@ -1,0 +1,52 @@
+"""Record the graph that ran and what each part cost, as a plain-data :class:`Trace`.
+
+The package itself is callable: ``labkit.trace(model, x)`` is :func:`labkit.trace.api.trace`.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+from typing import Any
+
+from labkit.trace.api import trace
+from labkit.trace.diff import TraceDiff, diff
+from labkit.trace.errors import TraceError, TraceFileError
+from labkit.trace.model import (
+    SCHEMA_VERSION,
+    Edge,
+    MemorySample,
+    ModuleInfo,
+    Node,
+    TensorMeta,
+    Trace,
+    TraceMeta,
+)
+from labkit.trace.recorder import Recorder
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "Edge",
+    "MemorySample",
+    "ModuleInfo",
+    "Node",
+    "Recorder",
+    "TensorMeta",
+    "Trace",
+    "TraceDiff",
+    "TraceError",
+    "TraceFileError",
+    "TraceMeta",
+    "diff",
+    "trace",
+]
+
+
+class _CallableModule(types.ModuleType):
+    """Lets ``labkit.trace(...)`` work whether ``labkit.trace`` resolves to the package or the function."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return trace(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

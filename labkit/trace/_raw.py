@@ -1,0 +1,132 @@
+"""Mutable records the recorder fills while the model runs, and their conversion to a Trace."""
+
+from __future__ import annotations
+
+import bisect
+from typing import Any
+
+import torch
+
+from labkit.trace.model import Edge, ModuleInfo, Node, TensorMeta, Trace, TraceMeta
+
+_DTYPE_NAMES: dict[torch.dtype, str] = {}
+_DEVICE_NAMES: dict[torch.device, str] = {}
+
+
+def tensor_meta(t: torch.Tensor, name: str = "") -> TensorMeta:
+    """Plain description of a tensor (no reference to it is kept)."""
+    dt = _DTYPE_NAMES.get(t.dtype)
+    if dt is None:
+        dt = _DTYPE_NAMES[t.dtype] = str(t.dtype).removeprefix("torch.")
+    dev = t.device
+    dv = _DEVICE_NAMES.get(dev)
+    if dv is None:
+        dv = _DEVICE_NAMES[dev] = str(dev)
+    return TensorMeta(tuple(t.shape), dt, dv, name)
+
+
+class RawNode:
+    """A node while it is being recorded (mutable; becomes a :class:`Node`)."""
+
+    __slots__ = (
+        "bwd_self", "call", "depth", "flops_bwd", "flops_fwd", "fwd_time", "id", "inputs", "key",
+        "kind", "leaf", "module", "name", "outputs", "parent", "pending", "saved_bytes", "seq0",
+        "seq1", "t0", "type",
+    )  # fmt: skip
+
+    def __init__(self, id: int, kind: str, name: str, type: str, parent: RawNode | None) -> None:
+        self.id = id
+        self.kind = kind
+        self.name = name
+        self.type = type
+        self.parent = parent
+        self.depth = 0 if parent is None else parent.depth + 1
+        self.module: str | None = None
+        self.key = ""
+        self.call = 0
+        self.inputs: tuple[TensorMeta, ...] = ()
+        self.outputs: tuple[TensorMeta, ...] = ()
+        self.fwd_time = 0.0
+        self.bwd_self = 0.0
+        self.flops_fwd = 0
+        self.flops_bwd = 0
+        self.saved_bytes = 0
+        self.seq0 = 0
+        self.seq1 = 0
+        self.t0 = 0.0
+        self.leaf = True  # no child nodes recorded (yet)
+        self.pending: list[tuple[int, torch.Size, torch.dtype]] = []
+
+
+class CallIndex:
+    """Finds the innermost module call that created an autograd node, by sequence number."""
+
+    def __init__(self) -> None:
+        self._starts: list[int] = []
+        self._calls: list[RawNode] = []
+
+    def add(self, call: RawNode) -> None:
+        self._starts.append(call.seq0)
+        self._calls.append(call)
+
+    def find(self, seq: int) -> RawNode | None:
+        i = bisect.bisect_right(self._starts, seq) - 1
+        if i < 0:
+            return None
+        call: RawNode | None = self._calls[i]
+        while call is not None and not (call.seq0 <= seq < call.seq1):
+            call = call.parent
+        return call
+
+
+def module_infos(model: torch.nn.Module, calls: dict[str, int]) -> tuple[ModuleInfo, ...]:
+    """Parameters per module, each parameter counted once (at its first owner)."""
+    seen: set[int] = set()
+    out = []
+    for path, mod in model.named_modules():
+        params = trainable = nbytes = shared = 0
+        for p in mod.parameters(recurse=False):
+            if id(p) in seen:
+                shared += p.numel()
+                continue
+            seen.add(id(p))
+            params += p.numel()
+            nbytes += p.numel() * p.element_size()
+            trainable += p.numel() if p.requires_grad else 0
+        depth = 0 if not path else path.count(".") + 1
+        out.append(
+            ModuleInfo(path, type(mod).__name__, depth, params, nbytes, trainable, shared,
+                       calls.get(path, 0))
+        )  # fmt: skip
+    return tuple(out)
+
+
+def build_trace(raw: list[RawNode], edges: list[tuple[int, int, Any, Any]], *, model: Any,
+                meta: dict[str, Any]) -> Trace:  # fmt: skip
+    """Freeze the recorded nodes into a :class:`Trace`."""
+    ids = {r.id: i for i, r in enumerate(raw)}
+    bwd_total = [r.bwd_self for r in raw]
+    for r in reversed(raw):
+        if r.parent is not None and r.kind == "module":
+            bwd_total[ids[r.parent.id]] += bwd_total[ids[r.id]]
+    nodes = tuple(
+        Node(
+            id=i, key=r.key, kind=r.kind, name=r.name, type=r.type,
+            parent=None if r.parent is None else ids[r.parent.id], module=r.module,
+            inputs=r.inputs, outputs=r.outputs, fwd_time=r.fwd_time,
+            bwd_time=bwd_total[i] if r.kind == "module" else 0.0,
+            bwd_self_time=r.bwd_self, flops_fwd=r.flops_fwd, flops_bwd=r.flops_bwd,
+            saved_bytes=r.saved_bytes,
+        )  # fmt: skip
+        for i, r in enumerate(raw)
+    )
+    frozen_edges = tuple(
+        Edge(ids[s], ids[d], tuple(shape), _DTYPE_NAMES.get(dt) or str(dt).removeprefix("torch."))
+        for s, d, shape, dt in edges
+        if s in ids and d in ids
+    )
+    calls: dict[str, int] = {}
+    for r in raw:
+        if r.kind == "module":
+            calls[r.module or ""] = calls.get(r.module or "", 0) + 1
+    return Trace(TraceMeta(**meta), module_infos(model, calls), nodes, frozen_edges)

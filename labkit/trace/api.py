@@ -1,0 +1,126 @@
+"""``labkit.trace``: record one step of a model, or hand back a Recorder for a ``with`` block."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+
+from labkit.trace._tree import named_tensors
+from labkit.trace.model import Trace
+from labkit.trace.recorder import MODES, Recorder, _bind, check_model
+
+
+def trace(
+    model: torch.nn.Module,
+    *args: Any,
+    loss: Callable[[Any], torch.Tensor] | None = None,
+    backward: bool = True,
+    mode: str = "full",
+    **kwargs: Any,
+) -> Any:
+    """Record what ``model`` does on the given inputs, or return a Recorder.
+
+    With inputs, runs one forward pass (and a backward pass when gradients are
+    enabled), then restores the model exactly: parameter ``.grad``s, buffers (e.g.
+    BatchNorm running statistics) and ``training`` flags are as before.
+
+    Without inputs, returns a :class:`Recorder` to use as a context manager around
+    your own code (several calls, a full training step with an optimizer); the
+    result is then in ``recorder.trace``.
+
+    Args:
+        model: The module to record.
+        *args: Positional inputs of ``model``.
+        loss: ``loss(output) -> scalar tensor`` for the backward pass. Without it the
+            backward pass runs on the sum of the floating-point outputs.
+        backward: Record a backward pass too.
+        mode: ``"full"`` (graph of ops, FLOPs, memory) or ``"timing"`` (module hooks only).
+        **kwargs: Keyword inputs of ``model``.
+
+    Returns:
+        A :class:`Trace` when inputs were given, else a :class:`Recorder`.
+
+    Example:
+        >>> t = labkit.trace(model, x, loss=lambda out: F.cross_entropy(out, y))  # doctest: +SKIP
+        >>> with labkit.trace(model) as rec:                                        # doctest: +SKIP
+        ...     opt.zero_grad(); model(x).sum().backward(); opt.step()
+        >>> rec.trace.summary(depth=2)                                              # doctest: +SKIP
+    """
+    check_model(model)
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    if not args and not kwargs:
+        return Recorder(model, mode=mode)
+    check_devices(model, args, kwargs)
+    saved = _ModelState(model)
+    rec = Recorder(model, mode=mode)
+    try:
+        with rec:
+            out = model(*args, **kwargs)
+            if backward:
+                target = _backward_target(out, loss, rec._notes)
+                if target is not None:
+                    target.backward()
+    finally:
+        saved.restore()
+    assert rec.trace is not None
+    return rec.trace
+
+
+def check_devices(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """Raise a ValueError naming the input whose device differs from the model's parameters."""
+    devices = {p.device for p in model.parameters()}
+    if not devices:
+        return
+    for name, value in _bind(model, args, kwargs):
+        for tname, t in named_tensors(value, name):
+            if t.is_floating_point() and t.device not in devices and t.device.type != "meta":
+                where = ", ".join(sorted(str(d) for d in devices))
+                raise ValueError(
+                    f"input {tname!r} is on {t.device}, but the parameters of "
+                    f"{type(model).__name__} are on {where}: move the input with "
+                    f"{tname}.to('{where}') or the model with model.to('{t.device}')"
+                )
+
+
+def _backward_target(out: Any, loss: Any, notes: list[str]) -> torch.Tensor | None:
+    if not torch.is_grad_enabled():
+        notes.append("no backward pass: gradients are disabled (no_grad or inference_mode)")
+        return None
+    if loss is not None:
+        value = loss(out)
+        if not isinstance(value, torch.Tensor) or value.numel() != 1:
+            got = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
+            raise ValueError(f"loss must return a scalar tensor, got {got}")
+        if not value.requires_grad:
+            notes.append("no backward pass: the loss does not require grad")
+            return None
+        return value
+    tensors = [t for _, t in named_tensors(out) if t.requires_grad and t.is_floating_point()]
+    if not tensors:
+        notes.append("no backward pass: no output requires grad")
+        return None
+    if len(tensors) == 1 and tensors[0].numel() == 1:
+        return tensors[0]
+    notes.append("backward of the sum of the outputs (no loss given)")
+    return torch.stack([t.sum() for t in tensors]).sum()
+
+
+class _ModelState:
+    """What a one-shot trace may change, saved so it can be put back."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        self.training = [(m, m.training) for m in model.modules()]
+        self.grads = [(p, p.grad) for p in model.parameters()]
+        self.buffers = [(b, b.detach().clone()) for b in model.buffers()]
+
+    def restore(self) -> None:
+        for m, flag in self.training:
+            m.training = flag
+        for p, g in self.grads:
+            p.grad = g
+        with torch.no_grad():
+            for b, v in self.buffers:
+                if b.shape == v.shape:
+                    b.copy_(v)
