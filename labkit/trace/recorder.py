@@ -7,6 +7,7 @@ KeyboardInterrupt; see :meth:`Recorder.__exit__`.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import inspect
 import time
 from typing import Any
@@ -121,6 +122,8 @@ class Recorder:
         self._guard = torch._C.DisableTorchFunction if self.mode == "full" else contextlib.nullcontext
         self._t_start = time.perf_counter()
         if self.mode == "full":
+            importlib.import_module("torch._dynamo")  # first use inside an op costs ~2 s
+
             self._param_storages = {
                 p.untyped_storage().data_ptr()
                 for p in (*self.model.parameters(), *self.model.buffers())
