@@ -111,3 +111,25 @@ def test_import_doctor_stays_light():
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     ).stdout
     assert out.strip() == "[]"
+
+
+def test_disabled_extensions_are_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A user config that disables both extensions makes doctor say so, with the fix."""
+    (tmp_path / "labconfig").mkdir()
+    (tmp_path / "labconfig" / "page_config.json").write_text(
+        json.dumps({"disabledExtensions": {"labkit": True}})
+    )
+    (tmp_path / "jupyter_server_config.json").write_text(
+        json.dumps({"ServerApp": {"jpserver_extensions": {"labkit.server": False}}})
+    )
+    monkeypatch.setenv("JUPYTER_CONFIG_DIR", str(tmp_path))
+    monkeypatch.setenv("JUPYTER_PREFER_ENV_PATH", "0")  # user config above the venv's
+    by_name = {c.name: c for c in check()}
+    lab, server = by_name["lab extension"], by_name["server extension"]
+    assert (lab.status, lab.detail, lab.fix) == (
+        "broken",
+        "installed but disabled",
+        "jupyter labextension enable labkit",
+    )
+    assert server.status == "missing"
+    assert server.fix == "jupyter server extension enable labkit.server --sys-prefix"

@@ -1,0 +1,34 @@
+# labkit: `make lab` to work, `make test` to check. Both set up first; the
+# set-up (scripts/setup.sh) skips every step whose inputs did not change.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+export VENV
+
+.PHONY: setup lab test lint demo bench clean
+
+setup:
+	@scripts/setup.sh
+
+lab: setup
+	@mkdir -p notebooks
+	$(VENV)/bin/jupyter lab notebooks/
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+test: lint
+	cd widgets && node --test --test-reporter=spec test/
+	$(PY) -m pytest
+
+demo: setup
+	$(PY) -m labkit.demo --out demo-output
+
+bench: setup
+	@set -e; shopt -s nullglob; for f in benchmarks/[!_]*.py; do \
+		name=$$(basename $$f .py); echo "== benchmarks/$$name"; $(PY) -m benchmarks.$$name; done
+
+clean:
+	rm -rf .stamps labkit/widgets/static labkit/labextension extensions/lib \
+		extensions/tsconfig.tsbuildinfo test-artifacts benchmarks/results
