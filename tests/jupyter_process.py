@@ -95,6 +95,10 @@ class JupyterProcess:
                 "--LabApp.news_url=",
                 "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
             ]
+        # no "get notified about Jupyter news?" toast over the page
+        notification = home / "settings" / "@jupyterlab" / "apputils-extension"
+        notification.mkdir(parents=True, exist_ok=True)
+        (notification / "notification.jupyterlab-settings").write_text('{"fetchNews": "false"}')
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = self.log_path.open("wb")
         self.proc = subprocess.Popen(
