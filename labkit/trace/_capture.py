@@ -100,15 +100,30 @@ class FlopCapture(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[override]
         kwargs = kwargs or {}
-        if func in _META_OPS:
-            return func(*args, **kwargs)
-        packet = func._overloadpacket
-        if packet not in flop_registry and func is not torch.ops.prim.device.default:
+        try:
+            formula, decomposable = _PER_OP[func]
+        except KeyError:
+            formula, decomposable = _PER_OP[func] = _classify(func)
+        if decomposable:
             with self:
                 r = func.decompose(*args, **kwargs)
                 if r is not NotImplemented:
                     return r
         out = func(*args, **kwargs)
-        if packet in flop_registry and self.rec.enabled:
-            self.rec._on_flops(int(flop_registry[packet](*args, **kwargs, out_val=out)))
+        if formula is not None and self.rec.enabled:
+            self.rec._on_flops(int(formula(*args, **kwargs, out_val=out)))
         return out
+
+
+# per aten overload: (FLOP formula or None, may decompose): looked up once per op
+_PER_OP: dict[Any, tuple[Any, bool]] = {}
+
+
+def _classify(func: Any) -> tuple[Any, bool]:
+    if func in _META_OPS:
+        return None, False
+    formula = flop_registry.get(func._overloadpacket)
+    decomposable = (
+        formula is None and func is not torch.ops.prim.device.default and func._can_decompose()
+    )
+    return formula, decomposable
