@@ -19,7 +19,52 @@ if TYPE_CHECKING:
 
 # Tensor methods and functions that read metadata or convert: never graph nodes.
 _SKIP_NAMES = frozenset(
-    ["__set__", "size", "dim", "numel", "stride", "data_ptr", "is_contiguous", "element_size", "__len__", "__bool__", "item", "tolist", "__format__", "__repr__", "__hash__", "requires_grad_", "__iter__", "storage_offset", "is_floating_point", "get_device", "__reduce_ex__", "__setstate__", "__deepcopy__", "untyped_storage", "nelement", "ndimension", "is_complex", "__index__", "__int__", "__float__", "__array__", "register_hook", "retain_grad", "backward", "__contains__", "__dlpack__", "is_nonzero", "_is_view", "__torch_function__", "has_names", "numpy", "__setitem__", "__delitem__", "__instancecheck__"]
+    [
+        "__set__",
+        "size",
+        "dim",
+        "numel",
+        "stride",
+        "data_ptr",
+        "is_contiguous",
+        "element_size",
+        "__len__",
+        "__bool__",
+        "item",
+        "tolist",
+        "__format__",
+        "__repr__",
+        "__hash__",
+        "requires_grad_",
+        "__iter__",
+        "storage_offset",
+        "is_floating_point",
+        "get_device",
+        "__reduce_ex__",
+        "__setstate__",
+        "__deepcopy__",
+        "untyped_storage",
+        "nelement",
+        "ndimension",
+        "is_complex",
+        "__index__",
+        "__int__",
+        "__float__",
+        "__array__",
+        "register_hook",
+        "retain_grad",
+        "backward",
+        "__contains__",
+        "__dlpack__",
+        "is_nonzero",
+        "_is_view",
+        "__torch_function__",
+        "has_names",
+        "numpy",
+        "__setitem__",
+        "__delitem__",
+        "__instancecheck__",
+    ]
 )
 
 # Dispatch-level metadata queries, skipped as FlopCounterMode skips them.

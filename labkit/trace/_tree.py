@@ -9,7 +9,9 @@ from typing import Any
 import torch
 
 
-def named_tensors(obj: Any, prefix: str = "", _depth: int = 0) -> Iterator[tuple[str, torch.Tensor]]:
+def named_tensors(
+    obj: Any, prefix: str = "", _depth: int = 0
+) -> Iterator[tuple[str, torch.Tensor]]:
     """Yield ``(name, tensor)`` for each tensor in ``obj``.
 
     Walks tensors, lists, tuples (named tuples by field), mappings, dataclasses and

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
 from labkit.trace._tree import named_tensors
-from labkit.trace.model import Trace
 from labkit.trace.recorder import MODES, Recorder, _bind, check_model
 
 

@@ -108,8 +108,13 @@ def diff(a: Trace, b: Trace) -> TraceDiff:
             row["status"] = "added"
         elif y is None:
             row["status"] = "removed"
-        elif row["shapes"] or x["type"] != y["type"] or any(
-            row[f][0] != row[f][1] for f in ("flops_fwd", "flops_bwd", "params", "activation_bytes")
+        elif (
+            row["shapes"]
+            or x["type"] != y["type"]
+            or any(
+                row[f][0] != row[f][1]
+                for f in ("flops_fwd", "flops_bwd", "params", "activation_bytes")
+            )
         ):
             row["status"] = "changed"
         else:

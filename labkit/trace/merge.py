@@ -62,7 +62,9 @@ def merge(*traces: Trace) -> Trace:
     return Trace(meta, _union_modules(modules, traces), tuple(nodes.values()), merged_edges)
 
 
-def _union_modules(modules: tuple[ModuleInfo, ...], traces: tuple[Trace, ...]) -> tuple[ModuleInfo, ...]:
+def _union_modules(
+    modules: tuple[ModuleInfo, ...], traces: tuple[Trace, ...]
+) -> tuple[ModuleInfo, ...]:
     known = {m.path for m in modules}
     extra = [m for t in traces[1:] for m in t.modules if m.path not in known]
     return modules + tuple(dict((m.path, m) for m in extra).values())

@@ -88,7 +88,17 @@ COLUMNS: dict[str, tuple[str, Any]] = {
     "act": ("Activations", lambda r: fmt_bytes(r["activation_bytes"])),
     "saved": ("Saved for bwd", lambda r: fmt_bytes(r["saved_bytes"])),
 }
-DEFAULT_COLUMNS = ("type", "calls", "output", "params", "flops_fwd", "flops_bwd", "fwd", "bwd", "act")
+DEFAULT_COLUMNS = (
+    "type",
+    "calls",
+    "output",
+    "params",
+    "flops_fwd",
+    "flops_bwd",
+    "fwd",
+    "bwd",
+    "act",
+)
 
 
 def summarize(
@@ -129,12 +139,12 @@ def summarize(
             "bwd": fmt_time(trace.meta.backward_time),
         }
         total = ["Total", *(extra.get(c, "") for c in columns)]
-    widths = [max(len(str(x)) for x in col) for col in zip(header, *body, total)]
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *body, total, strict=True)]
     sep = "  ".join("-" * w for w in widths)
 
     def line(cells: list[str]) -> str:
         first = cells[0].ljust(widths[0])
-        rest = [str(c).rjust(w) for c, w in zip(cells[1:], widths[1:])]
+        rest = [str(c).rjust(w) for c, w in zip(cells[1:], widths[1:], strict=True)]
         return "  ".join([first, *rest]).rstrip()
 
     out = [line(header), sep, *(line(b) for b in body), sep, line(total)]

@@ -25,14 +25,14 @@ def test_round_trip_equal(tmp_path: Path, name: str) -> None:
 
 
 def test_merged_trace_round_trips(tmp_path: Path) -> None:
-    model, args, kwargs = zoo()["branchy"]
+    model, args, _ = zoo()["branchy"]
     m = Trace.merge(labkit.trace(model, *args), labkit.trace(model, -args[0]))
     m.save(tmp_path / "m.json")
     assert Trace.load(tmp_path / "m.json") == m
 
 
 def test_corrupt_file_names_file_and_problem(tmp_path: Path) -> None:
-    model, args, kwargs = zoo()["mlp"]
+    model, args, _ = zoo()["mlp"]
     path = tmp_path / "t.json"
     labkit.trace(model, *args).save(path)
     path.write_text(path.read_text()[:-40])

@@ -55,7 +55,7 @@ def test_module_flops_sum_to_flop_counter_total(name: str) -> None:
 # PyG scripts a few helpers with torch.jit.script at import, which torch 2.13 deprecates.
 @pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
 def test_gat_flops_and_edge_index_input() -> None:
-    model, args, kwargs = gat_model()
+    model, args, _ = gat_model()
     with FlopCounterMode(display=False) as fc:
         model(*args).sum().backward()
     model.zero_grad(set_to_none=True)
@@ -115,7 +115,7 @@ def test_outputs_and_gradients_equal_an_untraced_run() -> None:
         out = model(x)
         out.sum().backward()
     torch.testing.assert_close(out, ref, rtol=0, atol=0)
-    for (name, p), q in zip(model.named_parameters(), twin.parameters()):
+    for (name, p), q in zip(model.named_parameters(), twin.parameters(), strict=True):
         torch.testing.assert_close(p.grad, q.grad, rtol=0, atol=0, msg=name)
     assert rec.trace is not None and rec.trace.meta.backward
     assert_clean(model)
@@ -267,15 +267,22 @@ def test_keyboard_interrupt_is_not_wrapped_and_cleans_up() -> None:
 def test_partial_trace_is_kept_after_an_error() -> None:
     model = Boom()
     rec = labkit.trace(model)
-    with pytest.raises(TraceError):
-        with rec:
-            model(torch.randn(2, 4))
+    with pytest.raises(TraceError), rec:
+        model(torch.randn(2, 4))
     assert rec.trace is not None
-    assert [n.module for n in rec.trace.nodes if n.kind == "module"] == ["", "ok", "bad", "bad.0", "bad.1"]
+    assert [n.module for n in rec.trace.nodes if n.kind == "module"] == [
+        "",
+        "ok",
+        "bad",
+        "bad.0",
+        "bad.1",
+    ]
 
 
 def test_non_module_is_refused_with_what_was_given() -> None:
-    with pytest.raises(TypeError, match=r"expects a torch\.nn\.Module, got torch\.Tensor.*model first"):
+    with pytest.raises(
+        TypeError, match=r"expects a torch\.nn\.Module, got torch\.Tensor.*model first"
+    ):
         labkit.trace(torch.randn(2), torch.randn(2))
     with pytest.raises(TypeError, match=r"got builtins\.function.*wrap it in an nn\.Module"):
         labkit.trace(lambda x: x, torch.randn(2))
@@ -285,7 +292,9 @@ def test_non_module_is_refused_with_what_was_given() -> None:
 
 def test_inputs_on_another_device_are_refused_before_running() -> None:
     model = MLP().to("meta")
-    with pytest.raises(ValueError, match=r"input 'x' is on cpu, but the parameters of MLP are on meta"):
+    with pytest.raises(
+        ValueError, match=r"input 'x' is on cpu, but the parameters of MLP are on meta"
+    ):
         labkit.trace(model, torch.randn(2, 8))
     assert_clean(model)
 
@@ -325,7 +334,9 @@ def test_cuda_trace_matches_flop_counter_and_devices() -> None:
     t = labkit.trace(model, x)
     assert t.total_flops == fc.get_total_flops()
     assert t.meta.device.startswith("cuda") and t.meta.backward
-    assert all(o.device.startswith("cuda") for n in t.nodes if n.kind == "module" for o in n.outputs)
+    assert all(
+        o.device.startswith("cuda") for n in t.nodes if n.kind == "module" for o in n.outputs
+    )
     assert_clean(model)
 
 
