@@ -308,6 +308,27 @@ class Trace:
 
         return roll_repeats(self)
 
+    def show(self, **kwargs: Any) -> Any:
+        """Graph, profile and memory views in linked tabs; see :class:`labkit.widgets.TraceView`."""
+        from labkit.widgets.show import TraceView
+
+        return TraceView(self, **kwargs)
+
+    def plot(self, view: str = "graph", **kwargs: Any) -> bytes:
+        """A static PNG of ``"graph"``, ``"profile"`` or ``"memory"`` (matplotlib)."""
+        from labkit.widgets import _static
+
+        draw = {"graph": _static.graph_png, "profile": _static.profile_png}
+        draw["memory"] = _static.memory_png
+        if view not in draw:
+            raise ValueError(f"view must be one of {list(draw)}, got {view!r}")
+        return draw[view](self, **kwargs)
+
+    def _repr_html_(self) -> str:
+        from labkit.widgets._static import trace_html
+
+        return trace_html(self)
+
     # ----------------------------------------------------------------- files
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready dict, with ``schema`` and ``version`` keys."""

@@ -1,0 +1,202 @@
+"""Turn a Trace into the compact, JSON-ready traits the widgets send to the browser.
+
+Pure functions of plain data: no widget, no traitlets. Arrays rather than one dict
+per node keep the payload small (the layout benchmark reports bytes per node).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import TYPE_CHECKING, Any
+
+from labkit.trace.graph import DEFAULT_DEPTH, Canon, canonicalize, default_expanded
+
+if TYPE_CHECKING:
+    from labkit.trace.model import TensorMeta, Trace
+
+#: Metrics a view can colour or rank by: key -> label.
+METRICS: dict[str, str] = {
+    "fwd_time": "forward time",
+    "bwd_time": "backward time",
+    "flops": "FLOPs (fwd + bwd)",
+    "params": "parameters",
+    "activations": "activation memory",
+}
+#: How each metric is formatted in the browser (see widgets/src/_shared.js).
+METRIC_UNITS: dict[str, str] = {
+    "fwd_time": "time",
+    "bwd_time": "time",
+    "flops": "count",
+    "params": "count",
+    "activations": "bytes",
+}
+KIND_CODES = {"input": "i", "output": "o", "module": "m", "op": "p"}
+MEMORY_CATEGORIES = ("parameters", "gradients", "optimizer", "activations", "temporaries", "inputs")
+
+
+def _round(x: float) -> float | int:
+    """Four significant digits: enough for colours and tables, short in JSON."""
+    if x == 0:
+        return 0
+    r = float(f"{x:.4g}")
+    return int(r) if r.is_integer() and abs(r) < 2**53 else r
+
+
+def tensor_text(t: TensorMeta) -> str:
+    """``(2, 8, 16, 16) float32 -> '2x8x16x16 float32'``."""
+    return f"{'x'.join(map(str, t.shape)) or 'scalar'} {t.dtype}"
+
+
+def structure_key(trace: Trace, *, rolled: bool = True) -> str:
+    """A short hash of what the layout depends on (nodes, nesting, edges, rolling)."""
+    h = hashlib.sha1(usedforsecurity=False)
+    for n in trace.nodes:
+        h.update(f"{n.kind}|{n.name}|{n.type}|{n.parent}\n".encode())
+    for e in trace.edges:
+        h.update(f"{e.src}>{e.dst}\n".encode())
+    h.update(b"rolled" if rolled else b"flat")
+    return h.hexdigest()[:16]
+
+
+def graph_payload(trace: Trace, *, rolled: bool = True, canon: Canon | None = None) -> dict:
+    """The structure a GraphView lays out: nodes, nesting, shapes and lifted-ready edges.
+
+    Only nodes that are drawn at some expansion are sent (calls rolled into a block's
+    first call are not). Node ``k`` of the payload is trace node ``ids[k]``.
+
+    Args:
+        trace: The trace.
+        rolled: Roll repeated blocks into one ``x N`` node.
+        canon: A precomputed :func:`labkit.trace.graph.canonicalize` result.
+
+    Returns:
+        A JSON-ready dict of parallel arrays.
+    """
+    canon = canon or canonicalize(trace, rolled=rolled)
+    keep = [n.id for n in trace.nodes if canon.is_canonical(n.id)]
+    index = {nid: k for k, nid in enumerate(keep)}
+    tensors: dict[str, int] = {}
+
+    def tid(t: TensorMeta) -> int:
+        return tensors.setdefault(tensor_text(t), len(tensors))
+
+    nodes = [trace.nodes[i] for i in keep]
+    edges: list[int] = []
+    edge_tensor: list[int] = []
+    for s, d, k in canon.edges:
+        e = trace.edges[k]
+        edges += [index[s], index[d]]
+        edge_tensor.append(
+            tensors.setdefault(f"{'x'.join(map(str, e.shape))} {e.dtype}", len(tensors))
+        )
+    return {
+        "key": structure_key(trace, rolled=rolled),
+        "model": trace.meta.model,
+        "ids": keep,
+        "kind": "".join(KIND_CODES[n.kind] for n in nodes),
+        "parent": [index[n.parent] if n.parent is not None else -1 for n in nodes],
+        "name": [n.name for n in nodes],
+        "type": [n.type for n in nodes],
+        "ins": [[tid(t) for t in n.inputs] for n in nodes],
+        "outs": [[tid(t) for t in n.outputs] for n in nodes],
+        "rolled": [
+            [index[i], canon.count[i], canon.block_name[i]] for i in keep if canon.count[i] > 1
+        ],
+        "edges": edges,
+        "edge_tensor": edge_tensor,
+        "tensors": list(tensors),
+    }
+
+
+def node_metrics(trace: Trace, *, rolled: bool = True, canon: Canon | None = None) -> dict:
+    """Per drawn node, each metric of :data:`METRICS` (rolled calls summed into their block).
+
+    Returns:
+        ``{metric: [value per payload node]}`` in the order of :func:`graph_payload`'s ``ids``.
+    """
+    canon = canon or canonicalize(trace, rolled=rolled)
+    params = {r["path"]: r["params"] for r in trace.rows()}
+    n = len(trace.nodes)
+    raw: dict[str, list[float]] = {m: [0.0] * n for m in METRICS}
+    for node in trace.nodes:
+        i = node.id
+        a = canon.alias[i]
+        module = node.kind == "module"
+        raw["fwd_time"][a] += node.fwd_time
+        raw["bwd_time"][a] += node.bwd_time if module else node.bwd_self_time
+        raw["flops"][a] += trace.total(i, "flops_fwd") + trace.total(i, "flops_bwd")
+        raw["params"][a] += params.get(node.module or "", 0) if module else 0
+        raw["activations"][a] += trace.total(i, "saved_bytes")
+    keep = [i for i in range(n) if canon.is_canonical(i)]
+    return {m: [_round(vals[i]) for i in keep] for m, vals in raw.items()}
+
+
+def graph_state(
+    trace: Trace, *, rolled: bool = True, depth: int = DEFAULT_DEPTH
+) -> tuple[dict, dict, list[int]]:
+    """``(graph, metrics, expanded ids)`` for a GraphView, computing the rolling once."""
+    canon = canonicalize(trace, rolled=rolled)
+    graph = graph_payload(trace, rolled=rolled, canon=canon)
+    metrics = node_metrics(trace, rolled=rolled, canon=canon)
+    expanded = sorted(default_expanded(trace, depth, canon))
+    return graph, metrics, expanded
+
+
+PROFILE_COLUMNS = (
+    "path", "type", "depth", "calls", "params", "params_self", "fwd_time", "fwd_self_time",
+    "bwd_time", "bwd_self_time", "flops", "flops_self", "activation_bytes", "saved_bytes",
+    "saved_bytes_self",
+)  # fmt: skip
+#: Per metric, the (inclusive, self) profile columns it reads.
+PROFILE_METRIC_COLUMNS = {
+    "fwd_time": ("fwd_time", "fwd_self_time"),
+    "bwd_time": ("bwd_time", "bwd_self_time"),
+    "flops": ("flops", "flops_self"),
+    "params": ("params", "params_self"),
+    "activations": ("saved_bytes", "saved_bytes_self"),
+}
+
+
+def profile_payload(trace: Trace) -> dict:
+    """Per-module rows for a ProfileView, as columns plus one row array per module.
+
+    Returns:
+        ``{"model", "columns": [...], "rows": [[...], ...], "output": [shape text per row]}``.
+    """
+    rows = [
+        dict(r, flops=r["flops_fwd"] + r["flops_bwd"],
+             flops_self=r["flops_fwd_self"] + r["flops_bwd_self"])
+        for r in trace.rows()
+    ]  # fmt: skip
+    out_rows = []
+    shapes = []
+    for r in rows:
+        out_rows.append([r[c] if isinstance(r[c], str) else _round(r[c]) for c in PROFILE_COLUMNS])
+        shapes.append("x".join(map(str, r["output_shapes"][0])) if r["output_shapes"] else "")
+    return {"model": trace.meta.model, "columns": list(PROFILE_COLUMNS), "rows": out_rows,
+            "output": shapes}  # fmt: skip
+
+
+def memory_payload(trace: Trace) -> dict:
+    """Memory samples as parallel arrays: times, phases, modules and bytes per category.
+
+    Categories are the known ones present in the samples, in :data:`MEMORY_CATEGORIES`
+    order, then any others in the order they first appear.
+    """
+    samples = trace.memory
+    cats: list[str] = [c for c in MEMORY_CATEGORIES if any(c in s.bytes for s in samples)]
+    for s in samples:
+        cats += [c for c in s.bytes if c not in cats]
+    return {
+        "time": [_round(s.time) for s in samples],
+        "phase": [s.phase for s in samples],
+        "module": [s.module for s in samples],
+        "categories": cats,
+        "bytes": [[int(s.bytes.get(c, 0)) for s in samples] for c in cats],
+    }
+
+
+def payload_bytes(*parts: Any) -> int:
+    """Size of the parts as compact JSON, as the comm sends them."""
+    return sum(len(json.dumps(p, separators=(",", ":"))) for p in parts)

@@ -1,0 +1,102 @@
+"""GraphView: the graph that ran, as nested, collapsible, colour-coded boxes."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import traitlets as t
+
+from labkit.trace.graph import DEFAULT_DEPTH, VisibleGraph, default_expanded, visible_graph
+from labkit.widgets._base import TraceWidget
+from labkit.widgets._payload import METRICS, graph_state
+
+if TYPE_CHECKING:
+    from labkit.trace.model import Trace
+
+
+class GraphView(TraceWidget):
+    """Interactive layered graph of a Trace: modules as groups that expand on click.
+
+    Nested module calls are frames you open and close (``+`` / ``-``), repeated blocks
+    are rolled into one box with an ``x N`` badge, boxes are coloured by the chosen
+    metric, hovering shows path, type, shapes and figures, clicking selects. Search,
+    zoom, pan, fit and SVG/PNG export are in the toolbar.
+
+    Args:
+        trace: The trace to show.
+        metric: Colour by one of ``"fwd_time"``, ``"bwd_time"``, ``"flops"``, ``"params"``,
+            ``"activations"``.
+        depth: Module calls above this depth start expanded (the root is depth 0).
+        rolled: Roll repeated blocks into one box.
+        height: Height of the view in pixels.
+        throttle: Minimum seconds between two :meth:`update` deliveries.
+
+    Returns:
+        A widget; ``view.selected`` is the module path of the clicked node.
+
+    Example:
+        >>> view = GraphView(labkit.trace(model, x), metric="flops")  # doctest: +SKIP
+        >>> view                                                        # doctest: +SKIP
+        >>> view.selected                                               # doctest: +SKIP
+        'blocks.0.conv1'
+    """
+
+    _bundle = "graph"
+
+    graph = t.Dict().tag(sync=True)
+    metrics = t.Dict().tag(sync=True)
+    metric = t.Enum(list(METRICS), default_value="fwd_time").tag(sync=True)
+    depth = t.Int(DEFAULT_DEPTH).tag(sync=True)
+    expanded = t.List(t.Int()).tag(sync=True)
+    selected = t.Unicode(None, allow_none=True).tag(sync=True)
+    selected_node = t.Int(-1).tag(sync=True)
+    height = t.Int(560).tag(sync=True)
+
+    def __init__(
+        self,
+        trace: Trace,
+        *,
+        metric: str = "fwd_time",
+        depth: int = DEFAULT_DEPTH,
+        rolled: bool = True,
+        height: int = 560,
+        throttle: float = 0.25,
+    ) -> None:
+        self._rolled = rolled
+        self._depth = depth
+        super().__init__(trace, throttle=throttle, metric=metric, depth=depth, height=height)
+
+    def _apply(self, trace: Trace) -> None:
+        graph, metrics, expanded = graph_state(trace, rolled=self._rolled, depth=self.depth)
+        self._trace = trace
+        if graph["key"] == self.graph.get("key"):
+            self.metrics = metrics  # same structure: recolour, no new layout
+            return
+        self.graph = graph
+        self.metrics = metrics
+        self.expanded = expanded
+
+    @t.observe("depth")
+    def _depth_changed(self, change: dict[str, Any]) -> None:
+        if self.graph:
+            self.expanded = sorted(default_expanded(self._trace, change["new"]))
+
+    def visible(self) -> VisibleGraph:
+        """What the view draws now (the same rules the browser applies)."""
+        return visible_graph(self._trace, expanded=self.expanded, rolled=self._rolled)
+
+    def to_png(self) -> bytes:
+        """The graph as drawn now (expanded calls, metric colours) as a PNG."""
+        from labkit.widgets._static import graph_png
+
+        return graph_png(
+            self._trace, expanded=self.expanded, metric=self.metric, rolled=self._rolled
+        )
+
+    def __repr__(self) -> str:
+        g = self.visible()
+        sel = f", selected={self.selected!r}" if self.selected is not None else ""
+        return (
+            f"GraphView(model={self._trace.meta.model}, nodes={len(self._trace.nodes)}, "
+            f"boxes={len(g.boxes)}, groups={len(g.groups)}, metric={self.metric!r}{sel})"
+        )

@@ -1,0 +1,70 @@
+"""TraceView: the graph, profile and memory views of one Trace in linked tabs."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import ipywidgets
+
+from labkit.widgets.graph import GraphView
+from labkit.widgets.memory import MemoryTimeline
+from labkit.widgets.profile import ProfileView
+
+if TYPE_CHECKING:
+    from labkit.trace.model import Trace
+
+
+class TraceView(ipywidgets.Tab):
+    """Graph, Profile and Memory tabs over one Trace, with the selection linked.
+
+    Selecting a node in the graph highlights its row in the profile and the other way
+    round (linked in the browser, synced to the kernel).
+
+    Args:
+        trace: The trace to show.
+        metric: Metric the graph colours by and the profile ranks by.
+        **graph_kwargs: Passed on to :class:`GraphView` (``depth``, ``rolled``, ``height``).
+
+    Returns:
+        A tab widget; ``view.graph``, ``view.profile`` and ``view.memory`` are the views.
+
+    Example:
+        >>> view = labkit.trace(model, x).show()  # doctest: +SKIP
+        >>> view.graph.selected                   # doctest: +SKIP
+    """
+
+    def __init__(self, trace: Trace, *, metric: str = "fwd_time", **graph_kwargs: Any) -> None:
+        self.graph = GraphView(trace, metric=metric, **graph_kwargs)
+        self.profile = ProfileView(trace, metric=metric)
+        self.memory = MemoryTimeline(trace)
+        super().__init__(
+            children=[self.graph, self.profile, self.memory],
+            titles=["Graph", "Profile", "Memory"],
+        )
+        self._links = [
+            ipywidgets.jslink((self.graph, "selected"), (self.profile, "selected")),
+            ipywidgets.jslink((self.graph, "metric"), (self.profile, "metric")),
+        ]
+
+    def update(self, trace: Trace) -> None:
+        """Show a newer trace in every tab (throttled; see :meth:`GraphView.update`)."""
+        for view in (self.graph, self.profile, self.memory):
+            view.update(trace)
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> tuple[dict, dict] | None:
+        bundle = super()._repr_mimebundle_(**kwargs)
+        if bundle is None:
+            return None
+        data, meta = bundle if isinstance(bundle, tuple) else (bundle, {})
+        from labkit.widgets._static import trace_html
+
+        data["text/html"] = trace_html(self.graph.trace)
+        import base64
+
+        data["image/png"] = base64.b64encode(self.graph.to_png()).decode("ascii")
+        return data, meta
+
+    def __repr__(self) -> str:
+        return (
+            f"TraceView(model={self.graph.trace.meta.model}, tabs=['Graph', 'Profile', 'Memory'])"
+        )

@@ -1,0 +1,167 @@
+"""GraphView, ProfileView and MemoryTimeline in a real JupyterLab, driven by Chromium.
+
+One notebook traces a residual CNN and shows the views; the tests share the executed
+page (module scope) and look at, click and hover what the widgets drew.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.browser._notebook import cell, notebook, open_and_run, output_text, rerun_cell, save_shot
+
+pytestmark = pytest.mark.browser
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "images"
+
+SETUP = """\
+import torch, torch.nn.functional as F
+from torch import nn
+import labkit
+from labkit.trace.graph import visible_graph
+from labkit.widgets import GraphView, MemoryTimeline, ProfileView
+
+class Block(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.conv1 = nn.Conv2d(c, c, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(c)
+        self.conv2 = nn.Conv2d(c, c, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(c)
+    def forward(self, x):
+        return F.relu(self.bn2(self.conv2(F.relu(self.bn1(self.conv1(x))))) + x)
+
+class ResCNN(nn.Module):
+    def __init__(self, c=8):
+        super().__init__()
+        self.stem = nn.Conv2d(3, c, 3, padding=1)
+        self.blocks = nn.Sequential(*[Block(c) for _ in range(3)])
+        self.head = nn.Linear(c, 10)
+    def forward(self, x):
+        x = self.blocks(self.stem(x))
+        return self.head(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+torch.manual_seed(0)
+t = labkit.trace(ResCNN(), torch.randn(2, 3, 16, 16))
+g = visible_graph(t)
+block = next(i for i in g.boxes if t.nodes[i].type == "Block")
+opened = visible_graph(t, expanded=set(g.groups) | {block})
+print("EXPECT", len(g.boxes), len(g.groups), len(opened.boxes), block)
+"""
+CELLS = [
+    SETUP,
+    "gv = GraphView(t, height=520)\ngv",
+    "pv = ProfileView(t)\npv",
+    "mv = MemoryTimeline(t)\nmv",
+    "view = t.show()\nview",
+    "print('SELECTED', repr(gv.selected), gv.selected_node)",
+]
+GRAPH, PROFILE, MEMORY, TABS, READBACK = 1, 2, 3, 4, 5
+
+
+@pytest.fixture(scope="module")
+def page(browser, lab_server):
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    pg = context.new_page()
+    pg.set_default_timeout(30_000)
+    open_and_run(pg, lab_server, notebook(*CELLS), "widgets.ipynb")
+    yield pg
+    context.close()
+
+
+@pytest.fixture(scope="module")
+def expect(page) -> dict[str, int]:
+    m = re.search(r"EXPECT (\d+) (\d+) (\d+) (\d+)", output_text(page, 0))
+    assert m, output_text(page, 0)
+    boxes, groups, opened, block = map(int, m.groups())
+    return {"boxes": boxes, "groups": groups, "opened": opened, "block": block}
+
+
+def graph(page):
+    return cell(page, GRAPH).locator(".lk-graph")
+
+
+def test_graph_draws_the_visible_nodes(page, expect):
+    g = graph(page)
+    g.locator(".lk-node").first.wait_for()
+    assert g.locator(".lk-node").count() == expect["boxes"]
+    assert g.locator(".lk-group").count() == expect["groups"]
+    assert g.locator(".lk-edge").count() >= expect["boxes"] - 1
+    save_shot(g, "graph-default")
+
+
+def test_hover_shows_shapes(page):
+    g = graph(page)
+    stem = g.locator(".lk-node", has_text="stem")
+    stem.hover()
+    tip = g.locator(".lk-tip")
+    tip.wait_for(state="visible")
+    text = tip.inner_text()
+    assert "stem" in text and "Conv2d" in text
+    assert "2x3x16x16 float32" in text  # input
+    assert "2x8x16x16 float32" in text  # output
+
+
+def test_clicking_a_group_expands_it(page, expect):
+    g = graph(page)
+    rolled = g.locator(".lk-node", has_text="\N{MULTIPLICATION SIGN}3")
+    rolled.locator(".lk-toggle").click()
+    page.wait_for_function(
+        "([el, n]) => el.querySelectorAll('.lk-node').length === n",
+        arg=[g.element_handle(), expect["opened"]],
+    )
+    assert g.locator(".lk-node", has_text="conv1").count() == 1
+    assert g.locator(".lk-group").count() == expect["groups"] + 1
+    save_shot(g, "graph-expanded", also=DOCS / "graph.png")
+
+
+def test_clicking_a_node_sets_selected_in_the_kernel(page):
+    g = graph(page)
+    g.locator(".lk-node", has_text="head").locator("rect.lk-box").click()
+    g.locator(".lk-node.lk-selected", has_text="head").wait_for()
+    out = rerun_cell(page, READBACK, "SELECTED 'head'")
+    assert re.search(r"SELECTED 'head' \d+", out), out
+
+
+def test_sorting_the_profile_reorders_rows(page):
+    p = cell(page, PROFILE).locator(".lk-profile")
+    rows = p.locator("tbody tr")
+    rows.first.wait_for()
+    before = rows.evaluate_all("rs => rs.map(r => r.dataset.path)")
+    p.locator("th", has_text=re.compile(r"^Params")).click()
+    p.locator("th.lk-sorted", has_text="Params").wait_for()
+    by_params = rows.evaluate_all("rs => rs.map(r => r.dataset.path)")
+    assert by_params != before
+    assert by_params[0] == ""  # the root holds every parameter
+    p.locator("th", has_text=re.compile(r"^Params")).click()
+    p.locator("th.lk-sorted.lk-asc", has_text="Params").wait_for()
+    ascending = rows.evaluate_all("rs => rs.map(r => r.dataset.path)")
+    assert ascending[-1] == "" and ascending != by_params
+    save_shot(p, "profile", also=DOCS / "profile.png")
+
+
+def test_memory_timeline_marks_the_peak(page):
+    m = cell(page, MEMORY).locator(".lk-memory")
+    m.wait_for()
+    if m.locator(".lk-empty").count():
+        assert "no memory samples" in m.inner_text()
+    else:
+        assert m.locator(".lk-area").count() >= 1
+        assert "peak" in m.locator(".lk-peak-label").text_content()
+        m.locator("svg").hover()
+        assert "total" in m.locator(".lk-tip").inner_text()
+    save_shot(m, "memory", also=DOCS / "memory.png")
+
+
+def test_show_links_graph_and_profile(page):
+    tabs = cell(page, TABS)
+    tabs.locator(".lk-graph .lk-node").first.wait_for()
+    save_shot(tabs.locator(".jupyter-widgets.widget-tab"), "trace-show")
+    tabs.locator(".lk-graph .lk-node", has_text="stem").locator("rect.lk-box").click()
+    tabs.locator(".lm-TabBar-tab", has_text="Profile").click()
+    row = tabs.locator(".lk-profile tr.lk-selected")
+    row.wait_for()
+    assert row.get_attribute("data-path") == "stem"

@@ -1,0 +1,204 @@
+// Pure graph logic of the GraphView, mirroring labkit/trace/graph.py: which nodes are
+// drawn for a set of expanded calls, edges lifted to the drawn boxes, the nested layout
+// input, and colour scales. No DOM; unit-tested by widgets/test/graphcore.test.mjs.
+//
+// A payload node k is trace node graph.ids[k]; graph.parent[k] is a payload index or -1;
+// graph.kind is a string of one letter per node: i(nput) o(utput) m(odule) p (op).
+
+/** Children lists and the set of nodes that have children. */
+export function childrenOf(graph) {
+  const n = graph.parent.length;
+  const kids = Array.from({ length: n }, () => []);
+  const roots = [];
+  for (let k = 0; k < n; k++) {
+    const p = graph.parent[k];
+    if (p < 0) roots.push(k);
+    else kids[p].push(k);
+  }
+  return { kids, roots };
+}
+
+/** Payload indices of expanded calls, from trace node ids (the synced `expanded` trait). */
+export function expandedIndices(graph, expandedIds) {
+  const index = new Map(graph.ids.map((id, k) => [id, k]));
+  const out = new Set();
+  for (const id of expandedIds) if (index.has(id)) out.add(index.get(id));
+  return out;
+}
+
+/**
+ * Which payload nodes are drawn: boxOf[k] is the drawn box or frame that shows node k,
+ * boxes are drawn as boxes, groups as frames around their children (execution order).
+ */
+export function visibleNodes(graph, expanded) {
+  const n = graph.parent.length;
+  const boxOf = new Int32Array(n);
+  const hasKids = new Uint8Array(n);
+  for (let k = 0; k < n; k++) if (graph.parent[k] >= 0) hasKids[graph.parent[k]] = 1;
+  for (let k = 0; k < n; k++) {
+    const p = graph.parent[k];
+    boxOf[k] = p < 0 || (boxOf[p] === p && expanded.has(p)) ? k : boxOf[p];
+  }
+  const boxes = [];
+  const groups = [];
+  for (let k = 0; k < n; k++) {
+    if (boxOf[k] !== k) continue;
+    if (expanded.has(k) && hasKids[k]) groups.push(k);
+    else boxes.push(k);
+  }
+  return { boxOf, boxes, groups, hasKids };
+}
+
+/** Edges between drawn boxes: [src, dst, tensor index], deduplicated, no self-loops. */
+export function liftEdges(graph, boxOf) {
+  const out = [];
+  const seen = new Set();
+  const e = graph.edges;
+  for (let j = 0; j < e.length; j += 2) {
+    const s = boxOf[e[j]];
+    const d = boxOf[e[j + 1]];
+    if (s === d) continue;
+    const key = s * 1048576 + d;
+    if (seen.has(key)) continue;
+    seen.add(key);
+    out.push([s, d, graph.edge_tensor[j / 2]]);
+  }
+  return out;
+}
+
+/** Count of a rolled block's head (1 for any other node), and the block's name. */
+export function rolledInfo(graph) {
+  const count = new Map();
+  const name = new Map();
+  for (const [k, c, nm] of graph.rolled || []) {
+    count.set(k, c);
+    name.set(k, nm);
+  }
+  return { count, name };
+}
+
+/** Short label of a node: last part of a module path, "name xN" for a rolled block. */
+export function labelOf(graph, k, rolled) {
+  const kind = graph.kind[k];
+  let name = graph.name[k];
+  if (kind === "m") {
+    if (rolled && rolled.count.has(k)) {
+      const full = rolled.name.get(k);
+      return `${full} ×${rolled.count.get(k)}`;
+    }
+    name = name === "" ? graph.model || graph.type[k] : name.split(".").pop();
+  }
+  return name;
+}
+
+/** What `selected` holds for a node: the module path for a call, else the node's name. */
+export function selectionOf(graph, k) {
+  return graph.name[k];
+}
+
+/** Estimated box size for a label and a type line (no DOM measuring: fast, testable). */
+export function boxSize(label, sub) {
+  const chars = Math.max(label.length, sub.length * 0.85);
+  return { w: Math.round(Math.min(240, Math.max(64, chars * 6.6 + 22))), h: 36 };
+}
+
+/**
+ * The nested layout input: for each drawn frame (and a virtual top, key -1), its
+ * direct drawn children and the edges between them lifted to that level.
+ */
+export function layoutInput(graph, vis, edges) {
+  const groupSet = new Set(vis.groups);
+  const members = new Map([[-1, []]]);
+  for (const g of vis.groups) members.set(g, []);
+  const drawn = [...vis.boxes, ...vis.groups].sort((a, b) => a - b);
+  const container = new Map(); // drawn node -> its frame (-1 top)
+  for (const k of drawn) {
+    const p = graph.parent[k];
+    const c = p < 0 ? -1 : p; // a drawn node's parent is an expanded, drawn frame
+    container.set(k, c);
+    members.get(c).push(k);
+  }
+  // ancestors chain of a drawn node among drawn frames
+  const chain = (k) => {
+    const out = [k];
+    let c = container.get(k);
+    while (c !== -1) {
+      out.push(c);
+      c = container.get(c);
+    }
+    out.push(-1);
+    return out.reverse(); // top first
+  };
+  const levelEdges = new Map([...members.keys()].map((g) => [g, []]));
+  const seen = new Set();
+  const route = []; // per edge: [level, A, B]
+  for (const [s, d] of edges) {
+    const cs = chain(s);
+    const cd = chain(d);
+    let i = 0;
+    while (i < cs.length && i < cd.length && cs[i] === cd[i]) i++;
+    const level = cs[i - 1];
+    const A = cs[i];
+    const B = cd[i];
+    route.push([level, A, B]);
+    const key = `${A}>${B}`;
+    if (A !== undefined && B !== undefined && !seen.has(key)) {
+      seen.add(key);
+      levelEdges.get(level).push([A, B]);
+    }
+  }
+  return { members, levelEdges, route, isGroup: (k) => groupSet.has(k) };
+}
+
+// ---------------------------------------------------------------- colour scales
+
+const STOPS = [
+  [255, 247, 188],
+  [254, 196, 79],
+  [236, 112, 20],
+  [153, 52, 4],
+];
+export const NEUTRAL = "#f1f1f1";
+
+function mix(t) {
+  const x = Math.min(1, Math.max(0, t)) * (STOPS.length - 1);
+  const i = Math.min(STOPS.length - 2, Math.floor(x));
+  const f = x - i;
+  const c = STOPS[i].map((v, j) => Math.round(v + (STOPS[i + 1][j] - v) * f));
+  return `rgb(${c[0]},${c[1]},${c[2]})`;
+}
+
+/**
+ * A colour scale over the positive values: log scale when they span more than a decade,
+ * else linear. Zero or missing values get NEUTRAL. Returns {color, min, max, log}.
+ */
+export function colorScale(values) {
+  let min = Infinity;
+  let max = -Infinity;
+  for (const v of values) {
+    if (v > 0) {
+      if (v < min) min = v;
+      if (v > max) max = v;
+    }
+  }
+  if (!(max > 0)) return { color: () => NEUTRAL, min: 0, max: 0, log: false, at: mix };
+  const log = max / min > 10;
+  const lo = log ? Math.log(min) : 0;
+  const hi = log ? Math.log(max) : max;
+  const color = (v) => {
+    if (!(v > 0)) return NEUTRAL;
+    if (hi === lo) return mix(1);
+    const t = log ? (Math.log(v) - lo) / (hi - lo) : v / hi;
+    return mix(t);
+  };
+  return { color, min, max, log, at: mix };
+}
+
+/** Dark or light text for a fill given as rgb(...) or #rrggbb. */
+export function textColor(fill) {
+  let r, g, b;
+  const m = /rgb\((\d+),(\d+),(\d+)\)/.exec(fill);
+  if (m) [r, g, b] = [m[1], m[2], m[3]].map(Number);
+  else [r, g, b] = [1, 3, 5].map((i) => parseInt(fill.slice(i, i + 2), 16));
+  return 0.299 * r + 0.587 * g + 0.114 * b > 140 ? "#222" : "#fff";
+}

@@ -1,0 +1,156 @@
+// MemoryTimeline front end: stacked area of bytes by category, phases and peak marked.
+import { fmtBytes, fmtTime } from "./_shared.js";
+import { ensureStyles, esc, h, tooltip } from "./_ui.js";
+
+export const CATEGORY_COLORS = {
+  parameters: "#4e79a7",
+  gradients: "#f28e2b",
+  optimizer: "#e15759",
+  activations: "#76b7b2",
+  temporaries: "#59a14f",
+  inputs: "#edc948",
+};
+const PHASE_COLORS = { forward: "#e8f0fb", backward: "#fdf0e6", optimizer: "#eeeeee" };
+
+/** Cumulative stacks: out[c][i] = sum of categories 0..c at sample i. */
+export function stack(bytes) {
+  const out = [];
+  let prev = null;
+  for (const col of bytes) {
+    const cur = col.map((v, i) => v + (prev ? prev[i] : 0));
+    out.push(cur);
+    prev = cur;
+  }
+  return out;
+}
+
+/** Index and total of the peak sample (-1 when empty). */
+export function peakOf(bytes, n) {
+  let best = -1;
+  let max = -1;
+  for (let i = 0; i < n; i++) {
+    let s = 0;
+    for (const col of bytes) s += col[i];
+    if (s > max) {
+      max = s;
+      best = i;
+    }
+  }
+  return { index: best, total: Math.max(0, max) };
+}
+
+/** Runs of equal phase: [[phase, first index, last index], ...]. */
+export function phaseRuns(phases) {
+  const runs = [];
+  phases.forEach((p, i) => {
+    const last = runs[runs.length - 1];
+    if (last && last[0] === p) last[2] = i;
+    else runs.push([p, i, i]);
+  });
+  return runs;
+}
+
+function render({ model, el }) {
+  ensureStyles();
+  const root = h("div", { class: "lk-view lk-memory" });
+  const body = h("div", { class: "lk-canvas", style: "cursor:crosshair" });
+  const legend = h("div", { class: "lk-toolbar lk-mem-legend" });
+  root.append(legend, body);
+  el.appendChild(root);
+  const tip = tooltip(body);
+
+  function draw() {
+    root.style.height = `${model.get("height")}px`;
+    const s = model.get("samples") || {};
+    const n = (s.time || []).length;
+    if (!n) {
+      legend.innerHTML = "";
+      body.innerHTML = `<div class="lk-empty">${esc(model.get("empty_message"))}</div>`;
+      return;
+    }
+    const W = body.clientWidth || 760;
+    const H = (model.get("height") || 360) - 40;
+    const m = { l: 64, r: 16, t: 16, b: 26 };
+    const t0 = s.time[0];
+    const t1 = s.time[n - 1] > t0 ? s.time[n - 1] : t0 + 1;
+    const stacks = stack(s.bytes);
+    const peak = peakOf(s.bytes, n);
+    const ymax = peak.total || 1;
+    const X = (t) => m.l + ((t - t0) / (t1 - t0)) * (W - m.l - m.r);
+    const Y = (b) => H - m.b - (b / ymax) * (H - m.t - m.b) * 0.92;
+    let g = "";
+    for (const [phase, a, b] of phaseRuns(s.phase)) {
+      const xa = X(s.time[a]);
+      const xb = X(s.time[Math.min(b + 1, n - 1)]);
+      g += `<rect class="lk-phase" data-phase="${esc(phase)}" x="${xa}" y="${m.t}" width="${Math.max(1, xb - xa)}" height="${H - m.t - m.b}" fill="${PHASE_COLORS[phase] || "#f6f6f6"}"/>`;
+      g += `<text x="${(xa + xb) / 2}" y="${m.t + 11}" font-size="10" text-anchor="middle" fill="#666">${esc(phase)}</text>`;
+    }
+    stacks.forEach((top, c) => {
+      const below = c ? stacks[c - 1] : null;
+      let d = "";
+      for (let i = 0; i < n; i++) d += `${i ? "L" : "M"}${X(s.time[i]).toFixed(1)},${Y(top[i]).toFixed(1)}`;
+      for (let i = n - 1; i >= 0; i--) d += `L${X(s.time[i]).toFixed(1)},${Y(below ? below[i] : 0).toFixed(1)}`;
+      const cat = s.categories[c];
+      g += `<path class="lk-area" data-cat="${esc(cat)}" d="${d}Z" fill="${CATEGORY_COLORS[cat] || "#bab0ac"}" fill-opacity=".85"/>`;
+    });
+    for (let j = 0; j <= 4; j++) {
+      const b = (ymax * j) / 4;
+      g += `<line x1="${m.l}" x2="${W - m.r}" y1="${Y(b)}" y2="${Y(b)}" stroke="#000" stroke-opacity=".08"/>`;
+      g += `<text x="${m.l - 4}" y="${Y(b) + 3}" font-size="10" text-anchor="end" fill="#555">${esc(fmtBytes(b))}</text>`;
+    }
+    g += `<text x="${m.l}" y="${H - 6}" font-size="10" fill="#555">${esc(fmtTime(t0))}</text>`;
+    g += `<text x="${W - m.r}" y="${H - 6}" font-size="10" text-anchor="end" fill="#555">${esc(fmtTime(t1))}</text>`;
+    const px = X(s.time[peak.index]);
+    const mod = s.module[peak.index] || "-";
+    g += `<line class="lk-peak" x1="${px}" x2="${px}" y1="${m.t}" y2="${H - m.b}" stroke="#c00" stroke-dasharray="4 3"/>`;
+    g += `<text class="lk-peak-label" x="${px + 4}" y="${Y(peak.total) - 4}" font-size="10.5" fill="#c00">peak ${esc(fmtBytes(peak.total))} · ${esc(mod)}</text>`;
+    g += `<line class="lk-cursor" x1="0" x2="0" y1="${m.t}" y2="${H - m.b}" stroke="#333" stroke-opacity=".5" visibility="hidden"/>`;
+    body.innerHTML = `<svg width="100%" height="${H}" viewBox="0 0 ${W} ${H}">${g}</svg>`;
+    legend.innerHTML = s.categories
+      .map((c) => `<span style="display:inline-flex;align-items:center;gap:3px"><span style="width:10px;height:10px;background:${CATEGORY_COLORS[c] || "#bab0ac"}"></span>${esc(c)}</span>`)
+      .join(" ") + `<span class="lk-spacer"></span><span>peak ${esc(fmtBytes(peak.total))} at ${esc(mod)} (${esc(s.phase[peak.index])})</span>`;
+    const svgEl = body.querySelector("svg");
+    const cursor = svgEl.querySelector(".lk-cursor");
+    svgEl.addEventListener("pointermove", (e) => {
+      const r = svgEl.getBoundingClientRect();
+      const x = ((e.clientX - r.left) / r.width) * W;
+      let i = 0;
+      while (i < n - 1 && X(s.time[i + 1]) <= x) i++;
+      cursor.setAttribute("x1", X(s.time[i]));
+      cursor.setAttribute("x2", X(s.time[i]));
+      cursor.setAttribute("visibility", "visible");
+      let html = `<div><b>${esc(fmtTime(s.time[i]))}</b> · ${esc(s.phase[i])} · ${esc(s.module[i] || "-")}</div>`;
+      let total = 0;
+      s.categories.forEach((c, j) => {
+        total += s.bytes[j][i];
+        html += `<div><span class="lk-tip-k">${esc(c)}:</span> ${esc(fmtBytes(s.bytes[j][i]))}</div>`;
+      });
+      html += `<div><b>total: ${esc(fmtBytes(total))}</b></div>`;
+      tip.show(html, e.clientX, e.clientY);
+    });
+    svgEl.addEventListener("pointerleave", () => {
+      tip.hide();
+      cursor.setAttribute("visibility", "hidden");
+    });
+    body.appendChild(tip.el);
+  }
+  let lastW = 0;
+  const ro = new ResizeObserver(() => {
+    const w = body.clientWidth;
+    if (w && w !== lastW) {
+      lastW = w;
+      draw();
+    }
+  });
+  ro.observe(body);
+  model.on("change:samples", draw);
+  model.on("change:height", draw);
+  draw();
+  return () => {
+    ro.disconnect();
+    model.off("change:samples", draw);
+    model.off("change:height", draw);
+  };
+}
+
+export default { render };
