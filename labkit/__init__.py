@@ -23,6 +23,10 @@ _LAZY = {
     "TraceError": "labkit.trace",
     "TraceFileError": "labkit.trace",
     "diff": "labkit.trace",
+    "memory": "labkit.memory",
+    "MemoryReport": "labkit.memory",
+    "MemoryRecordError": "labkit.memory",
+    "find_growth": "labkit.memory",
 }
 
 __all__ = ["__version__", *_LAZY]
@@ -33,8 +37,8 @@ def __getattr__(name: str) -> Any:
     if target is None:
         raise AttributeError(f"module 'labkit' has no attribute {name!r}")
     module = importlib.import_module(target)
-    # labkit.trace is a callable package; every other name is an attribute of its module
-    value = module if name == "trace" else getattr(module, name)
+    # labkit.trace and labkit.memory are callable packages; other names are module attributes
+    value = module if name in ("trace", "memory") else getattr(module, name)
     globals()[name] = value
     return value
 

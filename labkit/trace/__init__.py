@@ -15,6 +15,7 @@ from labkit.trace.errors import TraceError, TraceFileError
 from labkit.trace.model import (
     SCHEMA_VERSION,
     Edge,
+    MemoryMeta,
     MemorySample,
     ModuleInfo,
     Node,
@@ -27,6 +28,7 @@ from labkit.trace.recorder import Recorder
 __all__ = [
     "SCHEMA_VERSION",
     "Edge",
+    "MemoryMeta",
     "MemorySample",
     "ModuleInfo",
     "Node",

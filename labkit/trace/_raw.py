@@ -102,7 +102,8 @@ def module_infos(model: torch.nn.Module, calls: dict[str, int]) -> tuple[ModuleI
 
 
 def build_trace(raw: list[RawNode], edges: list[tuple[int, int, Any, Any]], *, model: Any,
-                meta: dict[str, Any]) -> Trace:  # fmt: skip
+                meta: dict[str, Any], memory: Any = (),
+                memory_meta: Any = None) -> Trace:  # fmt: skip
     """Freeze the recorded nodes into a :class:`Trace`."""
     ids = {r.id: i for i, r in enumerate(raw)}
     bwd_total = [r.bwd_self for r in raw]
@@ -129,4 +130,5 @@ def build_trace(raw: list[RawNode], edges: list[tuple[int, int, Any, Any]], *, m
     for r in raw:
         if r.kind == "module":
             calls[r.module or ""] = calls.get(r.module or "", 0) + 1
-    return Trace(TraceMeta(**meta), module_infos(model, calls), nodes, frozen_edges)
+    return Trace(TraceMeta(**meta), module_infos(model, calls), nodes, frozen_edges,
+                 memory=tuple(memory), memory_meta=memory_meta)  # fmt: skip

@@ -13,6 +13,7 @@ from labkit.trace.errors import TraceFileError
 from labkit.trace.model import (
     SCHEMA_VERSION,
     Edge,
+    MemoryMeta,
     MemorySample,
     ModuleInfo,
     Node,
@@ -93,6 +94,7 @@ def trace_from_dict(data: Any, *, source: str = "<dict>") -> Trace:
             edges=tuple(Edge(e["src"], e["dst"], tuple(e["shape"]), e["dtype"]) for e in data["edges"]),
             memory=tuple(MemorySample(**s) for s in data.get("memory", [])),
             version=version,
+            memory_meta=_memory_meta(data.get("memory_meta")),
         )  # fmt: skip
     except (KeyError, TypeError, ValueError) as e:
         raise TraceFileError(f"{source}: malformed trace data ({type(e).__name__}: {e})") from e
@@ -110,3 +112,9 @@ def _node(n: dict[str, Any]) -> Node:
             "outputs": tuple(_tensor(t) for t in n["outputs"]),
         }
     )
+
+
+def _memory_meta(m: dict[str, Any] | None) -> MemoryMeta | None:
+    if m is None:
+        return None
+    return MemoryMeta(**{**m, "notes": tuple(m.get("notes", ()))})

@@ -171,6 +171,51 @@ class MemorySample:
 
 
 @dataclass(frozen=True)
+class MemoryMeta:
+    """What a memory recording found: the peak, who holds it, and the allocator's view.
+
+    Args:
+        device: Device of the model's parameters.
+        peak_bytes: Most live tensor-storage bytes at any moment of the recording.
+        peak_time: When the peak happened, seconds since the recording started.
+        peak_phase: ``"forward"``, ``"backward"`` or ``"optimizer"`` at the peak.
+        peak_module: Module running at the peak (``""`` when none).
+        start_bytes: Live bytes when the recording started (parameters, inputs, ...).
+        end_bytes: Live bytes when it ended.
+        peak_by_category: Bytes per category at the peak.
+        peak_by_module: Bytes per module and category at the peak; tensors are charged
+            to the module that created them (parameters, gradients and optimizer state
+            to the module owning the parameter).
+        peak_fp32_by_category: Of ``peak_by_category``, the float32 bytes.
+        saved_by_module: Bytes saved for backward per module (each storage once).
+        events: Allocation, free and re-categorisation events seen (before any
+            down-sampling of ``Trace.memory``).
+        allocator: CUDA caching-allocator figures (allocated, reserved, peaks,
+            fragmentation %, retries, ...); empty on CPU.
+        failed_module: Module running when the recording failed, else ``None``.
+        error: The error that ended the recording, else ``None``.
+        notes: Plain-language caveats.
+    """
+
+    device: str = "cpu"
+    peak_bytes: int = 0
+    peak_time: float = 0.0
+    peak_phase: str = "forward"
+    peak_module: str = ""
+    start_bytes: int = 0
+    end_bytes: int = 0
+    peak_by_category: dict[str, int] = field(default_factory=dict)
+    peak_by_module: dict[str, dict[str, int]] = field(default_factory=dict)
+    peak_fp32_by_category: dict[str, int] = field(default_factory=dict)
+    saved_by_module: dict[str, int] = field(default_factory=dict)
+    events: int = 0
+    allocator: dict[str, Any] = field(default_factory=dict)
+    failed_module: str | None = None
+    error: str | None = None
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class TraceMeta:
     """What was recorded and how.
 
@@ -216,6 +261,7 @@ class Trace:
         edges: Tensors flowing between nodes.
         memory: Memory samples through the step (filled by memory recordings).
         version: Schema version of this data.
+        memory_meta: Peak, attribution and allocator figures of a memory recording.
 
     Example:
         >>> import torch, labkit
@@ -232,6 +278,7 @@ class Trace:
     edges: tuple[Edge, ...]
     memory: tuple[MemorySample, ...] = ()
     version: int = SCHEMA_VERSION
+    memory_meta: MemoryMeta | None = None
 
     # ----------------------------------------------------------------- lookups
     @cached_property
@@ -363,8 +410,10 @@ class Trace:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Trace):
             return NotImplemented
-        return (self.version, self.meta, self.modules, self.nodes, self.edges, self.memory) == (
-            other.version, other.meta, other.modules, other.nodes, other.edges, other.memory
+        return (self.version, self.meta, self.modules, self.nodes, self.edges, self.memory,
+                self.memory_meta) == (
+            other.version, other.meta, other.modules, other.nodes, other.edges, other.memory,
+            other.memory_meta,
         )  # fmt: skip
 
     __hash__ = None  # type: ignore[assignment]

@@ -128,10 +128,14 @@ class Recorder:
                 p.untyped_storage().data_ptr()
                 for p in (*self.model.parameters(), *self.model.buffers())
             }
+            from labkit.memory.tracker import MemoryTracker
+
+            self._memory = MemoryTracker(self, own_pack_hooks=False)
             self._contexts = [
                 OpCapture(self),
                 FlopCapture(self),
                 torch.autograd.graph.saved_tensors_hooks(self._pack, _unpack),
+                self._memory,  # last: on top of FlopCapture, it sees ops as they really ran
             ]
             entered = []
             try:
@@ -193,6 +197,7 @@ class Recorder:
         self._io_counts: dict[str, int] = {}
         self._first_call: dict[str, RawNode] = {}
         self._contexts: list[Any] = []
+        self._memory: Any = None  # MemoryTracker in full mode
         self._bwd_handles: list[Any] = []
         self._hooked_seq: set[int] = set()
         self._hooked_acc: set[int] = set()
@@ -342,6 +347,8 @@ class Recorder:
                 self._outside["flops_fwd"] += n
 
     def _pack(self, t: torch.Tensor) -> torch.Tensor:
+        if self._memory is not None:
+            self._memory.on_saved(t)
         if self.enabled and self._stack:
             ptr = t.untyped_storage().data_ptr()
             if ptr not in self._param_storages and ptr not in self._saved_ptrs:
@@ -420,7 +427,9 @@ class Recorder:
             "outside_bwd_time": self._outside["bwd_time"],
             "notes": tuple(notes),
         }
-        return build_trace(self._raw, self._edges, model=self.model, meta=meta)
+        memory, memory_meta = self._memory.result() if self._memory is not None else ((), None)
+        return build_trace(self._raw, self._edges, model=self.model, meta=meta, memory=memory,
+                           memory_meta=memory_meta)  # fmt: skip
 
     def _failure_message(self, node: RawNode, exc: BaseException) -> str:
         where = f"module '{node.module}'" if node.module else "the root module"

@@ -1,0 +1,69 @@
+"""CUDA caching-allocator figures for a recording: allocated vs reserved, fragmentation, retries."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+
+class CudaStats:
+    """Reads ``torch.cuda.memory_stats`` around a recording (peak counters are reset at begin)."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self._start: dict[str, Any] = {}
+
+    def __repr__(self) -> str:
+        return f"CudaStats(device={self.device})"
+
+    def begin(self) -> None:
+        torch.cuda.synchronize(self.device)
+        torch.cuda.reset_peak_memory_stats(self.device)
+        self._start = dict(torch.cuda.memory_stats(self.device))
+
+    def end(self, tracker: Any) -> dict[str, Any]:
+        """Allocator figures since :meth:`begin`, plus what the storage accounting did not see."""
+        torch.cuda.synchronize(self.device)
+        s = torch.cuda.memory_stats(self.device)
+        s0 = self._start
+
+        def get(stats: dict[str, Any], key: str) -> int:
+            return int(stats.get(key, 0))
+
+        allocated = get(s, "allocated_bytes.all.current")
+        reserved = get(s, "reserved_bytes.all.current")
+        peak_alloc = get(s, "allocated_bytes.all.peak")
+        peak_res = get(s, "reserved_bytes.all.peak")
+        return {
+            "device": str(self.device),
+            "allocated": allocated,
+            "reserved": reserved,
+            "peak_allocated": peak_alloc,
+            "peak_reserved": peak_res,
+            "fragmentation_pct": _pct(reserved - allocated, reserved),
+            "peak_fragmentation_pct": _pct(peak_res - peak_alloc, peak_res),
+            "inactive_split_bytes": get(s, "inactive_split_bytes.all.current"),
+            "largest_free_block": largest_free_block(self.device),
+            "alloc_retries": get(s, "num_alloc_retries") - get(s0, "num_alloc_retries"),
+            "ooms": get(s, "num_ooms") - get(s0, "num_ooms"),
+            "segments": get(s, "segment.all.current"),
+            "allocated_at_start": get(s0, "allocated_bytes.all.current"),
+            "untracked_at_start": get(s0, "allocated_bytes.all.current") - tracker.start_cuda,
+        }
+
+
+def largest_free_block(device: torch.device) -> int:
+    """Largest reserved-but-unused block: the biggest tensor that fits without a new cudaMalloc."""
+    best = 0
+    for seg in torch.cuda.memory_snapshot():
+        if seg.get("device") not in (None, device.index if device.index is not None else 0):
+            continue
+        for block in seg.get("blocks", ()):
+            if block.get("state") == "inactive":
+                best = max(best, int(block.get("size", 0)))
+    return best
+
+
+def _pct(part: int, whole: int) -> float:
+    return round(100.0 * part / whole, 3) if whole > 0 else 0.0

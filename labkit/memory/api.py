@@ -1,0 +1,128 @@
+"""``labkit.memory(model, batch, loss=..., optimizer=...)``: the memory of one training step."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import torch
+
+from labkit._format import fmt_bytes
+from labkit.memory.attribution import MemoryReport
+from labkit.memory.errors import MemoryRecordError
+from labkit.memory.timeline import MAX_SAMPLES
+from labkit.memory.tracker import CATEGORIES, MemoryTracker
+from labkit.trace.api import _backward_target, check_devices
+from labkit.trace.errors import TraceError
+from labkit.trace.model import Trace
+from labkit.trace.recorder import Recorder, check_model
+
+
+def memory(
+    model: torch.nn.Module,
+    batch: Any,
+    *,
+    loss: Callable[[Any], torch.Tensor] | None = None,
+    optimizer: torch.optim.Optimizer | None = None,
+    backward: bool = True,
+    max_samples: int = MAX_SAMPLES,
+) -> MemoryReport:
+    """Record where every byte of one training step goes: forward, backward, optimizer step.
+
+    Runs a real step (the optimizer, when given, updates the parameters). Tensor
+    storages are counted as they are created and freed, each once however many views
+    share it, and sorted into parameters, gradients, optimizer state, activations
+    saved for backward, inputs and temporaries. On CUDA the caching allocator's
+    figures (allocated vs reserved, fragmentation, retries, peak) come too.
+
+    Args:
+        model: The module to record.
+        batch: The model's input: a tensor (``model(batch)``), a tuple or list
+            (``model(*batch)``) or a dict (``model(**batch)``). Its tensors count as
+            inputs.
+        loss: ``loss(output) -> scalar tensor``; without it, the sum of the outputs.
+        optimizer: Run ``optimizer.step()`` after backward; its state counts.
+        backward: Run the backward pass.
+        max_samples: Keep at most about this many timeline samples (peaks kept).
+
+    Returns:
+        A :class:`MemoryReport` holding the :class:`~labkit.trace.Trace`.
+
+    Raises:
+        MemoryRecordError: The step failed (out of memory included); the error names
+            the running module and carries the partial report.
+
+    Example:
+        >>> rep = labkit.memory(model, x, loss=lambda out: F.cross_entropy(out, y),
+        ...                     optimizer=opt)             # doctest: +SKIP
+        >>> print(rep.summary())                           # doctest: +SKIP
+    """
+    check_model(model, "labkit.memory")
+    args, kwargs = _split(batch)
+    check_devices(model, args, kwargs)
+    rec = Recorder(model, mode="timing")
+    tracker = MemoryTracker(
+        rec, optimizers=(optimizer,) if optimizer is not None else (), inputs=(args, kwargs)
+    )
+    err: BaseException | None = None
+    try:
+        with _recording(rec, tracker):
+            out = model(*args, **kwargs)
+            if backward:
+                target = _backward_target(out, loss, rec._notes)
+                del out
+                if target is not None:
+                    target.backward()
+            if optimizer is not None:
+                optimizer.step()
+    except Exception as e:
+        err = e
+    report = _report(rec, tracker, max_samples)
+    if err is not None:
+        raise MemoryRecordError(_failure_message(err, report), report, tracker.failed_module) from (
+            err.__cause__ if isinstance(err, TraceError) and err.__cause__ is not None else err
+        )
+    return report
+
+
+@contextmanager
+def _recording(rec: Recorder, tracker: MemoryTracker) -> Iterator[None]:
+    """The recorder outside, the tracker inside: both always removed, innermost first."""
+    with rec, tracker:
+        yield
+
+
+def _report(rec: Recorder, tracker: MemoryTracker, max_samples: int) -> MemoryReport:
+    samples, meta = tracker.result(max_samples)
+    assert rec.trace is not None
+    trace: Trace = rec.trace.replace(memory=samples, memory_meta=meta)
+    return MemoryReport(trace)
+
+
+def _split(batch: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    if isinstance(batch, dict):
+        return (), dict(batch)
+    if isinstance(batch, (tuple, list)):
+        return tuple(batch), {}
+    return (batch,), {}
+
+
+def _failure_message(err: BaseException, report: MemoryReport) -> str:
+    m = report.meta
+    last = report.samples[-1].bytes if report.samples else {}
+    live = sum(last.values())
+    cats = ", ".join(f"{c} {fmt_bytes(last[c])}" for c in CATEGORIES if last.get(c))
+    top = ", ".join(f"'{r['module']}' {fmt_bytes(r['bytes'])}" for r in report.by_module(3))
+    msg = str(err) if isinstance(err, TraceError) else f"{type(err).__name__}: {err}"
+    hint = ""
+    if isinstance(err, torch.OutOfMemoryError) or isinstance(err.__cause__, torch.OutOfMemoryError):
+        hint = (
+            "; out of memory: shrink the batch, or see report.whatif() for activation "
+            "checkpointing and bf16 estimates"
+        )
+    return (
+        f"{msg}\nmemory when it failed: {fmt_bytes(live)} live ({cats or 'nothing'}); peak so far "
+        f"{fmt_bytes(m.peak_bytes)} in {m.peak_phase}; largest holders {top or 'none'}{hint}. "
+        "The partial timeline is in error.report."
+    )

@@ -1,0 +1,204 @@
+"""Attribution: the peak broken down by category and by module, and the report that holds it."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+from labkit._format import fmt_bytes, fmt_time
+from labkit.memory.timeline import CATEGORIES, sparkline
+from labkit.trace.model import MemoryMeta, Trace
+
+if TYPE_CHECKING:
+    from labkit.memory.tracker import MemoryTracker
+    from labkit.memory.whatif import WhatIf
+
+
+def memory_meta(tracker: MemoryTracker, device: str = "cpu") -> MemoryMeta:
+    """Freeze a finished tracker's peak, attribution and allocator figures."""
+    by_module: dict[str, dict[str, int]] = {}
+    for (module, cat), n in sorted(tracker.peak_mod.items()):
+        by_module.setdefault(module, {})[CATEGORIES[cat]] = n
+    fp32: dict[str, int] = {}
+    for (_, cat), n in tracker.peak_fp32.items():
+        fp32[CATEGORIES[cat]] = fp32.get(CATEGORIES[cat], 0) + n
+    notes = [
+        "bytes are tensor storages (each counted once however many views share it); "
+        "buffers count as parameters",
+    ]
+    if tracker.cuda:
+        notes.append(
+            "CUDA: the allocator rounds each block up (512 B at least) and keeps freed blocks "
+            "reserved; see allocator for its figures"
+        )
+    if tracker.failed_module is not None:
+        where = f"module '{tracker.failed_module}'" if tracker.failed_module else "outside modules"
+        notes.append(f"recording ended by an error in {where}: the timeline stops there")
+    return MemoryMeta(
+        device=device,
+        peak_bytes=tracker.peak,
+        peak_time=round(tracker.peak_time, 9),
+        peak_phase=tracker.peak_phase,
+        peak_module=tracker.peak_module,
+        start_bytes=tracker.start_bytes,
+        end_bytes=tracker.total,
+        peak_by_category={c: n for c, n in zip(CATEGORIES, tracker.peak_cat, strict=True) if n},
+        peak_by_module=by_module,
+        peak_fp32_by_category=fp32,
+        saved_by_module=dict(sorted(tracker._saved.items())),
+        events=len(tracker.events),
+        allocator=dict(tracker.cuda or {}),
+        failed_module=tracker.failed_module,
+        error=tracker.error,
+        notes=tuple(notes),
+    )
+
+
+class MemoryReport:
+    """Where the bytes of a recorded step went: timeline, peak, attribution, what-if.
+
+    Holds the :class:`~labkit.trace.Trace` (whose ``memory`` and ``memory_meta`` carry
+    all figures); every method is a pure function of it.
+
+    Args:
+        trace: A trace recorded with memory (``labkit.memory(...)`` or full mode).
+
+    Example:
+        >>> rep = labkit.memory(model, (x, y), loss=loss_fn, optimizer=opt)  # doctest: +SKIP
+        >>> rep.peak_bytes, rep.peak_module                                  # doctest: +SKIP
+        >>> print(rep.summary())                                             # doctest: +SKIP
+        >>> rep.by_module(top=5)                                             # doctest: +SKIP
+    """
+
+    def __init__(self, trace: Trace) -> None:
+        if trace.memory_meta is None:
+            raise ValueError(
+                "this trace has no memory recording: record it with labkit.memory(...) "
+                "or labkit.trace(..., mode='full')"
+            )
+        self.trace = trace
+        self.meta: MemoryMeta = trace.memory_meta
+
+    def __repr__(self) -> str:
+        m = self.meta
+        where = f"'{m.peak_module}'" if m.peak_module else "outside modules"
+        return (
+            f"MemoryReport(model={self.trace.meta.model}, device={m.device}, "
+            f"peak={fmt_bytes(m.peak_bytes)} in {m.peak_phase} at {where}, "
+            f"samples={len(self.trace.memory)})"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, MemoryReport) and self.trace == other.trace
+
+    __hash__ = None  # type: ignore[assignment]
+
+    # ----------------------------------------------------------------- figures
+    @property
+    def samples(self) -> tuple[Any, ...]:
+        """The timeline (``Trace.memory``)."""
+        return self.trace.memory
+
+    @property
+    def peak_bytes(self) -> int:
+        """Most live tensor-storage bytes at any moment."""
+        return self.meta.peak_bytes
+
+    @property
+    def peak_module(self) -> str:
+        """Module running at the peak (``""`` when none)."""
+        return self.meta.peak_module
+
+    @property
+    def peak_phase(self) -> str:
+        """Phase at the peak."""
+        return self.meta.peak_phase
+
+    @property
+    def allocator(self) -> dict[str, Any]:
+        """CUDA allocator figures (empty on CPU)."""
+        return self.meta.allocator
+
+    def by_category(self) -> dict[str, int]:
+        """Bytes per category at the peak, largest first."""
+        return dict(sorted(self.meta.peak_by_category.items(), key=lambda kv: -kv[1]))
+
+    def by_module(self, top: int | None = 10, *, inclusive: bool = False) -> list[dict[str, Any]]:
+        """Modules by bytes held at the peak, largest first.
+
+        Args:
+            top: How many rows (``None`` for all).
+            inclusive: Add each module's descendants to it.
+
+        Returns:
+            Rows ``{"module", "bytes", <category>: bytes, ...}``.
+        """
+        own = {m: dict(c) for m, c in self.meta.peak_by_module.items()}
+        if inclusive:
+            acc: dict[str, dict[str, int]] = {}
+            for path, cats in own.items():
+                for anc in _ancestors(path):
+                    row = acc.setdefault(anc, {})
+                    for c, n in cats.items():
+                        row[c] = row.get(c, 0) + n
+            own = acc
+        rows = [{"module": m, "bytes": sum(c.values()), **c} for m, c in own.items()]
+        rows.sort(key=lambda r: (-r["bytes"], r["module"]))
+        return rows if top is None else rows[:top]
+
+    def saved_by_module(self) -> dict[str, int]:
+        """Activation bytes saved for backward per module (each storage once)."""
+        return dict(sorted(self.meta.saved_by_module.items(), key=lambda kv: -kv[1]))
+
+    def whatif(self, blocks: list[str] | None = None) -> WhatIf:
+        """Estimated savings from activation checkpointing and bf16 activations."""
+        from labkit.memory.whatif import whatif
+
+        return whatif(self.trace, blocks=blocks)
+
+    def summary(self, top: int = 8) -> str:
+        """A text report: peak, category breakdown, top modules, allocator, timeline."""
+        m = self.meta
+        where = f"module '{m.peak_module}'" if m.peak_module else "outside any module"
+        lines = [
+            f"{self.trace.meta.model} on {m.device}: peak {fmt_bytes(m.peak_bytes)} in "
+            f"{m.peak_phase}, {where}, at {fmt_time(m.peak_time)}",
+            f"  start {fmt_bytes(m.start_bytes)} -> end {fmt_bytes(m.end_bytes)}",
+            "  at the peak, by category:",
+        ]
+        lines += [f"    {c:<12} {fmt_bytes(n):>12}" for c, n in self.by_category().items()]
+        lines.append("  at the peak, by module (self):")
+        for r in self.by_module(top):
+            cats = ", ".join(f"{c} {fmt_bytes(r[c])}" for c in CATEGORIES if r.get(c))
+            lines.append(f"    {r['module'] or '(outside modules)':<24} {fmt_bytes(r['bytes']):>12}"
+                         f"  {cats}")  # fmt: skip
+        if m.allocator:
+            a = m.allocator
+            lines.append(
+                f"  allocator: peak allocated {fmt_bytes(a['peak_allocated'])}, peak reserved "
+                f"{fmt_bytes(a['peak_reserved'])}, fragmentation {a['fragmentation_pct']:.1f}% "
+                f"now ({a['peak_fragmentation_pct']:.1f}% at peak), retries {a['alloc_retries']}"
+            )
+        if m.error:
+            lines.append(f"  ended by {m.error} in '{m.failed_module}'")
+        line = sparkline(self.samples)
+        if line:
+            lines.append(f"  timeline: {line}")
+        return "\n".join(lines)
+
+    # ----------------------------------------------------------------- files
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write the underlying trace (versioned JSON)."""
+        self.trace.save(path)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> MemoryReport:
+        """Read a report written by :meth:`save`."""
+        return cls(Trace.load(path))
+
+
+def _ancestors(path: str) -> list[str]:
+    if not path:
+        return [""]
+    parts = path.split(".")
+    return ["", *(".".join(parts[: i + 1]) for i in range(len(parts)))]
