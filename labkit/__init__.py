@@ -27,6 +27,9 @@ _LAZY = {
     "MemoryReport": "labkit.memory",
     "MemoryRecordError": "labkit.memory",
     "find_growth": "labkit.memory",
+    "Recipe": "labkit.optimize",
+    "compare": "labkit.optimize",
+    "advise": "labkit.optimize",
 }
 
 __all__ = ["__version__", *_LAZY]

@@ -1,0 +1,118 @@
+"""Peak memory of one step of a Recipe's model.
+
+On CUDA it is the caching allocator's peak (``torch.cuda.max_memory_allocated``).
+On CPU there is no allocator statistic, so torch's dispatch-level ``MemTracker``
+(``torch.distributed._tools.mem_tracker``) counts live tensor bytes, parameters
+and optimizer state included. It cannot see inside compiled graphs, so compiled
+recipes are measured on their eager equivalent (and the note says so).
+"""
+
+from __future__ import annotations
+
+import copy
+import warnings
+from typing import Any
+
+import torch
+
+from labkit._format import fmt_bytes
+
+
+def peak_memory(run: Any, eager_recipe: Any) -> tuple[int | None, str | None]:
+    """(peak bytes of one step, note) for a ``compare`` run; ``(None, why)`` when unmeasurable."""
+    from labkit.optimize.apply import apply
+
+    model = run.model if not run.recipe.compile else apply(run.base_model, eager_recipe)
+    if _has_subclass_weights(model):
+        return None, (
+            f"peak memory not measured (torch's MemTracker cannot follow torchao's int8 weight "
+            f"tensors); weights: {fmt_bytes(weight_bytes(model))} vs "
+            f"{fmt_bytes(weight_bytes(run.base_model))} in fp32"
+        )
+    note = None
+    if run.recipe.compile:
+        note = "peak memory measured on the eager model (compiled graphs are opaque to the tracker)"
+    device = next((p.device for p in model.parameters()), torch.device("cpu"))
+    try:
+        if device.type == "cuda":
+            return _cuda_peak(run, model, device), note
+        return _tracked_peak(run, model), note
+    except Exception as exc:
+        return None, f"peak memory not measured ({type(exc).__name__}: {exc})"
+
+
+def _has_subclass_weights(model: torch.nn.Module) -> bool:
+    return any(type(p) not in (torch.Tensor, torch.nn.Parameter) for p in model.parameters())
+
+
+def weight_bytes(model: torch.nn.Module) -> int:
+    """Bytes held by parameters, looking inside tensor subclasses (torchao int8 weights)."""
+    return sum(_tensor_bytes(p) for p in model.parameters())
+
+
+def _tensor_bytes(t: torch.Tensor) -> int:
+    flatten = getattr(t, "__tensor_flatten__", None)
+    if flatten is not None and type(t) not in (torch.Tensor, torch.nn.Parameter):
+        names, _ = flatten()
+        return sum(_tensor_bytes(getattr(t, n)) for n in names)
+    return t.numel() * t.element_size()
+
+
+def _one_step(run: Any, model: torch.nn.Module, opt: torch.optim.Optimizer | None) -> None:
+    from labkit.optimize.compare import _loss
+
+    torch.manual_seed(run.seed)
+    if run.mode == "inference":
+        with torch.no_grad():
+            model(*run.inputs, **run.kwargs)
+        return
+    assert opt is not None
+    opt.zero_grad(set_to_none=True)
+    value = _loss(model(*run.inputs, **run.kwargs), run.loss_fn)
+    if run.scaler is not None:
+        run.scaler.scale(value).backward()
+    else:
+        value.backward()
+    opt.step()
+
+
+def _optimizer(run: Any, model: torch.nn.Module) -> torch.optim.Optimizer | None:
+    if run.mode != "train":
+        return None
+    if model is run.model:
+        return run.opt
+    return torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=run.lr)
+
+
+def _tracked_peak(run: Any, model: torch.nn.Module) -> int:
+    from torch.distributed._tools.mem_tracker import MemTracker
+
+    # measure on a copy so the step does not move the weights being compared
+    model = copy.deepcopy(model) if model is run.model else model
+    opt = (
+        torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=run.lr)
+        if run.mode == "train"
+        else None
+    )
+    tracker = MemTracker()
+    tracker.track_external(model, *([opt] if opt is not None else []))
+    with warnings.catch_warnings():
+        # MemTracker's own always_call hook re-raises as a UserWarning when forward fails;
+        # the failure itself is reported below.
+        warnings.simplefilter("ignore", UserWarning)
+        with tracker:
+            _one_step(run, model, opt)
+    snapshot = tracker.get_tracker_snapshot("peak")
+    return int(sum(v.get("Total", 0) for v in snapshot.values() if isinstance(v, dict)))
+
+
+def _cuda_peak(run: Any, model: torch.nn.Module, device: torch.device) -> int:
+    model = copy.deepcopy(model) if model is run.model else model
+    opt = _optimizer(run, model) if model is not run.model else None
+    if run.mode == "train" and opt is None:
+        opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=run.lr)
+    torch.cuda.synchronize(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    _one_step(run, model, opt)
+    torch.cuda.synchronize(device)
+    return int(torch.cuda.max_memory_allocated(device))

@@ -1,0 +1,75 @@
+"""int8 quantization through torchao (``quantize_``), counted per Linear layer."""
+
+from __future__ import annotations
+
+import torch
+
+QUANT_FIX = "pip install torchao"
+
+
+def _config(kind: str):  # type: ignore[no-untyped-def]
+    import torchao.quantization as q
+
+    if kind == "int8-dynamic":
+        return q.Int8DynamicActivationInt8WeightConfig()
+    if kind == "int8-weight-only":
+        return q.Int8WeightOnlyConfig()
+    if kind == "int8-qat":
+        from torchao.quantization.qat import IntxFakeQuantizeConfig, QATConfig
+
+        act = IntxFakeQuantizeConfig(torch.int8, "per_token", is_symmetric=False)
+        weight = IntxFakeQuantizeConfig(torch.int8, "per_channel")
+        return QATConfig(activation_config=act, weight_config=weight, step="prepare")
+    raise ValueError(f"unknown quantization {kind!r}")
+
+
+def linear_paths(model: torch.nn.Module) -> list[str]:
+    """Paths of every ``nn.Linear`` (subclasses included)."""
+    return [p for p, m in model.named_modules() if isinstance(m, torch.nn.Linear)]
+
+
+def is_quantized(module: torch.nn.Module) -> bool:
+    """True when a Linear holds a torchao int8 weight or fake-quantizes for QAT."""
+    if type(module).__name__ == "FakeQuantizedLinear":
+        return True
+    weight = getattr(module, "weight", None)
+    return isinstance(weight, torch.Tensor) and type(weight) not in (
+        torch.Tensor,
+        torch.nn.Parameter,
+    )
+
+
+def quantize(model: torch.nn.Module, kind: str) -> tuple[int, int]:
+    """Quantize ``model``'s Linear layers in place; return (quantized, total Linear layers).
+
+    On failure the original weights are put back and the error re-raised.
+    """
+    from torchao.quantization import quantize_
+
+    before = {p: m for p, m in model.named_modules() if isinstance(m, torch.nn.Linear)}
+    saved = {p: (m.weight, getattr(m, "bias", None)) for p, m in before.items()}
+    children = {p: dict(m.named_children()) for p, m in model.named_modules()}
+    try:
+        quantize_(model, _config(kind))
+    except Exception:
+        for path, parent_children in children.items():  # undo module swaps (QAT)
+            parent = model.get_submodule(path) if path else model
+            for name, child in parent_children.items():
+                setattr(parent, name, child)
+        for path, (weight, bias) in saved.items():
+            mod = before[path]
+            mod.weight = weight
+            if bias is not None:
+                mod.bias = bias
+        raise
+    done = sum(1 for _, m in model.named_modules() if is_quantized(m))
+    return done, len(before)
+
+
+def skipped_linears(model: torch.nn.Module) -> list[str]:
+    """Linear layers that stayed in floating point after quantization (with their type)."""
+    return [
+        f"{p} ({type(m).__name__})"
+        for p, m in model.named_modules()
+        if isinstance(m, torch.nn.Linear) and not is_quantized(m)
+    ]

@@ -1,0 +1,179 @@
+"""Where a candidate model's numbers part from the baseline's, layer by layer.
+
+Both models run the same inputs with forward hooks on every module; each module's
+output in the candidate is compared with the output of the module at the same path
+in the baseline (first call of each). :func:`labkit.optimize.apply` keeps module
+paths, so an optimized copy lines up with its original.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from labkit.trace._tree import named_tensors
+
+FP16_MAX = 65504.0
+
+
+@dataclass(frozen=True)
+class LayerDrift:
+    """How far one module's output moved from the baseline's.
+
+    Args:
+        path: Module path (``""`` for the whole model).
+        type: Module class name in the candidate.
+        max_abs: Largest absolute difference.
+        rel: ``||candidate - baseline|| / ||baseline||`` (L2 norms).
+        cosine: Cosine similarity of the flattened outputs.
+        base_max_abs: Largest absolute value of the baseline output (for fp16 range checks).
+        finite: False when the candidate output has inf or NaN.
+    """
+
+    path: str
+    type: str
+    max_abs: float
+    rel: float
+    cosine: float
+    base_max_abs: float
+    finite: bool = True
+
+    def drifts(self, tolerance: float) -> bool:
+        """True when the relative error passes ``tolerance`` or the output is not finite."""
+        return not self.finite or self.rel > tolerance
+
+
+def flat(value: Any) -> torch.Tensor | None:
+    """All floating-point tensors in ``value`` flattened into one fp32 vector (None if none)."""
+    parts = [
+        t.detach().reshape(-1).float().cpu()
+        for _, t in named_tensors(value)
+        if t.is_floating_point() and not t.is_meta
+    ]
+    if not parts:
+        return None
+    return torch.cat(parts) if len(parts) > 1 else parts[0]
+
+
+def deviation(base: torch.Tensor, cand: torch.Tensor) -> tuple[float, float, float]:
+    """(max abs, relative L2, cosine) between two flat fp32 vectors of equal size."""
+    if base.shape != cand.shape:
+        raise ValueError(
+            f"outputs differ in size: baseline {tuple(base.shape)}, candidate {tuple(cand.shape)}"
+        )
+    diff = cand - base
+    max_abs = float(diff.abs().max()) if diff.numel() else 0.0
+    norm = float(base.norm())
+    rel = float(diff.norm()) / norm if norm > 0 else (0.0 if float(diff.norm()) == 0 else math.inf)
+    denom = float(base.norm() * cand.norm())
+    cosine = float(base @ cand) / denom if denom > 0 else (1.0 if rel == 0 else 0.0)
+    return max_abs, rel, cosine
+
+
+def layer_drift(
+    baseline: torch.nn.Module,
+    candidate: torch.nn.Module,
+    *args: Any,
+    skip: tuple[str, ...] = (),
+    seed: int = 0,
+    **kwargs: Any,
+) -> list[LayerDrift]:
+    """Per-module output drift of ``candidate`` against ``baseline``, in baseline call order.
+
+    Both run once under ``torch.no_grad()`` with the same seed, in their current
+    train/eval mode. Hooks are removed afterwards, also on error.
+
+    Args:
+        baseline: The reference model (usually fp32 eager).
+        candidate: The model to check, with the same module paths.
+        *args: Positional inputs of both models.
+        skip: Module paths to leave out (e.g. convolutions that absorbed a BatchNorm).
+        seed: Seed set before each run, so dropout masks match.
+        **kwargs: Keyword inputs of both models.
+
+    Returns:
+        One :class:`LayerDrift` per module that ran in both and produced floating outputs.
+
+    Example:
+        >>> from labkit.optimize import apply, Recipe, layer_drift
+        >>> fast = apply(model, Recipe(precision="bf16-mixed"))  # doctest: +SKIP
+        >>> rows = layer_drift(model, fast, x)  # doctest: +SKIP
+        >>> next(r.path for r in rows if r.drifts(1e-2))  # doctest: +SKIP
+        'layers.0.linear1'
+    """
+    order: list[str] = []
+    base_out: dict[str, torch.Tensor] = {}
+    results: dict[str, LayerDrift] = {}
+
+    def record(path: str):  # type: ignore[no-untyped-def]
+        def hook(module: torch.nn.Module, inputs: Any, output: Any) -> None:
+            if path in base_out:
+                return
+            vec = flat(output)
+            if vec is not None:
+                base_out[path] = vec
+                order.append(path)
+
+        return hook
+
+    def check(path: str):  # type: ignore[no-untyped-def]
+        def hook(module: torch.nn.Module, inputs: Any, output: Any) -> None:
+            if path in results or path not in base_out:
+                return
+            vec = flat(output)
+            if vec is None or vec.shape != base_out[path].shape:
+                return
+            base = base_out[path]
+            max_abs, rel, cos = deviation(base, vec)
+            finite = bool(torch.isfinite(vec).all())
+            base_max = float(base.abs().max()) if base.numel() else 0.0
+            results[path] = LayerDrift(
+                path, type(module).__name__, max_abs, rel, cos, base_max, finite
+            )
+
+        return hook
+
+    _run_hooked(baseline, record, skip, seed, args, kwargs)
+    _run_hooked(candidate, check, skip, seed, args, kwargs)
+    return [results[p] for p in order if p in results]
+
+
+def _run_hooked(model, make_hook, skip, seed, args, kwargs) -> None:  # type: ignore[no-untyped-def]
+    handles = []
+    try:
+        for path, mod in model.named_modules():
+            if path not in skip:
+                handles.append(mod.register_forward_hook(make_hook(path)))
+        torch.manual_seed(seed)
+        with torch.no_grad():
+            model(*args, **kwargs)
+    finally:
+        for h in handles:
+            h.remove()
+
+
+def first_drift(rows: list[LayerDrift], tolerance: float) -> LayerDrift | None:
+    """The first module (in call order, innermost first) whose output drifts past ``tolerance``."""
+    for row in rows:
+        if row.path and row.drifts(tolerance):
+            return row
+    root = next((r for r in rows if not r.path), None)
+    return root if root is not None and root.drifts(tolerance) else None
+
+
+def fp16_risks(rows: list[LayerDrift], limit: int = 3) -> list[str]:
+    """Notes for modules whose fp32 outputs exceed fp16's range or turned non-finite."""
+    notes = []
+    for r in rows:
+        where = r.path or "(model output)"
+        if not r.finite:
+            notes.append(f"{where} ({r.type}) produced inf/NaN under fp16")
+        elif r.base_max_abs > FP16_MAX:
+            notes.append(
+                f"fp16 overflow risk in {where} ({r.type}): fp32 output reaches "
+                f"{r.base_max_abs:.3g}, above fp16's max {FP16_MAX:.0f}"
+            )
+    return notes[:limit]

@@ -1,0 +1,204 @@
+"""The Recipe: one serializable, validated set of optimization choices.
+
+A Recipe says *what* to do to a model (precision, quantization, compile, activation
+checkpointing, memory format, conv-batchnorm fusion, float32 matmul precision); it
+does nothing by itself. :func:`labkit.optimize.apply` is the one place that applies
+it. The optimize panel edits a Recipe, the trainer applies it and promote writes it
+into the script, so it round-trips through ``to_dict`` / ``from_dict`` and JSON.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from typing import Any
+
+PRECISIONS = ("32", "bf16-mixed", "16-mixed")
+QUANTIZATIONS = (None, "int8-dynamic", "int8-weight-only", "int8-qat")
+COMPILE_MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+MATMUL_PRECISIONS = ("highest", "high", "medium")
+
+RECIPE_SCHEMA = "labkit.recipe"
+RECIPE_VERSION = 1
+
+
+class RecipeError(ValueError):
+    """A Recipe field has a value labkit cannot use; the message names the field and the fix."""
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """Optimization choices for a model, as plain data.
+
+    The default Recipe changes nothing (fp32 eager). Every field is validated when the
+    Recipe is made, so a bad value fails here with the field's name and its choices,
+    not later inside torch.
+
+    Args:
+        precision: ``"32"`` (fp32), ``"bf16-mixed"`` (autocast to bfloat16) or
+            ``"16-mixed"`` (autocast to float16; training then uses a GradScaler).
+        quantization: ``None``, ``"int8-dynamic"`` (int8 weights and dynamically
+            quantized activations), ``"int8-weight-only"`` or ``"int8-qat"``
+            (fake-quantized int8 for quantization-aware training), all through torchao.
+        compile: ``None`` (eager) or a ``torch.compile`` mode such as ``"default"``.
+        checkpoint: Modules whose activations are recomputed in backward instead of
+            stored: each entry is a module path (``"encoder.layers.0"``), a glob over
+            paths (``"encoder.layers.*"``) or a class name (``"TransformerEncoderLayer"``).
+        channels_last: Store 4-D weights (and so conv outputs) in channels-last order.
+        fuse_conv_bn: Fold each BatchNorm into the convolution before it (inference only).
+        matmul_precision: ``torch.set_float32_matmul_precision`` value used while the
+            model runs: ``"highest"``, ``"high"`` or ``"medium"``.
+
+    Example:
+        >>> from labkit.optimize import Recipe
+        >>> r = Recipe(precision="bf16-mixed", checkpoint=("layers.*",))
+        >>> r
+        Recipe(precision='bf16-mixed', checkpoint=('layers.*',))
+        >>> Recipe.from_json(r.to_json()) == r
+        True
+        >>> r.replace(compile="default").label
+        'bf16-mixed + compile + ckpt(layers.*)'
+    """
+
+    precision: str = "32"
+    quantization: str | None = None
+    compile: str | None = None
+    checkpoint: tuple[str, ...] = ()
+    channels_last: bool = False
+    fuse_conv_bn: bool = False
+    matmul_precision: str = "highest"
+
+    def __post_init__(self) -> None:
+        # Friendly coercions: a single checkpoint string, a list from JSON, "none" strings.
+        ck = self.checkpoint
+        if isinstance(ck, str):
+            ck = (ck,) if ck else ()
+        if isinstance(ck, list):
+            ck = tuple(ck)
+        object.__setattr__(self, "checkpoint", ck)
+        for name in ("quantization", "compile"):
+            if getattr(self, name) in ("none", "None", ""):
+                object.__setattr__(self, name, None)
+        if isinstance(self.precision, int) and not isinstance(self.precision, bool):
+            object.__setattr__(self, "precision", str(self.precision))
+        self._validate()
+
+    def _validate(self) -> None:
+        _choice("precision", self.precision, PRECISIONS)
+        _choice("quantization", self.quantization, QUANTIZATIONS)
+        _choice("compile", self.compile, COMPILE_MODES)
+        _choice("matmul_precision", self.matmul_precision, MATMUL_PRECISIONS)
+        if not isinstance(self.checkpoint, tuple) or not all(
+            isinstance(c, str) and c for c in self.checkpoint
+        ):
+            raise RecipeError(
+                f"Recipe.checkpoint must be a tuple of module paths, globs or class names "
+                f"(non-empty strings), e.g. ('layers.*',); got {self.checkpoint!r}"
+            )
+        for name in ("channels_last", "fuse_conv_bn"):
+            value = getattr(self, name)
+            if not isinstance(value, bool):
+                raise RecipeError(f"Recipe.{name} must be True or False, got {value!r}")
+        if self.quantization is not None and self.precision == "16-mixed":
+            raise RecipeError(
+                f"Recipe: quantization={self.quantization!r} with precision='16-mixed' is not "
+                "supported (torchao's int8 kernels take fp32 or bf16 activations); "
+                "use precision='32' or 'bf16-mixed'"
+            )
+
+    # ----------------------------------------------------------------- views
+    @property
+    def is_default(self) -> bool:
+        """True when the Recipe changes nothing (fp32 eager)."""
+        return self == Recipe()
+
+    @property
+    def label(self) -> str:
+        """Short name for tables, e.g. ``'bf16-mixed + compile'``; ``'fp32'`` for the default."""
+        parts: list[str] = []
+        if self.precision != "32":
+            parts.append(self.precision)
+        if self.quantization:
+            parts.append(self.quantization)
+        if self.compile:
+            parts.append("compile" if self.compile == "default" else f"compile:{self.compile}")
+        if self.checkpoint:
+            parts.append(f"ckpt({','.join(self.checkpoint)})")
+        if self.channels_last:
+            parts.append("channels_last")
+        if self.fuse_conv_bn:
+            parts.append("fuse_conv_bn")
+        if self.matmul_precision != "highest":
+            parts.append(f"matmul:{self.matmul_precision}")
+        return " + ".join(parts) if parts else "fp32"
+
+    def changes(self) -> dict[str, Any]:
+        """The fields that differ from the default Recipe."""
+        base = Recipe()
+        return {
+            f.name: getattr(self, f.name)
+            for f in dataclasses.fields(self)
+            if getattr(self, f.name) != getattr(base, f.name)
+        }
+
+    def replace(self, **changes: Any) -> Recipe:
+        """A copy with some fields changed (validated like a new Recipe).
+
+        Raises:
+            RecipeError: when a name is not a Recipe field.
+        """
+        _check_names(changes, "Recipe.replace")
+        return dataclasses.replace(self, **changes)
+
+    # ----------------------------------------------------------------- data
+    def to_dict(self) -> dict[str, Any]:
+        """Every field as JSON-ready plain data (``checkpoint`` as a list)."""
+        out = dataclasses.asdict(self)
+        out["checkpoint"] = list(self.checkpoint)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Recipe:
+        """Build a Recipe from :meth:`to_dict` output; unknown keys are an error."""
+        if not isinstance(data, dict):
+            raise RecipeError(f"Recipe.from_dict needs a dict, got {type(data).__name__}")
+        data = {k: v for k, v in data.items() if k not in ("schema", "version")}
+        _check_names(data, "Recipe.from_dict")
+        return cls(**data)
+
+    def to_json(self) -> str:
+        """The Recipe as a versioned JSON string."""
+        payload = {"schema": RECIPE_SCHEMA, "version": RECIPE_VERSION, **self.to_dict()}
+        return json.dumps(payload, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> Recipe:
+        """Read a Recipe written by :meth:`to_json`."""
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise RecipeError(f"Recipe.from_json: not valid JSON ({exc})") from None
+        if isinstance(data, dict) and data.get("version", RECIPE_VERSION) > RECIPE_VERSION:
+            raise RecipeError(
+                f"Recipe.from_json: recipe version {data['version']} is newer than this "
+                f"labkit understands ({RECIPE_VERSION}); upgrade labkit"
+            )
+        return cls.from_dict(data)
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{k}={v!r}" for k, v in self.changes().items())
+        return f"Recipe({inner})"
+
+
+def _choice(name: str, value: Any, choices: tuple[Any, ...]) -> None:
+    if value not in choices or isinstance(value, bool):
+        shown = ", ".join(repr(c) for c in choices)
+        raise RecipeError(f"Recipe.{name} must be one of {shown}; got {value!r}")
+
+
+def _check_names(data: dict[str, Any], where: str) -> None:
+    names = {f.name for f in dataclasses.fields(Recipe)}
+    unknown = sorted(set(data) - names)
+    if unknown:
+        raise RecipeError(f"{where}: unknown Recipe field(s) {unknown}; fields are {sorted(names)}")
