@@ -31,10 +31,10 @@ class TraceWidget(anywidget.AnyWidget):
         return bundle_path(self._bundle).read_text()
 
     def __init__(self, trace: Trace, *, throttle: float = 0.25, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
         self._trace = trace
         self._throttle = Throttle(self._apply_locked, interval=throttle)
-        self._apply(trace)
+        # the first state travels in the comm's open message, not as later updates
+        super().__init__(**kwargs, **self._state(trace, kwargs))
 
     @property
     def trace(self) -> Trace:
@@ -58,8 +58,14 @@ class TraceWidget(anywidget.AnyWidget):
         with self.hold_sync():
             self._apply(trace)
 
-    def _apply(self, trace: Trace) -> None:
+    def _state(self, trace: Trace, settings: dict[str, Any]) -> dict[str, Any]:
+        """Trait values showing ``trace`` (``settings`` are the other traits being set)."""
         raise NotImplementedError
+
+    def _apply(self, trace: Trace) -> None:
+        self._trace = trace
+        for name, value in self._state(trace, {}).items():
+            setattr(self, name, value)
 
     def to_png(self) -> bytes:
         """The view as a PNG picture (matplotlib)."""

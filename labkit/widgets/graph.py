@@ -66,15 +66,16 @@ class GraphView(TraceWidget):
         self._depth = depth
         super().__init__(trace, throttle=throttle, metric=metric, depth=depth, height=height)
 
-    def _apply(self, trace: Trace) -> None:
-        graph, metrics, expanded = graph_state(trace, rolled=self._rolled, depth=self.depth)
-        self._trace = trace
+    def _state(self, trace: Trace, settings: dict[str, Any]) -> dict[str, Any]:
+        depth = settings.get("depth", self._depth)
+        graph, metrics, expanded = graph_state(trace, rolled=self._rolled, depth=depth)
         if graph["key"] == self.graph.get("key"):
-            self.metrics = metrics  # same structure: recolour, no new layout
-            return
-        self.graph = graph
-        self.metrics = metrics
-        self.expanded = expanded
+            return {"metrics": metrics}  # same structure: recolour, no new layout
+        return {"graph": graph, "metrics": metrics, "expanded": expanded}
+
+    def _apply(self, trace: Trace) -> None:
+        self._depth = self.depth
+        super()._apply(trace)
 
     @t.observe("depth")
     def _depth_changed(self, change: dict[str, Any]) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import traitlets as t
 
@@ -43,9 +43,8 @@ class MemoryTimeline(TraceWidget):
     def __init__(self, trace: Trace, *, height: int = 360, throttle: float = 0.25) -> None:
         super().__init__(trace, throttle=throttle, height=height)
 
-    def _apply(self, trace: Trace) -> None:
-        self._trace = trace
-        self.samples = memory_payload(trace)
+    def _state(self, trace: Trace, settings: dict[str, Any]) -> dict[str, Any]:
+        return {"samples": memory_payload(trace)}
 
     def peak(self) -> tuple[float, int, str, str] | None:
         """``(time, total bytes, phase, module)`` at the peak, or None without samples."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import traitlets as t
 
@@ -64,9 +64,8 @@ class ProfileView(TraceWidget):
             trace, throttle=throttle, metric=metric, top=top, sort=sort, descending=descending
         )
 
-    def _apply(self, trace: Trace) -> None:
-        self._trace = trace
-        self.table = profile_payload(trace)
+    def _state(self, trace: Trace, settings: dict[str, Any]) -> dict[str, Any]:
+        return {"table": profile_payload(trace)}
 
     def sorted_paths(self) -> list[str]:
         """Module paths in the table's current order (as the browser sorts them)."""

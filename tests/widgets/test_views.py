@@ -1,0 +1,185 @@
+"""The widgets' traits, reprs, static fallbacks and throttled updates (real comm objects)."""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import subprocess
+import sys
+import time
+
+import comm
+import pytest
+from comm.base_comm import BaseComm
+
+from labkit.trace.graph import visible_graph
+from labkit.widgets import GraphView, MemoryTimeline, ProfileView, TraceView
+from labkit.widgets._payload import graph_state, profile_payload
+from labkit.widgets.memory import EMPTY_MESSAGE
+
+PNG = b"\x89PNG"
+
+
+class RecordingComm(BaseComm):
+    """A comm that keeps every message the widget publishes instead of sending it."""
+
+    sent: list[dict] = []
+
+    def publish_msg(self, msg_type, data=None, metadata=None, buffers=None, **keys):
+        RecordingComm.sent.append({"type": msg_type, "data": data or {}, "time": time.monotonic()})
+
+
+@pytest.fixture
+def comms(monkeypatch):
+    RecordingComm.sent = []
+    monkeypatch.setattr(comm, "create_comm", RecordingComm)
+    return RecordingComm.sent
+
+
+def updates(sent, key):
+    return [m for m in sent if m["data"].get("method") == "update" and key in m["data"]["state"]]
+
+
+def slower(trace, factor):
+    nodes = tuple(dataclasses.replace(n, fwd_time=n.fwd_time * factor) for n in trace.nodes)
+    return trace.replace(nodes=nodes)
+
+
+def test_graph_traits(cnn_trace, comms):
+    view = GraphView(cnn_trace, metric="flops")
+    graph, metrics, expanded = graph_state(cnn_trace)
+    assert view.graph == graph and view.metrics == metrics and view.expanded == expanded
+    assert view.metric == "flops" and view.selected is None and view.selected_node == -1
+    opened = next(m for m in comms if m["type"] == "comm_open" and "graph" in m["data"]["state"])
+    opened = opened["data"]["state"]
+    assert opened["graph"]["ids"] == graph["ids"] and opened["expanded"] == expanded
+    assert view.visible() == visible_graph(cnn_trace)
+
+
+def test_graph_depth_recomputes_expanded(cnn_trace, comms):
+    view = GraphView(cnn_trace)
+    view.depth = 0
+    assert view.expanded == []
+    view.depth = 9
+    assert len(view.visible().groups) == 3
+
+
+def test_reprs(cnn_trace, memory_trace, comms):
+    g = GraphView(cnn_trace)
+    assert repr(g) == "GraphView(model=ResCNN, nodes=52, boxes=7, groups=2, metric='fwd_time')"
+    g.selected = "head"
+    assert repr(g).endswith("metric='fwd_time', selected='head')")
+    p = ProfileView(cnn_trace, metric="flops", top=5)
+    assert (
+        repr(p) == "ProfileView(model=ResCNN, modules=19, metric='flops', sort='fwd_time', top=5)"
+    )
+    m = MemoryTimeline(memory_trace)
+    assert repr(m) == (
+        "MemoryTimeline(model=ResCNN, samples=4, categories=['parameters', 'gradients', "
+        "'optimizer', 'activations', 'temporaries'], peak=4000 B at '-')"
+    )
+    assert (
+        repr(TraceView(cnn_trace)) == "TraceView(model=ResCNN, tabs=['Graph', 'Profile', 'Memory'])"
+    )
+
+
+def test_profile_sorting_and_top(cnn_trace, comms):
+    p = ProfileView(cnn_trace, sort="params", metric="params", top=3)
+    assert p.table == profile_payload(cnn_trace)
+    assert p.sorted_paths()[0] == ""
+    p.descending = False
+    assert p.sorted_paths()[-1] == ""
+    top = p.top_rows()
+    assert len(top) == 3 and top[0][1] >= top[1][1] >= top[2][1]
+
+
+def test_memory_peak_and_empty(memory_trace, cnn_trace, comms):
+    m = MemoryTimeline(memory_trace)
+    assert m.peak() == (0.3, 4000, "optimizer", "")
+    empty = MemoryTimeline(cnn_trace.replace(memory=()))
+    assert empty.peak() is None and empty.empty_message == EMPTY_MESSAGE
+    assert "labkit.memory(...)" in EMPTY_MESSAGE and "mode='full'" in EMPTY_MESSAGE
+
+
+def test_same_structure_update_sends_only_metrics(cnn_trace, comms):
+    view = GraphView(cnn_trace, throttle=0)
+    comms.clear()
+    view.update(slower(cnn_trace, 2.0))
+    assert updates(comms, "metrics") and not updates(comms, "graph")
+    assert not updates(comms, "expanded")
+
+
+def test_changed_structure_update_sends_a_new_graph(cnn_trace, comms):
+    import torch
+
+    import labkit
+    from tests.trace._models import MLP
+
+    view = GraphView(cnn_trace, throttle=0)
+    comms.clear()
+    view.update(labkit.trace(MLP(), torch.randn(2, 8)))
+    assert updates(comms, "graph") and view.graph["model"] == "MLP"
+
+
+def test_live_updates_are_throttled_and_end_on_the_final_state(cnn_trace, comms):
+    view = GraphView(cnn_trace, throttle=0.1)
+    traces = [slower(cnn_trace, 1 + i / 100) for i in range(100)]
+    comms.clear()
+    start = time.monotonic()
+    for tr in traces:  # a tight loop: the trainer never waits on the browser
+        view.update(tr)
+    assert time.monotonic() - start < 1.0
+    deadline = time.monotonic() + 3
+    while view._throttle.pending or view.trace is not traces[-1]:
+        assert time.monotonic() < deadline, "the last update was never delivered"
+        time.sleep(0.01)
+    sent = updates(comms, "metrics")
+    elapsed = max(sent[-1]["time"] - start, 0.1)
+    assert len(sent) <= 10 * elapsed + 2
+    assert sent[-1]["data"]["state"]["metrics"] == view.metrics
+    assert view.metrics == graph_state(traces[-1])[1]
+
+
+def test_mimebundle_has_png_and_html(cnn_trace, memory_trace, comms):
+    for view in (GraphView(cnn_trace), ProfileView(cnn_trace), MemoryTimeline(memory_trace)):
+        data, _ = view._repr_mimebundle_()
+        assert "application/vnd.jupyter.widget-view+json" in data
+        assert base64.b64decode(data["image/png"]).startswith(PNG)
+        assert data["text/html"].startswith("<img")
+    data, _ = TraceView(cnn_trace)._repr_mimebundle_()
+    assert base64.b64decode(data["image/png"]).startswith(PNG) and "<pre>" in data["text/html"]
+
+
+def test_static_pictures(cnn_trace, memory_trace):
+    assert cnn_trace.plot("graph", metric="flops").startswith(PNG)
+    assert cnn_trace.plot("profile").startswith(PNG)
+    assert memory_trace.plot("memory").startswith(PNG)
+    assert cnn_trace.replace(memory=()).plot("memory").startswith(PNG)
+    with pytest.raises(ValueError, match="graph"):
+        cnn_trace.plot("sunburst")
+    html = cnn_trace._repr_html_()
+    assert "data:image/png;base64," in html and "blocks" in html
+
+
+def test_show_links_the_views(cnn_trace, comms):
+    view = cnn_trace.show(metric="bwd_time", depth=1)
+    assert isinstance(view, TraceView)
+    assert view.graph.metric == view.profile.metric == "bwd_time"
+    assert len(view.graph.visible().groups) == 1
+    assert view.titles == ("Graph", "Profile", "Memory")
+
+
+def test_missing_bundle_names_the_fix(cnn_trace, comms, tmp_path, monkeypatch):
+    monkeypatch.setenv("LABKIT_WIDGET_ASSETS", str(tmp_path))
+    with pytest.raises(FileNotFoundError, match="npm --prefix widgets"):
+        GraphView(cnn_trace)
+
+
+def test_import_labkit_stays_light():
+    code = (
+        "import sys, labkit, labkit.widgets; "
+        "heavy = [m for m in ('anywidget', 'ipywidgets', 'matplotlib') if m in sys.modules]; "
+        "print(heavy)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -1,0 +1,186 @@
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import {
+  NEUTRAL,
+  boxSize,
+  colorScale,
+  expandedIndices,
+  labelOf,
+  layoutInput,
+  liftEdges,
+  rolledInfo,
+  textColor,
+  visibleNodes,
+} from "../src/_graphcore.js";
+import { edgePoints, layoutLevel, layoutNested, pathOf } from "../src/_layout.js";
+import { peakOf, phaseRuns, stack } from "../src/memory.js";
+import { sortRows, topRows } from "../src/profile.js";
+
+// x -> Net[ stem[conv], blocks[ b0[conv, relu], (b1 rolled away) ], head ] -> out
+// payload indices: 0 x, 1 Net, 2 stem, 3 conv, 4 blocks, 5 b0, 6 conv, 7 relu, 8 add, 9 head, 10 out
+const graph = {
+  model: "Net",
+  ids: [0, 1, 2, 3, 4, 5, 6, 7, 20, 30, 31],
+  kind: "immpmmppppo",
+  parent: [-1, -1, 1, 2, 1, 4, 5, 5, 5, 1, -1],
+  name: ["x", "", "stem", "conv2d", "blocks", "blocks.0", "conv2d", "relu", "add", "head", "output"],
+  type: ["Tensor", "Net", "Conv2d", "conv2d", "Sequential", "Block", "conv2d", "relu", "add", "Linear", "Tensor"],
+  ins: [[], [0], [0], [0], [1], [1], [1], [1], [1], [1], [2]],
+  outs: [[0], [2], [1], [1], [1], [1], [1], [1], [1], [2], []],
+  rolled: [[5, 3, "blocks.0-2"]],
+  // x->conv(stem), conv->conv(b0), conv->relu, relu->add, conv(stem)->add (skip), add->head, head->out
+  edges: [0, 3, 3, 6, 6, 7, 7, 8, 3, 8, 8, 9, 9, 10],
+  edge_tensor: [0, 1, 1, 1, 1, 1, 2],
+  tensors: ["2x3 float32", "2x8 float32", "2x10 float32"],
+};
+
+test("default expansion shows collapsed calls as boxes", () => {
+  const exp = expandedIndices(graph, [1, 4]); // Net and blocks, by trace id
+  assert.deepEqual([...exp], [1, 4]);
+  const vis = visibleNodes(graph, exp);
+  assert.deepEqual(vis.groups, [1, 4]);
+  assert.deepEqual(vis.boxes, [0, 2, 5, 9, 10]);
+  assert.equal(vis.boxOf[7], 5);
+  assert.equal(vis.boxOf[3], 2);
+});
+
+test("edges lift to the drawn boxes, without self-loops or duplicates", () => {
+  const vis = visibleNodes(graph, new Set([1, 4]));
+  const edges = liftEdges(graph, vis.boxOf).map(([s, d]) => [s, d]);
+  assert.deepEqual(edges, [
+    [0, 2],
+    [2, 5],
+    [5, 9],
+    [9, 10],
+  ]);
+});
+
+test("expanding a rolled block shows its inside once, with the skip edge", () => {
+  const vis = visibleNodes(graph, new Set([1, 4, 5]));
+  assert.deepEqual(vis.boxes, [0, 2, 6, 7, 8, 9, 10]);
+  const edges = liftEdges(graph, vis.boxOf).map(([s, d]) => `${s}>${d}`);
+  assert.ok(edges.includes("2>8")); // residual from the stem into the block's add
+  assert.equal(new Set(edges).size, edges.length);
+});
+
+test("collapsing everything leaves input, model, output", () => {
+  const vis = visibleNodes(graph, new Set());
+  assert.deepEqual(vis.boxes, [0, 1, 10]);
+  assert.equal(liftEdges(graph, vis.boxOf).length, 2);
+});
+
+test("labels: last path part, root by model name, rolled with a count", () => {
+  const rolled = rolledInfo(graph);
+  assert.equal(labelOf(graph, 2, rolled), "stem");
+  assert.equal(labelOf(graph, 1, rolled), "Net");
+  assert.equal(labelOf(graph, 5, rolled), "blocks.0-2 ×3");
+  assert.equal(labelOf(graph, 7, rolled), "relu");
+});
+
+test("layout input puts each drawn node in its frame and lifts edges per level", () => {
+  const vis = visibleNodes(graph, new Set([1, 4]));
+  const edges = liftEdges(graph, vis.boxOf);
+  const input = layoutInput(graph, vis, edges);
+  assert.deepEqual(input.members.get(-1), [0, 1, 10]);
+  assert.deepEqual(input.members.get(1), [2, 4, 9]);
+  assert.deepEqual(input.members.get(4), [5]);
+  assert.deepEqual(input.levelEdges.get(-1), [
+    [0, 1],
+    [1, 10],
+  ]);
+  assert.deepEqual(input.levelEdges.get(1), [
+    [2, 4],
+    [4, 9],
+  ]);
+  assert.deepEqual(input.route[0], [-1, 0, 1]);
+});
+
+test("nested layout: frames contain their children, ranks go down along edges", () => {
+  const vis = visibleNodes(graph, new Set([1, 4, 5]));
+  const edges = liftEdges(graph, vis.boxOf);
+  const input = layoutInput(graph, vis, edges);
+  const lay = layoutNested(input, () => ({ w: 80, h: 30 }));
+  const inside = (k, g) => {
+    const a = lay.pos.get(k);
+    const b = lay.pos.get(g);
+    return a.x >= b.x - 0.01 && a.y >= b.y && a.x + a.w <= b.x + b.w + 0.01 && a.y + a.h <= b.y + b.h;
+  };
+  for (const [k, g] of [[2, 1], [6, 5], [7, 5], [8, 5], [5, 4], [9, 1]]) assert.ok(inside(k, g), `${k} in ${g}`);
+  edges.forEach(([s, d], i) => {
+    assert.ok(lay.pos.get(s).y + lay.pos.get(s).h < lay.pos.get(d).y, `edge ${s}>${d} goes down`);
+    const pts = edgePoints(lay, input.route[i], s, d);
+    assert.ok(pts.length >= 2);
+  });
+  assert.match(pathOf([{ x: 0, y: 0 }, { x: 10, y: 20 }]), /^M0\.0,0\.0C/);
+});
+
+test("layoutLevel: long edges get waypoints, no overlaps in a layer", () => {
+  // diamond plus a long skip: 0->1->2->3, 0->3
+  const lay = layoutLevel([0, 1, 2, 3, 4], () => ({ w: 50, h: 20 }), [[0, 1], [1, 2], [2, 3], [0, 3], [0, 4], [4, 3]]);
+  assert.equal(lay.waypoints.get("0>3").length, 2);
+  const byY = new Map();
+  for (const [, r] of lay.rel) (byY.get(r.y) || byY.set(r.y, []).get(r.y)).push(r);
+  for (const row of byY.values()) {
+    row.sort((a, b) => a.x - b.x);
+    for (let i = 1; i < row.length; i++) assert.ok(row[i].x >= row[i - 1].x + row[i - 1].w);
+  }
+});
+
+test("layout of 2,000 nodes takes well under a second", () => {
+  const n = 2000;
+  const items = Array.from({ length: n }, (_, i) => i);
+  const edges = [];
+  for (let i = 1; i < n; i++) edges.push([i - 1, i]);
+  for (let i = 4; i < n; i += 4) edges.push([i - 4, i]);
+  const t = performance.now();
+  const lay = layoutLevel(items, () => ({ w: 90, h: 36 }), edges);
+  assert.equal(lay.rel.size, n);
+  assert.ok(performance.now() - t < 1000);
+});
+
+test("colour scale: neutral for zero, log over decades, monotone", () => {
+  const s = colorScale([0, 1, 10, 1000]);
+  assert.equal(s.color(0), NEUTRAL);
+  assert.ok(s.log);
+  assert.equal(s.min, 1);
+  assert.equal(s.max, 1000);
+  const lum = (c) => {
+    const [r, g, b] = /rgb\((\d+),(\d+),(\d+)\)/.exec(c).slice(1).map(Number);
+    return 0.299 * r + 0.587 * g + 0.114 * b;
+  };
+  assert.ok(lum(s.color(1)) > lum(s.color(10)) && lum(s.color(10)) > lum(s.color(1000)));
+  const lin = colorScale([2, 4, 8]);
+  assert.equal(lin.log, false);
+  assert.equal(colorScale([0, 0]).color(5), NEUTRAL);
+  assert.equal(textColor("rgb(153,52,4)"), "#fff");
+  assert.equal(textColor("#ffffff"), "#222");
+});
+
+test("box sizes grow with the label and are clamped", () => {
+  assert.equal(boxSize("x", "").w, 64);
+  assert.ok(boxSize("a_long_module_name", "Conv2d").w > 100);
+  assert.equal(boxSize("x".repeat(200), "").w, 240);
+});
+
+test("profile sorting and top rows", () => {
+  const rows = [["a", 3], ["b", 1], ["c", 2], ["d", 0]];
+  assert.deepEqual(sortRows(rows, 1, true).map((r) => r[0]), ["a", "c", "b", "d"]);
+  assert.deepEqual(sortRows(rows, 0, true).map((r) => r[0]), ["d", "c", "b", "a"]);
+  assert.deepEqual(topRows(rows, 1, 2).map((r) => r[0]), ["a", "c"]);
+});
+
+test("memory stacks, peak and phase runs", () => {
+  const bytes = [
+    [1, 1, 1],
+    [0, 5, 2],
+  ];
+  assert.deepEqual(stack(bytes), [
+    [1, 1, 1],
+    [1, 6, 3],
+  ]);
+  assert.deepEqual(peakOf(bytes, 3), { index: 1, total: 6 });
+  assert.deepEqual(phaseRuns(["forward", "forward", "backward"]), [
+    ["forward", 0, 1],
+    ["backward", 2, 2],
+  ]);
+});
