@@ -1,0 +1,133 @@
+"""What each optimization buys on this machine, as ratios measured in one run.
+
+1. int8 dynamic quantization / fp32: Transformer encoder inference on one thread
+   (anchor: 1.78x for BERT in PyTorch's dynamic quantization tutorial, F1 -0.6%).
+2. bf16-mixed / fp32: one training step (anchor: 1.4-1.6x only with native bf16).
+3. torch.compile / eager: steady-state inference, plus compile time and break-even
+   (anchor: TorchInductor CPU inference geomean 1.2-1.7x).
+4. activation checkpointing: peak memory saved / time added for a training step.
+
+Run: ``python -m benchmarks.optimize`` (``--quick`` for fewer rounds).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import torch
+from torch import nn
+
+from benchmarks._harness import Bench, report
+from labkit.optimize import Recipe, apply, compare
+from labkit.optimize._cpu import describe
+from labkit.optimize.drift import deviation
+
+
+def encoder(d: int = 256, layers: int = 4) -> nn.Module:
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(d, 4, 4 * d, dropout=0.0, batch_first=True)
+    return nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+
+
+def infer(model: nn.Module, x: torch.Tensor):  # type: ignore[no-untyped-def]
+    def run() -> torch.Tensor:
+        with torch.no_grad():
+            return model(x)
+
+    return run
+
+
+def train_step(model: nn.Module, x: torch.Tensor):  # type: ignore[no-untyped-def]
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+
+    def run() -> None:
+        opt.zero_grad(set_to_none=True)
+        model(x).float().pow(2).mean().backward()
+        opt.step()
+
+    return run
+
+
+def main(quick: bool = False) -> None:
+    rounds = 5 if quick else 11
+    print(describe())
+    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}\n")
+    x = torch.randn(8, 128, 256)
+
+    # 1. int8 dynamic on one thread (as the anchor was measured)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    base = encoder().eval()
+    q = apply(base, Recipe(quantization="int8-dynamic"))
+    wo = apply(base, Recipe(quantization="int8-weight-only"))
+    with torch.no_grad():
+        ref = base(x).reshape(-1)
+        dq = deviation(ref, q(x).reshape(-1))
+        dw = deviation(ref, wo(x).reshape(-1))
+    b = Bench("optimize_int8", warmup=2, rounds=rounds)
+    b.add("fp32", infer(base, x), anchor="1.00x")
+    b.add("int8-dynamic", infer(q, x), anchor="1.78x faster (BERT tutorial, 1 thread)")
+    b.add("int8-weight-only", infer(wo, x), anchor="-")
+    res1 = b.run()
+    report(res1)
+    torch.set_num_threads(threads)
+    for name, d in (("int8-dynamic", dq), ("int8-weight-only", dw)):
+        speed = 1 / res1.row(name).ratio
+        print(
+            f"{name}: {speed:.2f}x speed (1 thread); output max abs {d[0]:.2e}, "
+            f"rel {d[1]:.2e}, cosine {d[2]:.6f}"
+        )
+
+    # 2. bf16-mixed training step
+    model = encoder().train()
+    b = Bench("optimize_bf16_train", warmup=2, rounds=rounds)
+    b.add("fp32", train_step(apply(model), x), anchor="1.00x")
+    b.add(
+        "bf16-mixed",
+        train_step(apply(model, Recipe(precision="bf16-mixed")), x),
+        anchor="1.4-1.6x faster with native bf16",
+    )
+    res2 = b.run()
+    report(res2)
+    print(f"bf16-mixed train step: {1 / res2.row('bf16-mixed').ratio:.2f}x speed ({describe()})")
+
+    # 3. compiled vs eager inference, compile time and break-even
+    base = encoder().eval()
+    comp = apply(base, Recipe(compile="default"))
+    t0 = time.perf_counter()
+    infer(comp, x)()
+    first = time.perf_counter() - t0
+    b = Bench("optimize_compile", warmup=2, rounds=rounds)
+    b.add("eager", infer(base, x), anchor="1.00x")
+    b.add("compiled", infer(comp, x), anchor="1.2-1.7x faster (TorchInductor CPU geomean)")
+    res3 = b.run()
+    report(res3)
+    eager, compiled = res3.row("eager").median_s, res3.row("compiled").median_s
+    compile_time = first - compiled
+    saved = eager - compiled
+    even = f"{compile_time / saved:.0f} steps" if saved > 0 else "never (not faster)"
+    print(
+        f"compiled: {eager / compiled:.2f}x speed; compile time {compile_time:.1f} s "
+        f"(first call {first:.1f} s); break-even after {even}"
+    )
+
+    # 4. checkpointing: memory saved / time added (training step)
+    model = encoder(layers=4).train()
+    ck = Recipe(checkpoint=("TransformerEncoderLayer",))
+    cmp = compare(model, x, {"checkpoint": ck}, steps=rounds, warmup=2, drift=False)
+    print()
+    print(cmp.summary())
+    base_r, ck_r = cmp.result("fp32"), cmp.result("checkpoint")
+    if base_r.peak_memory and ck_r.peak_memory:
+        mem_saved = 1 - ck_r.peak_memory / base_r.peak_memory
+        time_added = ck_r.step_time / base_r.step_time - 1
+        per = f"{mem_saved / time_added:.2f}" if time_added > 0 else "inf"
+        print(
+            f"checkpointing: peak memory -{mem_saved:.0%} for +{time_added:.0%} step time "
+            f"(memory saved / time added = {per})"
+        )
+
+
+if __name__ == "__main__":
+    main(quick="--quick" in sys.argv)

@@ -1,0 +1,80 @@
+"""OptimizePanel in a real JupyterLab: set toggles in the page, read the recipe in the kernel."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.browser._notebook import cell, notebook, open_and_run, rerun_cell, save_shot
+
+pytestmark = pytest.mark.browser
+
+CELLS = [
+    """\
+import torch
+from torch import nn
+from labkit.optimize import Recipe
+from labkit.widgets.optimize_panel import OptimizePanel
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 4)).eval()
+class Lab:
+    recipe = Recipe()
+lab = Lab()
+panel = OptimizePanel(model, torch.randn(8, 16), mode="inference", steps=2, warmup=0,
+                      target=lab, memory=False, drift=False)
+panel""",
+    "print('RECIPE', panel.recipe.to_json(), 'LAB', lab.recipe.label)",
+]
+
+
+@pytest.fixture(scope="module")
+def page(browser, lab_server):
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    pg = context.new_page()
+    pg.set_default_timeout(30_000)
+    open_and_run(pg, lab_server, notebook(*CELLS), "optimize_panel.ipynb")
+    yield pg
+    context.close()
+
+
+def test_toggles_set_the_recipe_in_the_kernel(page):
+    panel = cell(page, 0).get_by_test_id("optimize-panel")
+    panel.wait_for()
+    panel.get_by_test_id("opt-precision").select_option("bf16-mixed")
+    panel.get_by_test_id("opt-quantization").select_option("int8-weight-only")
+    panel.get_by_test_id("opt-channels_last").check()
+    ckpt = panel.get_by_test_id("opt-checkpoint")
+    ckpt.fill("0, 2")
+    ckpt.press("Enter")
+    panel.get_by_test_id("opt-matmul_precision").click()  # blur the text box
+    text = rerun_cell(page, 1, "RECIPE")
+    assert '"precision": "bf16-mixed"' in text
+    assert '"quantization": "int8-weight-only"' in text
+    assert '"channels_last": true' in text
+    assert '"checkpoint": ["0", "2"]' in text
+
+
+def test_measure_and_apply_from_the_page(page):
+    panel = cell(page, 0).get_by_test_id("optimize-panel")
+    panel.get_by_test_id("opt-measure").click()
+    panel.get_by_test_id("opt-table").wait_for(timeout=120_000)
+    rows = panel.get_by_test_id("opt-table").locator("tr")
+    assert rows.count() == 3  # header, fp32, the recipe
+    assert panel.get_by_test_id("opt-chart").locator(".lk-bar").count() == 2
+    panel.get_by_test_id("opt-apply").click()
+    panel.get_by_test_id("opt-status").filter(has_text="applied:").wait_for()
+    text = rerun_cell(page, 1, "LAB bf16-mixed")
+    assert "LAB bf16-mixed + int8-weight-only" in text
+    save_shot(panel, "optimize_panel")
+
+
+def test_python_side_changes_show_in_the_page(page):
+    c = cell(page, 1)
+    c.locator(".jp-InputArea-editor").click()
+    page.keyboard.press("Control+a")
+    page.keyboard.type("panel.recipe = Recipe(compile='default'); print('SET')")
+    page.keyboard.press("Control+Enter")
+    c.locator(".jp-OutputArea-output", has_text="SET").wait_for()
+    panel = cell(page, 0).get_by_test_id("optimize-panel")
+    sel = panel.get_by_test_id("opt-compile")
+    page.wait_for_function("(el) => el.value === 'default'", arg=sel.element_handle())
+    assert panel.get_by_test_id("opt-precision").input_value() == "32"

@@ -1,0 +1,72 @@
+"""OptimizePanel from Python: recipe binding, validation, background measure, apply."""
+
+import pytest
+import torch
+
+from labkit.optimize import Recipe
+from labkit.widgets.optimize_panel import OptimizePanel
+
+
+class Lab:
+    recipe = Recipe()
+
+
+def test_recipe_round_trip_and_repr(mlp):
+    panel = OptimizePanel(mlp, torch.randn(4, 32))
+    assert panel.recipe == Recipe()
+    panel.recipe = Recipe(precision="bf16-mixed", checkpoint=("blocks.*",))
+    assert panel.recipe_state["precision"] == "bf16-mixed"
+    assert panel.recipe_state["checkpoint"] == ["blocks.*"]
+    assert repr(panel) == (
+        "OptimizePanel(recipe=Recipe(precision='bf16-mixed', checkpoint=('blocks.*',)), "
+        "mode='train', model=MLP)"
+    )
+    assert panel.choices["quantization"][0] == "none"
+
+
+def test_front_end_state_is_validated(mlp):
+    panel = OptimizePanel(mlp, torch.randn(4, 32), recipe=Recipe(precision="bf16-mixed"))
+    # what the browser sends when a dropdown changes
+    panel.recipe_state = {**panel.recipe_state, "quantization": "int8-dynamic"}
+    assert panel.recipe.quantization == "int8-dynamic" and panel.error == ""
+    panel.recipe_state = {**panel.recipe_state, "precision": "fp8"}
+    assert "Recipe.precision must be one of" in panel.error
+    assert panel.recipe == Recipe(precision="bf16-mixed", quantization="int8-dynamic")
+
+
+def test_measure_runs_in_background_and_apply(mlp):
+    lab = Lab()
+    got = []
+    panel = OptimizePanel(
+        mlp.eval(),
+        torch.randn(4, 32),
+        mode="inference",
+        steps=2,
+        warmup=0,
+        target=lab,
+        on_apply=got.append,
+        drift=False,
+        memory=False,
+    )
+    panel.recipe = Recipe(quantization="int8-weight-only")
+    thread = panel.measure()
+    assert panel.running or not thread.is_alive()
+    thread.join(timeout=120)
+    assert not panel.running and panel.error == ""
+    assert [r["label"] for r in panel.results] == ["fp32", "int8-weight-only"]
+    assert panel.results[1]["speedup"] > 0 and panel.progress == 1.0
+    assert panel.comparison.result("int8-weight-only").cosine > 0.99
+    assert panel.apply() == Recipe(quantization="int8-weight-only")
+    assert lab.recipe == panel.recipe and got == [panel.recipe]
+    assert panel.applied_label == "int8-weight-only"
+
+
+def test_bad_input():
+    with pytest.raises(ValueError, match="needs a model and a batch"):
+        OptimizePanel().measure()
+    with pytest.raises(ValueError, match="must be 'train' or 'inference'"):
+        OptimizePanel(mode="eval")
+    with pytest.raises(TypeError, match="needs an object with a 'recipe' attribute"):
+        OptimizePanel(target=object())
+    with pytest.raises(TypeError, match=r"panel\.recipe must be a Recipe"):
+        OptimizePanel().recipe = {"precision": "32"}
