@@ -28,7 +28,7 @@ def test_ipywidgets_slider_renders(open_and_run):
 
 def test_server_stop_leaves_no_process(tmp_path: Path):
     """A server with a running kernel stops without leaving a child behind."""
-    server = JupyterProcess(tmp_path / "root", app="server", log_path=tmp_path / "server.log")
+    server = JupyterProcess(tmp_path / "root", app="lab", log_path=tmp_path / "lab.log")
     (tmp_path / "root").mkdir()
     server.start()
     try:
