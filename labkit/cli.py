@@ -15,6 +15,8 @@ import sys
 from collections.abc import Callable, Sequence
 from importlib import metadata
 
+from labkit.promote import _cli as _promote_cli
+
 __all__ = ["build_parser", "main"]
 
 
@@ -50,6 +52,12 @@ COMMANDS: dict[
         _doctor,
     ),
     "version": ("print labkit's version", None, _version),
+    "promote": (
+        _promote_cli.PROMOTE_HELP,
+        _promote_cli.add_promote_arguments,
+        _promote_cli.promote_command,
+    ),
+    "run": (_promote_cli.RUN_HELP, _promote_cli.add_run_arguments, _promote_cli.run_command),
 }
 
 

@@ -1,0 +1,56 @@
+"""Notebook to script: :func:`promote` an exploration notebook into a standalone training
+script, and :func:`run_notebook` a notebook headlessly with parameters.
+
+Example:
+    >>> from labkit.promote import promote, run_notebook
+    >>> promote("train.ipynb", "train.py").warnings                    # doctest: +SKIP
+    >>> run_notebook("train.ipynb", parameters={"lr": 0.01})           # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# public name -> module that defines it; loaded on first use so `labkit --help` stays fast
+_LAZY = {
+    "Analysis": "labkit.promote.analyze",
+    "CellPlan": "labkit.promote.analyze",
+    "Statement": "labkit.promote.analyze",
+    "analyze": "labkit.promote.analyze",
+    "strip_magics": "labkit.promote.analyze",
+    "check": "labkit.promote.checks",
+    "Problem": "labkit.promote.errors",
+    "PromoteError": "labkit.promote.errors",
+    "Cell": "labkit.promote.notebook",
+    "Notebook": "labkit.promote.notebook",
+    "NotebookError": "labkit.promote.notebook",
+    "read_notebook": "labkit.promote.notebook",
+    "Promoted": "labkit.promote.pipeline",
+    "default_output": "labkit.promote.pipeline",
+    "promote": "labkit.promote.pipeline",
+    "RECIPE_MIME": "labkit.promote.recipe_record",
+    "record_recipe": "labkit.promote.recipe_record",
+    "recorded_recipe": "labkit.promote.recipe_record",
+    "NotebookRunError": "labkit.promote.run",
+    "ParameterError": "labkit.promote.run",
+    "run_notebook": "labkit.promote.run",
+    "render_script": "labkit.promote.script",
+    "TargetExistsError": "labkit.promote.write",
+    "write_atomic": "labkit.promote.write",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    target = _LAZY.get(name)
+    if target is None:
+        raise AttributeError(f"module 'labkit.promote' has no attribute {name!r}")
+    value = getattr(importlib.import_module(target), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

@@ -1,0 +1,89 @@
+"""``labkit promote`` and ``labkit run``: argument parsers and runners for labkit.cli."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+__all__ = ["add_promote_arguments", "add_run_arguments", "promote_command", "run_command"]
+
+PROMOTE_HELP = "turn an exploration notebook into a standalone training script"
+RUN_HELP = "execute a notebook headlessly with parameters (-p name=value)"
+
+
+def add_promote_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("notebook", help="the .ipynb file")
+    parser.add_argument("-o", "--output", help="script path (default: NOTEBOOK with .py)")
+    parser.add_argument("--force", action="store_true", help="overwrite an existing script")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="run the script for one batch in a subprocess before writing it",
+    )
+    parser.add_argument(
+        "--dry-run", action="store_true", help="check and print the script; write nothing"
+    )
+
+
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("notebook", help="the .ipynb file")
+    parser.add_argument(
+        "-p",
+        "--parameter",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="set a name of the cell tagged 'parameters' (repeatable); VALUE is a Python "
+        "literal, else a string",
+    )
+    parser.add_argument("-o", "--output", help="executed copy (default: NOTEBOOK.run.ipynb)")
+    parser.add_argument("--timeout", type=float, default=600, help="seconds per cell (600)")
+    parser.add_argument("--kernel", help="kernel name (default: the notebook's)")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no per-cell progress")
+
+
+def promote_command(args: argparse.Namespace) -> int:
+    from labkit.promote import NotebookError, PromoteError, TargetExistsError, promote
+
+    try:
+        result = promote(
+            args.notebook, args.output, force=args.force, check_run=args.check,
+            dry_run=args.dry_run,
+        )  # fmt: skip
+    except PromoteError as exc:
+        for problem in exc.problems:
+            print(f"labkit promote: {problem}", file=sys.stderr)
+        print(f"labkit promote: {args.notebook}: nothing written", file=sys.stderr)
+        return 1
+    except (NotebookError, TargetExistsError, FileNotFoundError) as exc:
+        print(f"labkit promote: error: {exc}", file=sys.stderr)
+        return 1
+    for line in result.warnings:
+        print(f"labkit promote: warning: {line}", file=sys.stderr)
+    if args.dry_run:
+        sys.stdout.write(result.source)
+    else:
+        checked = " (checked on one batch)" if args.check else ""
+        print(f"wrote {result.script}{checked}")
+    return 0
+
+
+def run_command(args: argparse.Namespace) -> int:
+    from labkit.promote import NotebookError, NotebookRunError, ParameterError, run_notebook
+    from labkit.promote.run import _stderr_progress, parse_parameter
+
+    try:
+        parameters = dict(parse_parameter(p) for p in args.parameter)
+        out = run_notebook(
+            args.notebook,
+            parameters,
+            args.output,
+            timeout=args.timeout,
+            kernel_name=args.kernel,
+            progress=None if args.quiet else _stderr_progress,
+        )
+    except (NotebookError, ParameterError, NotebookRunError) as exc:
+        print(f"labkit run: error: {exc}", file=sys.stderr)
+        return 1
+    print(f"wrote {out}")
+    return 0

@@ -1,0 +1,494 @@
+"""Which code of a notebook a script needs, in the order the kernel ran it.
+
+:func:`analyze` works on source text only (it runs nothing): it strips magics and shell
+escapes, parses each cell with :mod:`ast`, sorts cells by execution count, splits each
+cell into top-level statements and classifies every statement as
+
+- ``code``: kept in the script;
+- ``fit``: the training call (``lab.fit(...)`` on a ``labkit.Lab``); the script's ``main()``
+  launches it with command-line overrides;
+- ``explore``: dropped (display-only expressions, ``print``/``display``, trace, widget and
+  plot calls and what they return, cells tagged ``explore``);
+- ``explore-import``: an import of a plotting/widget module, kept only if kept code uses it.
+
+A cell tagged ``keep`` keeps all its statements.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+
+from labkit.promote._names import StatementNames, statement_names
+from labkit.promote.errors import Problem
+from labkit.promote.notebook import Cell, Notebook
+
+__all__ = ["Analysis", "CellPlan", "Statement", "analyze", "strip_magics"]
+
+KEEP_TAG = "keep"
+EXPLORE_TAG = "explore"
+
+# modules whose calls only look at things (plots, widgets, traces, pretty printing)
+EXPLORE_MODULES = (
+    "matplotlib",
+    "seaborn",
+    "plotly",
+    "ipywidgets",
+    "IPython",
+    "anywidget",
+    "pprint",
+    "tqdm.notebook",
+    "labkit.widgets",
+    "labkit.trace",
+    "labkit.memory",
+)
+EXPLORE_FUNCTIONS = frozenset(
+    {
+        "print",
+        "display",
+        "labkit.show",
+        "labkit.compare",
+        "labkit.advise",
+        "labkit.diff",
+        "labkit.optimize.compare",
+        "labkit.optimize.advise",
+        "labkit.optimize.layer_drift",
+    }
+)
+# methods that draw, whatever they are called on (``df.plot()``, ``fig.show()``)
+EXPLORE_METHODS = frozenset({"plot", "hist", "imshow", "show", "savefig", "scatter"})
+LAB_CLASSES = frozenset({"labkit.Lab", "labkit.train.Lab", "labkit.train.lab.Lab"})
+# Lab methods that look but do not change what fit() does
+LAB_EXPLORE_METHODS = frozenset(
+    {
+        "trace",
+        "show",
+        "profile",
+        "memory",
+        "compare",
+        "advise",
+        "optimize",
+        "optimize_panel",
+        "panel",
+        "summary",
+        "graph",
+        "lr_find",
+        "plot",
+        "widget",
+        "live",
+        "dashboard",
+        "losses",
+    }
+)
+# %%cell magics whose body is Python run once: keep the body
+_PYTHON_CELL_MAGICS = frozenset({"time", "capture", "prun"})
+
+
+@dataclass(frozen=True)
+class Statement:
+    """One top-level statement of a cell and what promote does with it.
+
+    Args:
+        cell: The cell it belongs to.
+        source: Its exact source text (magics already stripped).
+        lineno: Its first line within the cell (1-based).
+        role: ``"code"``, ``"fit"``, ``"explore"`` or ``"explore-import"``.
+        reason: Why an ``explore`` statement is dropped.
+        names: What it defines and uses.
+    """
+
+    cell: Cell
+    source: str
+    lineno: int
+    role: str
+    reason: str
+    names: StatementNames = field(repr=False)
+    node: ast.stmt = field(repr=False, compare=False)
+
+    def __repr__(self) -> str:
+        return f"Statement({self.cell.label}, line {self.lineno}, {self.role}, {self.source!r})"
+
+
+@dataclass(frozen=True)
+class CellPlan:
+    """A code cell that ran, with its statements classified.
+
+    Args:
+        cell: The cell.
+        statements: Its top-level statements.
+        magics: The magic and shell-escape lines that were stripped.
+        reason: Why the whole cell is dropped (``""`` when something in it is kept).
+    """
+
+    cell: Cell
+    statements: tuple[Statement, ...]
+    magics: tuple[str, ...] = ()
+    reason: str = ""
+
+    @property
+    def kept(self) -> bool:
+        """True when at least one statement goes into the script."""
+        return any(s.role in ("code", "fit") for s in self.statements)
+
+    def __repr__(self) -> str:
+        state = "kept" if self.kept else f"dropped: {self.reason or 'exploration'}"
+        return f"CellPlan({self.cell.label}, {len(self.statements)} statements, {state})"
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """A notebook read for promotion: cells in execution order and the training call.
+
+    Args:
+        notebook: The notebook.
+        plans: Code cells that ran, in execution order.
+        never_run: Code cells with source but no execution count (left out).
+        fit: The training call, or ``None`` when the notebook has none.
+        lab_name: The variable holding the ``labkit.Lab`` that ``fit`` is called on.
+        problems: Warnings (and syntax errors) found while reading.
+    """
+
+    notebook: Notebook
+    plans: tuple[CellPlan, ...]
+    never_run: tuple[Cell, ...]
+    fit: Statement | None
+    lab_name: str | None
+    problems: tuple[Problem, ...]
+
+    @property
+    def statements(self) -> tuple[Statement, ...]:
+        """Every statement of the cells that ran, in execution order."""
+        return tuple(s for p in self.plans for s in p.statements)
+
+    def __repr__(self) -> str:
+        kept = sum(p.kept for p in self.plans)
+        fit = f"{self.lab_name}.fit in {self.fit.cell.label}" if self.fit else "no fit"
+        return (
+            f"Analysis({self.notebook.path.name!r}, cells run={len(self.plans)}, kept={kept}, "
+            f"never run={len(self.never_run)}, {fit})"
+        )
+
+
+_MAGIC = re.compile(r"^(\s*)([%!]|\?)")
+_MAGIC_ASSIGN = re.compile(r"^(\s*)([A-Za-z_][\w\s,()]*?)\s*=\s*[%!]")
+_HELP = re.compile(r"^\s*[\w.]+\s*\?{1,2}\s*$")
+
+
+def strip_magics(source: str) -> tuple[str, tuple[str, ...], frozenset[str], str]:
+    """Remove IPython magics, shell escapes and ``obj?`` help lines from a cell's source.
+
+    Line numbers are preserved: a stripped line becomes blank, or ``pass`` inside a block.
+
+    Args:
+        source: A code cell's text.
+
+    Returns:
+        ``(code, stripped lines, names assigned from magics, reason)``; ``reason`` is
+        non-empty when the whole cell is dropped (a non-Python cell magic).
+
+    Example:
+        >>> strip_magics("%matplotlib inline\\nx = 1")[:2]
+        ('\\nx = 1', ('%matplotlib inline',))
+    """
+    lines = source.splitlines()
+    first = next((i for i, line in enumerate(lines) if line.strip()), None)
+    if first is not None and lines[first].lstrip().startswith("%%"):
+        magic = lines[first].strip()[2:].split()[0] if lines[first].strip()[2:] else ""
+        if magic not in _PYTHON_CELL_MAGICS:
+            return "", (lines[first].strip(),), frozenset(), f"cell magic %%{magic}"
+        lines[first] = ""
+        stripped = [f"%%{magic}"]
+    else:
+        stripped = []
+    assigned: set[str] = set()
+    for i, line in enumerate(lines):
+        assign = _MAGIC_ASSIGN.match(line)
+        if assign or _MAGIC.match(line) or _HELP.match(line):
+            if assign:
+                assigned.update(
+                    n.strip() for n in assign.group(2).replace("(", "").replace(")", "").split(",")
+                )
+            stripped.append(line.strip())
+            indent = line[: len(line) - len(line.lstrip())]
+            lines[i] = f"{indent}pass" if indent else ""
+    return "\n".join(lines), tuple(stripped), frozenset(a for a in assigned if a), ""
+
+
+def analyze(notebook: Notebook) -> Analysis:
+    """Classify every statement of ``notebook`` for promotion (runs none of them).
+
+    Args:
+        notebook: From :func:`labkit.promote.read_notebook`.
+
+    Returns:
+        The :class:`Analysis`; :func:`labkit.promote.check` turns it into errors.
+    """
+    problems: list[Problem] = []
+    code_cells = [c for c in notebook.code_cells if c.source.strip()]
+    ran = [c for c in code_cells if c.execution_count is not None]
+    if ran:
+        order = sorted(ran, key=lambda c: c.execution_count or 0)
+        never_run = tuple(c for c in code_cells if c.execution_count is None)
+        for cell in never_run:
+            problems.append(
+                Problem("warning", f"{cell.label} was never run; it is left out", cell.number)
+            )
+        if [c.number for c in order] != sorted(c.number for c in order):
+            ran_as = ", ".join(c.label for c in order)
+            problems.append(
+                Problem(
+                    "warning",
+                    "the kernel ran cells out of notebook order; the script follows "
+                    f"the execution order: {ran_as}",
+                )
+            )
+    else:
+        order, never_run = code_cells, ()
+        if code_cells:
+            problems.append(
+                Problem("warning", "no cell has an execution count; following notebook order")
+            )
+    for cell in order:
+        for out in cell.outputs:
+            if out.get("output_type") == "error":
+                problems.append(
+                    Problem(
+                        "warning",
+                        f"{cell.label} raised {out.get('ename', 'an error')} in the notebook; "
+                        "it is promoted as written",
+                        cell.number,
+                    )
+                )
+
+    parsed: list[tuple[Cell, list[ast.stmt], str, tuple[str, ...], frozenset[str], str]] = []
+    for cell in order:
+        code, magics, magic_names, reason = strip_magics(cell.source)
+        try:
+            tree = ast.parse(code, filename=f"{notebook.path} {cell.label}")
+        except SyntaxError as exc:
+            problems.append(
+                Problem(
+                    "error",
+                    f"{cell.label}: syntax error on line {exc.lineno}: {exc.msg}",
+                    cell.number,
+                )
+            )
+            tree = ast.Module(body=[], type_ignores=[])
+        parsed.append((cell, tree.body, code, magics, magic_names, reason))
+
+    aliases = _aliases(stmt for _, body, *_ in parsed for stmt in body)
+    labs = _lab_names((stmt for _, body, *_ in parsed for stmt in body), aliases)
+    plans: list[CellPlan] = []
+    tainted: set[str] = set()
+    for cell, body, code, magics, magic_names, reason in parsed:
+        lines = code.splitlines()
+        statements = []
+        if magic_names:
+            tainted |= magic_names
+        for stmt in body:
+            source = "\n".join(lines[stmt.lineno - 1 : stmt.end_lineno])
+            names = statement_names(stmt)
+            role, why = _classify(cell, stmt, names, aliases, labs, tainted)
+            if role == "explore" and not isinstance(stmt, ast.Import | ast.ImportFrom):
+                tainted |= names.defines
+            statements.append(Statement(cell, source, stmt.lineno, role, why, names, stmt))
+        if magic_names:
+            # names assigned from a shell escape (``files = !ls``) exist only in the kernel
+            statements.append(
+                Statement(
+                    cell,
+                    "",
+                    0,
+                    "explore",
+                    "assigned from a magic or shell escape",
+                    StatementNames(magic_names, frozenset(), frozenset()),
+                    ast.Pass(),
+                )
+            )
+        cell_reason = reason
+        if not cell_reason and not any(s.role in ("code", "fit") for s in statements):
+            if EXPLORE_TAG in cell.tags:
+                cell_reason = "tagged explore"
+            elif not body:
+                cell_reason = "magics and shell escapes only" if magics else "empty"
+            else:
+                cell_reason = "; ".join(dict.fromkeys(s.reason for s in statements if s.reason))
+        plans.append(CellPlan(cell, tuple(statements), magics, cell_reason))
+
+    plans, fit = _pick_fit(plans, problems)
+    lab_name = None
+    if fit is not None:
+        receiver = _call(fit.node).func.value  # type: ignore[union-attr]
+        lab_name = receiver.id if isinstance(receiver, ast.Name) else None
+    return Analysis(notebook, tuple(plans), tuple(never_run), fit, lab_name, tuple(problems))
+
+
+def _classify(
+    cell: Cell,
+    stmt: ast.stmt,
+    names: StatementNames,
+    aliases: dict[str, str],
+    labs: set[str],
+    tainted: set[str],
+) -> tuple[str, str]:
+    if _is_fit(stmt, labs):
+        return "fit", ""
+    if KEEP_TAG in cell.tags:
+        return "code", ""
+    if EXPLORE_TAG in cell.tags:
+        return "explore", "tagged explore"
+    if isinstance(stmt, ast.Import | ast.ImportFrom):
+        modules = [_import_target(stmt, a) for a in stmt.names]
+        if modules and all(_is_explore_module(m) for m in modules):
+            return "explore-import", "plot/widget import"
+        return "code", ""
+    if isinstance(stmt, ast.Expr):
+        value = stmt.value
+        if not isinstance(value, ast.Call | ast.Await | ast.Yield | ast.YieldFrom):
+            return "explore", "display-only expression"
+        if isinstance(value, ast.Call):
+            why = _explore_call(value, aliases, labs)
+            if why:
+                return "explore", why
+            if isinstance(value.func, ast.Attribute) and value.func.attr in EXPLORE_METHODS:
+                return "explore", "plot call"
+        if names.uses & tainted:
+            return "explore", f"uses exploration result {sorted(names.uses & tainted)[0]!r}"
+        return "code", ""
+    if isinstance(stmt, ast.Assign | ast.AnnAssign | ast.AugAssign | ast.With):
+        values = (
+            [i.context_expr for i in stmt.items] if isinstance(stmt, ast.With) else [stmt.value]
+        )
+        for value in values:
+            if isinstance(value, ast.Call):
+                why = _explore_call(value, aliases, labs)
+                if why:
+                    return "explore", why
+        if names.uses & tainted and not isinstance(stmt, ast.With):
+            return "explore", f"uses exploration result {sorted(names.uses & tainted)[0]!r}"
+    return "code", ""
+
+
+def _explore_call(call: ast.Call, aliases: dict[str, str], labs: set[str]) -> str:
+    func = call.func
+    # ``lab.trace(...)`` and friends on a Lab variable
+    if (
+        isinstance(func, ast.Attribute)
+        and isinstance(func.value, ast.Name)
+        and func.value.id in labs
+        and func.attr in LAB_EXPLORE_METHODS
+    ):
+        return f"{func.value.id}.{func.attr}() (trace/widget/plot)"
+    qualname = _qualname(func, aliases)
+    if qualname is None:
+        return ""
+    if qualname in ("print", "display", "pprint"):
+        return f"{qualname}() (display only)"
+    if qualname in EXPLORE_FUNCTIONS or _is_explore_module(qualname):
+        return f"{qualname}() (trace/widget/plot)"
+    return ""
+
+
+def _is_explore_module(qualname: str) -> bool:
+    return any(qualname == m or qualname.startswith(m + ".") for m in EXPLORE_MODULES) or (
+        qualname in EXPLORE_FUNCTIONS
+    )
+
+
+def _qualname(node: ast.expr, aliases: dict[str, str]) -> str | None:
+    """``plt.plot`` -> ``'matplotlib.pyplot.plot'`` through the notebook's imports."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Call):  # plt.figure().add_subplot -> matplotlib.pyplot.figure...
+        inner = _qualname(node.func, aliases)
+        return None if inner is None else ".".join([inner, *reversed(parts)])
+    if not isinstance(node, ast.Name):
+        return None
+    root = aliases.get(node.id, node.id)
+    return ".".join([root, *reversed(parts)])
+
+
+def _import_target(stmt: ast.Import | ast.ImportFrom, alias: ast.alias) -> str:
+    if isinstance(stmt, ast.Import):
+        return alias.name
+    return f"{stmt.module or ''}.{alias.name}".lstrip(".")
+
+
+def _aliases(statements) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for stmt in statements:
+        if isinstance(stmt, ast.Import):
+            for a in stmt.names:
+                out[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+        elif isinstance(stmt, ast.ImportFrom) and stmt.module and not stmt.level:
+            for a in stmt.names:
+                if a.name != "*":
+                    out[a.asname or a.name] = f"{stmt.module}.{a.name}"
+    return out
+
+
+def _lab_names(statements, aliases: dict[str, str]) -> set[str]:
+    labs: set[str] = set()
+    for stmt in statements:
+        if (
+            isinstance(stmt, ast.Assign | ast.AnnAssign)
+            and isinstance(stmt.value, ast.Call)
+            and _qualname(stmt.value.func, aliases) in LAB_CLASSES
+        ):
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            labs.update(t.id for t in targets if isinstance(t, ast.Name))
+    return labs
+
+
+def _call(stmt: ast.stmt) -> ast.Call | None:
+    value = getattr(stmt, "value", None)
+    if isinstance(stmt, ast.Expr | ast.Assign | ast.AnnAssign) and isinstance(value, ast.Call):
+        return value
+    return None
+
+
+def _is_fit(stmt: ast.stmt, labs: set[str]) -> bool:
+    call = _call(stmt)
+    return (
+        call is not None
+        and isinstance(call.func, ast.Attribute)
+        and call.func.attr == "fit"
+        and isinstance(call.func.value, ast.Name)
+        and call.func.value.id in labs
+    )
+
+
+def _pick_fit(
+    plans: list[CellPlan], problems: list[Problem]
+) -> tuple[list[CellPlan], Statement | None]:
+    """Keep the last fit call (in execution order); earlier ones are dropped with a warning."""
+    fits = [s for p in plans for s in p.statements if s.role == "fit"]
+    if not fits:
+        return plans, None
+    last = fits[-1]
+    for s in fits[:-1]:
+        problems.append(
+            Problem(
+                "warning",
+                f"{s.cell.label}: an earlier training call is left out; the script trains "
+                f"once, like the last one in {last.cell.label}",
+                s.cell.number,
+            )
+        )
+    if len(fits) == 1:
+        return plans, last
+    out = []
+    for plan in plans:
+        stmts = tuple(
+            Statement(
+                s.cell, s.source, s.lineno, "explore", "earlier training call", s.names, s.node
+            )
+            if s.role == "fit" and s is not last
+            else s
+            for s in plan.statements
+        )
+        out.append(CellPlan(plan.cell, stmts, plan.magics, plan.reason))
+    return out, last

@@ -1,0 +1,134 @@
+"""Static checks of an :class:`~labkit.promote.analyze.Analysis` before anything is written.
+
+Every name kept code reads must be defined by kept code that ran before it (in the
+kernel's execution order), or be a builtin. Otherwise the error says which cell reads
+which name and why it is missing: defined only in a dropped cell, only in a cell never
+run, only in a cell the kernel ran later (an out-of-order dependency), or nowhere.
+Names read inside function bodies only need to exist somewhere in kept code.
+"""
+
+from __future__ import annotations
+
+from labkit.promote._names import BUILTIN_NAMES, IPYTHON_NAMES, statement_names
+from labkit.promote.analyze import Analysis, Statement
+from labkit.promote.errors import Problem
+
+__all__ = ["check", "kept_statements"]
+
+
+def kept_statements(analysis: Analysis) -> list[Statement]:
+    """The statements the script holds, in execution order.
+
+    ``explore-import`` statements are kept only when kept code reads a name they import.
+    """
+    kept = [s for s in analysis.statements if s.role in ("code", "fit")]
+    needed = set().union(*(s.names.uses | s.names.deferred for s in kept)) if kept else set()
+    return [
+        s
+        for s in analysis.statements
+        if s.role in ("code", "fit") or (s.role == "explore-import" and s.names.defines & needed)
+    ]
+
+
+def check(analysis: Analysis) -> list[Problem]:
+    """All problems: the analysis' own, plus undefined and out-of-order names.
+
+    Args:
+        analysis: From :func:`labkit.promote.analyze`.
+
+    Returns:
+        Errors and warnings, errors first; promote writes nothing when there is an error.
+    """
+    problems = list(analysis.problems)
+    kept = kept_statements(analysis)
+    kept_ids = {id(s) for s in kept}
+    dropped: dict[str, Statement] = {}
+    for s in analysis.statements:
+        if id(s) not in kept_ids:
+            for name in s.names.defines:
+                dropped.setdefault(name, s)
+    never_run: dict[str, int] = {}
+    for cell in analysis.never_run:
+        for name in _cell_defines(cell.source):
+            never_run.setdefault(name, cell.number)
+    later: dict[str, Statement] = {}
+    for s in kept:
+        for name in s.names.defines:
+            later.setdefault(name, s)
+    star = any(s.names.star_import for s in kept)
+
+    defined: set[str] = set()
+    reported: set[tuple[int, str]] = set()
+
+    def report(s: Statement, name: str, *, deferred: bool) -> None:
+        key = (s.cell.number, name)
+        if key in reported:
+            return
+        reported.add(key)
+        where = f"{s.cell.label} line {s.lineno}"
+        if name in IPYTHON_NAMES:
+            msg = (
+                f"{where} uses {name!r}, which only exists inside IPython/Jupyter; "
+                "remove it or tag the cell 'explore'"
+            )
+        elif name in later and not deferred:
+            first = later[name]
+            msg = (
+                f"{where} uses {name!r} before it is defined: the kernel ran "
+                f"{first.cell.label}, which defines it, later; run the cells in order "
+                "(Restart & Run All) and promote again"
+            )
+        elif name in dropped:
+            src = dropped[name]
+            msg = (
+                f"{where} uses {name!r}, which is defined only in {src.cell.label}, "
+                f"left out of the script ({src.reason or 'exploration'}); tag "
+                f"cell {src.cell.number} 'keep' or stop using {name!r}"
+            )
+        elif name in never_run:
+            msg = (
+                f"{where} uses {name!r}, which is defined only in cell {never_run[name]}, "
+                "never run; run it (or Restart & Run All) and promote again"
+            )
+        else:
+            msg = (
+                f"{where} uses undefined name {name!r}: no cell that ran defines it "
+                "(deleted cell, or defined by hand in the kernel?)"
+            )
+        severity = "warning" if star and name not in IPYTHON_NAMES else "error"
+        problems.append(Problem(severity, msg, s.cell.number, name))
+
+    for s in kept:
+        for name in sorted(s.names.uses - s.names.defines):
+            if name not in defined and (name not in BUILTIN_NAMES or name in IPYTHON_NAMES):
+                report(s, name, deferred=False)
+        defined |= s.names.defines
+    for s in kept:
+        for name in sorted(s.names.deferred):
+            if name not in defined and (name not in BUILTIN_NAMES or name in IPYTHON_NAMES):
+                report(s, name, deferred=True)
+
+    if analysis.fit is None:
+        problems.append(
+            Problem(
+                "error",
+                f"{analysis.notebook.path}: no training call: promote needs a top-level "
+                "`lab.fit(...)` on a `labkit.Lab(...)` in a cell that ran; found none",
+            )
+        )
+    return sorted(problems, key=lambda p: p.severity != "error")
+
+
+def _cell_defines(source: str) -> set[str]:
+    import ast
+
+    from labkit.promote.analyze import strip_magics
+
+    try:
+        tree = ast.parse(strip_magics(source)[0])
+    except SyntaxError:
+        return set()
+    out: set[str] = set()
+    for stmt in tree.body:
+        out |= statement_names(stmt).defines
+    return out

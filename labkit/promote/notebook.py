@@ -1,0 +1,156 @@
+"""Read and validate an ``.ipynb`` file into plain data: cells with tags and execution counts.
+
+Nothing here runs the notebook's code; :func:`read_notebook` only parses the JSON
+(with nbformat) and keeps what promote needs: each code cell's source, tags,
+execution count and outputs.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Cell", "Notebook", "NotebookError", "read_notebook"]
+
+
+class NotebookError(ValueError):
+    """The file is not a notebook labkit can read; the message names the file and the fix."""
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One cell of a notebook, as plain data.
+
+    Args:
+        number: 1-based position in the notebook (what the errors call ``cell N``).
+        cell_type: ``"code"``, ``"markdown"`` or ``"raw"``.
+        source: The cell's text.
+        tags: The cell's tags (``metadata.tags``).
+        execution_count: The kernel's ``In [n]`` counter, ``None`` when never run.
+        outputs: The stored outputs (nbformat dicts), code cells only.
+
+    Example:
+        >>> Cell(number=1, cell_type="code", source="x = 1")
+        Cell(number=1, code, In [ ], 'x = 1')
+    """
+
+    number: int
+    cell_type: str
+    source: str
+    tags: tuple[str, ...] = ()
+    execution_count: int | None = None
+    outputs: tuple[dict[str, Any], ...] = field(default=(), repr=False)
+
+    @property
+    def is_code(self) -> bool:
+        """True for code cells."""
+        return self.cell_type == "code"
+
+    @property
+    def label(self) -> str:
+        """``'cell 3 (In [7])'``, or ``'cell 3'`` when never run: how errors name the cell."""
+        if self.execution_count is None:
+            return f"cell {self.number}"
+        return f"cell {self.number} (In [{self.execution_count}])"
+
+    def __repr__(self) -> str:
+        count = " " if self.execution_count is None else self.execution_count
+        head = self.source if len(self.source) <= 30 else self.source[:27] + "..."
+        tags = f", tags={list(self.tags)}" if self.tags else ""
+        return f"Cell(number={self.number}, {self.cell_type}, In [{count}], {head!r}{tags})"
+
+
+@dataclass(frozen=True)
+class Notebook:
+    """A notebook's cells and metadata.
+
+    Args:
+        path: Where it was read from.
+        cells: Every cell, in notebook order.
+        metadata: The notebook-level metadata (kernelspec, language_info, ...).
+
+    Example:
+        >>> nb = read_notebook("train.ipynb")                  # doctest: +SKIP
+        >>> [c.label for c in nb.code_cells]                   # doctest: +SKIP
+        ['cell 1 (In [1])', 'cell 2 (In [2])']
+    """
+
+    path: Path
+    cells: tuple[Cell, ...]
+    metadata: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def code_cells(self) -> tuple[Cell, ...]:
+        """The code cells, in notebook order."""
+        return tuple(c for c in self.cells if c.is_code)
+
+    def __repr__(self) -> str:
+        return f"Notebook({str(self.path)!r}, cells={len(self.cells)}, code={len(self.code_cells)})"
+
+
+def read_notebook(path: str | Path) -> Notebook:
+    """Read ``path`` as a Jupyter notebook (nbformat 4) and validate it.
+
+    Args:
+        path: The ``.ipynb`` file.
+
+    Returns:
+        The :class:`Notebook`.
+
+    Raises:
+        NotebookError: when the file is missing, is not JSON, or is not a valid notebook;
+            the message names the file and what is wrong.
+    """
+    import nbformat
+
+    path = Path(path)
+    if not path.is_file():
+        raise NotebookError(f"{path}: no such notebook file")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise NotebookError(f"{path}: cannot read the notebook ({exc})") from None
+    try:
+        raw = json.loads(text)
+    except ValueError as exc:
+        raise NotebookError(
+            f"{path}: not a notebook: the file is not valid JSON ({exc}); "
+            "was it saved by Jupyter, or truncated?"
+        ) from None
+    if not isinstance(raw, dict) or "cells" not in raw or "nbformat" not in raw:
+        raise NotebookError(f"{path}: not a notebook: JSON without 'cells' and 'nbformat' keys")
+    try:
+        nb = nbformat.reads(text, as_version=4)
+        nbformat.validate(nb)
+    except Exception as exc:  # nbformat raises several types (ValidationError, NBFormatError)
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise NotebookError(f"{path}: not a valid nbformat-4 notebook: {first}") from None
+    cells = []
+    for number, cell in enumerate(nb.cells, start=1):
+        source = cell.get("source", "")
+        if isinstance(source, list):  # pragma: no cover - nbformat joins these already
+            source = "".join(source)
+        tags = tuple(str(t) for t in cell.get("metadata", {}).get("tags", []))
+        is_code = cell.get("cell_type") == "code"
+        cells.append(
+            Cell(
+                number=number,
+                cell_type=cell.get("cell_type", "raw"),
+                source=source,
+                tags=tags,
+                execution_count=cell.get("execution_count") if is_code else None,
+                outputs=tuple(_plain(o) for o in cell.get("outputs", [])) if is_code else (),
+            )
+        )
+    return Notebook(path=path, cells=tuple(cells), metadata=_plain(nb.get("metadata", {})))
+
+
+def _plain(value: Any) -> Any:
+    """nbformat's NotebookNode (a dict subclass) to plain dicts and lists."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value

@@ -1,0 +1,158 @@
+"""``promote``: notebook in, checked script out (the function behind ``labkit promote``)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from labkit.promote.analyze import Analysis, analyze
+from labkit.promote.checks import check
+from labkit.promote.errors import Problem, PromoteError
+from labkit.promote.notebook import read_notebook
+from labkit.promote.recipe_record import recorded_recipe
+from labkit.promote.script import render_script
+from labkit.promote.write import TargetExistsError, install, temporary_sibling
+
+__all__ = ["Promoted", "promote"]
+
+
+@dataclass(frozen=True)
+class Promoted:
+    """What :func:`promote` wrote.
+
+    Args:
+        notebook: The notebook read.
+        script: The script written (``None`` with ``dry_run``).
+        source: The script's text.
+        problems: The warnings (promote raises on errors).
+        analysis: The cell-by-cell analysis.
+    """
+
+    notebook: Path
+    script: Path | None
+    source: str = field(repr=False)
+    problems: tuple[Problem, ...] = ()
+    analysis: Analysis | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """The warning messages."""
+        return tuple(p.message for p in self.problems if p.severity == "warning")
+
+    def __repr__(self) -> str:
+        return (
+            f"Promoted({str(self.notebook)!r} -> {str(self.script)!r}, "
+            f"warnings={len(self.warnings)})"
+        )
+
+
+def default_output(notebook: str | os.PathLike[str]) -> Path:
+    """``train.ipynb`` -> ``train.py`` next to it."""
+    return Path(notebook).with_suffix(".py")
+
+
+def promote(
+    notebook: str | os.PathLike[str],
+    output: str | os.PathLike[str] | None = None,
+    *,
+    force: bool = False,
+    check_run: bool = False,
+    dry_run: bool = False,
+    check_timeout: float = 300,
+) -> Promoted:
+    """Promote ``notebook`` to a standalone training script.
+
+    Nothing of the notebook runs, unless ``check_run``: then the script runs once for one
+    batch in a subprocess before it takes its name.
+
+    Args:
+        notebook: The ``.ipynb`` file.
+        output: The script path (default: the notebook's name with ``.py``).
+        force: Overwrite an existing script.
+        check_run: Run the script for one batch (``--max-epochs 1`` with one batch) in a
+            subprocess; write it only if that succeeds.
+        dry_run: Check and render, write nothing.
+        check_timeout: Seconds the check run may take.
+
+    Returns:
+        A :class:`Promoted`.
+
+    Raises:
+        labkit.promote.NotebookError: the file is not a readable notebook.
+        PromoteError: a static check failed (every error is listed), or the check run did.
+        TargetExistsError: the output exists and ``force`` is false.
+
+    Example:
+        >>> promote("train.ipynb", "train.py").warnings          # doctest: +SKIP
+        ('cell 5 was never run; it is left out',)
+    """
+    nb = read_notebook(notebook)
+    out = Path(output) if output is not None else default_output(nb.path)
+    if out.resolve() == nb.path.resolve():
+        raise PromoteError(out, [Problem("error", f"{out}: the output would replace the notebook")])
+    if not dry_run and out.exists() and not force:
+        raise TargetExistsError(f"{out} exists; pass --force (force=True) to overwrite it")
+    analysis = analyze(nb)
+    problems = check(analysis)
+    if any(p.severity == "error" for p in problems):
+        raise PromoteError(nb.path, problems)
+    recorded = recorded_recipe(p.cell for p in analysis.plans)
+    recipe, recipe_cell = recorded if recorded else (None, None)
+    source = render_script(
+        analysis,
+        script_name=out.name,
+        recipe=recipe,
+        recipe_source=recipe_cell.label if recipe_cell else "",
+    )
+    warnings = tuple(p for p in problems if p.severity == "warning")
+    if dry_run:
+        return Promoted(nb.path, None, source, warnings, analysis)
+    if not out.parent.is_dir():
+        raise FileNotFoundError(f"{out}: folder {out.parent} does not exist")
+    with temporary_sibling(out, source, mode=0o755) as tmp:
+        if check_run:
+            _check_run(tmp, nb.path, check_timeout)
+        install(tmp, out, force=force)
+    return Promoted(nb.path, out, source, warnings, analysis)
+
+
+def _check_run(script: Path, notebook: Path, timeout: float) -> None:
+    """Run ``script`` for one batch in a subprocess, in the notebook's folder."""
+    with tempfile.TemporaryDirectory(prefix="labkit-check-") as logdir:
+        cmd = [sys.executable, str(script.resolve()), "--max-epochs", "1", "--logdir", logdir]
+        # Lightning's Trainer takes defaults from PL_TRAINER_* variables: one batch each
+        env = {
+            **os.environ,
+            "PL_TRAINER_LIMIT_TRAIN_BATCHES": "1",
+            "PL_TRAINER_LIMIT_VAL_BATCHES": "1",
+        }
+        try:
+            done = subprocess.run(
+                cmd,
+                cwd=notebook.parent,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+            )
+        except subprocess.TimeoutExpired:
+            raise PromoteError(
+                notebook,
+                [Problem("error", f"--check: the script ran past {timeout:.0f} s for one batch")],
+            ) from None
+        if done.returncode != 0:
+            tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-15:])
+            raise PromoteError(
+                notebook,
+                [
+                    Problem(
+                        "error",
+                        f"--check: the promoted script failed (exit {done.returncode}) on one "
+                        f"batch; nothing written. Its last output:\n{tail}",
+                    )
+                ],
+            )

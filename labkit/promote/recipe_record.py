@@ -1,0 +1,75 @@
+"""Record the Recipe in effect in a notebook, where ``labkit promote`` reads it back.
+
+The writing side, :func:`record_recipe`, displays the Recipe as an output of the cell
+that runs it, under the MIME type :data:`RECIPE_MIME` (``application/vnd.labkit.recipe+json``)
+with a one-line ``text/plain`` fallback. Jupyter saves outputs in the ``.ipynb``, so the
+choice survives even when it was made only by toggles in the optimize panel: call it from
+``Lab.fit`` (the Recipe that trained) or from the panel when it applies a Recipe. Outside
+an IPython kernel it does nothing.
+
+The reading side, :func:`recorded_recipe`, takes the last such output in the kernel's
+execution order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from labkit.promote.notebook import Cell
+
+__all__ = ["RECIPE_MIME", "record_recipe", "recorded_recipe"]
+
+RECIPE_MIME = "application/vnd.labkit.recipe+json"
+
+
+def record_recipe(recipe: Any, *, source: str = "") -> bool:
+    """Display ``recipe`` as a labkit recipe output of the running cell.
+
+    Args:
+        recipe: A :class:`labkit.optimize.Recipe` (or anything with ``to_dict()`` and
+            ``label``).
+        source: Who recorded it (``"Lab.fit"``, ``"optimize panel"``), kept in the
+            output's metadata.
+
+    Returns:
+        True when an IPython kernel received the output, False outside one.
+
+    Example:
+        >>> from labkit.optimize import Recipe
+        >>> record_recipe(Recipe(precision="bf16-mixed"), source="Lab.fit")  # in a kernel
+        False
+    """
+    try:
+        from IPython import get_ipython
+    except ImportError:  # pragma: no cover - IPython ships with Jupyter
+        return False
+    shell = get_ipython()
+    if shell is None or not hasattr(shell, "kernel"):
+        return False
+    from IPython.display import display
+
+    data = {
+        RECIPE_MIME: recipe.to_dict(),
+        "text/plain": f"labkit recipe: {getattr(recipe, 'label', recipe)}",
+    }
+    display(data, raw=True, metadata={RECIPE_MIME: {"source": source}} if source else None)
+    return True
+
+
+def recorded_recipe(cells: Iterable[Cell]) -> tuple[dict[str, Any], Cell] | None:
+    """The last recorded Recipe in ``cells`` (give them in execution order).
+
+    Args:
+        cells: Code cells, in the order the kernel ran them.
+
+    Returns:
+        ``(recipe dict, cell that recorded it)``, or ``None`` when no cell recorded one.
+    """
+    found = None
+    for cell in cells:
+        for output in cell.outputs:
+            data = output.get("data") or {}
+            if isinstance(data, dict) and isinstance(data.get(RECIPE_MIME), dict):
+                found = (dict(data[RECIPE_MIME]), cell)
+    return found

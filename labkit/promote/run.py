@@ -1,0 +1,260 @@
+"""``labkit run``: execute a notebook headlessly with parameters, and keep the executed copy.
+
+Parameters follow papermill's convention: a new cell tagged ``injected-parameters`` goes
+right after the cell tagged ``parameters`` and assigns the given values, so they replace
+the defaults. Unlike papermill, each parameter is checked first: the ``parameters`` cell
+must assign it, and the value must fit the default's type (an ``int`` is accepted for a
+``float``; anything is accepted for a ``None`` default).
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from labkit.promote.notebook import read_notebook
+from labkit.promote.write import write_atomic
+
+__all__ = [
+    "INJECTED_TAG",
+    "PARAMETERS_TAG",
+    "NotebookRunError",
+    "ParameterError",
+    "inject_parameters",
+    "parse_parameter",
+    "run_notebook",
+]
+
+PARAMETERS_TAG = "parameters"
+INJECTED_TAG = "injected-parameters"
+
+
+class ParameterError(ValueError):
+    """A ``-p name=value`` does not fit the notebook; the message names it and the cell."""
+
+
+class NotebookRunError(RuntimeError):
+    """A cell raised while the notebook ran; the executed copy (with the error) was written.
+
+    Args:
+        message: What failed, naming the cell.
+        output: The executed copy.
+        cell: The 1-based number of the failing cell.
+    """
+
+    def __init__(self, message: str, *, output: Path | None, cell: int | None) -> None:
+        super().__init__(message)
+        self.output = output
+        self.cell = cell
+
+
+def parse_parameter(text: str) -> tuple[str, Any]:
+    """``"lr=0.1"`` -> ``("lr", 0.1)``: the value is a Python literal, else a string.
+
+    Example:
+        >>> parse_parameter("epochs=3"), parse_parameter("name=run-a")
+        (('epochs', 3), ('name', 'run-a'))
+    """
+    name, sep, raw = text.partition("=")
+    name = name.strip()
+    if not sep or not name.isidentifier():
+        raise ParameterError(f"parameter {text!r}: write it as name=value (e.g. -p lr=0.01)")
+    try:
+        value = ast.literal_eval(raw.strip())
+    except (ValueError, SyntaxError):
+        value = raw
+    return name, value
+
+
+def _defaults(source: str) -> dict[str, Any]:
+    """Names the parameters cell assigns, with their literal defaults (``...`` if not literal)."""
+    out: dict[str, Any] = {}
+    for stmt in ast.parse(source).body:
+        targets = []
+        if isinstance(stmt, ast.Assign):
+            targets = [t for t in stmt.targets if isinstance(t, ast.Name)]
+        elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+            targets = [stmt.target]
+        for target in targets:
+            try:
+                out[target.id] = ast.literal_eval(stmt.value) if stmt.value else ...
+            except ValueError:
+                out[target.id] = ...
+    return out
+
+
+def _coerce(name: str, value: Any, default: Any, where: str) -> Any:
+    if default is ... or default is None or value is None:
+        return value
+    if isinstance(default, bool) or isinstance(value, bool):
+        if isinstance(default, bool) and isinstance(value, bool):
+            return value
+    elif isinstance(default, float) and isinstance(value, int):
+        return float(value)
+    elif isinstance(default, str):
+        return value if isinstance(value, str) else str(value)
+    elif isinstance(value, type(default)):
+        return value
+    raise ParameterError(
+        f"parameter {name}={value!r}: {where} sets {name} = {default!r} "
+        f"({type(default).__name__}); give a {type(default).__name__}"
+    )
+
+
+def inject_parameters(nb: Any, parameters: Mapping[str, Any], *, path: str | Path = "") -> int:
+    """Insert the ``injected-parameters`` cell after the ``parameters`` cell of ``nb``.
+
+    Args:
+        nb: An nbformat notebook node (changed in place).
+        parameters: Name -> value; each must be assigned by the ``parameters`` cell.
+        path: The notebook's file, for messages.
+
+    Returns:
+        The 0-based index of the injected cell (``-1`` when there are no parameters).
+
+    Raises:
+        ParameterError: no ``parameters`` cell, an unknown name or a value of the wrong type.
+    """
+    import nbformat
+
+    nb.cells = [c for c in nb.cells if INJECTED_TAG not in c.get("metadata", {}).get("tags", [])]
+    if not parameters:
+        return -1
+    index = next(
+        (
+            i
+            for i, c in enumerate(nb.cells)
+            if c.cell_type == "code" and PARAMETERS_TAG in c.get("metadata", {}).get("tags", [])
+        ),
+        None,
+    )
+    if index is None:
+        raise ParameterError(
+            f"{path}: no cell is tagged 'parameters'; tag the cell that sets the defaults "
+            f"(got {', '.join(parameters)})"
+        )
+    where = f"the parameters cell (cell {index + 1})"
+    try:
+        defaults = _defaults(nb.cells[index].source)
+    except SyntaxError as exc:
+        raise ParameterError(f"{path}: {where} is not valid Python ({exc.msg})") from None
+    lines = ["# Parameters injected by labkit run"]
+    for name, value in parameters.items():
+        if name not in defaults:
+            known = ", ".join(defaults) or "nothing"
+            raise ParameterError(
+                f"{path}: parameter {name!r} is not set in {where}; it sets: {known}"
+            )
+        value = _coerce(name, value, defaults[name], where)
+        lines.append(f"{name} = {value!r}")
+    cell = nbformat.v4.new_code_cell("\n".join(lines))
+    cell.metadata["tags"] = [INJECTED_TAG]
+    nb.cells.insert(index + 1, cell)
+    return index + 1
+
+
+def default_run_output(notebook: str | Path) -> Path:
+    """``train.ipynb`` -> ``train.run.ipynb`` next to it."""
+    notebook = Path(notebook)
+    return notebook.with_name(f"{notebook.stem}.run.ipynb")
+
+
+def run_notebook(
+    notebook: str | os.PathLike[str],
+    parameters: Mapping[str, Any] | None = None,
+    output: str | os.PathLike[str] | None = None,
+    *,
+    timeout: float | None = 600,
+    kernel_name: str | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> Path:
+    """Execute ``notebook`` with ``parameters`` in a fresh kernel; write the executed copy.
+
+    The kernel starts in the notebook's folder. The input notebook is never changed.
+
+    Args:
+        notebook: The ``.ipynb`` file.
+        parameters: Values for names the ``parameters`` cell assigns.
+        output: Where the executed copy goes (default ``NAME.run.ipynb``; replaced if it
+            exists, but never the input notebook).
+        timeout: Seconds one cell may run (``None``: no limit).
+        kernel_name: Kernel to use (default: the notebook's kernelspec, else ``python3``).
+        progress: Called with a line per cell as it starts (the CLI prints these).
+
+    Returns:
+        The executed copy's path.
+
+    Raises:
+        labkit.promote.NotebookError: not a readable notebook.
+        ParameterError: a parameter does not fit the ``parameters`` cell.
+        NotebookRunError: a cell raised; the executed copy with the traceback is written.
+
+    Example:
+        >>> run_notebook("train.ipynb", {"epochs": 1})             # doctest: +SKIP
+        PosixPath('train.run.ipynb')
+    """
+    import nbformat
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
+
+    checked = read_notebook(notebook)  # clear errors for malformed files
+    path = checked.path
+    out = Path(output) if output is not None else default_run_output(path)
+    if out.resolve() == path.resolve():
+        raise ParameterError(f"{out}: the executed copy would replace the notebook; choose -o")
+    nb = nbformat.read(path, as_version=4)
+    injected = inject_parameters(nb, dict(parameters or {}), path=path)
+    name = kernel_name or nb.metadata.get("kernelspec", {}).get("name") or "python3"
+
+    def on_start(cell: Any, cell_index: int) -> None:
+        if progress is not None:
+            if cell_index == injected:
+                label = "injected parameters"
+            else:
+                label = f"cell {_original_number(cell_index, injected)}"
+            progress(f"[{cell_index + 1}/{len(nb.cells)}] {label}")
+
+    client = NotebookClient(
+        nb,
+        timeout=timeout,
+        kernel_name=name,
+        resources={"metadata": {"path": str(path.parent)}},
+        on_cell_start=on_start,
+    )
+    try:
+        client.execute()
+    except (CellExecutionError, CellTimeoutError, DeadKernelError) as exc:
+        failed = _failed_cell(nb)
+        if failed is not None:
+            failed = _original_number(failed - 1, injected)
+        write_atomic(out, nbformat.writes(nb), force=True)
+        where = f"cell {failed}" if failed else "a cell"
+        first = str(exc).strip().splitlines()
+        summary = next((line for line in reversed(first) if line.strip()), type(exc).__name__)
+        raise NotebookRunError(
+            f"{path}: {where} failed: {summary}; the executed copy is {out}",
+            output=out,
+            cell=failed,
+        ) from None
+    write_atomic(out, nbformat.writes(nb), force=True)
+    return out
+
+
+def _original_number(index: int, injected: int) -> int:
+    """1-based number in the input notebook of the executed copy's cell ``index``."""
+    return index if 0 <= injected < index else index + 1
+
+
+def _failed_cell(nb: Any) -> int | None:
+    for i, cell in enumerate(nb.cells, start=1):
+        if any(o.get("output_type") == "error" for o in cell.get("outputs", [])):
+            return i
+    return None
+
+
+def _stderr_progress(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)

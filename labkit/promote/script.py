@@ -1,0 +1,222 @@
+"""Render the promoted script: the kept cells in execution order, the recorded Recipe and a
+``main()`` with a command line that launches the notebook's training call.
+
+The layout of a promoted script::
+
+    #!/usr/bin/env python
+    \"\"\"docstring: where it came from, how to run it (python, torchrun)\"\"\"
+    # %% cell 1 (In [1])          kept cells, before the training call, verbatim
+    ...
+    LABKIT_RECIPE = {...}         the Recipe in effect when the notebook trained
+    def _parse_args(argv): ...    --max-epochs --devices --strategy --num-nodes --precision
+                                  --seed --ckpt-path --logdir --resume
+    def main(argv=None):          applies the Recipe, then lab.fit(**notebook kwargs
+                                  overridden by the command line), then the kept code
+                                  that ran after the training call
+    if __name__ == "__main__":
+        main()
+
+Cells are marked ``# %%`` so editors (VS Code, jupytext) show them as cells again.
+"""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+from collections.abc import Sequence
+from typing import Any
+
+from labkit.promote.analyze import Analysis, Statement
+from labkit.promote.checks import kept_statements
+
+__all__ = ["FIT_OPTIONS", "render_script"]
+
+# fit keyword -> (flag, argparse type name in the script, help)
+FIT_OPTIONS: dict[str, tuple[str, str, str]] = {
+    "max_epochs": ("--max-epochs", "int", "epochs to train"),
+    "devices": ("--devices", "_devices", "devices per node: a number, 'auto', or ids like 0,1"),
+    "strategy": ("--strategy", "str", "'auto', 'ddp', 'ddp_spawn', 'fsdp', ..."),
+    "num_nodes": ("--num-nodes", "int", "machines (launch each with torchrun or SLURM)"),
+    "precision": ("--precision", "str", "'32', 'bf16-mixed' or '16-mixed' (overrides the Recipe)"),
+    "seed": ("--seed", "int", "random seed"),
+    "ckpt_path": ("--ckpt-path", "str", "checkpoint to start from ('last' for the latest)"),
+    "logdir": ("--logdir", "str", "directory for checkpoints, TensorBoard logs and run.json"),
+    "resume": ("--resume", "flag", "resume from the last checkpoint in --logdir"),
+}
+
+_HEADER = '''#!/usr/bin/env python
+"""{name}: promoted from {notebook} by `labkit promote`.
+
+{body}
+
+Run:
+    python {name} --max-epochs 2
+    python {name} --devices 2 --strategy ddp
+    torchrun --nproc-per-node 2 {name} --devices 2 --strategy ddp
+    torchrun --nnodes 2 --node-rank R --master-addr HOST --master-port PORT \\
+        --nproc-per-node 1 {name} --num-nodes 2 --devices 1 --strategy ddp
+"""
+'''
+
+_DEVICES = '''
+
+def _devices(text: str) -> int | str | list[int]:
+    """--devices: 'auto', a count, or device ids separated by commas."""
+    if text == "auto":
+        return text
+    if "," in text:
+        return [int(part) for part in text.split(",") if part.strip()]
+    return int(text)
+'''
+
+
+def render_script(
+    analysis: Analysis,
+    *,
+    script_name: str,
+    recipe: dict[str, Any] | None = None,
+    recipe_source: str = "",
+) -> str:
+    """The promoted script's text.
+
+    Args:
+        analysis: A checked :class:`~labkit.promote.analyze.Analysis` with a training call.
+        script_name: The script's file name (shown in its docstring).
+        recipe: The recorded Recipe (``Recipe.to_dict()``), or ``None`` to keep the
+            notebook's code as the only source of the Recipe.
+        recipe_source: Where the recipe was recorded (``"cell 7 (In [9])"``), for a comment.
+
+    Returns:
+        Python source; it parses with :func:`ast.parse`.
+    """
+    fit = analysis.fit
+    if fit is None:
+        raise ValueError("render_script needs an analysis with a training call")
+    kept = kept_statements(analysis)
+    position = next(i for i, s in enumerate(kept) if s is fit)
+    before, after = kept[:position], kept[position + 1 :]
+    future = [s for s in before if _is_future(s)]
+    before = [s for s in before if not _is_future(s)]
+
+    order = ", ".join(dict.fromkeys(s.cell.label for s in kept)) or "none"
+    call = fit.source.strip().splitlines()[0]
+    body = textwrap.fill(
+        "It runs the notebook's cells that ran in the kernel, in the order they ran "
+        f"({order}), without the exploration cells, then trains like the notebook did "
+        f"({call}). Command-line options override the notebook's values.",
+        width=88,
+    )
+    body = body.replace("\\", "\\\\").replace('"' * 3, "'" * 3)
+    header = _HEADER.format(name=script_name, notebook=analysis.notebook.path.name, body=body)
+    parts = [header.rstrip("\n")]
+    parts += [s.source for s in future]
+    parts.append("import argparse as _argparse")
+    parts += _cells(before, indent="")
+    if recipe is not None:
+        parts.append(
+            f"# %% the Recipe in effect when the notebook trained (recorded in {recipe_source})\n"
+            f"LABKIT_RECIPE = {_literal(recipe)}"
+        )
+    parts.append(_DEVICES.strip("\n"))
+    parts.append(_parse_args_source(fit))
+    parts.append(_main_source(analysis, fit, after, recipe is not None))
+    parts.append('if __name__ == "__main__":\n    main()')
+    return "\n\n\n".join(p.rstrip("\n") for p in parts) + "\n"
+
+
+def _is_future(s: Statement) -> bool:
+    return isinstance(s.node, ast.ImportFrom) and s.node.module == "__future__"
+
+
+def _cells(statements: Sequence[Statement], *, indent: str) -> list[str]:
+    blocks: list[str] = []
+    current = None
+    for s in statements:
+        if s.cell is not current:
+            current = s.cell
+            blocks.append(f"{indent}# %% {s.cell.label}")
+        blocks[-1] += "\n" + textwrap.indent(textwrap.dedent(s.source), indent)
+    return blocks
+
+
+def _literal(value: Any) -> str:
+    text = repr(value)
+    if len(text) <= 80:
+        return text
+    items = ",\n".join(f"    {k!r}: {v!r}" for k, v in value.items())
+    return "{\n" + items + ",\n}"
+
+
+def _notebook_kwargs(fit: Statement) -> tuple[list[str], list[tuple[str | None, str]]]:
+    call = fit.node.value  # type: ignore[attr-defined]
+    positional = [ast.unparse(a) for a in call.args]
+    keywords = [(kw.arg, ast.unparse(kw.value)) for kw in call.keywords]
+    return positional, keywords
+
+
+def _parse_args_source(fit: Statement) -> str:
+    _, keywords = _notebook_kwargs(fit)
+    given = {k: v for k, v in keywords if k is not None}
+    lines = [
+        "def _parse_args(argv: list[str] | None = None) -> _argparse.Namespace:",
+        '    """The command line; an option left out keeps the notebook\'s value."""',
+        "    parser = _argparse.ArgumentParser(description=__doc__.splitlines()[0])",
+    ]
+    for key, (flag, kind, help_text) in FIT_OPTIONS.items():
+        note = f" (notebook: {given[key]})" if key in given else ""
+        helpful = repr(help_text + note).replace("%", "%%")
+        how = "action='store_true', default=None" if kind == "flag" else f"type={kind}"
+        lines += [
+            "    parser.add_argument(",
+            f"        {flag!r},",
+            f"        {how},",
+            f"        help={helpful},",
+            "    )",
+        ]
+    lines.append("    return parser.parse_args(argv)")
+    return "\n".join(lines)
+
+
+def _main_source(
+    analysis: Analysis, fit: Statement, after: Sequence[Statement], has_recipe: bool
+) -> str:
+    lab = analysis.lab_name
+    positional, keywords = _notebook_kwargs(fit)
+    assigned = sorted(set().union(*(s.names.defines for s in after)) if after else set())
+    target = ""
+    node = fit.node
+    if isinstance(node, ast.Assign | ast.AnnAssign):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        target = " = ".join(ast.unparse(t) for t in targets) + " = "
+        assigned = sorted(set(assigned) | set(fit.names.defines))
+    entries = [f"        {k!r}: {v}," if k is not None else f"        **{v}," for k, v in keywords]
+    lines = [
+        "def main(argv: list[str] | None = None) -> None:",
+        f'    """Train like {fit.cell.label} of the notebook did, with command-line overrides."""',
+    ]
+    if assigned:
+        lines.append(f"    global {', '.join(assigned)}")
+    lines += [
+        "    _cli = _parse_args(argv)",
+        f"    # the training call's arguments, as in {fit.cell.label}",
+        "    _fit_kwargs = {",
+        *entries,
+        "    }",
+        "    _fit_kwargs.update({k: v for k, v in vars(_cli).items() if v is not None})",
+        "    _precision = _fit_kwargs.pop('precision', None)",
+    ]
+    if has_recipe:
+        lines += [
+            "    from labkit.optimize import Recipe as _Recipe",
+            "",
+            f"    {lab}.recipe = _Recipe.from_dict(LABKIT_RECIPE)",
+        ]
+    lines += [
+        "    if _precision is not None:",
+        f"        {lab}.recipe = {lab}.recipe.replace(precision=str(_precision))",
+        f"    {target}{lab}.fit({''.join(p + ', ' for p in positional)}**_fit_kwargs)",
+    ]
+    if after:
+        lines.append("    # kept code that ran after the training call")
+        lines += _cells(after, indent="    ")
+    return "\n".join(lines)
