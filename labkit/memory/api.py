@@ -59,6 +59,8 @@ def memory(
         >>> print(rep.summary())                           # doctest: +SKIP
     """
     check_model(model, "labkit.memory")
+    if max_samples < 2:
+        raise ValueError(f"max_samples must be at least 2, got {max_samples}")
     args, kwargs = _split(batch)
     check_devices(model, args, kwargs)
     rec = Recorder(model, mode="timing")
@@ -66,17 +68,25 @@ def memory(
         rec, optimizers=(optimizer,) if optimizer is not None else (), inputs=(args, kwargs)
     )
     err: BaseException | None = None
+    misuse: list[ValueError] = []
     try:
         with _recording(rec, tracker):
             out = model(*args, **kwargs)
             if backward:
-                target = _backward_target(out, loss, rec._notes)
+                try:
+                    target = _backward_target(out, loss, rec._notes)
+                except ValueError as e:
+                    if str(e).startswith("loss must return"):  # not a scalar: the caller's to fix
+                        misuse.append(e)
+                    raise
                 del out
                 if target is not None:
                     target.backward()
             if optimizer is not None:
                 optimizer.step()
     except Exception as e:
+        if misuse and e is misuse[0]:
+            raise
         err = e
     report = _report(rec, tracker, max_samples)
     if err is not None:

@@ -135,7 +135,8 @@ def find_growth(
     with rec, tracker:
         for _ in range(steps):
             step()
-            gc.collect()
+            if after and tracker.live_bytes() > after[-1]:
+                gc.collect(1)  # young reference cycles are not a leak; the full collection is slow
             after.append(tracker.live_bytes())
             tracker.mark_step()
         survivors = [
@@ -169,7 +170,8 @@ def _group(survivors: list[tuple[Any, ...]]) -> tuple[GrowthSite, ...]:
 
 
 def _fix(sites: tuple[GrowthSite, ...]) -> str:
-    if any(s.category == CATEGORIES[ACTS] for s in sites):
+    graph_modules = {s.module for s in sites if s.category == CATEGORIES[ACTS]}
+    if len(graph_modules) >= 2:  # saved tensors of several modules: a whole graph is kept
         roots = [s for s in sites if s.category != CATEGORIES[ACTS] and not s.module]
         root = roots[0] if roots else next(s for s in sites if s.category == CATEGORIES[ACTS])
         code = f" (`{root.code}`)" if root.code else ""
