@@ -169,11 +169,12 @@ def fp16_risks(rows: list[LayerDrift], limit: int = 3) -> list[str]:
     notes = []
     for r in rows:
         where = r.path or "(model output)"
-        if not r.finite:
-            notes.append(f"{where} ({r.type}) produced inf/NaN under fp16")
-        elif r.base_max_abs > FP16_MAX:
+        if r.base_max_abs > FP16_MAX:
             notes.append(
                 f"fp16 overflow risk in {where} ({r.type}): fp32 output reaches "
                 f"{r.base_max_abs:.3g}, above fp16's max {FP16_MAX:.0f}"
+                + ("; it produced inf/NaN" if not r.finite else "")
             )
+        elif not r.finite:
+            notes.append(f"{where} ({r.type}) produced inf/NaN under fp16")
     return notes[:limit]

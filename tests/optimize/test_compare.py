@@ -1,0 +1,190 @@
+import itertools
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from labkit.optimize import Comparison, Recipe, compare
+
+
+@pytest.fixture
+def target():
+    torch.manual_seed(2)
+    return torch.randint(0, 4, (8,))
+
+
+def test_train_compare(mlp, x, target):
+    cmp = compare(
+        mlp,
+        x,
+        [Recipe(precision="bf16-mixed"), Recipe(checkpoint=("blocks.*",))],
+        loss=lambda out: F.cross_entropy(out, target),
+        steps=3,
+        warmup=1,
+        val=(x, target),
+        tolerance=1e-3,
+    )
+    assert isinstance(cmp, Comparison)
+    assert [r.label for r in cmp.results] == ["fp32", "bf16-mixed", "ckpt(blocks.*)"]
+    base, bf16, ck = cmp.results
+    assert base.speedup == 1.0 and base.max_abs == 0.0 and base.cosine == pytest.approx(1.0)
+    for r in cmp.results:
+        assert r.error is None
+        assert len(r.step_times) == 3 and r.step_time > 0 and r.throughput > 0
+        assert len(r.losses) == 1 + 1 + 3  # first call, warm-up, timed steps
+        assert r.peak_memory and r.peak_memory > 0
+        assert r.val_metric is not None and 0 <= r.val_metric <= 1
+    # documented bounds: bf16 autocast keeps this MLP's outputs within 2% (relative L2)
+    # and the loss after 5 SGD steps within 2% of fp32
+    assert bf16.rel < 0.02 and bf16.cosine > 0.999
+    assert bf16.loss == pytest.approx(base.loss, rel=0.02)
+    assert bf16.drift_path == "blocks.0.0"  # the first Linear is the first bf16 op
+    # checkpointing changes no number
+    assert ck.max_abs == 0.0 and ck.losses == base.losses and ck.drift_path is None
+    assert cmp.metric == "accuracy" and cmp.batch_size == 8
+
+
+def test_summary_and_repr(mlp, x):
+    cmp = compare(mlp, x, Recipe(precision="bf16-mixed"), steps=2, warmup=0, memory=False)
+    text = cmp.summary()
+    lines = text.splitlines()
+    assert lines[0] == "compare (train, 2 steps after 0 warm-up, device cpu, drift tolerance 0.01)"
+    assert lines[1].split() == [
+        "recipe",
+        "step",
+        "speedup",
+        "samples/s",
+        "compile",
+        "break-even",
+        "peak",
+        "mem",
+        "max",
+        "abs",
+        "rel",
+        "cosine",
+        "loss",
+        "first",
+        "drift",
+    ]
+    assert lines[3].startswith("fp32") and lines[4].startswith("bf16-mixed")
+    assert "- no loss given: training steps minimise the mean of the outputs" in text
+    assert "- bf16-mixed: precision: forward runs under torch.autocast('cpu'" in text
+    assert repr(cmp).startswith("Comparison(mode='train', steps=2, fp32: 1.00x, bf16-mixed: ")
+    df = cmp.to_pandas()
+    assert list(df.index) == ["fp32", "bf16-mixed"] and "speedup" in df.columns
+    assert cmp.to_dict()["results"][1]["label"] == "bf16-mixed"
+    assert cmp.result("bf16-mixed").recipe == Recipe(precision="bf16-mixed").to_dict()
+    with pytest.raises(KeyError, match="no recipe labelled 'int8'"):
+        cmp.result("int8")
+
+
+def test_inference_int8_and_skipped_toggle(mlp, x):
+    mlp.eval()
+    cmp = compare(
+        mlp,
+        x,
+        {"int8": Recipe(quantization="int8-dynamic"), "cl": Recipe(channels_last=True)},
+        mode="inference",
+        steps=2,
+        warmup=0,
+    )
+    q = cmp.result("int8")
+    assert "quantization: 3 of 3 Linear layers quantized (int8-dynamic)" in q.notes
+    assert any("weights: " in n and "vs" in n for n in q.notes)  # weight bytes instead of peak
+    assert q.rel < 0.03  # documented int8 bound (see test_apply)
+    cl = cmp.result("cl")
+    assert cl.notes[0].startswith("channels_last: no 4-D weights")
+    assert cl.max_abs == 0.0  # the skipped toggle left the model as it was
+
+
+def test_checkpointing_saves_memory():
+    torch.manual_seed(0)
+    blocks = [nn.Sequential(nn.Linear(64, 64), nn.GELU(), nn.Linear(64, 64)) for _ in range(4)]
+    model = nn.Sequential(*blocks)
+    x = torch.randn(512, 64)
+    cmp = compare(model, x, Recipe(checkpoint=("Sequential",)), steps=1, warmup=0, drift=False)
+    # outermost match only: the root is never selected, so the 4 blocks are checkpointed
+    base, ck = cmp.results
+    assert ck.notes[0].startswith("checkpoint: 4 modules recompute in backward")
+    assert ck.peak_memory < base.peak_memory
+
+
+def test_a_recipe_that_fails_is_reported_not_raised(mlp, x):
+    def bad_loss(out):
+        return out.sum() if out.dtype == torch.float32 else out.sum().reshape(1, 1).expand(2, 2)
+
+    cmp = compare(mlp, x, Recipe(precision="bf16-mixed"), loss=bad_loss, steps=1, warmup=0)
+    r = cmp.result("bf16-mixed")
+    assert r.error is not None and "loss must return a scalar tensor, got (2, 2)" in r.error
+    assert "bf16-mixed: ERROR" in cmp.summary()
+
+
+def test_progress_callback(mlp, x):
+    seen = []
+    compare(mlp, x, [], steps=1, warmup=0, memory=False, progress=lambda f, m: seen.append((f, m)))
+    assert seen[0] == (0.0, "applying recipes") and seen[-1] == (1.0, "done")
+    assert all(a[0] <= b[0] for a, b in itertools.pairwise(seen))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "needle"),
+    [
+        ({"mode": "eval"}, ValueError, "compare(mode=...) must be one of ('train', 'inference')"),
+        ({"steps": 0}, ValueError, "compare(steps=...) must be an int >= 1"),
+        ({"warmup": -1}, ValueError, "compare(warmup=...) must be an int >= 0"),
+        ({"tolerance": 0}, ValueError, "compare(tolerance=...) must be > 0"),
+        ({"recipes": "bf16"}, TypeError, "compare(recipes=...) must be a Recipe"),
+        ({"recipes": {"a": "bf16"}}, TypeError, "recipe 'a' is a str, not a labkit.optimize"),
+        ({"batch": 3}, TypeError, "compare(batch=...) must be a tensor"),
+        ({"metric": "accuracy"}, ValueError, "compare(metric=...) needs val=(inputs, targets)"),
+        ({"val": (1, 2, 3)}, ValueError, "compare(val=...) must be a pair"),
+        ({"baseline": "fp32"}, TypeError, "compare(baseline=...) must be a Recipe"),
+    ],
+)
+def test_bad_input(mlp, x, kwargs, error, needle):
+    args = {"batch": x, "recipes": [Recipe(precision="bf16-mixed")]}
+    args.update(kwargs)
+    batch, recipes = args.pop("batch"), args.pop("recipes")
+    with pytest.raises(error) as err:
+        compare(mlp, batch, recipes, **args)
+    assert needle in str(err.value)
+
+
+def test_not_a_module(x):
+    with pytest.raises(TypeError, match=r"compare\(\) needs a torch\.nn\.Module as model, got str"):
+        compare("mlp", x, [])
+
+
+@pytest.mark.slow
+def test_compile_time_and_break_even(x):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 4)).eval()
+    cmp = compare(model, x, Recipe(compile="default"), mode="inference", steps=3, warmup=1)
+    r = cmp.result("compile")
+    assert r.error is None
+    assert r.compile_time is not None and r.compile_time > 0
+    assert r.first_call > r.step_time
+    assert r.break_even is None or r.break_even > 0
+    assert r.max_abs < 1e-4  # compiled fp32 matches eager closely
+    assert any("measured on the eager model" in n for n in r.notes)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_compare_fp16_bf16_compile():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(256, 256), nn.GELU(), nn.Linear(256, 10)).cuda()
+    x = torch.randn(64, 256, device="cuda")
+    recipes = [
+        Recipe(precision="16-mixed"),
+        Recipe(precision="bf16-mixed"),
+        Recipe(compile="default"),
+    ]
+    cmp = compare(model, x, recipes, steps=5, warmup=2)
+    print(cmp.summary())
+    for r in cmp.results:
+        assert r.error is None, r.error
+        assert r.peak_memory and r.peak_memory > 0
+    assert cmp.result("16-mixed").rel < 0.02
+    assert cmp.result("bf16-mixed").rel < 0.03
