@@ -10,6 +10,7 @@ however many views share it.
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 import time
@@ -157,6 +158,7 @@ class MemoryTracker(TorchDispatchMode):
             for path, mod in model.named_modules():
                 for p in mod.parameters(recurse=False):
                     self._owners.setdefault(id(p), owner.get(id(p), path))
+            importlib.import_module("torch._dynamo")  # a dispatch mode's first op imports it (~2 s)
             self._t0 = time.perf_counter()
             device = next((p.device for p in model.parameters()), torch.device("cpu"))
             if device.type == "cuda":

@@ -6,7 +6,9 @@ Estimates from one recorded step, to show beside what ``labkit.optimize`` measur
   input, which the checkpoint keeps; backward recomputes the block (one extra forward
   of it). Checkpointing several blocks keeps one block's activations at a time.
 - **bf16 activations** (autocast) halve the float32 activations and temporaries alive
-  at the peak, and add a bf16 copy of matmul/conv weights saved for backward.
+  at the peak, and add a bf16 copy of matmul/conv weights saved for backward. An upper
+  bound: ops autocast keeps in float32 (a residual add with a float32 input, softmax,
+  norms) do not halve, and the peak may move.
 
 Savings only count where the peak holds those bytes: a peak in the optimizer step is
 not lowered by either.
