@@ -30,6 +30,7 @@ _LAZY = {
     "Recipe": "labkit.optimize",
     "compare": "labkit.optimize",
     "advise": "labkit.optimize",
+    "Lab": "labkit.train",
 }
 
 __all__ = ["__version__", *_LAZY]

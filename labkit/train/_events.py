@@ -1,0 +1,144 @@
+"""Training events: rank 0 appends JSON lines to ``<logdir>/events.jsonl``; the kernel tails it.
+
+The file is the one channel that works for every launch: in the kernel's own process, in
+processes forked by ``ddp_notebook``, in a subprocess (CUDA already initialised) and under
+``torchrun``. Writers append whole lines and flush; readers only consume complete lines,
+so a reader never sees half an event.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+EVENTS_FILE = "events.jsonl"
+STOP_FILE = "STOP"
+
+
+def _clean(value: Any) -> Any:
+    """JSON cannot hold NaN/Inf: write them as strings that :func:`_restore` turns back."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean(v) for v in value]
+    return value
+
+
+def _restore(value: Any) -> Any:
+    if isinstance(value, str) and value in ("nan", "inf", "-inf"):
+        return float(value)
+    if isinstance(value, dict):
+        return {k: _restore(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_restore(v) for v in value]
+    return value
+
+
+class EventLog:
+    """Appends events to a JSON-lines file (rank 0 only), each line flushed at once.
+
+    Args:
+        path: The ``events.jsonl`` file.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self._fh: Any = None
+        self._pid = -1
+        self._lock = threading.Lock()
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        line = json.dumps(_clean(event), separators=(",", ":")) + "\n"
+        with self._lock:
+            if self._pid != os.getpid():  # (re)open in each process: forked ranks write too
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._fh = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - see close()
+                self._pid = os.getpid()
+            self._fh.write(line)
+            self._fh.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fh is not None and self._pid == os.getpid():
+                self._fh.close()
+            self._fh, self._pid = None, -1
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"path": self.path}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["path"])
+
+    def __repr__(self) -> str:
+        return f"EventLog(path={str(self.path)!r})"
+
+
+def read_events(path: str | os.PathLike[str], offset: int = 0) -> tuple[list[dict[str, Any]], int]:
+    """Complete events after byte ``offset``; returns them and the offset to read from next."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(offset)
+            data = fh.read()
+    except FileNotFoundError:
+        return [], offset
+    end = data.rfind(b"\n")
+    if end < 0:
+        return [], offset
+    events = [_restore(json.loads(line)) for line in data[: end + 1].splitlines() if line.strip()]
+    return events, offset + end + 1
+
+
+class EventTail:
+    """A thread that follows ``events.jsonl`` and hands each new event to ``handler``.
+
+    Args:
+        path: The events file (it may not exist yet).
+        handler: Called with each event, in order, from the tail thread.
+        interval: Seconds between two looks at the file.
+        offset: Byte offset to start from (events before it were seen already).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        handler: Callable[[dict[str, Any]], None],
+        *,
+        interval: float = 0.1,
+        offset: int = 0,
+    ) -> None:
+        self.path = Path(path)
+        self.handler = handler
+        self.interval = interval
+        self.offset = offset
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="labkit-event-tail", daemon=True)
+
+    def start(self) -> EventTail:
+        self._thread.start()
+        return self
+
+    def _poll(self) -> None:
+        events, self.offset = read_events(self.path, self.offset)
+        for ev in events:
+            self.handler(ev)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._poll()
+
+    def stop(self) -> None:
+        """Stop following, after delivering every complete event written so far."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        self._poll()
+
+    def __repr__(self) -> str:
+        return f"EventTail(path={str(self.path)!r}, offset={self.offset})"

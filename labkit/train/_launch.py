@@ -1,0 +1,206 @@
+"""Notebook-safe launching of one or several training processes.
+
+Three ways a fit runs, chosen by :func:`plan`:
+
+- ``"inline"``: in this process. One device, or under ``torchrun`` / SLURM where the
+  processes already exist (Lightning reads their environment).
+- ``"fork"``: several processes forked from this one (what Lightning calls
+  ``ddp_notebook``): works from a notebook because nothing has to be pickled or
+  re-imported. Forking is unsafe once CUDA is initialised in this process.
+- ``"subprocess"``: when CUDA is already initialised here, the Lab is pickled with
+  cloudpickle (classes defined in the notebook included) and a fresh Python process
+  runs the fit, forking its workers before CUDA starts there.
+
+In every mode rank 0 appends events to ``<logdir>/events.jsonl`` and this process tails
+that file, so the dashboard and the Run record fill in the same way. A worker that dies
+makes the launcher fail at once (torch.multiprocessing watches every child), and the
+process group's timeout is short, so survivors of a dead peer do not wait 30 minutes.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import torch
+
+MODES = ("auto", "inline", "fork", "subprocess")
+
+
+class DDPWorkerError(RuntimeError):
+    """A training process died or raised; the message names its rank and its error."""
+
+    def __init__(self, message: str, *, rank: int | None = None) -> None:
+        super().__init__(message)
+        self.rank = rank
+
+
+def under_launcher() -> bool:
+    """Whether torchrun (torchelastic), SLURM or MPI already created this process's peers."""
+    env = os.environ
+    return "TORCHELASTIC_RUN_ID" in env or ("LOCAL_RANK" in env and "WORLD_SIZE" in env) or (
+        "SLURM_NTASKS" in env and int(env.get("SLURM_NTASKS", "1")) > 1)  # fmt: skip
+
+
+def cuda_initialised() -> bool:
+    """Whether CUDA has been initialised in this process (forking is unsafe then)."""
+    return torch.cuda.is_available() and torch.cuda.is_initialized()
+
+
+def in_notebook() -> bool:
+    """Whether this runs inside a Jupyter kernel."""
+    ip = sys.modules.get("IPython")
+    if ip is None:
+        return False
+    shell = ip.get_ipython()
+    return shell is not None and hasattr(shell, "kernel")
+
+
+def _count(devices: Any) -> int:
+    if isinstance(devices, int):
+        return devices if devices > 0 else max(torch.cuda.device_count(), 1)
+    if isinstance(devices, list | tuple):
+        return len(devices)
+    if isinstance(devices, str):
+        if devices == "auto":
+            return 1 if not torch.cuda.is_available() else torch.cuda.device_count()
+        if devices.strip().lstrip("-").isdigit():
+            return _count(int(devices))
+        return len([d for d in devices.split(",") if d.strip()])
+    return 1
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How a fit will run.
+
+    Args:
+        mode: ``"inline"``, ``"fork"`` or ``"subprocess"``.
+        processes: Processes per node.
+        reason: A sentence saying why this mode.
+    """
+
+    mode: str
+    processes: int
+    reason: str
+
+    def __repr__(self) -> str:
+        return f"Plan(mode={self.mode!r}, processes={self.processes}, reason={self.reason!r})"
+
+
+def plan(*, devices: Any, strategy: Any, num_nodes: int, launch: str = "auto") -> Plan:
+    """Decide how to launch a fit.
+
+    Args:
+        devices: Lightning's ``devices`` argument.
+        strategy: Lightning's ``strategy`` argument.
+        num_nodes: Number of nodes.
+        launch: ``"auto"`` or a mode to force (``"subprocess"`` is also how tests check it).
+    """
+    if launch not in MODES:
+        raise ValueError(f"launch must be one of {MODES}, got {launch!r}")
+    n = _count(devices)
+    if under_launcher():
+        return Plan("inline", n, "processes were started by torchrun/SLURM: Lightning joins them")
+    if launch != "auto":
+        return Plan(launch, n, f"launch={launch!r} was asked for")
+    if n <= 1 and num_nodes <= 1:
+        return Plan("inline", 1, "one process")
+    if num_nodes > 1:
+        raise ValueError(
+            f"num_nodes={num_nodes}: several nodes need a launcher; run the promoted script "
+            "with torchrun on each node (see Lab.fit's docstring)"
+        )
+    if isinstance(strategy, str) and strategy not in ("auto", "ddp", "ddp_notebook", "ddp_fork"):
+        return Plan("inline", n, f"strategy={strategy!r} launches its own processes")
+    if cuda_initialised():
+        return Plan("subprocess", n,
+                    "CUDA is already initialised in this kernel, so its processes cannot be "
+                    "forked: the fit runs in a fresh subprocess instead")  # fmt: skip
+    return Plan("fork", n, f"{n} processes forked from this one (ddp_notebook)")
+
+
+def ddp_strategy(plan_: Plan, strategy: Any, timeout_s: float) -> Any:
+    """The Lightning strategy for ``plan_``: DDP with a short timeout, forked if asked."""
+    if plan_.processes <= 1 and not under_launcher():
+        return strategy
+    if not (isinstance(strategy, str) and strategy in ("auto", "ddp", "ddp_notebook", "ddp_fork")):
+        return strategy
+    from lightning.pytorch.strategies import DDPStrategy
+
+    kw: dict[str, Any] = {"timeout": timedelta(seconds=timeout_s)}
+    if plan_.mode == "fork":
+        kw["start_method"] = "fork"
+    return DDPStrategy(**kw)
+
+
+def worker_error(exc: BaseException) -> DDPWorkerError | None:
+    """Turn torch.multiprocessing's exception for a dead or failing worker into a clear one."""
+    from torch.multiprocessing.spawn import ProcessExitedException, ProcessRaisedException
+
+    if isinstance(exc, ProcessRaisedException):
+        tb = str(exc).strip().splitlines()
+        last = next((ln for ln in reversed(tb) if ln.strip()), "unknown error")
+        return DDPWorkerError(
+            f"DDP worker rank {exc.error_index} (pid {exc.error_pid}) failed: {last}\n"
+            f"--- its traceback ---\n{exc}", rank=exc.error_index)  # fmt: skip
+    if isinstance(exc, ProcessExitedException):
+        how = f"signal {exc.signal_name}" if exc.signal_name else f"exit code {exc.exit_code}"
+        return DDPWorkerError(
+            f"DDP worker rank {exc.error_index} (pid {exc.error_pid}) died ({how}); the other "
+            "workers were stopped", rank=exc.error_index)  # fmt: skip
+    return None
+
+
+# ---------------------------------------------------------------- subprocess mode
+def run_in_subprocess(lab: Any, fit_kwargs: dict[str, Any], logdir: Path) -> subprocess.Popen:
+    """Pickle ``lab`` (cloudpickle) and start ``python -m labkit.train._launch`` on it."""
+    import cloudpickle
+
+    work = logdir / "launch"
+    work.mkdir(parents=True, exist_ok=True)
+    for stale in ("result.pt", "error.txt"):
+        (work / stale).unlink(missing_ok=True)
+    with open(work / "lab.pkl", "wb") as fh:
+        cloudpickle.dump((lab, fit_kwargs), fh)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([p for p in sys.path if p] + [env.get("PYTHONPATH", "")])
+    return subprocess.Popen([sys.executable, "-m", "labkit.train._launch", str(work)], env=env)
+
+
+def subprocess_result(proc: subprocess.Popen, logdir: Path) -> dict[str, Any]:
+    """Wait for the subprocess; return its trained state_dict or raise its error."""
+    rc = proc.wait()
+    work = logdir / "launch"
+    if rc != 0:
+        err = work / "error.txt"
+        text = err.read_text() if err.exists() else f"the training subprocess exited with code {rc}"
+        raise DDPWorkerError(f"training subprocess failed: {text}")
+    return torch.load(work / "result.pt", map_location="cpu", weights_only=True)
+
+
+def _main(work: str) -> int:  # pragma: no cover - runs in the subprocess
+    import traceback
+
+    import cloudpickle
+
+    w = Path(work)
+    with open(w / "lab.pkl", "rb") as fh:
+        lab, kwargs = cloudpickle.load(fh)
+    try:
+        kwargs = {**kwargs, "launch": "fork" if kwargs.get("devices", 1) != 1 else "inline"}
+        lab.fit(**kwargs)
+        torch.save(lab.model.state_dict(), w / "result.pt")
+    except BaseException as exc:
+        (w / "error.txt").write_text(f"{type(exc).__name__}: {exc}\n\n{traceback.format_exc()}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(_main(sys.argv[1]))

@@ -1,0 +1,69 @@
+"""TensorBoard side of a fit: hparams (the Recipe), histograms, gradient norms, sampled traces.
+
+Scalars come from Lightning's ``TensorBoardLogger`` (``self.log`` in the LabModule); this
+module adds what Lightning does not write by itself. Every function takes the
+``SummaryWriter`` (``trainer.logger.experiment``) and plain values.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+
+TB_DIR = "tensorboard"
+
+
+def hparams_of(recipe: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
+    """Flat hparams for TensorBoard: ``recipe/<field>`` plus the scalar fit settings."""
+    out: dict[str, Any] = {}
+    for k, v in recipe.items():
+        out[f"recipe/{k}"] = (
+            ",".join(v) if isinstance(v, list | tuple) else ("none" if v is None else v)
+        )
+    for k, v in config.items():
+        if isinstance(v, int | float | str | bool) and k != "recipe":
+            out[k] = v
+    return out
+
+
+def log_histograms(
+    writer: Any, module: torch.nn.Module, step: int, *, grads: bool
+) -> dict[str, float]:
+    """Write weight (and gradient) histograms; return per-module gradient norms."""
+    norms: dict[str, float] = {}
+    per_module: dict[str, float] = {}
+    for name, p in module.named_parameters():
+        writer.add_histogram(f"weights/{name}", p.detach().float().cpu(), step)
+        if grads and p.grad is not None:
+            g = p.grad.detach().float()
+            writer.add_histogram(f"grads/{name}", g.cpu(), step)
+            n = float(g.norm())
+            norms[name] = n
+            owner = name.rsplit(".", 1)[0] if "." in name else ""
+            per_module[owner] = (per_module.get(owner, 0.0) ** 2 + n * n) ** 0.5
+    for owner, n in per_module.items():
+        writer.add_scalar(f"grad_norm/{owner or '<root>'}", n, step)
+    return per_module
+
+
+def log_trace(writer: Any, trace: Any, step: int, depth: int = 1) -> None:
+    """Write a sampled trace's per-module forward/backward times (down to ``depth``)."""
+    for row in trace.rows():
+        if row["depth"] == 0 or row["depth"] > depth:
+            continue
+        writer.add_scalar(f"trace/fwd_ms/{row['path']}", row["fwd_time"] * 1e3, step)
+        writer.add_scalar(f"trace/bwd_ms/{row['path']}", row["bwd_time"] * 1e3, step)
+    writer.add_text("trace/summary", "```\n" + trace.summary(depth=depth) + "\n```", step)
+
+
+def how_to_open(logdir: str | os.PathLike[str]) -> str:
+    """A sentence saying where the logs are and the command that shows them."""
+    tb = Path(logdir) / TB_DIR
+    return (
+        f"TensorBoard logs: {tb}\n"
+        f"  in a terminal:  tensorboard --logdir {tb}\n"
+        f"  in a notebook:  %load_ext tensorboard  then  %tensorboard --logdir {tb}"
+    )

@@ -1,0 +1,193 @@
+"""Turn what a user has (loaders, datasets, a DataModule, a PyG dataset) into a DataModule.
+
+Accepted forms of ``data``:
+
+- a ``LightningDataModule``: used as is;
+- a ``DataLoader`` or a ``Dataset``: training data only;
+- a pair ``(train, val)`` of DataLoaders or Datasets (``val`` may be None);
+- a PyTorch Geometric dataset (``torch_geometric.data.Dataset``): batched with PyG's own
+  ``DataLoader``; the GNN helpers build richer splits on top of :func:`register_adapter`.
+
+Datasets are wrapped in DataLoaders with ``batch_size``; the training loader shuffles.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import lightning.pytorch as pl
+import torch
+from torch.utils.data import DataLoader, Dataset, IterableDataset, RandomSampler, Sampler
+
+# (predicate, adapter) pairs tried before the built-in forms; see register_adapter
+_ADAPTERS: list[tuple[Callable[[Any], bool], Callable[..., pl.LightningDataModule]]] = []
+
+
+def register_adapter(
+    accepts: Callable[[Any], bool], adapt: Callable[..., pl.LightningDataModule]
+) -> None:
+    """Teach :func:`as_datamodule` a new kind of data (used by ``labkit.gnn``).
+
+    Args:
+        accepts: ``accepts(data) -> bool``.
+        adapt: ``adapt(data, batch_size=..., num_workers=...) -> LightningDataModule``.
+    """
+    _ADAPTERS.insert(0, (accepts, adapt))
+
+
+def _is_pyg_dataset(data: Any) -> bool:
+    return any(c.__module__.startswith("torch_geometric.") and c.__name__ == "Dataset"
+               for c in type(data).__mro__)  # fmt: skip
+
+
+class PairDataModule(pl.LightningDataModule):
+    """A DataModule over a training loader and an optional validation loader.
+
+    Args:
+        train: Training DataLoader.
+        val: Validation DataLoader, or None.
+
+    Example:
+        >>> dm = PairDataModule(DataLoader(train_ds, batch_size=32), None)  # doctest: +SKIP
+    """
+
+    def __init__(self, train: Any, val: Any | None = None) -> None:
+        super().__init__()
+        self.train = train
+        self.val = val
+
+    def train_dataloader(self) -> Any:
+        return self.train
+
+    def val_dataloader(self) -> Any:
+        return self.val if self.val is not None else []
+
+    def __repr__(self) -> str:
+        return f"PairDataModule(train={_describe(self.train)}, val={_describe(self.val)})"
+
+
+def _describe(loader: Any) -> str:
+    if loader is None:
+        return "None"
+    try:
+        n = len(loader)
+    except TypeError:
+        n = "?"
+    bs = getattr(loader, "batch_size", None)
+    return f"{type(loader).__name__}(batches={n}, batch_size={bs})"
+
+
+class EpochShuffleSampler(Sampler[int]):
+    """Shuffles with a generator seeded by ``seed + epoch``: the order of an epoch depends
+    on nothing that ran before it, so a resumed run sees the batches an uninterrupted one saw.
+
+    Lightning calls :meth:`set_epoch` before every epoch (as for ``DistributedSampler``).
+
+    Args:
+        n: Dataset length.
+        seed: Base seed.
+
+    Example:
+        >>> s = EpochShuffleSampler(5, seed=0); s.set_epoch(1)
+        >>> sorted(s) == list(range(5))
+        True
+    """
+
+    def __init__(self, n: int, seed: int = 0) -> None:
+        self.n = n
+        self.seed = seed
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __iter__(self) -> Any:
+        g = torch.Generator().manual_seed(self.seed + self.epoch)
+        return iter(torch.randperm(self.n, generator=g).tolist())
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __repr__(self) -> str:
+        return f"EpochShuffleSampler(n={self.n}, seed={self.seed}, epoch={self.epoch})"
+
+
+def resumable(loader: Any, seed: int) -> Any:
+    """A plain shuffling ``DataLoader`` rebuilt with :class:`EpochShuffleSampler`; others as is."""
+    if type(loader) is not DataLoader or not isinstance(loader.sampler, RandomSampler):
+        return loader
+    if loader.sampler.generator is not None or loader.sampler.replacement:
+        return loader  # the user chose the randomness: keep it
+    return DataLoader(
+        loader.dataset, batch_size=loader.batch_size, drop_last=loader.drop_last,
+        sampler=EpochShuffleSampler(len(loader.dataset), seed), num_workers=loader.num_workers,
+        collate_fn=loader.collate_fn, pin_memory=loader.pin_memory, timeout=loader.timeout,
+        worker_init_fn=loader.worker_init_fn, persistent_workers=loader.persistent_workers,
+    )  # fmt: skip
+
+
+def _loader(obj: Any, *, batch_size: int, shuffle: bool, num_workers: int, pyg: bool,
+            seed: int) -> Any:  # fmt: skip
+    if isinstance(obj, DataLoader):
+        return resumable(obj, seed) if shuffle else obj
+    if obj is None or not isinstance(obj, Dataset | list):
+        return obj
+    if pyg:
+        from torch_geometric.loader import DataLoader as PygLoader
+
+        return PygLoader(obj, batch_size=batch_size, shuffle=shuffle, num_workers=num_workers)
+    if shuffle and not isinstance(obj, IterableDataset):
+        sampler = EpochShuffleSampler(len(obj), seed)
+        return DataLoader(obj, batch_size=batch_size, sampler=sampler, num_workers=num_workers)
+    return DataLoader(obj, batch_size=batch_size, num_workers=num_workers)
+
+
+def as_datamodule(
+    data: Any, *, batch_size: int = 32, num_workers: int = 0, seed: int = 0
+) -> pl.LightningDataModule:
+    """Wrap ``data`` into a ``LightningDataModule``.
+
+    Args:
+        data: See the module docstring for the accepted forms.
+        batch_size: Batch size for Datasets (DataLoaders keep their own).
+        num_workers: Loader worker processes for Datasets.
+        seed: Base seed of the training shuffle (see :class:`EpochShuffleSampler`).
+
+    Returns:
+        A LightningDataModule.
+
+    Raises:
+        TypeError: naming the type when ``data`` is none of the accepted forms.
+    """
+    if isinstance(data, pl.LightningDataModule):
+        return data
+    for accepts, adapt in _ADAPTERS:
+        if accepts(data):
+            return adapt(data, batch_size=batch_size, num_workers=num_workers)
+    if isinstance(data, tuple | list) and len(data) == 2 and not isinstance(data[0], int | float):
+        train, val = data
+    else:
+        train, val = data, None
+    pyg = _is_pyg_dataset(train)
+    kw = {"batch_size": batch_size, "num_workers": num_workers, "pyg": pyg, "seed": seed}
+    train_loader = _loader(train, shuffle=True, **kw)
+    val_loader = _loader(val, shuffle=False, **kw)
+    for name, obj in (("train", train_loader), ("val", val_loader)):
+        if obj is not None and not hasattr(obj, "__iter__"):
+            raise TypeError(
+                f"Lab data: the {name} part is a {type(obj).__name__}; give a DataLoader, a "
+                "Dataset, a (train, val) pair of them, a LightningDataModule or a PyG dataset"
+            )
+    return PairDataModule(train_loader, val_loader)
+
+
+def first_batch(loader: Any) -> Any:
+    """The first batch of ``loader`` (the iterator is dropped afterwards)."""
+    it = iter(loader)
+    try:
+        return next(it)
+    except StopIteration:
+        raise ValueError(f"the data loader {_describe(loader)} yields no batch") from None
+    finally:
+        del it

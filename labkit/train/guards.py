@@ -1,0 +1,246 @@
+"""Guards around training: a one-batch dry run before it starts, a NaN/Inf stop while it runs.
+
+- :func:`dry_run` runs one batch through the model and the loss (eval mode, no grad, the
+  random state put back) and turns a shape error into :class:`ShapeCheckError` naming the
+  first module that failed and the shapes it was called with.
+- :class:`NonFiniteGuard` checks the loss and the gradients before each optimizer step;
+  at the first non-finite value it re-runs that batch with hooks to find the first module
+  whose output (or the gradient flowing into it) went non-finite, and stops training with
+  :class:`NonFiniteError` naming the step and the module.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import lightning.pytorch as pl
+import torch
+
+from labkit.trace.errors import TraceError
+from labkit.trace.recorder import Recorder
+
+
+class ShapeCheckError(ValueError):
+    """The one-batch dry run failed; the message names the module and the shapes."""
+
+
+class NonFiniteError(FloatingPointError):
+    """Training met a NaN or Inf; ``step``, ``module`` and ``where`` say where.
+
+    Args:
+        message: The full report.
+        step: The optimizer step (0-based, as ``trainer.global_step`` counts).
+        module: Path of the first module that went non-finite ("" for the root), or None.
+        where: ``"loss"``, ``"output"`` or ``"gradient"``.
+    """
+
+    def __init__(self, message: str, *, step: int, module: str | None, where: str) -> None:
+        super().__init__(message)
+        self.step = step
+        self.module = module
+        self.where = where
+
+    def __reduce__(self) -> tuple[Any, ...]:  # picklable across DDP processes
+        return (_rebuild, (str(self), self.step, self.module, self.where))
+
+
+def _rebuild(message: str, step: int, module: str | None, where: str) -> NonFiniteError:
+    return NonFiniteError(message, step=step, module=module, where=where)
+
+
+def _shape(x: Any) -> str:
+    if isinstance(x, torch.Tensor):
+        return f"{str(x.dtype).replace('torch.', '')}{list(x.shape)}"
+    if isinstance(x, tuple | list):
+        return "(" + ", ".join(_shape(v) for v in x) + ")"
+    return type(x).__name__
+
+
+def dry_run(
+    model: torch.nn.Module,
+    batch: Any,
+    *,
+    step: Callable[[torch.nn.Module, Any], tuple[Any, Any]],
+    loss: Callable[[Any, Any], torch.Tensor],
+    stage: str = "train",
+) -> None:
+    """Run one batch through ``model`` and ``loss`` and report a mismatch before training.
+
+    Args:
+        model: The model (left as it was: eval mode and no grad are used, then restored).
+        batch: One batch from the loader.
+        step: ``step(model, batch) -> (output, target)``.
+        loss: ``loss(output, target)``.
+        stage: ``"train"`` or ``"val"``, for the message.
+
+    Raises:
+        ShapeCheckError: naming the first module that failed, its input shapes, or the loss
+            with the output and target shapes.
+    """
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.random.fork_rng(devices=[]), torch.no_grad():
+            try:
+                with Recorder(model, mode="timing"):
+                    out, target = step(model, batch)
+            except TraceError as exc:
+                raise ShapeCheckError(
+                    f"dry run on one {stage} batch {_shape(batch)} failed before training: {exc}"
+                ) from exc.__cause__
+            try:
+                value = loss(out, target)
+            except Exception as exc:
+                name = getattr(loss, "__name__", type(loss).__name__)
+                raise ShapeCheckError(
+                    f"dry run on one {stage} batch failed in the loss {name}(output, target) with "
+                    f"output {_shape(out)} and target {_shape(target)}: {type(exc).__name__}: {exc}"
+                ) from exc
+            if not isinstance(value, torch.Tensor) or value.numel() != 1:
+                raise ShapeCheckError(
+                    f"the loss must return a scalar tensor; on one {stage} batch it returned "
+                    f"{_shape(value)} for output {_shape(out)} and target {_shape(target)}"
+                )
+    finally:
+        model.train(was_training)
+
+
+def locate_nonfinite(
+    model: torch.nn.Module,
+    batch: Any,
+    *,
+    step: Callable[[torch.nn.Module, Any], tuple[Any, Any]],
+    loss: Callable[[Any, Any], torch.Tensor],
+) -> tuple[str | None, str, str]:
+    """Re-run ``batch`` with hooks; return ``(module path, "output"|"gradient", detail)``.
+
+    Forward hooks see outputs in completion order, so the first non-finite output is the
+    innermost module where the value first broke. Failing that, gradient hooks on each
+    module's output see gradients in backward order. Parameter ``.grad``s are restored.
+    """
+    paths = {id(m): p for p, m in model.named_modules()}
+    bad_out: list[tuple[str, str]] = []
+    bad_grad: list[tuple[str, str]] = []
+    handles = []
+
+    def _tensors(x: Any) -> list[torch.Tensor]:
+        if isinstance(x, torch.Tensor):
+            return [x]
+        if isinstance(x, tuple | list):
+            return [t for v in x for t in _tensors(v)]
+        return []
+
+    def post(module: torch.nn.Module, args: Any, output: Any) -> None:
+        path = paths.get(id(module), "?")
+        for t in _tensors(output):
+            if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+                bad_out.append((path, f"{type(module).__name__} output {_shape(t)}"))
+            if t.requires_grad:
+
+                def on_grad(g: torch.Tensor, path: str = path, m: Any = module) -> None:
+                    if not bool(torch.isfinite(g).all()):
+                        bad_grad.append((path, f"{type(m).__name__} output gradient {_shape(g)}"))
+
+                t.register_hook(on_grad)
+
+    saved = [p.grad for p in model.parameters()]
+    for m in model.modules():
+        handles.append(m.register_forward_hook(post))
+    try:
+        with torch.random.fork_rng(devices=[]), torch.enable_grad():
+            out, target = step(model, batch)
+            value = loss(out, target)
+            if value.requires_grad and not bad_out:
+                value.backward()
+    finally:
+        for h in handles:
+            h.remove()
+        for p, g in zip(model.parameters(), saved, strict=True):
+            p.grad = g
+    if bad_out:
+        return bad_out[0][0], "output", bad_out[0][1]
+    if bad_grad:
+        return bad_grad[0][0], "gradient", bad_grad[0][1]
+    return None, "loss", "no module output or gradient was non-finite on a re-run"
+
+
+class NonFiniteGuard(pl.Callback):
+    """Stop at the first non-finite loss or gradient and name the step and module.
+
+    Args:
+        every: Check every ``every`` optimizer steps (1: every step).
+        check_grads: Also check gradients (off for ``16-mixed``: its GradScaler skips
+            steps with Inf gradients on purpose).
+        step: ``step(net, batch) -> (output, target)`` used for the diagnosis re-run.
+        loss: The loss, for the diagnosis re-run.
+
+    Example:
+        >>> Trainer(callbacks=[NonFiniteGuard(every=1)])  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        *,
+        every: int = 1,
+        check_grads: bool = True,
+        step: Callable[[torch.nn.Module, Any], tuple[Any, Any]] | None = None,
+        loss: Callable[[Any, Any], torch.Tensor] | None = None,
+    ) -> None:
+        self.every = max(1, int(every))
+        self.check_grads = check_grads
+        self.step = step
+        self.loss = loss
+        self._batch: Any = None
+
+    def on_train_batch_start(self, trainer: pl.Trainer, pl_module: Any, batch: Any, i: int) -> None:
+        self._batch = batch
+
+    def on_before_optimizer_step(self, trainer: pl.Trainer, pl_module: Any, optimizer: Any) -> None:
+        step = trainer.global_step
+        if step % self.every:
+            return
+        loss = getattr(pl_module, "last_loss", None)
+        if loss is not None and not bool(torch.isfinite(loss).all()):
+            self._fail(trainer, pl_module, "loss", float(loss))
+        if self.check_grads:
+            grads = [p.grad for p in pl_module.parameters() if p.grad is not None]
+            if grads:
+                norms = torch._foreach_norm(grads)
+                if not bool(torch.isfinite(torch.stack(norms)).all()):
+                    self._fail(trainer, pl_module, "gradient", math.nan)
+
+    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: Any, outputs: Any, batch: Any,
+                           i: int) -> None:  # fmt: skip
+        # user LightningModules have no last_loss: check what training_step returned
+        if getattr(pl_module, "last_loss", None) is None and isinstance(outputs, dict):
+            loss = outputs.get("loss")
+            if isinstance(loss, torch.Tensor) and not bool(torch.isfinite(loss).all()):
+                self._fail(trainer, pl_module, "loss", float(loss))
+        self._batch = None
+
+    def _fail(self, trainer: pl.Trainer, pl_module: Any, what: str, value: float) -> None:
+        step = trainer.global_step
+        module, where, detail = None, what, ""
+        net = getattr(pl_module, "net", pl_module)
+        if self.step is not None and self.loss is not None and self._batch is not None:
+            try:
+                module, where, detail = locate_nonfinite(net, self._batch, step=self.step,
+                                                         loss=self.loss)  # fmt: skip
+            except Exception as exc:  # the diagnosis must not hide the report
+                detail = f"(could not re-run the batch to locate it: {exc})"
+        head = f"non-finite {what}" + (f" ({value})" if what == "loss" else "")
+        where_txt = (
+            f"; first non-finite {where} in module '{module or '<root>'}': {detail}"
+            if module is not None else (f"; {detail}" if detail else "")
+        )  # fmt: skip
+        raise NonFiniteError(
+            f"{head} at step {step} (epoch {trainer.current_epoch}){where_txt}. Training stopped; "
+            "lower the learning rate, check the inputs of that module, or use a mixed-precision "
+            "recipe with a GradScaler",
+            step=step, module=module, where=where,
+        )  # fmt: skip
+
+    def __repr__(self) -> str:
+        return f"NonFiniteGuard(every={self.every}, check_grads={self.check_grads})"

@@ -1,0 +1,673 @@
+"""Lab: the notebook hub. It holds a model, its data, a Recipe, traces and runs, and delegates.
+
+``Lab.fit`` runs a real ``lightning.Trainer`` with the Recipe applied (by
+``labkit.optimize.apply``, the one place a Recipe is applied), on one process, on several
+forked CPU/GPU processes from a notebook, or under ``torchrun``; the live dashboard, the
+TensorBoard logs, the checkpoints and the ``Run`` record are all fed by the same events.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from labkit.train import _launch
+from labkit.train._events import EVENTS_FILE, STOP_FILE, EventLog, EventTail
+from labkit.train.run import Run
+
+_PRECISION = {"32": "32-true", "bf16-mixed": "bf16-mixed", "16-mixed": "16-mixed"}
+_QUIET_LOGGERS = ("lightning.pytorch", "lightning.fabric", "lightning.pytorch.utilities.rank_zero")
+
+
+@contextlib.contextmanager
+def _quiet_lightning() -> Iterator[None]:
+    """Silence Lightning's info lines and its hints about the user's data loaders."""
+    levels = {}
+    for name in _QUIET_LOGGERS:
+        lg = logging.getLogger(name)
+        levels[name] = lg.level
+        lg.setLevel(logging.WARNING)
+    with warnings.catch_warnings():
+        # hints about the user's own DataLoaders (worker count, logging interval vs. batches):
+        # labkit shows throughput and data wait in the dashboard instead
+        warnings.filterwarnings("ignore", message=r".*does not have many workers.*")
+        warnings.filterwarnings("ignore", message=r".*smaller than the logging interval.*")
+        # Lightning 2.6 on torch >= 2.10 calls a deprecated torch.utils._pytree API
+        warnings.filterwarnings(
+            "ignore", message=r".*isinstance\(treespec, LeafSpec\).*", category=FutureWarning
+        )
+        try:
+            yield
+        finally:
+            for name, level in levels.items():
+                logging.getLogger(name).setLevel(level)
+
+
+class Lab:
+    """The notebook hub: a model, its data, a Recipe, the last traces and runs.
+
+    Args:
+        model: A plain ``nn.Module`` (wrapped into a LightningModule with ``loss``,
+            ``optimizer`` and ``metrics``) or your own ``LightningModule`` (used as is).
+        data: A pair ``(train, val)`` of DataLoaders or Datasets, one DataLoader/Dataset,
+            a ``LightningDataModule`` or a PyG dataset.
+        loss: ``loss(output, target) -> scalar`` (required for a plain ``nn.Module``).
+        optimizer: A ``torch.optim`` class, a name (``"adam"``, ``"adamw"``, ``"sgd"``,
+            ``"rmsprop"``) or ``params -> optimizer``.
+        lr: Learning rate (``lab.lr_find()`` can set it).
+        optimizer_kwargs: Extra optimizer arguments (``momentum=0.9``, ...).
+        metrics: ``{name: fn(output, target)}`` logged for training and validation.
+        recipe: A ``labkit.Recipe`` (or its dict); the default changes nothing.
+        step: ``step(model, batch) -> (output, target)`` for batches that are not
+            ``(x, y)`` pairs.
+        batch_size: Batch size when ``data`` holds Datasets.
+        num_workers: Loader workers when ``data`` holds Datasets.
+        logdir: Where runs write checkpoints, TensorBoard logs and events
+            (default ``./labkit_runs/<model class>``).
+
+    Returns:
+        A Lab; ``lab.fit(...)`` returns a :class:`~labkit.train.Run`.
+
+    Example:
+        >>> lab = labkit.Lab(model, (train_ds, val_ds), loss=F.cross_entropy,
+        ...                  optimizer="adam", lr=1e-3, metrics={"acc": accuracy})  # doctest: +SKIP
+        >>> run = lab.fit(max_epochs=3)               # one process  # doctest: +SKIP
+        >>> run = lab.fit(max_epochs=3, devices=2)    # DDP, 2 CPU processes  # doctest: +SKIP
+        >>> run = lab.fit(max_epochs=6, resume=True)  # from the last checkpoint  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        data: Any = None,
+        *,
+        loss: Callable[[Any, Any], torch.Tensor] | None = None,
+        optimizer: Any = "adam",
+        lr: float = 1e-3,
+        optimizer_kwargs: Mapping[str, Any] | None = None,
+        metrics: Mapping[str, Callable[[Any, Any], Any]] | None = None,
+        recipe: Any = None,
+        step: Callable[[torch.nn.Module, Any], tuple[Any, Any]] | None = None,
+        batch_size: int = 32,
+        num_workers: int = 0,
+        logdir: str | os.PathLike[str] | None = None,
+    ) -> None:
+        if not isinstance(model, torch.nn.Module):
+            raise TypeError(f"Lab needs a torch.nn.Module, got {type(model).__name__}")
+        self.model = model
+        self.data = data
+        self.loss = loss
+        self.optimizer = optimizer
+        self.lr = lr
+        self.optimizer_kwargs = dict(optimizer_kwargs or {})
+        self.metrics = dict(metrics or {})
+        self.recipe = recipe
+        self.step = step
+        self.batch_size = batch_size
+        self.num_workers = num_workers
+        self.logdir = Path(logdir) if logdir else Path("labkit_runs") / type(model).__name__
+        self.traces: list[Any] = []
+        self.runs: list[Run] = []
+        self.dashboard: Any = None
+        self._views: list[Any] = []
+        self._stop = threading.Event()
+        if not self._is_lightning() and loss is None:
+            raise TypeError(
+                f"Lab({type(model).__name__}, ...) needs loss=fn(output, target) for a plain "
+                "nn.Module (or pass your own LightningModule)"
+            )
+
+    # ------------------------------------------------------------------ state
+    @property
+    def recipe(self) -> Any:
+        """The Recipe applied by ``fit`` (a ``labkit.optimize.Recipe``)."""
+        return self._recipe
+
+    @recipe.setter
+    def recipe(self, value: Any) -> None:
+        from labkit.optimize.recipe import Recipe
+
+        if value is None:
+            value = Recipe()
+        elif isinstance(value, Mapping):
+            value = Recipe.from_dict(dict(value))
+        elif not isinstance(value, Recipe):
+            raise TypeError(f"recipe must be a labkit.Recipe or a dict, got {type(value).__name__}")
+        self._recipe = value
+
+    @property
+    def last_run(self) -> Run | None:
+        """The most recent run, or None."""
+        return self.runs[-1] if self.runs else None
+
+    def _is_lightning(self) -> bool:
+        return any(c.__name__ == "LightningModule" and c.__module__.startswith("lightning")
+                   for c in type(self.model).__mro__)  # fmt: skip
+
+    def __getstate__(self) -> dict[str, Any]:
+        # pickled for the subprocess launch: no widgets, threads or run history
+        state = dict(self.__dict__)
+        state.update(dashboard=None, _views=[], _stop=None, runs=[], traces=[])
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._stop = threading.Event()
+
+    # ------------------------------------------------------------------ pieces
+    def module(self) -> Any:
+        """The LightningModule ``fit`` trains: the Recipe applied to a copy of the model."""
+        from labkit.optimize import apply
+        from labkit.train.module import LabModule
+
+        net = apply(self.model, self.recipe)
+        if self._is_lightning():
+            return net
+        return LabModule(
+            net, loss=self.loss, optimizer=self.optimizer, lr=self.lr,
+            optimizer_kwargs=self.optimizer_kwargs, metrics=self.metrics, step=self.step,
+            recipe=self.recipe.to_dict(),
+        )  # fmt: skip
+
+    def datamodule(self, seed: int = 0) -> Any:
+        """The data as a ``LightningDataModule`` (see :func:`labkit.train.data.as_datamodule`)."""
+        from labkit.train.data import as_datamodule
+
+        if self.data is None:
+            raise ValueError("this Lab has no data: Lab(model, (train, val), loss=...)")
+        return as_datamodule(self.data, batch_size=self.batch_size, num_workers=self.num_workers,
+                             seed=seed)  # fmt: skip
+
+    def check(self, dm: Any = None) -> None:
+        """One-batch dry run (train and val batch) that names the module and shapes on a mismatch.
+
+        Raises:
+            labkit.train.ShapeCheckError: on a shape mismatch in the model or the loss.
+        """
+        if self._is_lightning():
+            return  # a user LightningModule's step is its own; Lightning's sanity check runs
+        from labkit.train.data import first_batch
+        from labkit.train.guards import dry_run
+        from labkit.train.module import default_step
+
+        dm = dm if dm is not None else self.datamodule()
+        with torch.random.fork_rng(devices=[]):
+            train = first_batch(dm.train_dataloader())
+        dry_run(self.model, train, step=self.step or default_step, loss=self.loss, stage="train")
+        val_loader = dm.val_dataloader()
+        if val_loader is not None and not (isinstance(val_loader, list) and not val_loader):
+            with torch.random.fork_rng(devices=[]):
+                val = first_batch(val_loader)
+            dry_run(self.model, val, step=self.step or default_step, loss=self.loss, stage="val")
+
+    def trace(self, *, mode: str = "full") -> Any:
+        """Trace one training step (forward, loss, backward) on the first batch.
+
+        The model is restored afterwards; the trace is kept in ``lab.traces``.
+        """
+        from labkit.trace.api import _ModelState
+        from labkit.trace.recorder import Recorder
+        from labkit.train.data import first_batch
+        from labkit.train.module import default_step
+
+        with torch.random.fork_rng(devices=[]):
+            batch = first_batch(self.datamodule().train_dataloader())
+        step = self.step or default_step
+        saved = _ModelState(self.model)
+        try:
+            with Recorder(self.model, mode=mode) as rec:
+                out, target = step(self.model, batch)
+                self.loss(out, target).backward()
+        finally:
+            saved.restore()
+        self.traces.append(rec.trace)
+        return rec.trace
+
+    # ------------------------------------------------------------------ fit
+    def fit(
+        self,
+        *,
+        max_epochs: int = 1,
+        max_steps: int = -1,
+        devices: Any = 1,
+        accelerator: str = "auto",
+        strategy: Any = "auto",
+        num_nodes: int = 1,
+        seed: int = 0,
+        resume: bool = False,
+        ckpt_path: str | os.PathLike[str] | None = None,
+        logdir: str | os.PathLike[str] | None = None,
+        dashboard: bool | None = None,
+        background: bool = False,
+        launch: str = "auto",
+        dry_run: bool = True,
+        guard: bool = True,
+        trace_every: int = 0,
+        histogram_every: int = 0,
+        log_every: int = 10,
+        ddp_timeout: float = 120.0,
+        limit_train_batches: int | float | None = None,
+        limit_val_batches: int | float | None = None,
+        trainer_kwargs: Mapping[str, Any] | None = None,
+    ) -> Run:
+        """Train with a real ``lightning.Trainer`` and the Recipe applied.
+
+        The same call works in a notebook, in a script and under ``torchrun``:
+
+        - one process (``devices=1``): trains in this process;
+        - several processes (``devices=2``, CPU or GPU): forked from this process (DDP over
+          gloo on CPU, NCCL on GPU), or, when CUDA is already initialised here, run in a
+          fresh subprocess. Rank 0's metrics stream back to this process's dashboard;
+        - under ``torchrun --nproc-per-node=N script.py`` (or SLURM): the script calls
+          ``lab.fit(devices=N, num_nodes=M, strategy="ddp", ...)`` (or
+          :func:`labkit.train.fit_from_args`) and Lightning joins the processes torchrun
+          made; ``devices * num_nodes`` must equal torchrun's world size.
+
+        Determinism contract: ``seed`` seeds everything at the start and ``seed + epoch`` at
+        the start of every epoch, and shuffling uses ``seed + epoch``; so on one process a
+        fit equals a hand-written loop that does the same (bitwise in fp32), and a run
+        resumed from an end-of-epoch checkpoint repeats an uninterrupted run's losses.
+
+        Files in ``logdir``: ``checkpoints/last.ckpt`` (after every epoch, written
+        atomically, holds the Recipe, loads with ``weights_only=True``), ``tensorboard/``,
+        ``events.jsonl`` (the event stream), ``run.json`` (the Run record), ``traces/``.
+
+        Args:
+            max_epochs: Epochs to train (in total, counting resumed ones).
+            max_steps: Stop after this many optimizer steps (-1: no limit).
+            devices: Devices (processes) per node; an int, a list or ``"auto"``.
+            accelerator: ``"cpu"``, ``"gpu"``, ``"auto"``.
+            strategy: ``"auto"``, ``"ddp"`` (forked in a notebook), or a Lightning strategy.
+            num_nodes: Nodes (only under a launcher such as torchrun).
+            seed: Base seed (see the determinism contract above).
+            resume: Continue from ``<logdir>/checkpoints/last.ckpt`` when it exists.
+            ckpt_path: Continue from this checkpoint instead.
+            logdir: Run directory (default: the Lab's).
+            dashboard: Show the live dashboard (default: in a notebook); False for none.
+            background: Return at once with the running Run (``run.wait()`` joins); the
+                dashboard's Stop button needs this in a notebook, because a cell that is
+                running blocks widget messages. ``await run`` also works.
+            launch: ``"auto"``, or force ``"inline"``, ``"fork"`` or ``"subprocess"``.
+            dry_run: Check one batch through model and loss before training.
+            guard: Stop at the first non-finite loss or gradient, naming step and module.
+            trace_every: Sample a labkit timing trace every N steps (0: never); linked
+                GraphViews (``lab.link(view)``) are re-coloured with it.
+            histogram_every: Weight and gradient histograms every N steps (0: never).
+            log_every: TensorBoard scalar interval in steps.
+            ddp_timeout: Seconds a collective may wait for a peer before failing.
+            limit_train_batches: Lightning's ``limit_train_batches``.
+            limit_val_batches: Lightning's ``limit_val_batches``.
+            trainer_kwargs: More ``lightning.Trainer`` arguments.
+
+        Returns:
+            The :class:`~labkit.train.Run` record (also in ``lab.runs``).
+
+        Raises:
+            ShapeCheckError: the dry run found a mismatch (before training starts).
+            NonFiniteError: a loss or gradient went NaN/Inf.
+            DDPWorkerError: a training process died or raised; names its rank.
+
+        Example:
+            >>> run = lab.fit(max_epochs=2, devices=2, seed=0)  # doctest: +SKIP
+            >>> run.losses[-1], run.last_checkpoint              # doctest: +SKIP
+        """
+        logdir = Path(logdir) if logdir else self.logdir
+        logdir.mkdir(parents=True, exist_ok=True)
+        plan = _launch.plan(devices=devices, strategy=strategy, num_nodes=num_nodes, launch=launch)
+        ckpt: str | None = str(ckpt_path) if ckpt_path else None
+        last = logdir / "checkpoints" / "last.ckpt"
+        if ckpt is None and resume and last.exists():
+            ckpt = str(last)
+        config = {
+            "max_epochs": max_epochs, "max_steps": max_steps, "devices": devices,
+            "accelerator": accelerator, "strategy": strategy if isinstance(strategy, str) else
+            type(strategy).__name__, "num_nodes": num_nodes, "seed": seed, "resume": resume,
+            "ckpt_path": ckpt, "launch": plan.mode, "processes": plan.processes,
+            "recipe": self.recipe.to_dict(), "lr": self.lr,
+            "batch_size": self.batch_size,
+        }  # fmt: skip
+        run = Run(logdir=str(logdir), config=config, notes=[plan.reason])
+        if resume and ckpt is None:
+            run.notes.append(f"resume=True but {last} does not exist yet: starting fresh")
+        self.runs.append(run)
+        self._stop.clear()
+        (logdir / STOP_FILE).unlink(missing_ok=True)
+
+        dash = self._dashboard(dashboard, run)
+        handler = self._handler(run, dash)
+        events = logdir / EVENTS_FILE
+        tail = EventTail(events, handler, offset=events.stat().st_size if events.exists() else 0)
+        kwargs = {
+            "max_epochs": max_epochs, "max_steps": max_steps, "devices": devices,
+            "accelerator": accelerator, "strategy": strategy, "num_nodes": num_nodes,
+            "seed": seed, "ckpt": ckpt, "logdir": logdir, "dry_run": dry_run, "guard": guard,
+            "trace_every": trace_every, "histogram_every": histogram_every,
+            "log_every": log_every, "ddp_timeout": ddp_timeout,
+            "limit_train_batches": limit_train_batches, "limit_val_batches": limit_val_batches,
+            "trainer_kwargs": dict(trainer_kwargs or {}),
+        }  # fmt: skip
+
+        def body() -> None:
+            exc: BaseException | None = None
+            tail.start()
+            try:
+                if plan.mode == "subprocess":
+                    self._fit_subprocess(kwargs, logdir)
+                else:
+                    self._fit_here(plan, **kwargs)
+            except BaseException as e:
+                exc = self._translate(e)
+            finally:
+                tail.stop()
+                if exc is not None:
+                    run.status, run.error = "failed", f"{type(exc).__name__}: {exc}"
+                elif run.status in ("created", "running"):
+                    run.status = "finished"
+                with contextlib.suppress(OSError):
+                    run.save()
+                run._finish(exc)
+                if dash is not None:
+                    dash.finish(run)
+            if exc is not None:
+                raise exc
+
+        if background:
+
+            def bg() -> None:
+                with contextlib.suppress(BaseException):
+                    body()
+
+            threading.Thread(target=bg, name="labkit-fit", daemon=True).start()
+            return run
+        body()
+        return run
+
+    def _translate(self, exc: BaseException) -> BaseException:
+        err = _launch.worker_error(exc)
+        if err is not None:
+            err.__cause__ = exc
+            return err
+        return exc
+
+    def _fit_subprocess(self, kwargs: dict[str, Any], logdir: Path) -> None:
+        fit_kwargs = {
+            k: v for k, v in kwargs.items()
+            if k not in ("ckpt", "logdir", "trainer_kwargs")
+        }  # fmt: skip
+        fit_kwargs.update(ckpt_path=kwargs["ckpt"], logdir=str(logdir), dashboard=False,
+                          trainer_kwargs=kwargs["trainer_kwargs"])  # fmt: skip
+        proc = _launch.run_in_subprocess(self, fit_kwargs, logdir)
+        try:
+            state = _launch.subprocess_result(proc, logdir)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        self.model.load_state_dict(state)
+
+    def _fit_here(
+        self, plan: _launch.Plan, *, max_epochs: int, max_steps: int, devices: Any,
+        accelerator: str, strategy: Any, num_nodes: int, seed: int, ckpt: str | None,
+        logdir: Path, dry_run: bool, guard: bool, trace_every: int, histogram_every: int,
+        log_every: int, ddp_timeout: float, limit_train_batches: Any, limit_val_batches: Any,
+        trainer_kwargs: dict[str, Any],
+    ) -> None:  # fmt: skip
+        import lightning.pytorch as pl
+        from lightning.pytorch.loggers import TensorBoardLogger
+
+        from labkit.train._callback import EpochSeed, LabCallback, LabCheckpoint, seed_all
+        from labkit.train._tensorboard import TB_DIR, hparams_of
+        from labkit.train.checkpoint import AtomicCheckpointIO
+        from labkit.train.guards import NonFiniteGuard
+
+        seed_all(seed)
+        module = self.module()
+        dm = self.datamodule(seed)
+        if dry_run:
+            self.check(dm)
+        sink = EventLog(logdir / EVENTS_FILE)
+        lab_cb = LabCallback(
+            sink, stop_event=self._stop, stop_file=logdir / STOP_FILE,
+            stop_every=1 if plan.processes <= 1 else 10, trace_every=trace_every,
+            histogram_every=histogram_every, logdir=logdir, resumed_from=ckpt,
+            hparams=hparams_of(self.recipe.to_dict(), {"seed": seed, "lr": self.lr,
+                                                        "max_epochs": max_epochs}),
+        )  # fmt: skip
+        callbacks: list[Any] = [
+            lab_cb,
+            EpochSeed(seed),
+            LabCheckpoint(sink, dirpath=logdir / "checkpoints"),
+        ]
+        if guard:
+            callbacks.append(NonFiniteGuard(
+                check_grads=self.recipe.precision != "16-mixed",
+                step=getattr(module, "step_fn", None),
+                loss=getattr(module, "loss_fn", None)))  # fmt: skip
+        n_batches = _len_or_none(dm)
+        kw: dict[str, Any] = {
+            "max_epochs": max_epochs, "max_steps": max_steps, "accelerator": accelerator,
+            "devices": devices, "num_nodes": num_nodes,
+            "strategy": _launch.ddp_strategy(plan, strategy, ddp_timeout),
+            "precision": _PRECISION[self.recipe.precision],
+            "logger": TensorBoardLogger(save_dir=str(logdir), name=TB_DIR,
+                                        default_hp_metric=False),
+            "callbacks": callbacks, "plugins": [AtomicCheckpointIO()],
+            "enable_model_summary": False, "enable_checkpointing": False,
+            "enable_progress_bar": not _launch.in_notebook(),
+            "num_sanity_val_steps": 0,
+            "log_every_n_steps": max(1, min(log_every, n_batches or log_every)),
+            "default_root_dir": str(logdir),
+        }  # fmt: skip
+        if limit_train_batches is not None:
+            kw["limit_train_batches"] = limit_train_batches
+        if limit_val_batches is not None:
+            kw["limit_val_batches"] = limit_val_batches
+        kw.update(trainer_kwargs)
+        sigint = signal.getsignal(signal.SIGINT)
+        try:
+            with _quiet_lightning():
+                trainer = pl.Trainer(**kw)
+                trainer.fit(module, datamodule=dm, ckpt_path=ckpt)
+        except SystemExit:
+            # Lightning turns Ctrl-C / "interrupt kernel" into sys.exit(1) after a graceful
+            # shutdown; in a notebook that would look like a crash: report it as stopped
+            sink(
+                {
+                    "type": "end",
+                    "status": "stopped",
+                    "t": time.time(),
+                    "error": "interrupted (KeyboardInterrupt); the last epoch checkpoint is kept",
+                }
+            )
+        finally:
+            if threading.current_thread() is threading.main_thread():
+                signal.signal(signal.SIGINT, sigint)  # Lightning leaves SIGINT ignored
+            sink.close()
+        self._take_weights(module)
+
+    def _take_weights(self, module: Any) -> None:
+        net = getattr(module, "net", module) if not self._is_lightning() else module
+        try:
+            self.model.load_state_dict(net.state_dict())
+        except Exception as exc:  # e.g. a quantized model's state_dict: keep the trained copy
+            warnings.warn(
+                f"the trained weights could not be copied back into lab.model ({exc}); the "
+                "trained model is lab.trained_model", stacklevel=3)  # fmt: skip
+        self.trained_model = net
+
+    # ------------------------------------------------------------------ live views
+    def _dashboard(self, want: bool | None, run: Run) -> Any:
+        if want is None:
+            want = _launch.in_notebook()
+        if not want:
+            return None
+        from labkit.widgets.dashboard import Dashboard
+
+        dash = Dashboard(on_stop=self.stop)
+        self.dashboard = dash
+        if _launch.in_notebook():
+            from IPython.display import display
+
+            display(dash)
+        return dash
+
+    def _handler(self, run: Run, dash: Any) -> Callable[[dict[str, Any]], None]:
+        views = list(self._views)
+
+        def handle(event: dict[str, Any]) -> None:
+            run.add_event(event)
+            if dash is not None:
+                dash.push(event)
+            if event.get("type") == "trace" and views:
+                from labkit.trace import Trace
+
+                trace = Trace.load(event["path"])
+                self.traces.append(trace)
+                for v in views:
+                    v.update(trace)
+
+        return handle
+
+    def link(self, view: Any) -> Any:
+        """Re-colour ``view`` (a GraphView/ProfileView) with each trace sampled while fitting.
+
+        Sampling is set with ``fit(trace_every=N)``. Returns ``view``.
+        """
+        self._views.append(view)
+        return view
+
+    def stop(self) -> None:
+        """Stop a running fit after the current step, on every rank, keeping a checkpoint."""
+        self._stop.set()
+        run = self.last_run
+        if run is not None and run.logdir:
+            with contextlib.suppress(OSError):
+                (Path(run.logdir) / STOP_FILE).touch()
+
+    # ------------------------------------------------------------------ tools
+    def lr_find(self, *, min_lr: float = 1e-6, max_lr: float = 1.0, num_training: int = 100,
+                seed: int = 0, apply: bool = False, **kwargs: Any) -> Any:  # fmt: skip
+        """Lightning's learning-rate finder (``Tuner.lr_find``) on this Lab's model and data.
+
+        The model is left as it was. ``result.plot(suggest=True)`` draws loss against
+        learning rate; ``result.suggestion()`` is Lightning's pick.
+
+        Args:
+            min_lr: Smallest learning rate tried.
+            max_lr: Largest learning rate tried.
+            num_training: Steps in the sweep.
+            seed: Seed of the sweep.
+            apply: Set ``lab.lr`` to the suggestion.
+            **kwargs: More ``Tuner.lr_find`` arguments (``mode``, ``early_stop_threshold``).
+
+        Returns:
+            Lightning's ``_LRFinder`` (``results``, ``suggestion()``, ``plot()``).
+        """
+        import lightning.pytorch as pl
+        from lightning.pytorch.tuner import Tuner
+
+        from labkit.train._callback import seed_all
+
+        module = self.module()
+        if not hasattr(module, "lr"):
+            raise TypeError("lr_find needs a module with an `lr` attribute; for your own "
+                            "LightningModule add self.lr and use it in "
+                            "configure_optimizers")  # fmt: skip
+        seed_all(seed)
+        tmp = self.logdir / "lr_find"
+        with _quiet_lightning(), warnings.catch_warnings():
+            # the sweep's Trainer needs no logger, checkpoint or progress bar
+            trainer = pl.Trainer(accelerator="auto", devices=1, logger=False,
+                                 enable_checkpointing=False, enable_progress_bar=False,
+                                 enable_model_summary=False, default_root_dir=str(tmp),
+                                 precision=_PRECISION[self.recipe.precision])  # fmt: skip
+            finder = Tuner(trainer).lr_find(module, datamodule=self.datamodule(seed), min_lr=min_lr,
+                                            max_lr=max_lr, num_training=num_training,
+                                            update_attr=False, **kwargs)  # fmt: skip
+        if apply and finder is not None and finder.suggestion() is not None:
+            self.lr = float(finder.suggestion())
+        return finder
+
+    def tensorboard(self) -> str:
+        """Where the TensorBoard logs are and how to open them (printed and returned)."""
+        from labkit.train._tensorboard import how_to_open
+
+        text = how_to_open(self.last_run.logdir if self.last_run else self.logdir)
+        print(text)
+        return text
+
+    def load(self, path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+        """Load a checkpoint's weights into ``lab.model`` (default: the last one); returns it."""
+        from labkit.train.checkpoint import load_checkpoint
+
+        p = Path(path) if path else self.logdir / "checkpoints" / "last.ckpt"
+        ckpt = load_checkpoint(p)
+        state = ckpt["state_dict"]
+        if not self._is_lightning():
+            state = {k.removeprefix("net."): v for k, v in state.items()}
+        self.model.load_state_dict(state)
+        return ckpt
+
+    def __repr__(self) -> str:
+        loss = getattr(self.loss, "__name__", type(self.loss).__name__) if self.loss else None
+        opt = self.optimizer if isinstance(self.optimizer, str) else getattr(
+            self.optimizer, "__name__", type(self.optimizer).__name__)  # fmt: skip
+        return (
+            f"Lab(model={type(self.model).__name__}, loss={loss}, optimizer={opt!r}, lr={self.lr}, "
+            f"recipe={self.recipe!r}, runs={len(self.runs)}, traces={len(self.traces)}, "
+            f"logdir={str(self.logdir)!r})"
+        )
+
+
+def _len_or_none(dm: Any) -> int | None:
+    loader = getattr(dm, "train", None)
+    try:
+        return len(loader) if loader is not None else None
+    except TypeError:
+        return None
+
+
+def fit_from_args(lab: Lab, argv: list[str] | None = None) -> Run:
+    """Parse a script's command line and call ``lab.fit``: the entry point of promoted scripts.
+
+    Works as ``python train.py --max-epochs 3`` and under
+    ``torchrun --nproc-per-node 2 train.py --devices 2 --strategy ddp``.
+
+    Args:
+        lab: The Lab to fit.
+        argv: Arguments (default ``sys.argv[1:]``).
+
+    Returns:
+        The Run.
+
+    Example:
+        >>> fit_from_args(lab, ["--max-epochs", "2", "--seed", "1"])  # doctest: +SKIP
+    """
+    import argparse
+
+    p = argparse.ArgumentParser(description="labkit: fit a Lab")
+    p.add_argument("--max-epochs", type=int, default=1)
+    p.add_argument("--max-steps", type=int, default=-1)
+    p.add_argument("--devices", default="1")
+    p.add_argument("--accelerator", default="auto")
+    p.add_argument("--strategy", default="auto")
+    p.add_argument("--num-nodes", type=int, default=int(os.environ.get("NUM_NODES", "1")))
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--ckpt-path", default=None)
+    p.add_argument("--logdir", default=None)
+    p.add_argument("--resume", action="store_true")
+    a = p.parse_args(argv)
+    devices: Any = int(a.devices) if a.devices.isdigit() else a.devices
+    return lab.fit(max_epochs=a.max_epochs, max_steps=a.max_steps, devices=devices,
+                   accelerator=a.accelerator, strategy=a.strategy, num_nodes=a.num_nodes,
+                   seed=a.seed, ckpt_path=a.ckpt_path, logdir=a.logdir, resume=a.resume,
+                   dashboard=False)  # fmt: skip

@@ -1,0 +1,156 @@
+"""LabModule: a LightningModule made from a plain ``nn.Module``, a loss, an optimizer and metrics.
+
+A batch becomes ``(output, target)`` by the ``step`` function: by default ``(x, y)`` pairs
+give ``net(x), y`` and objects with a ``.y`` (PyG ``Data``/``Batch``) give ``net(batch),
+batch.y``. The loss is ``loss(output, target)``; each metric is ``metric(output, target)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import lightning.pytorch as pl
+import torch
+
+OPTIMIZERS = {"adam": "Adam", "adamw": "AdamW", "sgd": "SGD", "rmsprop": "RMSprop"}
+
+StepFn = Callable[[torch.nn.Module, Any], tuple[Any, Any]]
+
+
+def default_step(net: torch.nn.Module, batch: Any) -> tuple[Any, Any]:
+    """``(x, y) -> (net(x), y)``; a PyG batch (has ``.y``) -> ``(net(batch), batch.y)``."""
+    if isinstance(batch, tuple | list) and len(batch) == 2:
+        x, y = batch
+        return net(x), y
+    if hasattr(batch, "y"):
+        return net(batch), batch.y
+    if isinstance(batch, Mapping) and "y" in batch:
+        x = batch["x"] if "x" in batch else {k: v for k, v in batch.items() if k != "y"}
+        return net(x), batch["y"]
+    raise TypeError(
+        f"Lab cannot split a batch of type {type(batch).__name__} into inputs and targets; "
+        "give (x, y) pairs, or pass step=lambda net, batch: (net(...), target) to Lab"
+    )
+
+
+def batch_size_of(batch: Any) -> int:
+    """Samples in a batch: ``num_graphs`` for PyG batches, else the first tensor's first dim."""
+    n = getattr(batch, "num_graphs", None)
+    if isinstance(n, int):
+        return n
+    if isinstance(batch, torch.Tensor):
+        return int(batch.shape[0]) if batch.dim() else 1
+    if isinstance(batch, tuple | list) and batch:
+        return batch_size_of(batch[0])
+    if isinstance(batch, Mapping) and batch:
+        return batch_size_of(next(iter(batch.values())))
+    return 1
+
+
+def make_optimizer(
+    optimizer: Any, params: Any, lr: float, kwargs: Mapping[str, Any] | None
+) -> torch.optim.Optimizer:
+    """Build the optimizer from a class, a name (``"adam"``) or ``params -> optimizer``."""
+    kwargs = dict(kwargs or {})
+    if isinstance(optimizer, str):
+        name = OPTIMIZERS.get(optimizer.lower())
+        if name is None:
+            raise ValueError(f"unknown optimizer {optimizer!r}; one of {sorted(OPTIMIZERS)}, "
+                             "a torch.optim class or a callable params -> optimizer")  # fmt: skip
+        optimizer = getattr(torch.optim, name)
+    if isinstance(optimizer, type):
+        return optimizer(params, lr=lr, **kwargs)
+    return optimizer(params)
+
+
+class LabModule(pl.LightningModule):
+    """The LightningModule ``Lab`` trains when given a plain ``nn.Module``.
+
+    Args:
+        net: The model (already optimized by ``labkit.optimize.apply``).
+        loss: ``loss(output, target) -> scalar tensor``.
+        optimizer: A ``torch.optim`` class, a name (``"adam"``, ``"adamw"``, ``"sgd"``,
+            ``"rmsprop"``) or ``params -> optimizer``.
+        lr: Learning rate (read by ``lab.lr_find``; used when ``optimizer`` is a class/name).
+        optimizer_kwargs: Extra arguments of the optimizer class.
+        metrics: ``{name: metric(output, target)}``, logged as ``train_<name>``/``val_<name>``.
+        step: ``step(net, batch) -> (output, target)``; see :func:`default_step`.
+        recipe: The Recipe as a dict, stored in every checkpoint.
+
+    Example:
+        >>> m = LabModule(nn.Linear(4, 2), loss=F.cross_entropy, optimizer="sgd", lr=0.1)
+        >>> m
+        LabModule(net=Linear, loss=cross_entropy, optimizer='sgd', lr=0.1, metrics=[])
+    """
+
+    def __init__(
+        self,
+        net: torch.nn.Module,
+        *,
+        loss: Callable[[Any, Any], torch.Tensor],
+        optimizer: Any = "adam",
+        lr: float = 1e-3,
+        optimizer_kwargs: Mapping[str, Any] | None = None,
+        metrics: Mapping[str, Callable[[Any, Any], Any]] | None = None,
+        step: StepFn | None = None,
+        recipe: Mapping[str, Any] | None = None,
+    ) -> None:
+        super().__init__()
+        self.net = net
+        self.loss_fn = loss
+        self.optimizer = optimizer
+        self.lr = lr
+        self.optimizer_kwargs = dict(optimizer_kwargs or {})
+        self.metrics = dict(metrics or {})
+        self.step_fn = step or default_step
+        self.recipe = dict(recipe or {})
+        self.last_loss: torch.Tensor | None = None
+        self.last_batch_size = 0
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        return self.net(*args, **kwargs)
+
+    def _evaluate(self, batch: Any, stage: str) -> torch.Tensor:
+        out, target = self.step_fn(self.net, batch)
+        loss = self.loss_fn(out, target)
+        bs = batch_size_of(batch)
+        values = {"loss": loss}
+        if self.metrics:
+            with torch.no_grad():
+                for name, fn in self.metrics.items():
+                    values[name] = fn(out, target)
+        sync = self.trainer.world_size > 1
+        for name, value in values.items():
+            if stage == "train":
+                # per step: rank 0's own value (no collective); per epoch: averaged over ranks
+                self.log(f"train_{name}", value, on_step=True, on_epoch=False, batch_size=bs)
+                self.log(f"train_{name}_epoch", value, on_step=False, on_epoch=True,
+                         batch_size=bs, sync_dist=sync)  # fmt: skip
+            else:
+                self.log(f"{stage}_{name}", value, on_epoch=True, batch_size=bs, sync_dist=sync)
+        if stage == "train":
+            self.last_loss = loss.detach()
+            self.last_batch_size = bs
+        return loss
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        return self._evaluate(batch, "train")
+
+    def validation_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        return self._evaluate(batch, "val")
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return make_optimizer(self.optimizer, self.net.parameters(), self.lr, self.optimizer_kwargs)
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        checkpoint["labkit"] = {"recipe": self.recipe, "format": 1}
+
+    def __repr__(self) -> str:
+        opt = self.optimizer if isinstance(self.optimizer, str) else getattr(
+            self.optimizer, "__name__", type(self.optimizer).__name__)  # fmt: skip
+        loss = getattr(self.loss_fn, "__name__", type(self.loss_fn).__name__)
+        return (
+            f"LabModule(net={type(self.net).__name__}, loss={loss}, optimizer={opt!r}, "
+            f"lr={self.lr}, metrics={sorted(self.metrics)})"
+        )

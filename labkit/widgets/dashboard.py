@@ -1,0 +1,217 @@
+"""Dashboard: the live view of a fit: loss and metric curves, throughput, step-time split,
+memory, progress with ETA and a Stop button.
+
+It is a thin adapter over training events (plain dicts, see ``labkit.train._events``):
+:meth:`Dashboard.push` folds an event into plain state at once (cheap, any thread) and a
+:class:`~labkit.widgets._throttle.Throttle` sends the traits at most a few times per
+second, so a fast training loop never waits on the browser and Jupyter's output limits
+are never reached. Curves are bucket-averaged down to ``max_points`` points.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import anywidget
+import traitlets as t
+
+from labkit.widgets._assets import bundle_path
+from labkit.widgets._throttle import Throttle
+
+WINDOW = 20  # steps averaged for the throughput and step-time figures
+
+
+def downsample(
+    xs: list[float], ys: list[float], max_points: int
+) -> tuple[list[float], list[float]]:
+    """Bucket means of ``(xs, ys)`` down to at most ``max_points`` points; the last point kept."""
+    n = len(xs)
+    if n <= max_points:
+        return list(xs), list(ys)
+    size = n / max_points
+    ox, oy = [], []
+    for b in range(max_points):
+        lo, hi = int(b * size), max(int((b + 1) * size), int(b * size) + 1)
+        ox.append(xs[hi - 1])
+        seg = [y for y in ys[lo:hi] if y == y]  # drop NaN from the mean
+        oy.append(sum(seg) / len(seg) if seg else float("nan"))
+    return ox, oy
+
+
+class Dashboard(anywidget.AnyWidget):
+    """Live training dashboard with a Stop button.
+
+    Args:
+        on_stop: Called (once) when the Stop button is pressed; ``Lab`` passes ``lab.stop``.
+        throttle: Minimum seconds between two updates sent to the browser.
+        max_points: Points per curve sent to the browser.
+
+    Returns:
+        A widget; ``Lab.fit`` shows one in a notebook and pushes its events into it.
+
+    Example:
+        >>> dash = Dashboard()
+        >>> dash.push({"type": "start", "total_steps": 10, "max_epochs": 1, "world_size": 1})
+        >>> dash.push({"type": "steps", "steps": [{"step": 1, "epoch": 0, "loss": 0.7,
+        ...            "compute_time": 0.01, "data_time": 0.001, "samples": 32}]})
+        >>> dash.flush(); dash.stats["step"]
+        1
+    """
+
+    series = t.Dict().tag(sync=True)
+    stats = t.Dict().tag(sync=True)
+    status = t.Unicode("idle").tag(sync=True)
+    error = t.Unicode("").tag(sync=True)
+    notes = t.List(t.Unicode()).tag(sync=True)
+    grad_norms = t.Dict().tag(sync=True)
+    stop_requested = t.Bool(False).tag(sync=True)
+    updates = t.Int(0).tag(sync=True)
+
+    @property
+    def _esm(self) -> str:  # read by AnyWidget.__init__
+        return bundle_path("dashboard").read_text()
+
+    def __init__(
+        self,
+        *,
+        on_stop: Callable[[], None] | None = None,
+        throttle: float = 0.25,
+        max_points: int = 400,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.on_stop = on_stop
+        self.max_points = max_points
+        self._throttle = Throttle(self._send, interval=throttle)
+        self._steps: list[float] = []
+        self._losses: list[float] = []
+        self._metrics: dict[str, list[float]] = {}
+        self._epochs: list[dict[str, Any]] = []
+        self._recent: list[dict[str, Any]] = []
+        self._start: dict[str, Any] = {}
+        self._t0 = time.time()
+        self._t_first_step: float | None = None
+        self._step0 = 0
+        self._memory = 0
+        self._status = "idle"
+        self._error = ""
+        self._notes: list[str] = []
+        self._norms: dict[str, float] = {}
+        self.observe(self._stop_clicked, names="stop_requested")
+
+    # ------------------------------------------------------------------ events in
+    def push(self, event: dict[str, Any]) -> None:
+        """Fold one training event in; the browser hears of it within ``throttle`` seconds."""
+        kind = event.get("type")
+        if kind == "start":
+            self._start = dict(event)
+            self._t0 = event.get("t", time.time())
+            self._step0 = event.get("start_step") or 0
+            self._status = "running"
+        elif kind == "steps":
+            if self._t_first_step is None:
+                self._t_first_step = event.get("t", time.time())
+            for s in event["steps"]:
+                self._steps.append(s["step"])
+                self._losses.append(s["loss"])
+                for k, v in s.items():
+                    if k.startswith("train_") and isinstance(v, float):
+                        self._metrics.setdefault(k, []).append(v)
+            self._recent = (self._recent + event["steps"])[-WINDOW:]
+            self._memory = event.get("memory", self._memory)
+        elif kind == "epoch":
+            self._epochs = [e for e in self._epochs if e["epoch"] != event["epoch"]]
+            self._epochs.append({k: v for k, v in event.items() if k not in ("type", "t")})
+        elif kind == "grads":
+            self._norms = dict(event.get("norms", {}))
+        elif kind == "end":
+            self._status = event.get("status", "finished")
+            self._error = event.get("error") or ""
+        self._throttle.submit(None)
+
+    def finish(self, run: Any) -> None:
+        """Show the final state of ``run`` (status, error, notes) at once."""
+        self._status = run.status
+        self._error = run.error or ""
+        self._notes = list(run.notes)
+        self._throttle.submit(None)
+        self._throttle.flush()
+
+    def flush(self) -> None:
+        """Send a pending update now."""
+        self._throttle.flush()
+
+    # ------------------------------------------------------------------ state out
+    def _stats(self) -> dict[str, Any]:
+        recent = self._recent
+        world = int(self._start.get("world_size") or 1)
+        compute = sum(s.get("compute_time", 0.0) for s in recent)
+        data = sum(s.get("data_time", 0.0) for s in recent)
+        samples = sum(s.get("samples", 0) for s in recent)
+        n = max(len(recent), 1)
+        step = self._steps[-1] if self._steps else self._step0
+        total = self._start.get("total_steps")
+        now = time.time()
+        eta = None
+        if total and self._steps and self._t_first_step is not None:
+            done = step - self._step0
+            rate = (now - self._t0) / max(done, 1)
+            eta = max(total - step, 0) * rate if self._status == "running" else 0.0
+        return {
+            "step": step,
+            "total_steps": total,
+            "epoch": self._epochs[-1]["epoch"] + 1 if self._epochs else 0,
+            "max_epochs": self._start.get("max_epochs"),
+            "world_size": world,
+            "samples_per_s": world * samples / (compute + data) if compute + data > 0 else None,
+            "step_time": (compute + data) / n if recent else None,
+            "compute_time": compute / n if recent else None,
+            "data_time": data / n if recent else None,
+            "memory": self._memory,
+            "elapsed_s": now - self._t0,
+            "eta_s": eta,
+            "loss": self._losses[-1] if self._losses else None,
+        }
+
+    def _series(self) -> dict[str, Any]:
+        xs, ys = downsample(self._steps, self._losses, self.max_points)
+        curves: dict[str, Any] = {"train_loss": {"x": xs, "y": ys}}
+        for k, v in self._metrics.items():
+            mx, my = downsample(self._steps[-len(v) :], v, self.max_points)
+            curves[k] = {"x": mx, "y": my}
+        for key in sorted({k for e in self._epochs for k in e} - {"epoch", "step"}):
+            pts = [(e["step"], e[key]) for e in self._epochs if isinstance(e.get(key), float)]
+            if pts and key.startswith("val_"):
+                curves[key] = {"x": [p[0] for p in pts], "y": [p[1] for p in pts]}
+        return curves
+
+    def _send(self, _: Any) -> None:
+        with self.hold_sync():
+            self.series = self._series()
+            self.stats = self._stats()
+            self.status = self._status
+            self.error = self._error
+            self.notes = list(self._notes)
+            self.grad_norms = dict(sorted(self._norms.items(), key=lambda kv: -kv[1])[:10])
+            self.updates = self.updates + 1
+
+    def _stop_clicked(self, change: dict[str, Any]) -> None:
+        if change["new"] and self.on_stop is not None:
+            self._status = "stopping"
+            self.on_stop()
+            self._throttle.submit(None)
+
+    @property
+    def sends(self) -> int:
+        """Updates sent to the browser so far."""
+        return self._throttle.sends
+
+    def __repr__(self) -> str:
+        s = self._stats()
+        loss = f"{s['loss']:.4g}" if s["loss"] is not None else "-"
+        return (
+            f"Dashboard(status={self._status!r}, step={s['step']}/{s['total_steps']}, "
+            f"loss={loss}, throttle={self._throttle.interval}, updates={self._throttle.sends})"
+        )

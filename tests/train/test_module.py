@@ -1,0 +1,35 @@
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from labkit.train.module import LabModule, batch_size_of, default_step, make_optimizer
+from tests.train._helpers import LOSS, accuracy
+
+
+def test_repr():
+    m = LabModule(nn.Linear(4, 2), loss=LOSS, optimizer="sgd", lr=0.1, metrics={"acc": accuracy})
+    assert (
+        repr(m)
+        == "LabModule(net=Linear, loss=cross_entropy, optimizer='sgd', lr=0.1, metrics=['acc'])"
+    )
+
+
+def test_optimizers():
+    p = [nn.Parameter(torch.zeros(2))]
+    assert isinstance(make_optimizer("adamw", p, 0.1, {"weight_decay": 0.0}), torch.optim.AdamW)
+    assert isinstance(make_optimizer(torch.optim.SGD, p, 0.1, None), torch.optim.SGD)
+    assert isinstance(
+        make_optimizer(lambda ps: torch.optim.SGD(ps, lr=1), p, 0.1, None), torch.optim.SGD
+    )
+    with pytest.raises(ValueError, match="unknown optimizer 'lion'"):
+        make_optimizer("lion", p, 0.1, None)
+
+
+def test_default_step_and_batch_size():
+    net = nn.Linear(3, 1)
+    out, _ = default_step(net, (torch.zeros(5, 3), torch.ones(5)))
+    assert out.shape == (5, 1) and batch_size_of((torch.zeros(5, 3), torch.ones(5))) == 5
+    with pytest.raises(TypeError, match="cannot split a batch of type int"):
+        default_step(net, 3)
