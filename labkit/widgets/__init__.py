@@ -21,6 +21,7 @@ _LAZY = {
     "ProfileView": "labkit.widgets.profile",
     "MemoryTimeline": "labkit.widgets.memory",
     "TraceView": "labkit.widgets.show",
+    "Dashboard": "labkit.widgets.dashboard",
 }
 
 __all__ = list(_LAZY)
