@@ -123,13 +123,11 @@ def promote(
 def _check_run(script: Path, notebook: Path, timeout: float) -> None:
     """Run ``script`` for one batch in a subprocess, in the notebook's folder."""
     with tempfile.TemporaryDirectory(prefix="labkit-check-") as logdir:
-        cmd = [sys.executable, str(script.resolve()), "--max-epochs", "1", "--logdir", logdir]
-        # Lightning's Trainer takes defaults from PL_TRAINER_* variables: one batch each
-        env = {
-            **os.environ,
-            "PL_TRAINER_LIMIT_TRAIN_BATCHES": "1",
-            "PL_TRAINER_LIMIT_VAL_BATCHES": "1",
-        }
+        cmd = [
+            sys.executable, str(script.resolve()),
+            "--max-epochs", "1", "--limit-batches", "1", "--logdir", logdir,
+        ]  # fmt: skip
+        env = dict(os.environ)
         try:
             done = subprocess.run(
                 cmd,

@@ -23,21 +23,29 @@ __all__ = ["RECIPE_MIME", "record_recipe", "recorded_recipe"]
 RECIPE_MIME = "application/vnd.labkit.recipe+json"
 
 
-def record_recipe(recipe: Any, *, source: str = "") -> bool:
+def record_recipe(recipe: Any, *, source: str = "", defer: bool | None = None) -> bool:
     """Display ``recipe`` as a labkit recipe output of the running cell.
+
+    Called while a cell runs (``Lab.fit``, or a panel's ``apply()`` in a cell), the output
+    belongs to that cell. Called from a widget callback (a click on "Apply" arrives as a
+    comm message, with no cell running), Jupyter would not save the output in the
+    notebook, so it is held and displayed by the next cell that runs (typically the
+    ``lab.fit`` cell).
 
     Args:
         recipe: A :class:`labkit.optimize.Recipe` (or anything with ``to_dict()`` and
             ``label``).
         source: Who recorded it (``"Lab.fit"``, ``"optimize panel"``), kept in the
             output's metadata.
+        defer: Hold the output for the next cell; ``None`` decides from the kernel's
+            current message (deferred unless a cell is executing).
 
     Returns:
-        True when an IPython kernel received the output, False outside one.
+        True when an IPython kernel received (or holds) the output, False outside one.
 
     Example:
         >>> from labkit.optimize import Recipe
-        >>> record_recipe(Recipe(precision="bf16-mixed"), source="Lab.fit")  # in a kernel
+        >>> record_recipe(Recipe(precision="bf16-mixed"), source="Lab.fit")  # no kernel here
         False
     """
     try:
@@ -45,16 +53,41 @@ def record_recipe(recipe: Any, *, source: str = "") -> bool:
     except ImportError:  # pragma: no cover - IPython ships with Jupyter
         return False
     shell = get_ipython()
-    if shell is None or not hasattr(shell, "kernel"):
+    kernel = getattr(shell, "kernel", None)
+    if shell is None or kernel is None:
         return False
-    from IPython.display import display
-
     data = {
         RECIPE_MIME: recipe.to_dict(),
         "text/plain": f"labkit recipe: {getattr(recipe, 'label', recipe)}",
     }
-    display(data, raw=True, metadata={RECIPE_MIME: {"source": source}} if source else None)
+    metadata = {RECIPE_MIME: {"source": source}} if source else None
+    if defer is None:
+        parent = kernel.get_parent() if hasattr(kernel, "get_parent") else {}
+        defer = (parent or {}).get("header", {}).get("msg_type") != "execute_request"
+    if not defer:
+        _display(data, metadata)
+        return True
+    _PENDING[:] = [(data, metadata)]
+    if not _PENDING_HOOK:
+
+        def flush(*_: Any) -> None:
+            if _PENDING:
+                _display(*_PENDING.pop())
+
+        shell.events.register("pre_run_cell", flush)
+        _PENDING_HOOK.append(flush)
     return True
+
+
+# the output a widget callback recorded, shown by the next cell (one at most: the latest)
+_PENDING: list[tuple[dict[str, Any], dict[str, Any] | None]] = []
+_PENDING_HOOK: list[Any] = []
+
+
+def _display(data: dict[str, Any], metadata: dict[str, Any] | None) -> None:
+    from IPython.display import display
+
+    display(data, raw=True, metadata=metadata)
 
 
 def recorded_recipe(cells: Iterable[Cell]) -> tuple[dict[str, Any], Cell] | None:

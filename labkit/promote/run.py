@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -30,6 +31,7 @@ __all__ = [
 ]
 
 PARAMETERS_TAG = "parameters"
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 INJECTED_TAG = "injected-parameters"
 
 
@@ -233,7 +235,7 @@ def run_notebook(
             failed = _original_number(failed - 1, injected)
         write_atomic(out, nbformat.writes(nb), force=True)
         where = f"cell {failed}" if failed else "a cell"
-        first = str(exc).strip().splitlines()
+        first = _ANSI.sub("", str(exc)).strip().splitlines()
         summary = next((line for line in reversed(first) if line.strip()), type(exc).__name__)
         raise NotebookRunError(
             f"{path}: {where} failed: {summary}; the executed copy is {out}",

@@ -29,6 +29,8 @@ from typing import Any
 from labkit.promote.analyze import Analysis, Statement
 from labkit.promote.checks import kept_statements
 
+INJECTED_TAG = "injected-parameters"  # labkit.promote.run.INJECTED_TAG (no import: light)
+
 __all__ = ["FIT_OPTIONS", "render_script"]
 
 # fit keyword -> (flag, argparse type name in the script, help)
@@ -43,6 +45,8 @@ FIT_OPTIONS: dict[str, tuple[str, str, str]] = {
     "logdir": ("--logdir", "str", "directory for checkpoints, TensorBoard logs and run.json"),
     "resume": ("--resume", "flag", "resume from the last checkpoint in --logdir"),
 }
+# extra options of the script (not fit keywords of the notebook)
+LIMIT_BATCHES = ("--limit-batches", "train and validate on N batches per epoch (smoke runs)")
 
 _HEADER = '''#!/usr/bin/env python
 """{name}: promoted from {notebook} by `labkit promote`.
@@ -134,7 +138,8 @@ def _cells(statements: Sequence[Statement], *, indent: str) -> list[str]:
     for s in statements:
         if s.cell is not current:
             current = s.cell
-            blocks.append(f"{indent}# %% {s.cell.label}")
+            note = ": parameters injected by labkit run" if INJECTED_TAG in s.cell.tags else ""
+            blocks.append(f"{indent}# %% {s.cell.label}{note}")
         blocks[-1] += "\n" + textwrap.indent(textwrap.dedent(s.source), indent)
     return blocks
 
@@ -173,7 +178,15 @@ def _parse_args_source(fit: Statement) -> str:
             f"        help={helpful},",
             "    )",
         ]
-    lines.append("    return parser.parse_args(argv)")
+    flag, help_text = LIMIT_BATCHES
+    lines += [
+        "    parser.add_argument(",
+        f"        {flag!r},",
+        "        type=int,",
+        f"        help={help_text!r},",
+        "    )",
+        "    return parser.parse_args(argv)",
+    ]
     return "\n".join(lines)
 
 
@@ -204,6 +217,9 @@ def _main_source(
         "    }",
         "    _fit_kwargs.update({k: v for k, v in vars(_cli).items() if v is not None})",
         "    _precision = _fit_kwargs.pop('precision', None)",
+        "    _limit = _fit_kwargs.pop('limit_batches', None)",
+        "    if _limit is not None:",
+        "        _fit_kwargs.update(limit_train_batches=_limit, limit_val_batches=_limit)",
     ]
     if has_recipe:
         lines += [

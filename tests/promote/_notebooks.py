@@ -32,7 +32,11 @@ def write_notebook(path: Path, cells: list[Any]) -> Path:
     """Write ``cells`` as a valid nbformat-4 notebook with a python3 kernelspec."""
     nb = nbformat.v4.new_notebook()
     nb.cells = cells
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
     nbformat.validate(nb)
     path.write_text(nbformat.writes(nb), encoding="utf-8")
     return path

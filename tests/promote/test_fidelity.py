@@ -1,0 +1,74 @@
+"""The promoted script does what the notebook did: same per-step losses, same Recipe,
+a checkpoint that loads into the notebook's model."""
+
+from __future__ import annotations
+
+import ast
+
+import pytest
+import torch
+from torch import nn
+
+from labkit.promote import read_notebook
+from labkit.promote.run import INJECTED_TAG
+from tests.promote.conftest import RECIPE_TOGGLES, Trained, read_run, run_script
+
+pytestmark = pytest.mark.slow
+
+
+def test_labkit_run_injected_the_parameters(trained: Trained):
+    nb = read_notebook(trained.executed)
+    injected = [c for c in nb.cells if INJECTED_TAG in c.tags]
+    assert len(injected) == 1 and injected[0].number == 3  # right after the parameters cell
+    assert "epochs = 2" in injected[0].source
+    assert trained.run["status"] == "finished"
+    assert not any(c.tags for c in read_notebook(trained.notebook).cells if INJECTED_TAG in c.tags)
+
+
+def test_script_is_standalone_python_without_exploration(trained: Trained):
+    source = trained.script.read_text()
+    ast.parse(source)
+    assert source.startswith("#!/usr/bin/env python\n")
+    for gone in ("OptimizePanel", "labkit.trace", "%time", "\nmodel\n", "panel"):
+        assert gone not in source, gone
+    assert "def main(argv" in source and 'if __name__ == "__main__":' in source
+    for flag in ("--max-epochs", "--devices", "--strategy", "--num-nodes", "--precision",
+                 "--seed", "--ckpt-path", "--logdir", "--resume"):  # fmt: skip
+        assert repr(flag) in source
+
+
+def test_script_reproduces_the_notebook_losses_and_recipe(trained: Trained):
+    run_script(trained.script, "--logdir", "runs/script", cwd=trained.folder)
+    script_run = read_run(trained.folder / "runs" / "script")
+    nb_losses = [s["loss"] for s in trained.run["steps"]]
+    sc_losses = [s["loss"] for s in script_run["steps"]]
+    assert len(nb_losses) == 6  # 2 epochs x 3 batches
+    assert sc_losses == pytest.approx(nb_losses, abs=1e-6, rel=0)
+    # the toggles changed only in the panel reached the script's fit
+    assert script_run["config"]["recipe"]["checkpoint"] == RECIPE_TOGGLES["checkpoint"]
+    assert script_run["config"]["recipe"] == trained.run["config"]["recipe"]
+    assert script_run["config"]["max_epochs"] == 2 and script_run["config"]["seed"] == 0
+
+    # the script's checkpoint loads into the notebook's model and equals its weights
+    from labkit import Lab
+
+    model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
+    Lab(model, loss=nn.functional.mse_loss).load(
+        trained.folder / "runs" / "script" / "checkpoints" / "last.ckpt"
+    )
+    notebook_state = torch.load(trained.folder / "notebook_model.pt", weights_only=True)
+    for name, tensor in model.state_dict().items():
+        torch.testing.assert_close(tensor, notebook_state[name], atol=1e-6, rtol=0)
+    # code after the training call ran too
+    assert (trained.folder / "notebook_model.pt").exists()
+
+
+def test_command_line_overrides_the_notebook(trained: Trained):
+    out = trained.folder / "runs" / "one"
+    run_script(
+        trained.script, "--max-epochs", "1", "--seed", "3", "--limit-batches", "2",
+        "--logdir", str(out), cwd=trained.folder,
+    )  # fmt: skip
+    run = read_run(out)
+    assert run["config"]["max_epochs"] == 1 and run["config"]["seed"] == 3
+    assert len(run["steps"]) == 2
