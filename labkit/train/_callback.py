@@ -130,8 +130,9 @@ class LabCallback(pl.Callback):
             "start_step": trainer.global_step,
             "resumed_from": self.resumed_from,
         })  # fmt: skip
-        if self.hparams and trainer.is_global_zero and trainer.logger is not None:
-            trainer.logger.log_hyperparams(self.hparams)
+        writer = getattr(trainer.logger, "experiment", None) if trainer.is_global_zero else None
+        if self.hparams and writer is not None and hasattr(writer, "file_writer"):
+            _tensorboard.log_hparams(writer, self.hparams)
         if self.trace_every and trainer.is_global_zero:
             from labkit.trace import Recorder
 
@@ -280,19 +281,22 @@ class LabCheckpoint(pl.Callback):
 
 
 class EpochSeed(pl.Callback):
-    """Seeds ``random``, NumPy and torch with ``seed + epoch`` at the start of every epoch.
+    """Seeds ``random``, NumPy and torch with ``seed + epoch`` before each epoch's first step.
 
-    What an epoch draws (dropout masks, augmentations) then depends only on the seed and
-    the epoch number, so a run resumed from an end-of-epoch checkpoint draws what an
-    uninterrupted run drew. A hand-written loop matches it by calling
-    ``torch.manual_seed(seed + epoch)`` at the top of each epoch.
+    The seed is set once the epoch's loader iterator exists and has fetched its first
+    batch (creating an iterator draws from the global generator, and Lightning creates the
+    first epoch's iterator earlier than later ones). What the steps draw (dropout masks)
+    then depends only on the seed and the epoch, so a run resumed from an end-of-epoch
+    checkpoint draws what an uninterrupted run drew. A hand-written loop matches it with
+    ``if i == 0: torch.manual_seed(seed + epoch)`` inside ``for i, (x, y) in enumerate(loader)``.
     """
 
     def __init__(self, seed: int) -> None:
         self.seed = seed
 
-    def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        seed_all(self.seed + trainer.current_epoch)
+    def on_train_batch_start(self, trainer: pl.Trainer, pl_module: Any, batch: Any, i: int) -> None:
+        if i == 0:
+            seed_all(self.seed + trainer.current_epoch)
 
     def __repr__(self) -> str:
         return f"EpochSeed(seed={self.seed})"

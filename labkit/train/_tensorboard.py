@@ -29,6 +29,17 @@ def hparams_of(recipe: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]
     return out
 
 
+def log_hparams(writer: Any, params: dict[str, Any],
+                metrics: tuple[str, ...] = ("val_loss", "train_loss_epoch")) -> None:  # fmt: skip
+    """Write ``params`` to TensorBoard's HParams plugin, listing ``metrics`` (scalar tags)."""
+    from torch.utils.tensorboard.summary import hparams
+
+    exp, ssi, sei = hparams(params, dict.fromkeys(metrics, 0.0))
+    fw = writer.file_writer
+    for summary in (exp, ssi, sei):
+        fw.add_summary(summary)
+
+
 def log_histograms(
     writer: Any, module: torch.nn.Module, step: int, *, grads: bool
 ) -> dict[str, float]:

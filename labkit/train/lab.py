@@ -104,6 +104,12 @@ class Lab:
     ) -> None:
         if not isinstance(model, torch.nn.Module):
             raise TypeError(f"Lab needs a torch.nn.Module, got {type(model).__name__}")
+        if type(data).__module__.startswith("torch_geometric."):
+            from labkit.gnn.data import for_lab  # one graph with masks: node classification
+
+            data = for_lab(data)
+        if step is None:
+            step = getattr(data, "lab_step", None)  # data that knows its batches' step
         self.model = model
         self.data = data
         self.loss = loss
@@ -273,8 +279,9 @@ class Lab:
           :func:`labkit.train.fit_from_args`) and Lightning joins the processes torchrun
           made; ``devices * num_nodes`` must equal torchrun's world size.
 
-        Determinism contract: ``seed`` seeds everything at the start and ``seed + epoch`` at
-        the start of every epoch, and shuffling uses ``seed + epoch``; so on one process a
+        Determinism contract: ``seed`` seeds everything at the start and ``seed + epoch``
+        right before the first step of every epoch (after its loader yielded the first
+        batch), and shuffling uses ``seed + epoch``; so on one process a
         fit equals a hand-written loop that does the same (bitwise in fp32), and a run
         resumed from an end-of-epoch checkpoint repeats an uninterrupted run's losses.
 
@@ -584,9 +591,10 @@ class Lab:
                             "configure_optimizers")  # fmt: skip
         seed_all(seed)
         tmp = self.logdir / "lr_find"
-        with _quiet_lightning(), warnings.catch_warnings():
-            # the sweep's Trainer needs no logger, checkpoint or progress bar
-            trainer = pl.Trainer(accelerator="auto", devices=1, logger=False,
+        with _quiet_lightning():
+            # the sweep's Trainer needs no logger, checkpoint or progress bar; the tuner
+            # stops it after num_training steps (max_epochs=-1: no epoch limit)
+            trainer = pl.Trainer(accelerator="auto", devices=1, logger=False, max_epochs=-1,
                                  enable_checkpointing=False, enable_progress_bar=False,
                                  enable_model_summary=False, default_root_dir=str(tmp),
                                  precision=_PRECISION[self.recipe.precision])  # fmt: skip
