@@ -7,7 +7,10 @@
    (anchor: TorchInductor CPU inference geomean 1.2-1.7x).
 4. activation checkpointing: peak memory saved / time added for a training step.
 
-Run: ``python -m benchmarks.optimize`` (``--quick`` for fewer rounds).
+5. On a CUDA device (``--cuda``): fp16-mixed with a GradScaler, bf16-mixed and
+   compile, training and inference.
+
+Run: ``python -m benchmarks.optimize`` (``--quick`` for fewer rounds, ``--cuda`` on a GPU).
 """
 
 from __future__ import annotations
@@ -61,6 +64,8 @@ def main(quick: bool = False) -> None:
     base = encoder().eval()
     q = apply(base, Recipe(quantization="int8-dynamic"))
     wo = apply(base, Recipe(quantization="int8-weight-only"))
+    qc = apply(base, Recipe(quantization="int8-dynamic", compile="default"))
+    infer(qc, x)()  # compile outside the timed rounds
     with torch.no_grad():
         ref = base(x).reshape(-1)
         dq = deviation(ref, q(x).reshape(-1))
@@ -69,10 +74,13 @@ def main(quick: bool = False) -> None:
     b.add("fp32", infer(base, x), anchor="1.00x")
     b.add("int8-dynamic", infer(q, x), anchor="1.78x faster (BERT tutorial, 1 thread)")
     b.add("int8-weight-only", infer(wo, x), anchor="-")
+    b.add("int8-dynamic+compile", infer(qc, x), anchor="torchao's CPU int8 path expects compile")
     res1 = b.run()
     report(res1)
     torch.set_num_threads(threads)
-    for name, d in (("int8-dynamic", dq), ("int8-weight-only", dw)):
+    with torch.no_grad():
+        dqc = deviation(ref, qc(x).reshape(-1))
+    for name, d in (("int8-dynamic", dq), ("int8-weight-only", dw), ("int8-dynamic+compile", dqc)):
         speed = 1 / res1.row(name).ratio
         print(
             f"{name}: {speed:.2f}x speed (1 thread); output max abs {d[0]:.2e}, "
@@ -115,7 +123,7 @@ def main(quick: bool = False) -> None:
     # 4. checkpointing: memory saved / time added (training step)
     model = encoder(layers=4).train()
     ck = Recipe(checkpoint=("TransformerEncoderLayer",))
-    cmp = compare(model, x, {"checkpoint": ck}, steps=rounds, warmup=2, drift=False)
+    cmp = compare(model, x, {"checkpoint": ck}, steps=max(3, rounds // 2), warmup=1, drift=False)
     print()
     print(cmp.summary())
     base_r, ck_r = cmp.result("fp32"), cmp.result("checkpoint")
@@ -129,5 +137,27 @@ def main(quick: bool = False) -> None:
         )
 
 
+def cuda_main(quick: bool = False) -> None:
+    """fp16-mixed (GradScaler), bf16-mixed and compile on CUDA, measured by labkit.compare."""
+    steps = 5 if quick else 20
+    print(f"CUDA: {torch.cuda.get_device_name()}, torch {torch.__version__}\n")
+    model = encoder(d=1024, layers=6).cuda()
+    x = torch.randn(32, 256, 1024, device="cuda")
+    recipes = {
+        "16-mixed": Recipe(precision="16-mixed"),
+        "bf16-mixed": Recipe(precision="bf16-mixed"),
+        "compile": Recipe(compile="default"),
+        "bf16-mixed+compile": Recipe(precision="bf16-mixed", compile="default"),
+    }
+    train = compare(model.train(), x, recipes, steps=steps, warmup=3)
+    print(train.summary())
+    print()
+    infer_cmp = compare(model.eval(), x, recipes, mode="inference", steps=steps, warmup=3)
+    print(infer_cmp.summary())
+
+
 if __name__ == "__main__":
-    main(quick="--quick" in sys.argv)
+    if "--cuda" in sys.argv:
+        cuda_main(quick="--quick" in sys.argv)
+    else:
+        main(quick="--quick" in sys.argv)

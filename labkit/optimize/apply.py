@@ -297,6 +297,12 @@ def _apply_runtime(work: torch.nn.Module, recipe: Recipe) -> list[Step]:
     if recipe.compile:
         fn = _runtime.compile_fn(fn, recipe.compile)
         note = f"forward compiled lazily on first call (mode={recipe.compile!r})"
+        if (
+            device_type == "cuda"
+            and recipe.precision == "32"
+            and recipe.matmul_precision == "highest"
+        ):
+            note += "; fp32 matmuls skip TF32 tensor cores: matmul_precision='high' enables them"
         if recipe.compile == "reduce-overhead" and device_type != "cuda":
             note += "; reduce-overhead uses CUDA graphs, so on CPU it acts like 'default'"
         steps.append(Step("compile", recipe.compile, True, note))

@@ -352,13 +352,14 @@ class _Run:
         self.first_time: float | None = None
         self.first_out: torch.Tensor | None = None
         self.k = 0
+        self.device_type = _device_type(base_model)
 
     def setup(self) -> None:
         try:
             self.model = apply(self.base_model, self.recipe)
             self.notes = list(applied(self.model).notes)
             self.inputs = _to_channels_last(self.args) if self.recipe.channels_last else self.args
-            self.scaler = grad_scaler(self.recipe, _device_type(self.base_model))
+            self.scaler = grad_scaler(self.recipe, self.device_type)
             if self.mode == "train":
                 params = [p for p in self.model.parameters() if p.requires_grad]
                 if not params:
@@ -388,12 +389,19 @@ class _Run:
             self.opt.step()
         return out, float(value.detach())
 
+    def _sync(self) -> None:
+        # CUDA kernels run asynchronously: wait for them so the clock sees the whole step
+        if self.device_type == "cuda":
+            torch.cuda.synchronize()
+
     def first(self) -> None:
         if self.error:
             return
         try:
+            self._sync()
             t0 = time.perf_counter()
             out, value = self._call()
+            self._sync()
             self.first_time = time.perf_counter() - t0
             self.first_out = flat(out)
             if value is not None:
@@ -405,8 +413,10 @@ class _Run:
         if self.error:
             return
         try:
+            self._sync()
             t0 = time.perf_counter()
             _, value = self._call()
+            self._sync()
             elapsed = time.perf_counter() - t0
         except Exception as exc:
             self.error = f"{type(exc).__name__}: {exc}"

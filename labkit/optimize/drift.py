@@ -64,12 +64,14 @@ def deviation(base: torch.Tensor, cand: torch.Tensor) -> tuple[float, float, flo
         raise ValueError(
             f"outputs differ in size: baseline {tuple(base.shape)}, candidate {tuple(cand.shape)}"
         )
+    base, cand = base.double(), cand.double()  # fp32 sums over millions of elements drift
     diff = cand - base
     max_abs = float(diff.abs().max()) if diff.numel() else 0.0
     norm = float(base.norm())
     rel = float(diff.norm()) / norm if norm > 0 else (0.0 if float(diff.norm()) == 0 else math.inf)
     denom = float(base.norm() * cand.norm())
     cosine = float(base @ cand) / denom if denom > 0 else (1.0 if rel == 0 else 0.0)
+    cosine = max(-1.0, min(1.0, cosine))
     return max_abs, rel, cosine
 
 

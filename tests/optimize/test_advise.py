@@ -108,3 +108,14 @@ def test_bad_input():
 def test_public_names():
     assert labkit.advise is advise and labkit.Recipe is Recipe
     assert labkit.compare is labkit.optimize.compare
+
+
+def test_compare_verifies_a_suggestion():
+    from labkit.optimize import compare
+
+    torch.manual_seed(0)
+    model, x = Net(), torch.randn(32, 64)
+    advice = advise(labkit.trace(model, x))
+    cmp = compare(model, x, advice.recipes(), steps=1, warmup=0, memory=False)
+    assert [r.label for r in cmp.results][1:] == list(advice.recipes())
+    assert all(r.error is None and r.speedup > 0 for r in cmp.results)

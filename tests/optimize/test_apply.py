@@ -253,3 +253,8 @@ def test_cuda_autocast_and_scaler(precision):
     else:
         loss.backward()
         opt.step()
+
+
+def test_checkpoint_forward_repr(mlp):
+    ck = apply(mlp, Recipe(checkpoint=("head",)))
+    assert repr(ck.head.forward) == "CheckpointForward(path='head')"
