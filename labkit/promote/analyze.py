@@ -284,13 +284,13 @@ def analyze(notebook: Notebook) -> Analysis:
     for cell, body, code, magics, magic_names, reason in parsed:
         lines = code.splitlines()
         statements = []
-        if magic_names:
-            tainted |= magic_names
         for stmt in body:
             source = "\n".join(lines[stmt.lineno - 1 : stmt.end_lineno])
             names = statement_names(stmt)
             role, why = _classify(cell, stmt, names, aliases, labs, tainted)
-            if role == "explore" and not isinstance(stmt, ast.Import | ast.ImportFrom):
+            # what a trace/widget/plot call returns is exploration too; names from cells
+            # tagged explore are not: kept code that reads them is an error, not dropped
+            if role == "explore" and why != "tagged explore":
                 tainted |= names.defines
             statements.append(Statement(cell, source, stmt.lineno, role, why, names, stmt))
         if magic_names:
@@ -365,9 +365,34 @@ def _classify(
                 why = _explore_call(value, aliases, labs)
                 if why:
                     return "explore", why
-        if names.uses & tainted and not isinstance(stmt, ast.With):
+        # a new variable made from an exploration result is exploration; a mutation
+        # (``model.w *= t.x``, ``n += t.y``) is not dropped silently: the check reports it
+        # (``panel.recipe_state = ...`` changes an exploration object: exploration too)
+        targets = _target_roots(stmt)
+        plain = isinstance(stmt, ast.Assign) and all(isinstance(t, ast.Name) for t in stmt.targets)
+        if names.uses & tainted and (plain or (targets and targets <= tainted)):
             return "explore", f"uses exploration result {sorted(names.uses & tainted)[0]!r}"
     return "code", ""
+
+
+def _target_roots(stmt: ast.stmt) -> set[str]:
+    """Root names of attribute/subscript targets: ``a.b[0].c = ...`` -> ``{"a"}``."""
+    if isinstance(stmt, ast.Assign):
+        targets = stmt.targets
+    elif isinstance(stmt, ast.AnnAssign | ast.AugAssign):
+        targets = [stmt.target]
+    else:
+        return set()
+    roots = set()
+    for target in targets:
+        node = target
+        while isinstance(node, ast.Attribute | ast.Subscript):
+            node = node.value
+        if isinstance(node, ast.Name) and node is not target:
+            roots.add(node.id)
+        else:
+            return set()
+    return roots
 
 
 def _explore_call(call: ast.Call, aliases: dict[str, str], labs: set[str]) -> str:

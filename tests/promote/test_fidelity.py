@@ -72,3 +72,26 @@ def test_command_line_overrides_the_notebook(trained: Trained):
     run = read_run(out)
     assert run["config"]["max_epochs"] == 1 and run["config"]["seed"] == 3
     assert len(run["steps"]) == 2
+
+
+def test_check_runs_one_batch_before_writing(trained: Trained, capsys: pytest.CaptureFixture):
+    from labkit.cli import main
+
+    out = trained.folder / "checked.py"
+    assert main(["promote", str(trained.executed), "-o", str(out), "--check"]) == 0
+    assert "(checked on one batch)" in capsys.readouterr().out
+    assert out.read_text() == trained.script.read_text().replace("train.py", "checked.py")
+
+
+def test_check_failure_writes_nothing(tmp_path, capsys: pytest.CaptureFixture):
+    from labkit.cli import main
+    from tests.promote._notebooks import numbered, write_notebook
+    from tests.promote.test_analyze import FIT, HEAD, LAB, MODEL
+
+    nb = write_notebook(
+        tmp_path / "nb.ipynb", numbered(HEAD, MODEL, "rows = open('data.csv').read()", LAB, FIT)
+    )
+    assert main(["promote", str(nb), "--check"]) == 1
+    err = capsys.readouterr().err
+    assert "--check: the promoted script failed (exit 1)" in err and "data.csv" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["nb.ipynb"]
