@@ -84,7 +84,7 @@ class Dashboard(anywidget.AnyWidget):
         super().__init__(**kwargs)
         self.on_stop = on_stop
         self.max_points = max_points
-        self._throttle = Throttle(self._send, interval=throttle)
+        self._throttle = Throttle(self._publish, interval=throttle)
         self._steps: list[float] = []
         self._losses: list[float] = []
         self._metrics: dict[str, list[float]] = {}
@@ -187,7 +187,7 @@ class Dashboard(anywidget.AnyWidget):
                 curves[key] = {"x": [p[0] for p in pts], "y": [p[1] for p in pts]}
         return curves
 
-    def _send(self, _: Any) -> None:
+    def _publish(self, _: Any) -> None:
         with self.hold_sync():
             self.series = self._series()
             self.stats = self._stats()
