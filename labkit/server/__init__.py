@@ -20,4 +20,6 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
     from labkit.server.handlers import setup_handlers
 
     setup_handlers(serverapp.web_app)
-    serverapp.log.info("labkit server extension loaded: GET /labkit/api/doctor")
+    serverapp.log.info(
+        "labkit server extension loaded: GET /labkit/api/doctor, POST /labkit/api/promote"
+    )

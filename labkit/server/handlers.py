@@ -28,4 +28,12 @@ class DoctorHandler(APIHandler):
 def setup_handlers(web_app: Any) -> None:
     """Register labkit's routes under the server's base URL."""
     base_url = web_app.settings["base_url"]
-    web_app.add_handlers(".*$", [(url_path_join(base_url, DOCTOR_ROUTE), DoctorHandler)])
+    from labkit.server.promote_handler import PROMOTE_ROUTE, PromoteHandler
+
+    web_app.add_handlers(
+        ".*$",
+        [
+            (url_path_join(base_url, DOCTOR_ROUTE), DoctorHandler),
+            (url_path_join(base_url, PROMOTE_ROUTE), PromoteHandler),
+        ],
+    )

@@ -1,0 +1,95 @@
+"""``POST /labkit/api/promote`` under a real ``jupyter server``."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.jupyter_process import JupyterProcess
+from tests.promote._notebooks import numbered, write_notebook
+from tests.promote.test_analyze import FIT, HEAD, LAB, MODEL
+
+ROUTE = "labkit/api/promote"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterProcess]:
+    root = tmp_path_factory.mktemp("promote-root")
+    (root / "sub").mkdir()
+    write_notebook(root / "sub" / "train.ipynb", numbered(HEAD, MODEL, LAB, FIT))
+    write_notebook(root / "broken.ipynb", numbered(HEAD, "m = width + 1"))
+    (root / "bad.ipynb").write_text("{nope")
+    outside = root.parent / "outside.ipynb"
+    write_notebook(outside, numbered(HEAD, MODEL, LAB, FIT))
+    (root / "link.ipynb").symlink_to(outside)
+    proc = JupyterProcess(root, app="server", log_path=root.parent / "promote-server.log").start()
+    yield proc
+    proc.stop()
+
+
+def _post(server: JupyterProcess, body: dict, *, token: bool = True) -> tuple[int, dict]:
+    try:
+        with server.request(ROUTE, method="POST", body=body, token=token) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        with exc:
+            text = exc.read()
+        try:
+            return exc.code, json.loads(text)
+        except ValueError:
+            return exc.code, {"raw": text.decode(errors="replace")}
+
+
+def _scripts(root: Path) -> list[str]:
+    return sorted(p.relative_to(root).as_posix() for p in root.rglob("*.py"))
+
+
+def test_promote_writes_the_script_then_asks_before_overwriting(server: JupyterProcess):
+    status, data = _post(server, {"path": "sub/train.ipynb"})
+    assert status == 200, data
+    assert data == {"script": "sub/train.py", "warnings": []}
+    assert (server.root_dir / "sub" / "train.py").read_text().startswith("#!/usr/bin/env python")
+    status, data = _post(server, {"path": "sub/train.ipynb"})
+    assert status == 409 and data["script"] == "sub/train.py"
+    assert "exists; pass --force" in data["message"]
+    status, data = _post(server, {"path": "sub/train.ipynb", "force": True})
+    assert status == 200, data
+
+
+def test_errors_name_the_cell_and_write_nothing(server: JupyterProcess):
+    status, data = _post(server, {"path": "broken.ipynb"})
+    assert status == 400
+    assert "cell 2 (In [2]) line 1 uses undefined name 'width'" in data["message"]
+    assert {p["name"] for p in data["problems"] if p["severity"] == "error"} >= {"width"}
+    assert str(server.root_dir) not in json.dumps(data)  # no server paths leak
+    status, data = _post(server, {"path": "bad.ipynb"})
+    assert status == 400 and "bad.ipynb: not a notebook" in data["message"]
+    assert "broken.py" not in _scripts(server.root_dir) and "bad.py" not in _scripts(
+        server.root_dir
+    )
+
+
+@pytest.mark.parametrize("path", ["../outside.ipynb", "sub/../../outside.ipynb", "link.ipynb"])
+def test_paths_outside_the_root_are_refused(server: JupyterProcess, path: str):
+    status, data = _post(server, {"path": path})
+    assert status == 403 and "outside the server's root" in data["message"]
+    assert not (server.root_dir.parent / "outside.py").exists()
+
+
+@pytest.mark.parametrize(
+    ("body", "status"),
+    [({}, 400), ({"path": ""}, 400), ({"path": "sub"}, 400), ({"path": "nope.ipynb"}, 404)],
+)
+def test_bad_requests(server: JupyterProcess, body: dict, status: int):
+    assert _post(server, body)[0] == status
+
+
+def test_request_without_token_is_refused(server: JupyterProcess):
+    before = _scripts(server.root_dir)
+    status, _ = _post(server, {"path": "sub/train.ipynb", "force": True}, token=False)
+    assert status == 403
+    assert _scripts(server.root_dir) == before
