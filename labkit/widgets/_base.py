@@ -80,10 +80,16 @@ class TraceWidget(anywidget.AnyWidget):
         if bundle is None or not self.static_fallback:
             return bundle
         data, meta = bundle
-        png = self.to_png()
-        data["image/png"] = base64.b64encode(png).decode("ascii")
-        data["text/html"] = self.to_html()
+        data.update(self._fallback())
         return data, meta
+
+    def _fallback(self) -> dict[str, str]:
+        """The static mimetypes shown where no widget runs."""
+        png = self.to_png()
+        return {
+            "image/png": base64.b64encode(png).decode("ascii"),
+            "text/html": png_img(png, alt=type(self).__name__),
+        }
 
 
 def png_img(png: bytes, alt: str = "") -> str:

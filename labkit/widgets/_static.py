@@ -94,10 +94,10 @@ def graph_png(
     fig = _figure(min(2.2 * width + 1, 16), min(0.55 * layers + 1, 40))
     ax = fig.add_subplot()
     ax.set_axis_off()
-    xy = {
-        b: (p[1] - (sum(1 for q in pos.values() if q[0] == p[0]) - 1) / 2, -p[0])
-        for b, p in pos.items()
-    }
+    per_layer: dict[int, int] = {}
+    for p in pos.values():
+        per_layer[p[0]] = per_layer.get(p[0], 0) + 1
+    xy = {b: (p[1] - (per_layer[p[0]] - 1) / 2, -p[0]) for b, p in pos.items()}
     vmax = max((values.get(b, 0) for b in g.boxes), default=0)
     cmap = colormaps["YlOrRd"]
     for s, d in g.edges:

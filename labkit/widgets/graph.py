@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 import traitlets as t
@@ -12,6 +14,10 @@ from labkit.widgets._payload import METRICS, graph_state
 
 if TYPE_CHECKING:
     from labkit.trace.model import Trace
+
+
+#: Above this many drawn boxes the HTML fallback is a table, not a matplotlib picture.
+STATIC_MAX_BOXES = 150
 
 
 class GraphView(TraceWidget):
@@ -26,7 +32,9 @@ class GraphView(TraceWidget):
         trace: The trace to show.
         metric: Colour by one of ``"fwd_time"``, ``"bwd_time"``, ``"flops"``, ``"params"``,
             ``"activations"``.
-        depth: Module calls above this depth start expanded (the root is depth 0).
+        depth: Module calls above this depth start expanded (the root is depth 0); leaf
+            modules (ops only inside) start collapsed.
+        expanded: Ids of the module calls to start expanded, instead of ``depth``'s.
         rolled: Roll repeated blocks into one box.
         height: Height of the view in pixels.
         throttle: Minimum seconds between two :meth:`update` deliveries.
@@ -58,19 +66,24 @@ class GraphView(TraceWidget):
         *,
         metric: str = "fwd_time",
         depth: int = DEFAULT_DEPTH,
+        expanded: Iterable[int] | None = None,
         rolled: bool = True,
         height: int = 560,
         throttle: float = 0.25,
     ) -> None:
         self._rolled = rolled
         self._depth = depth
+        self._first_expanded = None if expanded is None else sorted(expanded)
         super().__init__(trace, throttle=throttle, metric=metric, depth=depth, height=height)
+        self._ready = True
 
     def _state(self, trace: Trace, settings: dict[str, Any]) -> dict[str, Any]:
         depth = settings.get("depth", self._depth)
         graph, metrics, expanded = graph_state(trace, rolled=self._rolled, depth=depth)
         if graph["key"] == self.graph.get("key"):
             return {"metrics": metrics}  # same structure: recolour, no new layout
+        if self._first_expanded is not None:  # the caller's choice, once
+            expanded, self._first_expanded = self._first_expanded, None
         return {"graph": graph, "metrics": metrics, "expanded": expanded}
 
     def _apply(self, trace: Trace) -> None:
@@ -79,7 +92,7 @@ class GraphView(TraceWidget):
 
     @t.observe("depth")
     def _depth_changed(self, change: dict[str, Any]) -> None:
-        if self.graph:
+        if getattr(self, "_ready", False) and change["old"] != change["new"]:
             self.expanded = sorted(default_expanded(self._trace, change["new"]))
 
     def visible(self) -> VisibleGraph:
@@ -93,6 +106,15 @@ class GraphView(TraceWidget):
         return graph_png(
             self._trace, expanded=self.expanded, metric=self.metric, rolled=self._rolled
         )
+
+    def _fallback(self) -> dict[str, str]:
+        boxes = len(self.visible().boxes)
+        if boxes <= STATIC_MAX_BOXES:
+            return super()._fallback()
+        # matplotlib takes seconds on big graphs: a table instead, the picture on request
+        text = html.escape(self._trace.summary(depth=self.depth))
+        note = f"{boxes} boxes drawn: static picture skipped; use view.to_png()"
+        return {"text/html": f"<div><p>{note}</p><pre>{text}</pre></div>"}
 
     def __repr__(self) -> str:
         g = self.visible()

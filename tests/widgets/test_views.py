@@ -183,3 +183,21 @@ def test_import_labkit_stays_light():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_explicit_expanded_survives_init(cnn_trace, comms):
+    calls = [n.id for n in cnn_trace.nodes if n.kind == "module"]
+    view = GraphView(cnn_trace, expanded=calls, rolled=False)
+    assert view.expanded == sorted(calls)
+    assert len(view.visible().groups) == len(calls)
+
+
+def test_big_graph_fallback_skips_the_picture(comms):
+    from benchmarks.widget_layout import synthetic_trace
+
+    t = synthetic_trace(1000)
+    view = GraphView(t, expanded=[n.id for n in t.nodes if n.kind == "module"], rolled=False)
+    start = time.monotonic()
+    data, _ = view._repr_mimebundle_()
+    assert time.monotonic() - start < 2
+    assert "image/png" not in data and "static picture skipped" in data["text/html"]
