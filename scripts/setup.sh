@@ -97,8 +97,8 @@ build_extension() {
     rm -rf extensions/lib extensions/tsconfig.tsbuildinfo labkit/labextension
     (cd extensions && PATH="$ROOT/$VENV/bin:$PATH" npm run -s build)
 }
-step extension-build "$(hash_of extensions/package-lock.json extensions/tsconfig.json extensions/src \
-    "$STAMPS/python")" labkit/labextension/package.json build_extension
+step extension-build "$(hash_of extensions/package.json extensions/package-lock.json \
+    extensions/tsconfig.json extensions/src extensions/schema "$STAMPS/python")" labkit/labextension/package.json build_extension
 
 # --- install both extensions into the venv (cheap, always) --------------------------
 LABEXT_DIR=$VENV/share/jupyter/labextensions

@@ -1,0 +1,52 @@
+"""'Promote to script' in a real JupyterLab: the toolbar button and the file browser's
+context menu write the script through the server extension and open it in an editor tab."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.browser.lab_page import open_lab
+from tests.promote._notebooks import numbered, write_notebook
+from tests.promote.test_analyze import FIT, HEAD, LAB, MODEL
+
+pytestmark = pytest.mark.browser
+
+COMMAND = "labkit:promote-to-script"
+
+
+def _editor_tab_shows_script(page, name: str) -> None:
+    page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab.lm-mod-current", has_text=name).wait_for()
+    editor = page.locator(".jp-FileEditor .cm-content").last
+    editor.wait_for()
+    text = editor.inner_text()
+    assert "#!/usr/bin/env python" in text and "def main(" in text
+
+
+def test_toolbar_button_opens_the_promoted_script(page, lab_server):
+    root = lab_server.root_dir
+    write_notebook(root / "toolbar.ipynb", numbered(HEAD, MODEL, LAB, FIT))
+    open_lab(page, lab_server, "toolbar.ipynb")
+    button = page.locator(f".jp-NotebookPanel-toolbar [data-command='{COMMAND}']")
+    button.click()
+    _editor_tab_shows_script(page, "toolbar.py")
+    assert (root / "toolbar.py").read_text().startswith("#!/usr/bin/env python")
+
+
+def test_file_browser_context_menu_and_errors(page, lab_server):
+    root = lab_server.root_dir
+    write_notebook(root / "ctx.ipynb", numbered(HEAD, MODEL, LAB, FIT))
+    write_notebook(root / "ctx_broken.ipynb", numbered(HEAD, "m = width + 1"))
+    open_lab(page, lab_server)
+    page.locator(".jp-DirListing-item[title*='ctx.ipynb']").click(button="right")
+    page.locator(".lm-Menu-itemLabel", has_text="Promote to script").click()
+    _editor_tab_shows_script(page, "ctx.py")
+
+    page.locator(".jp-DirListing-item[title*='ctx_broken.ipynb']").click(button="right")
+    page.locator(".lm-Menu-itemLabel", has_text="Promote to script").click()
+    dialog = page.locator(".jp-Dialog")
+    dialog.wait_for(state="visible")
+    assert "cannot promote ctx_broken.ipynb" in dialog.locator(".jp-Dialog-header").inner_text()
+    errors = dialog.locator("li[data-severity='error']").all_inner_texts()
+    assert any("cell 2 (In [2]) line 1 uses undefined name 'width'" in e for e in errors)
+    dialog.get_by_role("button", name="Ok").click()
+    assert not (root / "ctx_broken.py").exists()
