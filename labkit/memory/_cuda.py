@@ -49,6 +49,7 @@ class CudaStats:
             "ooms": get(s, "num_ooms") - get(s0, "num_ooms"),
             "segments": get(s, "segment.all.current"),
             "allocated_at_start": get(s0, "allocated_bytes.all.current"),
+            "tracked_peak": tracker.dev_peak,
             "untracked_at_start": get(s0, "allocated_bytes.all.current") - tracker.start_cuda,
         }
 
