@@ -168,7 +168,7 @@ export function layoutNested(input, size) {
     levels.set(g, lay);
     if (g !== -1) {
       sizes.set(g, {
-        w: Math.max(lay.width + 2 * PAD, 90),
+        w: Math.max(lay.width + 2 * PAD, 90, size(g).w + 60), // room for the header label
         h: lay.height + HEADER + PAD,
       });
     }
