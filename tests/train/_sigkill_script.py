@@ -1,0 +1,26 @@
+"""Run by test_sigkill: fit (resuming when a checkpoint exists) a model with a 8 MB buffer.
+
+The buffer makes each checkpoint write take long enough for kills to land inside it.
+Usage: python -m tests.train._sigkill_script LOGDIR EPOCHS
+"""
+
+from __future__ import annotations
+
+import sys
+
+import torch
+
+from labkit.train import Lab
+from tests.train._helpers import LOSS, datasets, mlp
+
+
+def main(logdir: str, epochs: int) -> None:
+    model = mlp(dropout=0.1)
+    model.register_buffer("ballast", torch.zeros(2_000_000))  # 8 MB per checkpoint
+    lab = Lab(model, datasets(96), loss=LOSS, batch_size=8, logdir=logdir)
+    lab.fit(max_epochs=epochs, seed=5, resume=True, dashboard=False, dry_run=False,
+            trainer_kwargs={"enable_progress_bar": False})  # fmt: skip
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], int(sys.argv[2]))
