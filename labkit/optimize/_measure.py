@@ -76,30 +76,28 @@ def _one_step(run: Any, model: torch.nn.Module, opt: torch.optim.Optimizer | Non
     opt.step()
 
 
-def _optimizer(run: Any, model: torch.nn.Module) -> torch.optim.Optimizer | None:
+def _copy_with_optimizer(
+    run: Any, model: torch.nn.Module
+) -> tuple[torch.nn.Module, torch.optim.Optimizer | None]:
+    # measure on a copy so the step does not move the weights being compared
+    model = copy.deepcopy(model) if model is run.model else model
     if run.mode != "train":
-        return None
-    if model is run.model:
-        return run.opt
-    return torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=run.lr)
+        return model, None
+    return model, torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=run.lr)
 
 
 def _tracked_peak(run: Any, model: torch.nn.Module) -> int:
     from torch.distributed._tools.mem_tracker import MemTracker
 
-    # measure on a copy so the step does not move the weights being compared
-    model = copy.deepcopy(model) if model is run.model else model
-    opt = (
-        torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=run.lr)
-        if run.mode == "train"
-        else None
-    )
+    model, opt = _copy_with_optimizer(run, model)
     tracker = MemTracker()
     tracker.track_external(model, *([opt] if opt is not None else []))
     with warnings.catch_warnings():
         # MemTracker's own always_call hook re-raises as a UserWarning when forward fails;
         # the failure itself is reported below.
-        warnings.simplefilter("ignore", UserWarning)
+        warnings.filterwarnings(
+            "ignore", message=r".*always_call=True.*raised an exception", category=UserWarning
+        )
         with tracker:
             _one_step(run, model, opt)
     snapshot = tracker.get_tracker_snapshot("peak")
@@ -107,12 +105,15 @@ def _tracked_peak(run: Any, model: torch.nn.Module) -> int:
 
 
 def _cuda_peak(run: Any, model: torch.nn.Module, device: torch.device) -> int:
-    model = copy.deepcopy(model) if model is run.model else model
-    opt = _optimizer(run, model) if model is not run.model else None
-    if run.mode == "train" and opt is None:
-        opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=run.lr)
+    """Weights of this model plus the step's rise over what was allocated before it.
+
+    Other recipes' models share the device, so the allocator's absolute peak would
+    count their weights too.
+    """
+    model, opt = _copy_with_optimizer(run, model)
     torch.cuda.synchronize(device)
+    before = torch.cuda.memory_allocated(device)
     torch.cuda.reset_peak_memory_stats(device)
     _one_step(run, model, opt)
     torch.cuda.synchronize(device)
-    return int(torch.cuda.max_memory_allocated(device))
+    return int(torch.cuda.max_memory_allocated(device) - before + weight_bytes(model))

@@ -10,6 +10,7 @@ sees autocast as global state it guards on rather than code it traces.
 from __future__ import annotations
 
 import contextlib
+import copy
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -22,12 +23,16 @@ AUTOCAST_DTYPES = {"bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}
 class RecipeForward:
     """Callable that runs ``fn`` under autocast and a float32 matmul precision.
 
+    With ``compile_mode`` set, ``fn`` is compiled with ``torch.compile`` (lazily, on
+    the first call). ``copy.deepcopy`` of the model gives the copy its own compiled
+    forward bound to the copied module, never the original's.
+
     Args:
-        fn: The original (bound) forward, or its compiled form.
+        fn: The module's original bound forward.
         device_type: ``"cpu"`` or ``"cuda"``: where autocast applies.
         dtype: Autocast dtype, or ``None`` for no autocast.
         matmul_precision: Value for ``torch.set_float32_matmul_precision`` while running.
-        compile_mode: The ``torch.compile`` mode ``fn`` was compiled with, if any.
+        compile_mode: A ``torch.compile`` mode, or ``None`` to run eagerly.
     """
 
     def __init__(
@@ -44,6 +49,16 @@ class RecipeForward:
         self.dtype = dtype
         self.matmul_precision = matmul_precision
         self.compile_mode = compile_mode
+        self._run = compile_fn(fn, compile_mode) if compile_mode else fn
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> RecipeForward:
+        return RecipeForward(
+            copy.deepcopy(self.fn, memo),  # a bound method: rebinds to the copied module
+            device_type=self.device_type,
+            dtype=self.dtype,
+            matmul_precision=self.matmul_precision,
+            compile_mode=self.compile_mode,
+        )
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         with contextlib.ExitStack() as stack:
@@ -51,7 +66,7 @@ class RecipeForward:
                 stack.enter_context(_matmul_precision(self.matmul_precision))
             if self.dtype is not None:
                 stack.enter_context(torch.autocast(self.device_type, dtype=self.dtype))
-            return self.fn(*args, **kwargs)
+            return self._run(*args, **kwargs)
 
     def __repr__(self) -> str:
         dtype = str(self.dtype).replace("torch.", "") if self.dtype is not None else None

@@ -295,7 +295,6 @@ def _apply_runtime(work: torch.nn.Module, recipe: Recipe) -> list[Step]:
         )
     fn = work.forward
     if recipe.compile:
-        fn = _runtime.compile_fn(fn, recipe.compile)
         note = f"forward compiled lazily on first call (mode={recipe.compile!r})"
         if (
             device_type == "cuda"

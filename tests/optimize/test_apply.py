@@ -258,3 +258,20 @@ def test_cuda_autocast_and_scaler(precision):
 def test_checkpoint_forward_repr(mlp):
     ck = apply(mlp, Recipe(checkpoint=("head",)))
     assert repr(ck.head.forward) == "CheckpointForward(path='head')"
+
+
+def test_deepcopy_of_an_applied_model_runs_the_copy(mlp, x):
+    for recipe in (
+        Recipe(precision="bf16-mixed", checkpoint=("blocks.0",)),
+        Recipe(compile="default"),
+    ):
+        fast = apply(mlp, recipe)
+        twin = copy.deepcopy(fast)
+        assert twin.forward.fn.__self__ is twin
+        assert twin.blocks[0].forward.fn.__self__ is twin.blocks[0] if recipe.checkpoint else True
+        assert twin.forward is not fast.forward and repr(twin.forward) == repr(fast.forward)
+    fast = apply(mlp, Recipe(precision="bf16-mixed"))
+    twin = copy.deepcopy(fast)
+    with torch.no_grad():
+        twin.head.bias.add_(1.0)
+        assert not torch.equal(twin(x), fast(x))
