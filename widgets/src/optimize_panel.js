@@ -11,7 +11,8 @@ const CSS = `
 .lk-opt .lk-progress > div { height: 100%; background: #3b7dd8; }
 .lk-opt .lk-error { color: #b00020; white-space: pre-wrap; }
 .lk-opt table { border-collapse: collapse; margin: 6px 0; }
-.lk-opt td, .lk-opt th { padding: 2px 8px; text-align: right; border-bottom: 1px solid #eee; }
+.lk-opt select { width: auto; }
+.lk-opt td, .lk-opt th { padding: 2px 8px; text-align: right; border-bottom: 1px solid #eee; white-space: nowrap; }
 .lk-opt td:first-child, .lk-opt th:first-child { text-align: left; }
 .lk-opt .lk-bar { display: flex; align-items: center; gap: 6px; margin: 2px 0; }
 .lk-opt .lk-bar > span:first-child { width: 180px; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
