@@ -12,6 +12,7 @@ const CSS = `
 .lk-opt .lk-error { color: #b00020; white-space: pre-wrap; }
 .lk-opt table { border-collapse: collapse; margin: 6px 0; }
 .lk-opt select { width: auto; }
+.lk-opt [data-testid="opt-results"] { overflow-x: auto; }
 .lk-opt td, .lk-opt th { padding: 2px 8px; text-align: right; border-bottom: 1px solid #eee; white-space: nowrap; }
 .lk-opt td:first-child, .lk-opt th:first-child { text-align: left; }
 .lk-opt .lk-bar { display: flex; align-items: center; gap: 6px; margin: 2px 0; }
