@@ -31,6 +31,8 @@ _LAZY = {
     "compare": "labkit.optimize",
     "advise": "labkit.optimize",
     "Lab": "labkit.train",
+    "GAT": "labkit.gnn",
+    "GATv2": "labkit.gnn",
 }
 
 __all__ = ["__version__", *_LAZY]

@@ -22,6 +22,7 @@ _LAZY = {
     "MemoryTimeline": "labkit.widgets.memory",
     "TraceView": "labkit.widgets.show",
     "Dashboard": "labkit.widgets.dashboard",
+    "AttentionView": "labkit.widgets.attention",
 }
 
 __all__ = list(_LAZY)

@@ -1,0 +1,146 @@
+"""AttentionView: a node's k-hop neighbourhood drawn with the GAT attention on every edge."""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+import anywidget
+import traitlets as t
+
+from labkit.widgets._assets import bundle_path
+
+
+class AttentionView(anywidget.AnyWidget):
+    """Pick a node; its k-hop incoming neighbourhood is drawn with edge width and colour
+    from the attention weights, per head or averaged over heads.
+
+    The picked node sits in the centre, hop-1 neighbours on the first ring, hop-2 on the
+    second. An edge ``h`` hops out carries the coefficients of the layer that consumes it
+    (the last layer for the node's own in-edges). Click any drawn node to pick it; the
+    toolbar picks the head (or the mean) and the number of hops. The weights come from
+    :func:`labkit.gnn.attention_map`, computed once when the view is made; picking a node
+    only re-reads them.
+
+    Args:
+        model: A :class:`~labkit.gnn.GAT` or :class:`~labkit.gnn.GATv2`.
+        data: The graph (``x``, ``edge_index``, optionally ``y`` to colour nodes by class).
+        node: The node shown first.
+        hops: Hops drawn (1 to the number of layers).
+        head: Head whose weights are drawn, or ``-1`` for the mean over heads.
+        height: Height in pixels.
+
+    Returns:
+        A widget; ``view.node`` is the picked node and ``view.view`` the drawn data.
+
+    Example:
+        >>> from labkit.gnn import GAT, karate
+        >>> data = karate()
+        >>> AttentionView(GAT(data.num_features, 4, 4, heads=2), data, node=0)
+        AttentionView(model=GAT, node=0, hops=2, head='mean', nodes=34)
+    """
+
+    view = t.Dict().tag(sync=True)
+    node = t.Int(0).tag(sync=True)
+    hops = t.Int(2).tag(sync=True)
+    head = t.Int(-1).tag(sync=True)
+    num_nodes = t.Int(0).tag(sync=True)
+    max_hops = t.Int(1).tag(sync=True)
+    height = t.Int(480).tag(sync=True)
+
+    @property
+    def _esm(self) -> str:  # read by AnyWidget.__init__
+        return bundle_path("attention").read_text()
+
+    def __init__(
+        self,
+        model: Any,
+        data: Any,
+        *,
+        node: int = 0,
+        hops: int = 2,
+        head: int = -1,
+        height: int = 480,
+    ) -> None:
+        from labkit.gnn.attention import attention_map
+
+        amap = attention_map(model, data)
+        self._amap = amap
+        hops = min(hops, amap.num_layers)
+        self._check(node, hops, head, amap)
+        super().__init__(
+            num_nodes=amap.num_nodes, max_hops=amap.num_layers, node=node, hops=hops,
+            head=head, height=height,
+        )  # fmt: skip
+        self._refresh()
+        self.observe(self._on_change, names=["node", "hops"])
+
+    @staticmethod
+    def _check(node: int, hops: int, head: int, amap: Any) -> None:
+        if not 0 <= node < amap.num_nodes:
+            raise ValueError(f"AttentionView: node must be in [0, {amap.num_nodes}), got {node}")
+        if not 1 <= hops <= amap.num_layers:
+            raise ValueError(f"AttentionView: hops must be in [1, {amap.num_layers}], got {hops}")
+        if head != -1 and not 0 <= head < min(amap.heads):
+            raise ValueError(
+                f"AttentionView: head must be -1 (mean) or in [0, {min(amap.heads)}), got {head}"
+            )
+
+    @property
+    def attention(self) -> Any:
+        """The :class:`~labkit.gnn.attention.AttentionMap` behind the view."""
+        return self._amap
+
+    def _refresh(self) -> None:
+        from labkit.gnn.attention import node_attention
+
+        self.view = node_attention(self._amap, self.node, hops=self.hops).to_dict()
+
+    def _on_change(self, change: dict[str, Any]) -> None:
+        try:
+            self._check(self.node, self.hops, self.head, self._amap)
+        except ValueError:
+            with self.hold_trait_notifications():
+                setattr(self, change["name"], change["old"])
+            raise
+        self._refresh()
+
+    def head_sums(self) -> list[float]:
+        """Per head, the sum of the drawn weights on the picked node's incoming edges."""
+        sums = [0.0] * (self.view["heads"][0] if self.view["heads"] else 0)
+        for e in self.view["edges"]:
+            if e["hop"] == 1:
+                for h, w in enumerate(e["weights"]):
+                    sums[h] += w
+        return sums
+
+    def to_html(self) -> str:
+        """The picked node's incoming weights as a static HTML table (for exported notebooks)."""
+        v = self.view
+        heads = v["heads"][0] if v["heads"] else 0
+        head_cells = "".join(f"<th>head {h}</th>" for h in range(heads))
+        rows = []
+        for e in sorted((e for e in v["edges"] if e["hop"] == 1), key=lambda e: -e["mean"]):
+            cells = "".join(f"<td>{w:.3f}</td>" for w in e["weights"])
+            rows.append(f"<tr><td>{e['src']}</td>{cells}<td>{e['mean']:.3f}</td></tr>")
+        title = html.escape(f"Attention into node {v['node']} ({self._amap.model})")
+        return (
+            f"<div><b>{title}</b><table><tr><th>from</th>{head_cells}<th>mean</th></tr>"
+            + "".join(rows)
+            + "</table></div>"
+        )
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> tuple[dict, dict] | None:
+        bundle = super()._repr_mimebundle_(**kwargs)
+        if bundle is None:
+            return bundle
+        data, meta = bundle
+        data["text/html"] = self.to_html()
+        return data, meta
+
+    def __repr__(self) -> str:
+        head = "mean" if self.head == -1 else self.head
+        return (
+            f"AttentionView(model={self._amap.model}, node={self.node}, hops={self.hops}, "
+            f"head={head!r}, nodes={self.num_nodes})"
+        )
