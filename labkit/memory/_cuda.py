@@ -2,31 +2,54 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 import torch
+
+HISTORY_ENTRIES = 100_000
 
 
 class CudaStats:
     """Reads ``torch.cuda.memory_stats`` around a recording (peak counters are reset at begin)."""
 
-    def __init__(self, device: torch.device) -> None:
+    def __init__(self, device: torch.device, history: str | os.PathLike[str] | None = None) -> None:
         self.device = device
+        self.history = history
         self._start: dict[str, Any] = {}
+        self._recording = False
 
     def __repr__(self) -> str:
-        return f"CudaStats(device={self.device})"
+        return f"CudaStats(device={self.device}, history={self.history!r})"
 
     def begin(self) -> None:
         torch.cuda.synchronize(self.device)
+        if self.history is not None:
+            # the allocator's own event history with stacks, for pytorch.org/memory_viz
+            torch.cuda.memory._record_memory_history(max_entries=HISTORY_ENTRIES)
+            self._recording = True
         torch.cuda.reset_peak_memory_stats(self.device)
         self._start = dict(torch.cuda.memory_stats(self.device))
+
+    def stop_history(self) -> str | None:
+        """Write the history snapshot (when asked for) and stop recording it."""
+        if not self._recording:
+            return None
+        try:
+            path = str(Path(self.history).expanduser())  # type: ignore[arg-type]
+            torch.cuda.memory._dump_snapshot(path)
+            return path
+        finally:
+            self._recording = False
+            torch.cuda.memory._record_memory_history(enabled=None)
 
     def end(self, tracker: Any) -> dict[str, Any]:
         """Allocator figures since :meth:`begin`, plus what the storage accounting did not see."""
         torch.cuda.synchronize(self.device)
         s = torch.cuda.memory_stats(self.device)
         s0 = self._start
+        history = self.stop_history()
 
         def get(stats: dict[str, Any], key: str) -> int:
             return int(stats.get(key, 0))
@@ -51,6 +74,7 @@ class CudaStats:
             "allocated_at_start": get(s0, "allocated_bytes.all.current"),
             "tracked_peak": tracker.dev_peak,
             "untracked_at_start": get(s0, "allocated_bytes.all.current") - tracker.start_cuda,
+            **({"history": history} if history else {}),
         }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -27,6 +28,7 @@ def memory(
     optimizer: torch.optim.Optimizer | None = None,
     backward: bool = True,
     max_samples: int = MAX_SAMPLES,
+    cuda_history: str | os.PathLike[str] | None = None,
 ) -> MemoryReport:
     """Record where every byte of one training step goes: forward, backward, optimizer step.
 
@@ -45,6 +47,9 @@ def memory(
         optimizer: Run ``optimizer.step()`` after backward; its state counts.
         backward: Run the backward pass.
         max_samples: Keep at most about this many timeline samples (peaks kept).
+        cuda_history: On CUDA, also record the caching allocator's own event history
+            (with Python stacks) and write the snapshot to this path; drop the file on
+            https://pytorch.org/memory_viz. Costs more than the recording itself.
 
     Returns:
         A :class:`MemoryReport` holding the :class:`~labkit.trace.Trace`.
@@ -61,11 +66,20 @@ def memory(
     check_model(model, "labkit.memory")
     if max_samples < 2:
         raise ValueError(f"max_samples must be at least 2, got {max_samples}")
+    if cuda_history is not None and not any(p.is_cuda for p in model.parameters()):
+        raise ValueError(
+            "cuda_history records the CUDA caching allocator's history, but the parameters of "
+            f"{type(model).__name__} are not on a CUDA device: drop cuda_history or move the "
+            "model with model.cuda()"
+        )
     args, kwargs = _split(batch)
     check_devices(model, args, kwargs)
     rec = Recorder(model, mode="timing")
     tracker = MemoryTracker(
-        rec, optimizers=(optimizer,) if optimizer is not None else (), inputs=(args, kwargs)
+        rec,
+        optimizers=(optimizer,) if optimizer is not None else (),
+        inputs=(args, kwargs),
+        cuda_history=cuda_history,
     )
     err: BaseException | None = None
     misuse: list[ValueError] = []
@@ -99,8 +113,14 @@ def memory(
 @contextmanager
 def _recording(rec: Recorder, tracker: MemoryTracker) -> Iterator[None]:
     """The recorder outside, the tracker inside: both always removed, innermost first."""
-    with rec, tracker:
-        yield
+    with rec:
+        # module times are not what this recording is for: no CUDA synchronize at every
+        # module boundary (it would serialise the GPU and inflate the step several times)
+        if rec._sync:
+            rec._sync = False
+            rec._notes.append("memory recording: module times are host-side (no CUDA sync)")
+        with tracker:
+            yield
 
 
 def _report(rec: Recorder, tracker: MemoryTracker, max_samples: int) -> MemoryReport:

@@ -18,10 +18,12 @@ def memory_meta(tracker: MemoryTracker, device: str = "cpu") -> MemoryMeta:
     """Freeze a finished tracker's peak, attribution and allocator figures."""
     by_module: dict[str, dict[str, int]] = {}
     for (module, cat), n in sorted(tracker.peak_mod.items()):
-        by_module.setdefault(module, {})[CATEGORIES[cat]] = n
+        if n:
+            by_module.setdefault(module, {})[CATEGORIES[cat]] = n
     fp32: dict[str, int] = {}
     for (_, cat), n in tracker.peak_fp32.items():
-        fp32[CATEGORIES[cat]] = fp32.get(CATEGORIES[cat], 0) + n
+        if n:
+            fp32[CATEGORIES[cat]] = fp32.get(CATEGORIES[cat], 0) + n
     notes = [
         "bytes are tensor storages (each counted once however many views share it); "
         "buffers count as parameters",

@@ -83,6 +83,8 @@ class MemoryTracker(TorchDispatchMode):
             costs a few microseconds per allocation).
         optimizers: Optimizers whose existing state counts from the start.
         inputs: Tensors (or nested containers) to count as inputs from the start.
+        cuda_history: On CUDA, also record the caching allocator's event history and
+            write its snapshot here (a pickle for https://pytorch.org/memory_viz).
 
     Example:
         >>> rec = Recorder(model, mode="timing")            # doctest: +SKIP
@@ -99,8 +101,10 @@ class MemoryTracker(TorchDispatchMode):
         stacks: bool = False,
         optimizers: tuple[Any, ...] = (),
         inputs: Any = None,
+        cuda_history: str | os.PathLike[str] | None = None,
     ) -> None:
         super().__init__()
+        self.cuda_history = cuda_history
         self.rec = recorder
         self.own_pack_hooks = own_pack_hooks
         self.stacks = stacks
@@ -164,7 +168,7 @@ class MemoryTracker(TorchDispatchMode):
             if device.type == "cuda":
                 from labkit.memory._cuda import CudaStats
 
-                self._cuda_state = CudaStats(device)
+                self._cuda_state = CudaStats(device, self.cuda_history)
                 self._cuda_state.begin()
             self.active = True
             for path, mod in model.named_modules():
@@ -222,19 +226,23 @@ class MemoryTracker(TorchDispatchMode):
                 handles, self._handles = self._handles, []
                 for h in handles:
                     h.remove()
-                if self.active:
-                    stack = getattr(self.rec, "_stack", None)
-                    if stack and self.failed_module is None:  # left in the middle of a call
-                        self.failed_module = stack[-1].module or ""
-                    self._sample(self._phase(), self._module())
-                    if self._dirty:
-                        self._snapshot()
+                try:
+                    if self.active:
+                        stack = getattr(self.rec, "_stack", None)
+                        if stack and self.failed_module is None:  # left in the middle of a call
+                            self.failed_module = stack[-1].module or ""
+                        self._sample(self._phase(), self._module())
+                        if self._dirty:
+                            self._snapshot()
+                        if self._cuda_state is not None:
+                            self.cuda = self._cuda_state.end(self)
+                finally:
                     if self._cuda_state is not None:
-                        self.cuda = self._cuda_state.end(self)
-                self.active = False
-                # dropping the weak references drops their callbacks too
-                self._recs = {}
-                self._by_sid = {}
+                        self._cuda_state.stop_history()
+                    self.active = False
+                    # dropping the weak references drops their callbacks too
+                    self._recs = {}
+                    self._by_sid = {}
 
     # ------------------------------------------------------------ accounting
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[override]
@@ -351,8 +359,8 @@ class MemoryTracker(TorchDispatchMode):
     def _snapshot(self) -> None:
         self._dirty = False
         self.peak_cat = list(self._cat)
-        self.peak_mod = {k: v for k, v in self._mod.items() if v}
-        self.peak_fp32 = {k: v for k, v in self._fp32.items() if v}
+        self.peak_mod = dict(self._mod)  # zeros are dropped when the result is built
+        self.peak_fp32 = dict(self._fp32)
 
     def _sample(self, phase: str, module: str) -> None:
         self._events.append((time.perf_counter() - self._t0, phase, module, *self._cat))

@@ -118,3 +118,19 @@ def test_cuda_full_mode_trace_has_allocator_figures() -> None:
     assert t.memory_meta.allocator["peak_allocated"] > 0
     assert t.memory_meta.allocator["tracked_peak"] > 0
     assert_clean(model)
+
+
+def test_cuda_history_snapshot_is_written_for_memory_viz(tmp_path) -> None:
+    import pickle
+
+    dev = torch.device("cuda")
+    model = nn.Sequential(nn.Linear(256, 1024), nn.ReLU(), nn.Linear(1024, 4)).to(dev)
+    path = tmp_path / "step.pickle"
+    rep = labkit.memory(model, torch.randn(32, 256, device=dev), cuda_history=path)
+    assert rep.allocator["history"] == str(path)
+    with open(path, "rb") as f:
+        snap = pickle.load(f)
+    assert snap["segments"]
+    actions = {e["action"] for trace in snap["device_traces"] for e in trace}
+    assert "alloc" in actions
+    assert_clean(model)

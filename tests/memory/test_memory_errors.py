@@ -123,5 +123,7 @@ def test_wrong_arguments_name_what_to_fix() -> None:
     assert_clean(model)
     with pytest.raises(ValueError, match="max_samples must be at least 2"):
         labkit.memory(model, torch.randn(4, 8), max_samples=1)
+    with pytest.raises(ValueError, match=r"not on a CUDA device.*model\.cuda\(\)"):
+        labkit.memory(model, torch.randn(4, 8), cuda_history="step.pickle")
     assert_clean(model)
     _ = F
