@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from labkit._format import fmt_bytes
+from labkit.memory._session import recording
 from labkit.memory.attribution import MemoryReport
 from labkit.memory.errors import MemoryRecordError
 from labkit.memory.timeline import MAX_SAMPLES
@@ -84,7 +84,7 @@ def memory(
     err: BaseException | None = None
     misuse: list[ValueError] = []
     try:
-        with _recording(rec, tracker):
+        with recording(rec, tracker):
             out = model(*args, **kwargs)
             if backward:
                 try:
@@ -108,19 +108,6 @@ def memory(
             err.__cause__ if isinstance(err, TraceError) and err.__cause__ is not None else err
         )
     return report
-
-
-@contextmanager
-def _recording(rec: Recorder, tracker: MemoryTracker) -> Iterator[None]:
-    """The recorder outside, the tracker inside: both always removed, innermost first."""
-    with rec:
-        # module times are not what this recording is for: no CUDA synchronize at every
-        # module boundary (it would serialise the GPU and inflate the step several times)
-        if rec._sync:
-            rec._sync = False
-            rec._notes.append("memory recording: module times are host-side (no CUDA sync)")
-        with tracker:
-            yield
 
 
 def _report(rec: Recorder, tracker: MemoryTracker, max_samples: int) -> MemoryReport:

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from labkit._format import fmt_bytes
+from labkit.memory._session import recording
 from labkit.memory.tracker import ACTS, CATEGORIES, GRADS, OPT, PARAMS, MemoryTracker
 from labkit.trace.recorder import Recorder, check_model
 
@@ -132,7 +133,7 @@ def find_growth(
     rec = Recorder(model, mode="timing")
     tracker = MemoryTracker(rec, stacks=True)
     after: list[int] = []
-    with rec, tracker:
+    with recording(rec, tracker):
         for _ in range(steps):
             step()
             if after and tracker.live_bytes() > after[-1]:

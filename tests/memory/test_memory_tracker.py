@@ -197,3 +197,15 @@ def test_tracker_repr_and_timeline_downsampling_keeps_the_peak() -> None:
     assert len(rep.samples) <= 14
     assert max(sum(s.bytes.values()) for s in rep.samples) == rep.peak_bytes
     assert rep.meta.events > len(rep.samples)
+
+
+@pytest.mark.parametrize("ctx", [torch.no_grad, torch.inference_mode])
+def test_inference_step_has_no_activations_or_backward(ctx) -> None:
+    torch.manual_seed(0)
+    model = Stack(d=32, n=2).eval()
+    with ctx():
+        rep = labkit.memory(model, torch.randn(64, 32), backward=False)
+    assert {s.phase for s in rep.samples} == {"forward"}
+    assert all(s.bytes["activations"] == 0 for s in rep.samples)
+    assert rep.peak_bytes > rep.meta.start_bytes == rep.by_category()["parameters"] + 64 * 32 * 4
+    assert_clean(model)
