@@ -15,6 +15,7 @@ Run: ``python -m benchmarks.optimize`` (``--quick`` for fewer rounds, ``--cuda``
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 
@@ -55,7 +56,11 @@ def train_step(model: nn.Module, x: torch.Tensor):  # type: ignore[no-untyped-de
 def main(quick: bool = False) -> None:
     rounds = 5 if quick else 11
     print(describe())
-    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}\n")
+    load = ", ".join(f"{v:.1f}" for v in os.getloadavg())
+    print(
+        f"torch {torch.__version__}, threads {torch.get_num_threads()}, "
+        f"load average {load} on {os.cpu_count()} CPUs (other work shares this machine)\n"
+    )
     x = torch.randn(8, 128, 256)
 
     # 1. int8 dynamic on one thread (as the anchor was measured)

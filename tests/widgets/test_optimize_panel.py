@@ -5,6 +5,13 @@ import torch
 
 from labkit.optimize import Recipe
 from labkit.widgets.optimize_panel import OptimizePanel
+from tests.optimize.conftest import MLP
+
+
+@pytest.fixture
+def mlp() -> MLP:
+    torch.manual_seed(0)
+    return MLP()
 
 
 class Lab:
