@@ -23,7 +23,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from tests.browser.lab_page import RUN_TIMEOUT_MS, open_lab, run_all_cells
+from tests.browser.lab_page import ARTIFACTS, RUN_TIMEOUT_MS, open_lab, run_all_cells
+
+# helpers (tests/browser/_notebook.py) import these from here
+__all__ = ["ARTIFACTS", "CHROMIUM", "CHROMIUM_ARGS", "RUN_TIMEOUT_MS", "open_lab", "run_all_cells"]
 from tests.jupyter_process import JupyterProcess
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -35,7 +38,6 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 PYTHON3_KERNELSPEC = {"name": "python3", "display_name": "Python 3", "language": "python"}
 
 
@@ -81,11 +83,7 @@ def open_and_run(page, lab_server: JupyterProcess) -> Callable[..., object]:
         # without a kernelspec JupyterLab asks which kernel to start
         notebook.metadata.setdefault("kernelspec", PYTHON3_KERNELSPEC)
         nbformat.write(notebook, lab_server.root_dir / name)
-        open_lab(page, lab_server, name)
-        page.wait_for_selector(".jp-NotebookPanel .jp-Notebook-ExecutionIndicator")
-        page.wait_for_selector(
-            ".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=RUN_TIMEOUT_MS
-        )
+        open_lab(page, lab_server, name)  # waits for the kernel
         page.locator(".jp-NotebookPanel .jp-Cell").first.click()
         run_all_cells(page)
         return page
@@ -98,7 +96,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
     outcome = yield
     report = outcome.get_result()
     page = getattr(item, "funcargs", {}).get("page")
-    if report.when == "call" and report.failed and page is not None:
+    if report.when in ("setup", "call") and report.failed and page is not None:
         ARTIFACTS.mkdir(exist_ok=True)
         safe = re.sub(r"[^\w.-]+", "_", item.nodeid)
         path = ARTIFACTS / f"{safe}.png"

@@ -42,3 +42,16 @@ def test_server_stop_leaves_no_process(tmp_path: Path):
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
     survivors = [p for p in children if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
     assert survivors == []
+
+
+def test_run_all_names_the_cell_that_raised(open_and_run):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell("a = 1"),
+        nbformat.v4.new_code_cell("raise ValueError('planted failure')"),
+        nbformat.v4.new_code_cell("b = 2"),
+    ]
+    with pytest.raises(AssertionError, match=r"stopped after cell 1 \(0-based\) of 3") as info:
+        open_and_run(nb, "raises.ipynb")
+    assert "planted failure" in str(info.value)
+    assert "screenshot: " in str(info.value)
