@@ -100,14 +100,18 @@ function render({ model, el }) {
     const nodes = s("g", { class: "lk-att-nodes" });
     // far hops first, so the picked node's own edges lie on top
     const ordered = [...view.edges].sort((a, b) => b.hop - a.hop);
+    // colour and width relative to the largest drawn weight, so small graphs and big
+    // neighbourhoods (many weights near 1/degree) both show contrast
+    const maxW = Math.max(1e-12, ...ordered.map((e) => edgeWeight(e, head)));
     for (const e of ordered) {
       const w = edgeWeight(e, head);
+      const rel = w / maxW;
       const a = pos.get(e.src);
       const b = pos.get(e.dst);
       if (!a || !b) continue;
       const attrs = {
         class: "lk-att-edge", "data-src": e.src, "data-dst": e.dst, "data-hop": e.hop,
-        "data-weight": w.toFixed(6), stroke: weightColor(w), "stroke-width": (0.6 + 7 * w).toFixed(2),
+        "data-weight": w.toFixed(6), stroke: weightColor(rel), "stroke-width": (0.6 + 5 * rel).toFixed(2),
         fill: "none", opacity: e.hop === 1 ? 1 : 0.55,
       };
       const line = e.src === e.dst
@@ -149,7 +153,7 @@ function render({ model, el }) {
       e.weights.forEach((w, k) => { sums[k] = (sums[k] || 0) + w; });
     }
     const incoming = view.edges.filter((e) => e.hop === 1).length;
-    info.textContent = `node ${view.node}: ${incoming} incoming edges, ${view.nodes.length} nodes in ${view.hops} hops; head sums ${sums.map((x) => x.toFixed(3)).join(" / ")}`;
+    info.textContent = `node ${view.node}: ${incoming} incoming edges, ${view.nodes.length} nodes in ${view.hops} hops; head sums ${sums.map((x) => x.toFixed(3)).join(" / ")}; darkest edge ${maxW.toFixed(3)}`;
   }
 
   nodeIn.addEventListener("change", () => {
