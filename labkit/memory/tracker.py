@@ -33,6 +33,7 @@ _FWD, _BWD, _OPT = PHASES
 _TORCH_DIR = os.path.dirname(torch.__file__)
 _LABKIT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _current_task = torch._C._current_graph_task_id
+_F32 = torch.float32
 
 
 class _Rec:
@@ -52,17 +53,20 @@ class _Rec:
         "step",
     )
 
-    def __init__(self, nbytes: int, cat: int, module: str, phase: str, fp32: bool) -> None:
+    def __init__(
+        self, nbytes: int, cat: int, module: str, phase: str, fp32: bool, dev: bool, sid: int,
+        step: int, op: str = "",
+    ) -> None:  # fmt: skip
         self.nbytes = nbytes
         self.cat = cat
         self.module = module
         self.phase = phase
         self.fp32 = fp32
-        self.dev = False
-        self.op = ""
+        self.dev = dev
+        self.sid = sid
+        self.step = step
+        self.op = op
         self.site: tuple[str, int, str] | None = None
-        self.step = 0
-        self.sid = 0
         self.ref: Any = None
 
 
@@ -258,29 +262,39 @@ class MemoryTracker(TorchDispatchMode):
         return out
 
     def _created(self, t: torch.Tensor, func: Any) -> None:
+        # runs for every tensor an op returns: kept flat (no helper calls on the common path)
         try:
             st = t.untyped_storage()
         except (RuntimeError, NotImplementedError):
             return  # sparse, nested or functional tensors have no plain storage
-        rec = self._by_sid.get(id(st))
-        if rec is not None:
-            n = st.nbytes()
+        sid = id(st)
+        n = st.nbytes()
+        rec = self._by_sid.get(sid)
+        if rec is not None:  # a view, or an in-place / out= op
             if n != rec.nbytes:  # resize_ or an out= op grew it
                 self._adjust(rec, n - rec.nbytes)
             return
-        if t.device.type == "meta":
+        if n == 0 or t.is_meta:
             return
-        phase = self._phase()
-        module = self._module(phase)
-        rec = self._add(st, TEMPS, module, phase, t.dtype == torch.float32)
-        if rec is None:
-            return
-        rec.op = func.__name__
+        if self._in_opt:
+            phase, module = _OPT, ""
+        elif _current_task() != -1:
+            call = self.rec._bwd_call
+            phase, module = _BWD, (call.module or "") if call is not None else ""
+        else:
+            stack = self.rec._stack
+            phase, module = _FWD, (stack[-1].module or "") if stack else ""
+        rec = _Rec(n, TEMPS, module, phase, t.dtype is _F32, not t.is_cpu, sid, self.step,
+                   func.__name__)  # fmt: skip
+        ref = rec.ref = weakref.ref(st, self._on_free)
+        self._recs[id(ref)] = rec
+        self._by_sid[sid] = rec
+        self._count(rec, n, phase, module)
         if self._in_opt:
             self._opt_created.append(rec)
         if self.stacks:
             rec.site = _user_frame()
-        self._sample(phase, module)
+        self._events.append((time.perf_counter() - self._t0, phase, module, *self._cat))
 
     def _track(self, t: torch.Tensor, cat: int, module: str, phase: str) -> _Rec | None:
         """Count ``t``'s storage as ``cat`` (moving it there if already counted)."""
@@ -301,18 +315,14 @@ class MemoryTracker(TorchDispatchMode):
         n = st.nbytes()
         if n == 0:
             return None
-        rec = _Rec(n, cat, module, phase, fp32)
-        rec.dev = st.device.type != "cpu"
-        ref = weakref.ref(st, self._on_free)
-        rec.ref = ref
-        rec.sid = id(st)
-        rec.step = self.step
+        rec = _Rec(n, cat, module, phase, fp32, st.device.type != "cpu", id(st), self.step)
+        ref = rec.ref = weakref.ref(st, self._on_free)
         self._recs[id(ref)] = rec
         self._by_sid[rec.sid] = rec
         self._count(rec, n)
         return rec
 
-    def _count(self, rec: _Rec, n: int) -> None:
+    def _count(self, rec: _Rec, n: int, phase: str | None = None, module: str = "") -> None:
         if n < 0 and self._dirty:
             self._snapshot()
         self._cat[rec.cat] += n
@@ -329,8 +339,11 @@ class MemoryTracker(TorchDispatchMode):
             self.peak = self.total
             self._dirty = True
             self.peak_time = time.perf_counter() - self._t0
-            self.peak_phase = phase = self._phase()
-            self.peak_module = self._module(phase)
+            if phase is None:
+                phase = self._phase()
+                module = self._module(phase)
+            self.peak_phase = phase
+            self.peak_module = module
 
     def _adjust(self, rec: _Rec, delta: int) -> None:
         self._count(rec, delta)
@@ -353,7 +366,7 @@ class MemoryTracker(TorchDispatchMode):
         if rec is None or not self.active:
             return
         self._by_sid.pop(rec.sid, None)
-        self._count(rec, -rec.nbytes)
+        self._count(rec, -rec.nbytes, "")  # a free never sets a peak: no need to know where
         self._sample(self._phase(), self._module())
 
     def _snapshot(self) -> None:

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from torch.profiler import ProfilerActivity, profile
 
 import labkit
-from labkit.memory import CATEGORIES, MemoryTracker
+from labkit.memory import CATEGORIES, MemoryReport, MemoryTracker
 from labkit.trace import Recorder, Trace
 from tests.memory.conftest import MLP, Stack, assert_clean
 
@@ -182,6 +182,11 @@ def test_full_mode_trace_carries_the_timeline_and_round_trips(tmp_path) -> None:
     t.save(path)
     back = Trace.load(path)
     assert back == t and back.memory_meta == t.memory_meta
+    # the recorder's own saved-bytes column agrees where the model input is not involved
+    rows = {r["path"]: r for r in t.rows()}
+    saved = MemoryReport(t).saved_by_module()
+    for path in ("blocks.1.fc1", "blocks.1.act", "blocks.1.fc2", "blocks.0.act"):
+        assert saved[path] == rows[path]["saved_bytes_self"] > 0, path
     timing = labkit.trace(model, torch.randn(8, 16), mode="timing")
     assert timing.memory == () and timing.memory_meta is None
     assert_clean(model)
