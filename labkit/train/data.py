@@ -41,27 +41,42 @@ def _is_pyg_dataset(data: Any) -> bool:
                for c in type(data).__mro__)  # fmt: skip
 
 
-class PairDataModule(pl.LightningDataModule):
-    """A DataModule over a training loader and an optional validation loader.
+class TrainDataModule(pl.LightningDataModule):
+    """A DataModule over a training loader only (no validation loop runs).
 
     Args:
         train: Training DataLoader.
-        val: Validation DataLoader, or None.
+    """
+
+    def __init__(self, train: Any) -> None:
+        super().__init__()
+        self.train = train
+        self.val = None
+
+    def train_dataloader(self) -> Any:
+        return self.train
+
+    def __repr__(self) -> str:
+        return f"TrainDataModule(train={_describe(self.train)})"
+
+
+class PairDataModule(TrainDataModule):
+    """A DataModule over a training loader and a validation loader.
+
+    Args:
+        train: Training DataLoader.
+        val: Validation DataLoader.
 
     Example:
         >>> dm = PairDataModule(DataLoader(train_ds, batch_size=32), None)  # doctest: +SKIP
     """
 
-    def __init__(self, train: Any, val: Any | None = None) -> None:
-        super().__init__()
-        self.train = train
+    def __init__(self, train: Any, val: Any) -> None:
+        super().__init__(train)
         self.val = val
 
-    def train_dataloader(self) -> Any:
-        return self.train
-
     def val_dataloader(self) -> Any:
-        return self.val if self.val is not None else []
+        return self.val
 
     def __repr__(self) -> str:
         return f"PairDataModule(train={_describe(self.train)}, val={_describe(self.val)})"
@@ -179,6 +194,8 @@ def as_datamodule(
                 f"Lab data: the {name} part is a {type(obj).__name__}; give a DataLoader, a "
                 "Dataset, a (train, val) pair of them, a LightningDataModule or a PyG dataset"
             )
+    if val_loader is None:
+        return TrainDataModule(train_loader)
     return PairDataModule(train_loader, val_loader)
 
 

@@ -42,6 +42,8 @@ def _quiet_lightning() -> Iterator[None]:
         # labkit shows throughput and data wait in the dashboard instead
         warnings.filterwarnings("ignore", message=r".*does not have many workers.*")
         warnings.filterwarnings("ignore", message=r".*smaller than the logging interval.*")
+        # LabModule always defines validation_step; training-only data is a valid choice
+        warnings.filterwarnings("ignore", message=r".*but have no `val_dataloader`.*")
         # Lightning 2.6 on torch >= 2.10 calls a deprecated torch.utils._pytree API
         warnings.filterwarnings(
             "ignore", message=r".*isinstance\(treespec, LeafSpec\).*", category=FutureWarning
@@ -210,7 +212,9 @@ class Lab:
         with torch.random.fork_rng(devices=[]):
             train = first_batch(dm.train_dataloader())
         dry_run(self.model, train, step=self.step or default_step, loss=self.loss, stage="train")
-        val_loader = dm.val_dataloader()
+        val_loader = getattr(dm, "val", None) if hasattr(dm, "train") else None
+        if val_loader is None and not hasattr(dm, "train"):
+            val_loader = dm.val_dataloader() if _overrides(dm, "val_dataloader") else None
         if val_loader is not None and not (isinstance(val_loader, list) and not val_loader):
             with torch.random.fork_rng(devices=[]):
                 val = first_batch(val_loader)
@@ -314,7 +318,8 @@ class Lab:
             ddp_timeout: Seconds a collective may wait for a peer before failing.
             limit_train_batches: Lightning's ``limit_train_batches``.
             limit_val_batches: Lightning's ``limit_val_batches``.
-            trainer_kwargs: More ``lightning.Trainer`` arguments.
+            trainer_kwargs: More ``lightning.Trainer`` arguments (``callbacks`` are added
+                to labkit's own).
 
         Returns:
             The :class:`~labkit.train.Run` record (also in ``lab.runs``).
@@ -478,6 +483,8 @@ class Lab:
             kw["limit_train_batches"] = limit_train_batches
         if limit_val_batches is not None:
             kw["limit_val_batches"] = limit_val_batches
+        trainer_kwargs = dict(trainer_kwargs)
+        callbacks.extend(trainer_kwargs.pop("callbacks", []))  # added to labkit's, not instead
         kw.update(trainer_kwargs)
         sigint = signal.getsignal(signal.SIGINT)
         try:
@@ -634,6 +641,12 @@ class Lab:
             f"recipe={self.recipe!r}, runs={len(self.runs)}, traces={len(self.traces)}, "
             f"logdir={str(self.logdir)!r})"
         )
+
+
+def _overrides(dm: Any, name: str) -> bool:
+    import lightning.pytorch as pl
+
+    return getattr(type(dm), name) is not getattr(pl.LightningDataModule, name)
 
 
 def _len_or_none(dm: Any) -> int | None:

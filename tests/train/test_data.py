@@ -22,7 +22,15 @@ def test_pair_of_datasets_and_loaders():
     dm = as_datamodule((tl, vl))
     assert dm.train_dataloader() is tl and dm.val_dataloader() is vl
     only = as_datamodule(train)
-    assert only.val_dataloader() == []
+    assert repr(only) == "TrainDataModule(train=DataLoader(batches=3, batch_size=32))"
+
+
+def test_train_only_fit_warns_nothing(tmp_path):
+    from labkit.train import Lab
+    from tests.train._helpers import LOSS, mlp
+
+    run = Lab(mlp(), datasets()[0], loss=LOSS, logdir=tmp_path).fit(dashboard=False)
+    assert run.status == "finished" and len(run.steps) == 3 and "val_loss" not in run.epochs[0]
 
 
 def test_shuffling_loader_made_resumable_and_datamodule_kept():

@@ -36,8 +36,10 @@ NOTEBOOK_CELLS = [
     "import json\n"
     "print(json.dumps({'status': run.status, 'launch': run.config['launch'],\n"
     "    'steps': [s['step'] for s in run.steps], 'epochs': len(run.epochs),\n"
-    "    'dash_step': lab.dashboard.stats['step'], 'dash_world': lab.dashboard.stats['world_size'],\n"
-    "    'dash_status': lab.dashboard.status, 'dash_points': len(lab.dashboard.series['train_loss']['x']),\n"
+    "    'dash_step': lab.dashboard.stats['step'],\n"
+    "    'dash_world': lab.dashboard.stats['world_size'],\n"
+    "    'dash_status': lab.dashboard.status,\n"
+    "    'dash_points': len(lab.dashboard.series['train_loss']['x']),\n"
     "    'val': 'val_loss' in lab.dashboard.series}))",
 ]
 
@@ -62,7 +64,11 @@ def test_ddp_two_processes_in_a_notebook(tmp_path):
     assert out["dash_step"] == 12 and out["dash_world"] == 2 and out["dash_status"] == "finished"
     assert out["dash_points"] == 12 and out["val"]
     # the widget was displayed in the notebook
-    shown = [o for o in nb.cells[2].outputs if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
+    shown = [
+        o
+        for o in nb.cells[2].outputs
+        if "application/vnd.jupyter.widget-view+json" in o.get("data", {})
+    ]
     assert shown
 
 

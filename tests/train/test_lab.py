@@ -119,7 +119,8 @@ def test_fit_from_args_and_repr(tmp_path):
     lab = Lab(mlp(), datasets(), loss=LOSS, batch_size=32, logdir=tmp_path / "a")
     assert repr(lab) == (
         "Lab(model=Sequential, loss=cross_entropy, optimizer='adam', lr=0.001, "
-                         f"recipe=Recipe(), runs=0, traces=0, logdir='{tmp_path / 'a'}')")  # fmt: skip
+        f"recipe=Recipe(), runs=0, traces=0, logdir='{tmp_path / 'a'}')"
+    )
     run = fit_from_args(lab, ["--max-epochs", "1", "--seed", "3", "--logdir", str(tmp_path / "b")])
     assert run.config["seed"] == 3 and run.logdir == str(tmp_path / "b") and len(run.steps) == 3
     assert "runs=1" in repr(lab)

@@ -1,0 +1,173 @@
+"""Iteration time of Lab.fit against a raw PyTorch loop and plain Lightning, on CPU.
+
+Run: ``python -m benchmarks.trainer_parity`` (``--quick`` for a short run).
+Targets (issue 7): labkit / raw loop <= 1.05; labkit / plain Lightning <= 1.02;
+dashboard on / off <= 1.02, with the messages per second the dashboard sent.
+
+Each sample is one short fit; its figure is the median time between consecutive
+training-step starts (data loading included) after a warm-up, so Trainer start-up is
+not counted. Variants run interleaved (A B C D A B C D ...).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import statistics
+import tempfile
+import time
+
+import lightning.pytorch as pl
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+from benchmarks._harness import BenchResult, Row, report
+from labkit.train import Lab
+from labkit.train.lab import _quiet_lightning
+
+SKIP = 5  # warm-up steps dropped from each sample
+
+
+def mlp() -> nn.Module:
+    return nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(),
+                         nn.Linear(256, 10))  # fmt: skip
+
+
+def cnn() -> nn.Module:
+    return nn.Sequential(
+        nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Flatten(), nn.Linear(32 * 8 * 8, 10),
+    )  # fmt: skip
+
+
+def data(kind: str, steps: int, bs: int) -> TensorDataset:
+    g = torch.Generator().manual_seed(0)
+    shape = (784,) if kind == "mlp" else (3, 32, 32)
+    x = torch.randn(steps * bs, *shape, generator=g)
+    return TensorDataset(x, torch.randint(0, 10, (steps * bs,), generator=g))
+
+
+class IterTimer(pl.Callback):
+    def __init__(self) -> None:
+        self.starts: list[float] = []
+
+    def on_train_batch_start(self, *args: object) -> None:
+        self.starts.append(time.perf_counter())
+
+
+def _median_gap(starts: list[float]) -> float:
+    gaps = [b - a for a, b in itertools.pairwise(starts)][SKIP:]
+    return statistics.median(gaps)
+
+
+class PlainModule(pl.LightningModule):
+    """What a user writes by hand for plain Lightning."""
+
+    def __init__(self, net: nn.Module) -> None:
+        super().__init__()
+        self.net = net
+
+    def training_step(self, batch, i):  # type: ignore[no-untyped-def]
+        x, y = batch
+        loss = F.cross_entropy(self.net(x), y)
+        self.log("train_loss", loss)
+        return loss
+
+    def configure_optimizers(self):  # type: ignore[no-untyped-def]
+        return torch.optim.Adam(self.net.parameters(), lr=1e-3)
+
+
+def raw(make, ds) -> float:  # type: ignore[no-untyped-def]
+    net = make()
+    opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+    starts = []
+    for x, y in DataLoader(ds, batch_size=BS):
+        starts.append(time.perf_counter())
+        opt.zero_grad()
+        loss = F.cross_entropy(net(x), y)
+        loss.backward()
+        opt.step()
+        loss.item()
+    return _median_gap(starts)
+
+
+def lightning(make, ds) -> float:  # type: ignore[no-untyped-def]
+    timer = IterTimer()
+    with _quiet_lightning():
+        trainer = pl.Trainer(max_epochs=1, accelerator="cpu", devices=1, logger=False,
+                             enable_checkpointing=False, enable_progress_bar=False,
+                             enable_model_summary=False, callbacks=[timer])  # fmt: skip
+        trainer.fit(PlainModule(make()), DataLoader(ds, batch_size=BS))
+    return _median_gap(timer.starts)
+
+
+SENT: dict[str, list[float]] = {}
+
+
+def labkit_fit(make, ds, *, dashboard: bool, name: str) -> float:  # type: ignore[no-untyped-def]
+    timer = IterTimer()
+    with tempfile.TemporaryDirectory() as d:
+        lab = Lab(make(), DataLoader(ds, batch_size=BS), loss=F.cross_entropy, logdir=d)
+        t0 = time.perf_counter()
+        lab.fit(max_epochs=1, accelerator="cpu", dashboard=dashboard, dry_run=True,
+                trainer_kwargs={"callbacks": [timer], "enable_progress_bar": False})  # fmt: skip
+        wall = time.perf_counter() - t0
+        if dashboard:
+            SENT.setdefault(name, []).append(lab.dashboard.sends / wall)
+    return _median_gap(timer.starts)
+
+
+BS = 64
+
+
+def bench(kind: str, steps: int, rounds: int) -> BenchResult:
+    make = mlp if kind == "mlp" else cnn
+    ds = data(kind, steps, BS)
+    variants = {
+        "raw loop": (lambda: raw(make, ds), "1.00x"),
+        "plain Lightning": (lambda: lightning(make, ds), ""),
+        "labkit (dashboard off)": (lambda: labkit_fit(make, ds, dashboard=False, name=kind),
+                                   "<= 1.05x raw, <= 1.02x Lightning"),
+        "labkit (dashboard on)": (lambda: labkit_fit(make, ds, dashboard=True, name=kind),
+                                  "<= 1.02x dashboard off"),
+    }  # fmt: skip
+    samples: dict[str, list[float]] = {k: [] for k in variants}
+    for fn, _ in variants.values():
+        fn()  # warm-up round
+    for _ in range(rounds):
+        for name, (fn, _) in variants.items():
+            samples[name].append(fn())
+    medians = {k: statistics.median(v) for k, v in samples.items()}
+    base = medians["raw loop"]
+    rows = tuple(
+        Row(name=k, median_s=medians[k], min_s=min(v), max_s=max(v), ratio=medians[k] / base,
+            anchor=variants[k][1], samples=len(v))
+        for k, v in samples.items()
+    )  # fmt: skip
+    meta = {"model": kind, "steps": steps, "batch_size": BS, "rounds": rounds,
+            "threads": torch.get_num_threads(),
+            "dashboard_msgs_per_s": statistics.median(SENT.get(kind, [0.0]))}  # fmt: skip
+    return BenchResult(name=f"trainer_parity_{kind}", baseline="raw loop", rows=rows, meta=meta)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    a = ap.parse_args()
+    steps, rounds = (30, 3) if a.quick else (80, 7)
+    for kind in ("mlp", "cnn"):
+        result = bench(kind, steps, rounds)
+        report(result)
+        m = {r.name: r.median_s for r in result.rows}
+        print(f"labkit / plain Lightning: {m['labkit (dashboard off)'] / m['plain Lightning']:.3f}x"
+              f" (target <= 1.02)")  # fmt: skip
+        print(f"dashboard on / off: {m['labkit (dashboard on)'] / m['labkit (dashboard off)']:.3f}x"
+              f" (target <= 1.02); dashboard sent {result.meta['dashboard_msgs_per_s']:.1f} "
+              "messages/s (throttle: <= 4/s)\n")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
