@@ -1,5 +1,7 @@
 """What each optimization buys on this machine, as ratios measured in one run.
 
+The tables print time ratios (below 1 is faster); the lines after them print speed-ups.
+
 1. int8 dynamic quantization / fp32: Transformer encoder inference on one thread
    (anchor: 1.78x for BERT in PyTorch's dynamic quantization tutorial, F1 -0.6%).
 2. bf16-mixed / fp32: one training step (anchor: 1.4-1.6x only with native bf16).
@@ -77,7 +79,7 @@ def main(quick: bool = False) -> None:
         dw = deviation(ref, wo(x).reshape(-1))
     b = Bench("optimize_int8", warmup=2, rounds=rounds)
     b.add("fp32", infer(base, x), anchor="1.00x")
-    b.add("int8-dynamic", infer(q, x), anchor="1.78x faster (BERT tutorial, 1 thread)")
+    b.add("int8-dynamic", infer(q, x), anchor="0.56x time = 1.78x faster (BERT tutorial, 1 thread)")
     b.add("int8-weight-only", infer(wo, x), anchor="-")
     b.add("int8-dynamic+compile", infer(qc, x), anchor="torchao's CPU int8 path expects compile")
     res1 = b.run()
@@ -99,7 +101,7 @@ def main(quick: bool = False) -> None:
     b.add(
         "bf16-mixed",
         train_step(apply(model, Recipe(precision="bf16-mixed")), x),
-        anchor="1.4-1.6x faster with native bf16",
+        anchor="0.63-0.71x time = 1.4-1.6x faster (native bf16)",
     )
     res2 = b.run()
     report(res2)
@@ -113,7 +115,7 @@ def main(quick: bool = False) -> None:
     first = time.perf_counter() - t0
     b = Bench("optimize_compile", warmup=2, rounds=rounds)
     b.add("eager", infer(base, x), anchor="1.00x")
-    b.add("compiled", infer(comp, x), anchor="1.2-1.7x faster (TorchInductor CPU geomean)")
+    b.add("compiled", infer(comp, x), anchor="0.59-0.83x time = 1.2-1.7x faster (Inductor CPU)")
     res3 = b.run()
     report(res3)
     eager, compiled = res3.row("eager").median_s, res3.row("compiled").median_s
