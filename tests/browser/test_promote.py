@@ -3,7 +3,10 @@ context menu write the script through the server extension and open it in an edi
 
 from __future__ import annotations
 
+import re
+
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from tests.browser.lab_page import open_lab
 from tests.promote._notebooks import numbered, write_notebook
@@ -12,6 +15,23 @@ from tests.promote.test_analyze import FIT, HEAD, LAB, MODEL
 pytestmark = pytest.mark.browser
 
 COMMAND = "labkit:promote-to-script"
+
+
+@pytest.fixture(autouse=True)
+def _clean_workspace(page):
+    """Close every tab afterwards: the session's JupyterLab restores open tabs in later tests."""
+    yield
+    page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^File$")).click()
+    page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Close All Tabs$")).click()
+    for _ in range(4):  # a notebook the kernel marked modified asks first
+        discard = page.locator(".jp-Dialog button", has_text=re.compile("Discard|Don't Save"))
+        try:
+            discard.first.click(timeout=1500)
+        except PlaywrightTimeout:
+            break
+    # (an empty dock shows the launcher again)
+    documents = page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab:not([data-id^='launcher'])")
+    documents.first.wait_for(state="detached")
 
 
 def _editor_tab_shows_script(page, name: str) -> None:
