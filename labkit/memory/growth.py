@@ -38,6 +38,10 @@ class GrowthSite:
         code: The source line.
         bytes: Bytes alive at the end, created in the steps examined.
         steps: In how many steps such storages were created and kept.
+
+    Example:
+        >>> site = labkit.find_growth(model, step).sites[0]   # doctest: +SKIP
+        >>> print(site.where, site.code)                      # doctest: +SKIP
     """
 
     module: str

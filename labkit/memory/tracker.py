@@ -85,7 +85,8 @@ class MemoryTracker(TorchDispatchMode):
             recorder has its own and forwards them (``False`` there).
         stacks: Record the user's source line for every storage (for leak reports;
             costs a few microseconds per allocation).
-        optimizers: Optimizers whose existing state counts from the start.
+        optimizers: Optimizers whose existing state counts from the start (the state of
+            others counts from their first ``step()`` in the recording).
         inputs: Tensors (or nested containers) to count as inputs from the start.
         cuda_history: On CUDA, also record the caching allocator's event history and
             write its snapshot here (a pickle for https://pytorch.org/memory_viz).
@@ -212,7 +213,7 @@ class MemoryTracker(TorchDispatchMode):
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         if exc is not None:
             stack = getattr(self.rec, "_stack", None)
-            self.failed_module = stack[-1].module or "" if stack else ""
+            self.failed_module = (stack[-1].module or "") if stack else ""
             self.error = f"{type(exc).__name__}: {exc}".strip()
         self._teardown()
 
@@ -447,7 +448,7 @@ class MemoryTracker(TorchDispatchMode):
         self._in_opt = max(0, self._in_opt - 1)
         self._adopt_optimizer(opt)
         for rec in self._opt_created:  # created in step() and still alive: state
-            if rec.cat == TEMPS and rec.sid in self._by_sid:
+            if rec.cat == TEMPS and self._by_sid.get(rec.sid) is rec:
                 self._move(rec, OPT)
         self._opt_created = []
         self._sample(self._phase(), self._module())

@@ -35,6 +35,10 @@ class Estimate:
         peak_after: Estimated peak afterwards.
         extra_time: Estimated extra seconds per step (recomputation), 0 for bf16.
         note: How it was estimated.
+
+    Example:
+        >>> e = rep.whatif().get("bf16 activations (autocast)")   # doctest: +SKIP
+        >>> e.saving, e.peak_after                                 # doctest: +SKIP
     """
 
     name: str

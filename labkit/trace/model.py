@@ -195,6 +195,10 @@ class MemoryMeta:
         failed_module: Module running when the recording failed, else ``None``.
         error: The error that ended the recording, else ``None``.
         notes: Plain-language caveats.
+
+    Example:
+        >>> m = labkit.memory(model, x).trace.memory_meta    # doctest: +SKIP
+        >>> m.peak_bytes, m.peak_phase, m.peak_module         # doctest: +SKIP
     """
 
     device: str = "cpu"

@@ -197,6 +197,10 @@ def test_tracker_repr_and_timeline_downsampling_keeps_the_peak() -> None:
     rec = Recorder(model, mode="timing")
     mem = MemoryTracker(rec, stacks=True)
     assert repr(mem) == "MemoryTracker(model=MLP, stacks=True, own_pack_hooks=True, active=False)"
+    from labkit.memory._cuda import CudaStats
+
+    stats = CudaStats(torch.device("cuda", 0), history="s.pickle")
+    assert repr(stats) == "CudaStats(device=cuda:0, history='s.pickle')"
     torch.manual_seed(0)
     rep = labkit.memory(Stack(d=16, n=4), torch.randn(16, 16), max_samples=10)
     assert len(rep.samples) <= 14
