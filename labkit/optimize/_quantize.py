@@ -39,22 +39,37 @@ def is_quantized(module: torch.nn.Module) -> bool:
     )
 
 
-def quantize(model: torch.nn.Module, kind: str) -> tuple[int, int]:
-    """Quantize ``model``'s Linear layers in place; return (quantized, total Linear layers).
+def fake_quantized(model: torch.nn.Module) -> list[str]:
+    """Paths of the layers prepared for quantization-aware training (``int8-qat``)."""
+    return [p for p, m in model.named_modules() if type(m).__name__ == "FakeQuantizedLinear"]
 
-    On failure the original weights are put back and the error re-raised.
+
+def quantize(model: torch.nn.Module, kind: str) -> tuple[int, int, int]:
+    """Quantize ``model``'s Linear layers in place.
+
+    A model trained with ``int8-qat`` is first converted back to plain Linear layers
+    (keeping the trained weights), then quantized to ``kind``.
+
+    Returns:
+        (quantized Linear layers, all Linear layers, QAT layers converted first).
+
+    On failure the original modules and weights are put back and the error re-raised.
     """
     from torchao.quantization import quantize_
 
     before = {p: m for p, m in model.named_modules() if isinstance(m, torch.nn.Linear)}
     saved = {p: (m.weight, getattr(m, "bias", None)) for p, m in before.items()}
-    children = {p: dict(m.named_children()) for p, m in model.named_modules()}
+    children = [(m, dict(m.named_children())) for m in model.modules()]
+    converted = len(fake_quantized(model)) if kind != "int8-qat" else 0
     try:
+        if converted:
+            from torchao.quantization.qat import QATConfig
+
+            quantize_(model, QATConfig(step="convert"))
         quantize_(model, _config(kind))
     except Exception:
-        for path, parent_children in children.items():  # undo module swaps (QAT)
-            parent = model.get_submodule(path) if path else model
-            for name, child in parent_children.items():
+        for parent, kids in children:  # undo module swaps (QAT prepare / convert)
+            for name, child in kids.items():
                 setattr(parent, name, child)
         for path, (weight, bias) in saved.items():
             mod = before[path]
@@ -63,7 +78,7 @@ def quantize(model: torch.nn.Module, kind: str) -> tuple[int, int]:
                 mod.bias = bias
         raise
     done = sum(1 for _, m in model.named_modules() if is_quantized(m))
-    return done, len(before)
+    return done, len(before), converted
 
 
 def skipped_linears(model: torch.nn.Module) -> list[str]:

@@ -224,8 +224,10 @@ def _apply_quantization(work: torch.nn.Module, kind: str) -> Step:
         return Step(
             "quantization", kind, False, f"torchao is not installed ({_quantize.QUANT_FIX})"
         )
+    if kind == "int8-qat" and _quantize.fake_quantized(work):
+        return Step("quantization", kind, False, "the model is already prepared for QAT")
     try:
-        done, total = _quantize.quantize(work, kind)
+        done, total, converted = _quantize.quantize(work, kind)
     except Exception as exc:
         return Step(
             "quantization",
@@ -235,6 +237,8 @@ def _apply_quantization(work: torch.nn.Module, kind: str) -> Step:
         )
     verb = "fake-quantized for QAT" if kind == "int8-qat" else f"quantized ({kind})"
     note = f"{done} of {total} Linear layers {verb}"
+    if converted:
+        note = f"{converted} QAT layers converted to Linear, then " + note
     left = _quantize.skipped_linears(work)
     if left:
         more = f" (+{len(left) - 3} more)" if len(left) > 3 else ""

@@ -40,7 +40,8 @@ class Recipe:
             ``"16-mixed"`` (autocast to float16; training then uses a GradScaler).
         quantization: ``None``, ``"int8-dynamic"`` (int8 weights and dynamically
             quantized activations), ``"int8-weight-only"`` or ``"int8-qat"``
-            (fake-quantized int8 for quantization-aware training), all through torchao.
+            (fake-quantized int8 for quantization-aware training; applying
+            ``"int8-dynamic"`` to the trained model converts it), all through torchao.
         compile: ``None`` (eager) or a ``torch.compile`` mode such as ``"default"``.
         checkpoint: Modules whose activations are recomputed in backward instead of
             stored: each entry is a module path (``"encoder.layers.0"``), a glob over

@@ -275,3 +275,25 @@ def test_deepcopy_of_an_applied_model_runs_the_copy(mlp, x):
     with torch.no_grad():
         twin.head.bias.add_(1.0)
         assert not torch.equal(twin(x), fast(x))
+
+
+def test_qat_trained_model_converts_to_int8(mlp, x):
+    qat = apply(mlp, Recipe(quantization="int8-qat"))
+    opt = torch.optim.SGD(qat.parameters(), lr=0.01)
+    for _ in range(2):
+        opt.zero_grad()
+        qat(x).pow(2).mean().backward()
+        opt.step()
+    again = apply(qat, Recipe(quantization="int8-qat"))
+    assert applied(again).skipped[0].note == "the model is already prepared for QAT"
+    qat.eval()
+    int8 = apply(qat, Recipe(quantization="int8-dynamic"))
+    assert applied(int8).notes == [
+        "quantization: 3 QAT layers converted to Linear, then 3 of 3 Linear layers quantized "
+        "(int8-dynamic)"
+    ]
+    assert {type(m).__name__ for m in int8.modules()} >= {"Linear"}
+    assert "FakeQuantizedLinear" not in {type(m).__name__ for m in int8.modules()}
+    with torch.no_grad():
+        ref, out = qat(x), int8(x)
+    assert (out - ref).norm() / ref.norm() < 0.03  # int8 bound, as for a float model
