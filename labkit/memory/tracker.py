@@ -254,12 +254,16 @@ class MemoryTracker(TorchDispatchMode):
         out = func(*args, **(kwargs or {}))
         if not self.active:
             return out
-        if isinstance(out, torch.Tensor):
+        if type(out) is torch.Tensor:
             self._created(out, func)
+        elif isinstance(out, torch.Tensor):
+            for t in plain_tensors(out):
+                self._created(t, func)
         elif isinstance(out, (tuple, list)):
-            for t in out:
-                if isinstance(t, torch.Tensor):
-                    self._created(t, func)
+            for o in out:
+                if isinstance(o, torch.Tensor):
+                    for t in plain_tensors(o):
+                        self._created(t, func)
         return out
 
     def _created(self, t: torch.Tensor, func: Any) -> None:
@@ -299,6 +303,11 @@ class MemoryTracker(TorchDispatchMode):
 
     def _track(self, t: torch.Tensor, cat: int, module: str, phase: str) -> _Rec | None:
         """Count ``t``'s storage as ``cat`` (moving it there if already counted)."""
+        if type(t) not in _PLAIN and hasattr(t, "__tensor_flatten__"):
+            rec = None
+            for inner in plain_tensors(t):  # e.g. torchao's int8 data, scales and zero points
+                rec = self._track(inner, cat, module, phase)
+            return rec
         try:
             st = t.untyped_storage()
         except (RuntimeError, NotImplementedError):
@@ -487,6 +496,26 @@ class MemoryTracker(TorchDispatchMode):
 
 def _unpack(t: torch.Tensor) -> torch.Tensor:
     return t
+
+
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+
+
+def plain_tensors(t: torch.Tensor) -> list[torch.Tensor]:
+    """The tensors that hold ``t``'s memory: itself, or a wrapper subclass's inner tensors.
+
+    A wrapper subclass (torchao's quantized weights, for one) reports a storage of its
+    logical size; its real bytes are in the tensors ``__tensor_flatten__`` names.
+    """
+    if type(t) in _PLAIN or not hasattr(t, "__tensor_flatten__"):
+        return [t]
+    names, _ = t.__tensor_flatten__()
+    out: list[torch.Tensor] = []
+    for name in names:
+        inner = getattr(t, name)
+        if isinstance(inner, torch.Tensor):
+            out.extend(plain_tensors(inner))
+    return out
 
 
 def _user_frame() -> tuple[str, int, str] | None:

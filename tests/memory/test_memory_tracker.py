@@ -218,3 +218,17 @@ def test_inference_step_has_no_activations_or_backward(ctx) -> None:
     assert all(s.bytes["activations"] == 0 for s in rep.samples)
     assert rep.peak_bytes > rep.meta.start_bytes == rep.by_category()["parameters"] + 64 * 32 * 4
     assert_clean(model)
+
+
+def test_quantized_weights_count_their_real_bytes() -> None:
+    torchao = pytest.importorskip("torchao.quantization")
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 8))
+    torchao.quantize_(model, torchao.Int8WeightOnlyConfig())
+    with torch.no_grad():
+        rep = labkit.memory(model, torch.randn(16, 256), backward=False)
+    # int8 weights (1 byte each) with a float32 scale and an int8 zero point per row, and the
+    # float32 biases: not the 4 bytes per weight the wrapper tensor reports as its storage
+    expected = (512 * 256 + 512 * 5 + 512 * 4) + (8 * 512 + 8 * 5 + 8 * 4)
+    assert rep.meta.start_bytes - 16 * 256 * 4 == expected
+    assert_clean(model)
