@@ -5,6 +5,9 @@
 # the hash of the step's inputs (file contents), and the step is skipped when
 # the hash matches and its output is still there. A repeated run takes seconds.
 #
+# `scripts/setup.sh --check` runs nothing: it lists the steps that would run and
+# exits 1 when any would (tests use it to prove a repeated set-up skips them all).
+#
 # Environment: VENV (default .venv), PYTHON (default python3), TORCH_CPU_PIN
 # (default torch==2.13.0, installed first when no GPU is visible).
 set -euo pipefail
@@ -15,6 +18,9 @@ PYTHON=${PYTHON:-python3}
 TORCH_CPU_PIN=${TORCH_CPU_PIN:-torch==2.13.0}
 STAMPS=$ROOT/.stamps
 PY=$VENV/bin/python
+CHECK_ONLY=0
+[ "${1:-}" = --check ] && CHECK_ONLY=1
+STALE=0
 mkdir -p "$STAMPS"
 
 log() { printf '[setup] %s\n' "$*"; }
@@ -42,6 +48,11 @@ step() {
         log "$name: up to date"
         return 0
     fi
+    if [ "$CHECK_ONLY" = 1 ]; then
+        log "$name: would run"
+        STALE=1
+        return 0
+    fi
     log "$name: running"
     local t0=$SECONDS
     "$@"
@@ -57,7 +68,14 @@ as_root() {
 }
 
 # --- system pieces ---------------------------------------------------------------
-if [ ! -x /usr/bin/chromium ]; then
+if [ "$CHECK_ONLY" = 1 ] && [ ! -x "$PY" ]; then
+    log "venv: would create $VENV"
+    exit 1
+fi
+if [ ! -x /usr/bin/chromium ] && [ "$CHECK_ONLY" = 1 ]; then
+    log "chromium: would install"
+    STALE=1
+elif [ ! -x /usr/bin/chromium ]; then
     log "chromium: missing, installing Debian's chromium (browser tests drive it)"
     as_root apt-get update -qq
     DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq chromium >/dev/null
@@ -99,6 +117,10 @@ build_extension() {
 }
 step extension-build "$(hash_of extensions/package.json extensions/package-lock.json \
     extensions/tsconfig.json extensions/src extensions/schema "$STAMPS/python")" labkit/labextension/package.json build_extension
+
+if [ "$CHECK_ONLY" = 1 ]; then
+    exit "$STALE"
+fi
 
 # --- install both extensions into the venv (cheap, always) --------------------------
 LABEXT_DIR=$VENV/share/jupyter/labextensions
