@@ -90,6 +90,8 @@ if [ ! -x "$PY" ]; then
     "$PYTHON" -m venv "$VENV"
 fi
 
+VENV_BIN=$(cd "$VENV/bin" 2>/dev/null && pwd || echo "$ROOT/$VENV/bin")
+
 python_deps() {
     "$PY" -m pip install -q --upgrade pip
     if ! command -v nvidia-smi >/dev/null; then
@@ -113,7 +115,7 @@ step extension-npm "$(hash_of extensions/package.json extensions/package-lock.js
     extensions/node_modules npm_ci extensions
 build_extension() {
     rm -rf extensions/lib extensions/tsconfig.tsbuildinfo labkit/labextension
-    (cd extensions && PATH="$ROOT/$VENV/bin:$PATH" npm run -s build)
+    (cd extensions && PATH="$VENV_BIN:$PATH" npm run -s build)
 }
 step extension-build "$(hash_of extensions/package.json extensions/package-lock.json \
     extensions/tsconfig.json extensions/src extensions/schema "$STAMPS/python")" labkit/labextension/package.json build_extension
@@ -125,6 +127,8 @@ fi
 # --- install both extensions into the venv (cheap, always) --------------------------
 LABEXT_DIR=$VENV/share/jupyter/labextensions
 mkdir -p "$LABEXT_DIR" "$VENV/etc/jupyter/jupyter_server_config.d"
+# a copy left by a wheel install would swallow the link: replace it
+[ -d "$LABEXT_DIR/labkit" ] && [ ! -L "$LABEXT_DIR/labkit" ] && rm -rf "$LABEXT_DIR/labkit"
 ln -sfn "$ROOT/labkit/labextension" "$LABEXT_DIR/labkit"
 cp jupyter-config/jupyter_server_config.d/labkit.json "$VENV/etc/jupyter/jupyter_server_config.d/"
 log "ready: $VENV (labkit doctor checks it)"
