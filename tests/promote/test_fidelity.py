@@ -63,17 +63,6 @@ def test_script_reproduces_the_notebook_losses_and_recipe(trained: Trained):
     assert (trained.folder / "notebook_model.pt").exists()
 
 
-def test_command_line_overrides_the_notebook(trained: Trained):
-    out = trained.folder / "runs" / "one"
-    run_script(
-        trained.script, "--max-epochs", "1", "--seed", "3", "--limit-batches", "2",
-        "--logdir", str(out), cwd=trained.folder,
-    )  # fmt: skip
-    run = read_run(out)
-    assert run["config"]["max_epochs"] == 1 and run["config"]["seed"] == 3
-    assert len(run["steps"]) == 2
-
-
 def test_check_runs_one_batch_before_writing(trained: Trained, capsys: pytest.CaptureFixture):
     from labkit.cli import main
 

@@ -31,10 +31,12 @@ def _env() -> dict[str, str]:
 
 def test_devices_2_ddp_from_the_script(trained: Trained):
     logdir = trained.folder / "runs" / "ddp"
-    run_script(trained.script, "--devices", "2", "--strategy", "ddp", *SMALL,
+    # command-line values override the notebook's (max_epochs=2, seed=0)
+    run_script(trained.script, "--devices", "2", "--strategy", "ddp", *SMALL, "--seed", "3",
                "--logdir", str(logdir), cwd=trained.folder)  # fmt: skip
     run = read_run(logdir)
     assert run["status"] == "finished" and run["config"]["processes"] == 2
+    assert run["config"]["max_epochs"] == 1 and run["config"]["seed"] == 3
     assert len(run["steps"]) >= 1 and (logdir / "checkpoints" / "last.ckpt").exists()
 
 
