@@ -4,6 +4,9 @@ SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
 export VENV
+# extra arguments for `jupyter lab`, e.g. make lab LAB_ARGS="--port 8890 --no-browser"
+LAB_ARGS ?=
+ROOT_ARG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
 .PHONY: setup lab test lint demo bench clean
 
@@ -12,7 +15,7 @@ setup:
 
 lab: setup
 	@mkdir -p notebooks
-	$(VENV)/bin/jupyter lab notebooks/
+	$(VENV)/bin/jupyter lab notebooks/ $(ROOT_ARG) $(LAB_ARGS)
 
 lint: setup
 	$(VENV)/bin/ruff check .
