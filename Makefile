@@ -28,9 +28,14 @@ test: lint
 demo: setup
 	$(PY) -m labkit.demo --out demo-output
 
+# every benchmarks/*.py not starting with _, or only those named: make bench BENCH="gnn optimize"
+BENCH ?=
 bench: setup
-	@set -e; shopt -s nullglob; for f in benchmarks/[!_]*.py; do \
-		name=$$(basename $$f .py); echo "== benchmarks/$$name"; $(PY) -m benchmarks.$$name; done
+	@shopt -s nullglob; failed=(); \
+	names="$(BENCH)"; [ -n "$$names" ] || names=$$(for f in benchmarks/[!_]*.py; do basename $$f .py; done); \
+	for name in $$names; do echo "== benchmarks/$$name"; \
+		$(PY) -m benchmarks.$$name || failed+=($$name); done; \
+	if [ $${#failed[@]} -gt 0 ]; then echo "benchmarks that failed: $${failed[*]}"; exit 1; fi
 
 clean:
 	rm -rf .stamps labkit/widgets/static labkit/labextension extensions/lib \
