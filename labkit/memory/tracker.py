@@ -107,8 +107,10 @@ class MemoryTracker(TorchDispatchMode):
         optimizers: tuple[Any, ...] = (),
         inputs: Any = None,
         cuda_history: str | os.PathLike[str] | None = None,
+        own_mode: bool = True,
     ) -> None:
         super().__init__()
+        self.own_mode = own_mode
         self.cuda_history = cuda_history
         self.rec = recorder
         self.own_pack_hooks = own_pack_hooks
@@ -203,8 +205,9 @@ class MemoryTracker(TorchDispatchMode):
             if self.own_pack_hooks:
                 self._pack_ctx = torch.autograd.graph.saved_tensors_hooks(self._pack, _unpack)
                 self._pack_ctx.__enter__()
-            super().__enter__()
-            self._pushed = True
+            if self.own_mode:  # else the recorder's FlopCapture calls observe() per op
+                super().__enter__()
+                self._pushed = True
         except BaseException:
             self._teardown()
             raise
@@ -252,8 +255,12 @@ class MemoryTracker(TorchDispatchMode):
     # ------------------------------------------------------------ accounting
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[override]
         out = func(*args, **(kwargs or {}))
-        if not self.active:
-            return out
+        if self.active:
+            self.observe(func, out)
+        return out
+
+    def observe(self, func: Any, out: Any) -> None:
+        """Account the storages of an op's result (called per aten op)."""
         if type(out) is torch.Tensor:
             self._created(out, func)
         elif isinstance(out, torch.Tensor):
@@ -264,7 +271,6 @@ class MemoryTracker(TorchDispatchMode):
                 if isinstance(o, torch.Tensor):
                     for t in plain_tensors(o):
                         self._created(t, func)
-        return out
 
     def _created(self, t: torch.Tensor, func: Any) -> None:
         # runs for every tensor an op returns: kept flat (no helper calls on the common path)

@@ -45,7 +45,7 @@ __all__ = [
 
 
 class _CallableModule(types.ModuleType):
-    """Lets ``labkit.trace(...)`` work whether ``labkit.trace`` resolves to the package or the function."""
+    """Makes ``labkit.trace(...)`` work whether it resolves to the package or the function."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return trace(*args, **kwargs)

@@ -155,8 +155,12 @@ class FlopCapture(TorchDispatchMode):
                 if r is not NotImplemented:
                     return r
         out = func(*args, **kwargs)
-        if formula is not None and self.rec.enabled:
-            self.rec._on_flops(int(formula(*args, **kwargs, out_val=out)))
+        rec = self.rec
+        if formula is not None and rec.enabled:
+            rec._on_flops(int(formula(*args, **kwargs, out_val=out)))
+        memory = rec._memory
+        if memory is not None and memory.active:
+            memory.observe(func, out)
         return out
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+import weakref
 from typing import Any
 
 import torch
@@ -13,16 +14,37 @@ _DTYPE_NAMES: dict[torch.dtype, str] = {}
 _DEVICE_NAMES: dict[torch.device, str] = {}
 
 
-def tensor_meta(t: torch.Tensor, name: str = "") -> TensorMeta:
-    """Plain description of a tensor (no reference to it is kept)."""
-    dt = _DTYPE_NAMES.get(t.dtype)
-    if dt is None:
-        dt = _DTYPE_NAMES[t.dtype] = str(t.dtype).removeprefix("torch.")
-    dev = t.device
-    dv = _DEVICE_NAMES.get(dev)
-    if dv is None:
-        dv = _DEVICE_NAMES[dev] = str(dev)
-    return TensorMeta(tuple(t.shape), dt, dv, name)
+RawMeta = tuple  # (torch.Size, torch.dtype, torch.device, name): cheap to take in a hook
+
+
+def raw_meta(t: torch.Tensor, name: str = "") -> RawMeta:
+    """What a hook keeps of a tensor; :func:`freeze_meta` turns it into a TensorMeta later."""
+    return (t.shape, t.dtype, t.device, name)
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """``torch.float32 -> 'float32'`` (cached)."""
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:
+        name = _DTYPE_NAMES[dtype] = str(dtype).removeprefix("torch.")
+    return name
+
+
+_FROZEN: dict[RawMeta, TensorMeta] = {}
+
+
+def freeze_meta(raw: RawMeta) -> TensorMeta:
+    """The TensorMeta of a raw description; equal descriptions share one object."""
+    meta = _FROZEN.get(raw)
+    if meta is None:
+        shape, dtype, device, name = raw
+        dv = _DEVICE_NAMES.get(device)
+        if dv is None:
+            dv = _DEVICE_NAMES[device] = str(device)
+        meta = TensorMeta(tuple(shape), dtype_name(dtype), dv, name)
+        if len(_FROZEN) < 65536:
+            _FROZEN[raw] = meta
+    return meta
 
 
 class RawNode:
@@ -44,8 +66,8 @@ class RawNode:
         self.module: str | None = None
         self.key = ""
         self.call = 0
-        self.inputs: tuple[TensorMeta, ...] = ()
-        self.outputs: tuple[TensorMeta, ...] = ()
+        self.inputs: tuple[RawMeta, ...] = ()
+        self.outputs: tuple[RawMeta, ...] = ()
         self.fwd_time = 0.0
         self.bwd_self = 0.0
         self.flops_fwd = 0
@@ -56,6 +78,32 @@ class RawNode:
         self.t0 = 0.0
         self.leaf = True  # no child nodes recorded (yet)
         self.pending: list[tuple[int, torch.Size, torch.dtype]] = []
+
+
+class Producers:
+    """Which node produced each tensor, without keeping any tensor alive.
+
+    Keyed by ``id``; each entry holds a weak reference so a recycled id is not mistaken
+    for the tensor that died (cheaper than ``WeakIdKeyDictionary``, which allocates a
+    reference object on every lookup).
+    """
+
+    __slots__ = ("_map",)
+
+    def __init__(self) -> None:
+        self._map: dict[int, tuple[weakref.ref, int]] = {}
+
+    def get(self, t: torch.Tensor) -> int | None:
+        entry = self._map.get(id(t))
+        if entry is not None and entry[0]() is t:
+            return entry[1]
+        return None
+
+    def set(self, t: torch.Tensor, node_id: int) -> None:
+        self._map[id(t)] = (weakref.ref(t), node_id)
+
+    def __contains__(self, t: torch.Tensor) -> bool:
+        return self.get(t) is not None
 
 
 class CallIndex:
@@ -112,17 +160,26 @@ def build_trace(raw: list[RawNode], edges: list[tuple[int, int, Any, Any]], *, m
             bwd_total[ids[r.parent.id]] += bwd_total[ids[r.id]]
     nodes = tuple(
         Node(
-            id=i, key=r.key, kind=r.kind, name=r.name, type=r.type,
-            parent=None if r.parent is None else ids[r.parent.id], module=r.module,
-            inputs=r.inputs, outputs=r.outputs, fwd_time=r.fwd_time,
+            id=i,
+            key=r.key,
+            kind=r.kind,
+            name=r.name,
+            type=r.type,
+            parent=None if r.parent is None else ids[r.parent.id],
+            module=r.module,
+            inputs=tuple(freeze_meta(m) for m in r.inputs),
+            outputs=tuple(freeze_meta(m) for m in r.outputs),
+            fwd_time=r.fwd_time,
             bwd_time=bwd_total[i] if r.kind == "module" else 0.0,
-            bwd_self_time=r.bwd_self, flops_fwd=r.flops_fwd, flops_bwd=r.flops_bwd,
+            bwd_self_time=r.bwd_self,
+            flops_fwd=r.flops_fwd,
+            flops_bwd=r.flops_bwd,
             saved_bytes=r.saved_bytes,
-        )  # fmt: skip
+        )
         for i, r in enumerate(raw)
     )
     frozen_edges = tuple(
-        Edge(ids[s], ids[d], tuple(shape), _DTYPE_NAMES.get(dt) or str(dt).removeprefix("torch."))
+        Edge(ids[s], ids[d], tuple(shape), dtype_name(dt))
         for s, d, shape, dt in edges
         if s in ids and d in ids
     )

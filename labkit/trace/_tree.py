@@ -61,3 +61,23 @@ def call_tensors(args: tuple[Any, ...], kwargs: dict[str, Any] | None) -> list[t
         for v in kwargs.values():
             out.extend(flat_tensors(v))
     return out
+
+
+_INDEX = tuple(f"[{i}]" for i in range(32))
+
+
+def named_args(args: tuple[Any, ...], kwargs: dict[str, Any] | None) -> list[tuple[str, Any]]:
+    """``named_tensors((args, kwargs))`` with a fast path for plain tensor arguments."""
+    out: list[tuple[str, torch.Tensor]] = []
+    for i, a in enumerate(args):
+        if isinstance(a, torch.Tensor):
+            out.append((_INDEX[i] if i < 32 else f"[{i}]", a))
+        elif a is not None and not isinstance(a, (str, bytes, int, float, bool)):
+            out.extend(named_tensors(a, f"[{i}]"))
+    if kwargs:
+        for k, v in kwargs.items():
+            if isinstance(v, torch.Tensor):
+                out.append((f"[{k!r}]", v))
+            elif v is not None and not isinstance(v, (str, bytes, int, float, bool)):
+                out.extend(named_tensors(v, f"[{k!r}]"))
+    return out

@@ -91,7 +91,9 @@ def trace_from_dict(data: Any, *, source: str = "<dict>") -> Trace:
             meta=TraceMeta(**{**meta, "notes": tuple(meta.get("notes", ()))}),
             modules=tuple(ModuleInfo(**m) for m in data["modules"]),
             nodes=tuple(_node(n) for n in data["nodes"]),
-            edges=tuple(Edge(e["src"], e["dst"], tuple(e["shape"]), e["dtype"]) for e in data["edges"]),
+            edges=tuple(
+                Edge(e["src"], e["dst"], tuple(e["shape"]), e["dtype"]) for e in data["edges"]
+            ),
             memory=tuple(MemorySample(**s) for s in data.get("memory", [])),
             version=version,
             memory_meta=_memory_meta(data.get("memory_meta")),

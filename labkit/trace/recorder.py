@@ -14,12 +14,11 @@ from typing import Any
 
 import torch
 from torch._C._autograd import _get_sequence_nr
-from torch.utils.weak import WeakIdKeyDictionary
 
 from labkit._format import fmt_shape
 from labkit.trace._capture import FlopCapture, OpCapture
-from labkit.trace._raw import CallIndex, RawNode, build_trace, tensor_meta
-from labkit.trace._tree import call_tensors, flat_tensors, named_tensors
+from labkit.trace._raw import CallIndex, Producers, RawNode, build_trace, freeze_meta, raw_meta
+from labkit.trace._tree import call_tensors, flat_tensors, named_args, named_tensors
 from labkit.trace.errors import TraceError
 from labkit.trace.model import Trace
 
@@ -119,7 +118,9 @@ class Recorder:
         self._reset()
         self._seq_start = _get_sequence_nr()
         self._sync = any(p.is_cuda for p in self.model.parameters())
-        self._guard = torch._C.DisableTorchFunction if self.mode == "full" else contextlib.nullcontext
+        self._guard = (
+            torch._C.DisableTorchFunction if self.mode == "full" else contextlib.nullcontext
+        )
         self._t_start = time.perf_counter()
         if self.mode == "full":
             importlib.import_module("torch._dynamo")  # first use inside an op costs ~2 s
@@ -130,12 +131,13 @@ class Recorder:
             }
             from labkit.memory.tracker import MemoryTracker
 
-            self._memory = MemoryTracker(self, own_pack_hooks=False)
+            # one Python dispatch layer, not two: FlopCapture hands each op's result to it
+            self._memory = MemoryTracker(self, own_pack_hooks=False, own_mode=False)
             self._contexts = [
                 OpCapture(self),
                 FlopCapture(self),
                 torch.autograd.graph.saved_tensors_hooks(self._pack, _unpack),
-                self._memory,  # last: on top of FlopCapture, it sees ops as they really ran
+                self._memory,
             ]
             entered = []
             try:
@@ -191,7 +193,7 @@ class Recorder:
         self._edges: list[tuple[int, int, Any, Any]] = []
         self._stack: list[RawNode] = []
         self._index = CallIndex()
-        self._producer: WeakIdKeyDictionary = WeakIdKeyDictionary()
+        self._producer = Producers()
         self._call_counts: dict[str, int] = {}
         self._op_counts: dict[tuple[int, str], int] = {}
         self._io_counts: dict[str, int] = {}
@@ -200,9 +202,11 @@ class Recorder:
         self._memory: Any = None  # MemoryTracker in full mode
         self._bwd_handles: list[Any] = []
         self._hooked_seq: set[int] = set()
-        self._hooked_acc: set[int] = set()
+        self._seg_hooks: dict[int, Any] = {}
+        self._bwd_task: int | None = None
         self._saved_ptrs: set[int] = set()
-        self._bwd_t0 = 0.0
+        self._bwd_t0: float | None = None
+        self._bwd_call = None
         self._bwd_total = 0.0
         self._fwd_total = 0.0
         self._top_calls = 0
@@ -239,13 +243,11 @@ class Recorder:
             self._call_counts[path] = node.call + 1
             self._first_call.setdefault(path, node)
             node.key = f"{path}#{node.call}"
-            named = [*named_tensors(args), *named_tensors(kwargs)]
-            node.inputs = tuple(tensor_meta(t, n) for n, t in named)
+            named = named_args(args, kwargs)
+            node.inputs = tuple([(t.shape, t.dtype, t.device, n) for n, t in named])
             producer = self._producer
             node.pending = [
-                (p, tuple(t.shape), t.dtype)
-                for _, t in named
-                if (p := producer.get(t)) is not None
+                (p, tuple(t.shape), t.dtype) for _, t in named if (p := producer.get(t)) is not None
             ]
             node.seq0 = _get_sequence_nr()
             self._index.add(node)
@@ -269,12 +271,14 @@ class Recorder:
             node = self._stack.pop()
             node.fwd_time = t1 - node.t0
             node.seq1 = _get_sequence_nr()
-            named = list(named_tensors(output))
-            node.outputs = tuple(tensor_meta(t, n) for n, t in named)
+            named = (
+                [("", output)] if isinstance(output, torch.Tensor) else list(named_tensors(output))
+            )
+            node.outputs = tuple([(t.shape, t.dtype, t.device, n) for n, t in named])
             if node.leaf:  # nothing finer recorded inside: the call itself is the graph node
                 self._edges.extend((p, node.id, s, d) for p, s, d in node.pending)
                 for _, t in named:
-                    self._producer[t] = node.id
+                    self._producer.set(t, node.id)
             node.pending = []
             if not self._stack:
                 self._top_outputs(node, named)
@@ -286,8 +290,8 @@ class Recorder:
                     continue
                 node = self._new("input", tname, "Tensor", None)
                 node.key = self._unique_key(f"input:{tname}")
-                node.outputs = (tensor_meta(t, tname),)
-                self._producer[t] = node.id
+                node.outputs = (raw_meta(t, tname),)
+                self._producer.set(t, node.id)
 
     def _top_outputs(self, call: RawNode, named: list[tuple[str, torch.Tensor]]) -> None:
         self._top_calls += 1
@@ -296,7 +300,7 @@ class Recorder:
             tname = "output" + name
             node = self._new("output", tname, "Tensor", None)
             node.key = self._unique_key(f"output:{tname}")
-            node.inputs = (tensor_meta(t, tname),)
+            node.inputs = (raw_meta(t, tname),)
             p = self._producer.get(t)
             if p is not None:
                 self._edges.append((p, node.id, tuple(t.shape), t.dtype))
@@ -314,15 +318,15 @@ class Recorder:
         self._op_counts[(parent.id, name)] = k + 1
         node.key = f"{parent.key}/{name}#{k}"
         ins = call_tensors(args, kwargs)
-        node.inputs = tuple(tensor_meta(t) for t in ins)
+        node.inputs = tuple([(t.shape, t.dtype, t.device, "") for t in ins])
         producer = self._producer
         for t in ins:
             p = producer.get(t)
             if p is not None:
                 self._edges.append((p, node.id, tuple(t.shape), t.dtype))
-        node.outputs = tuple(tensor_meta(t) for t in outs)
+        node.outputs = tuple([(t.shape, t.dtype, t.device, "") for t in outs])
         for t in outs:
-            producer[t] = node.id
+            producer.set(t, node.id)
         node.fwd_time = elapsed
         node.flops_fwd = self._op_flops
 
@@ -330,7 +334,7 @@ class Recorder:
         if isinstance(src, torch.Tensor) and isinstance(out, torch.Tensor):
             p = self._producer.get(src)
             if p is not None:
-                self._producer[out] = p
+                self._producer.set(out, p)
 
     def _on_flops(self, n: int) -> None:
         if torch._C._current_graph_task_id() != -1:  # inside backward
@@ -357,50 +361,70 @@ class Recorder:
         return t.detach()
 
     # ------------------------------------------------------------ backward
+    # On the CPU, autograd runs the nodes of a graph in decreasing sequence number, which
+    # is reverse creation order. So the nodes one module call created run as contiguous
+    # *segments*, and one pre-hook on the first node of each segment (its highest sequence
+    # number) is enough to time every call: a segment lasts until the next one starts or
+    # the backward pass ends. AccumulateGrad nodes run inside the segment that fed them.
     _bwd_call: RawNode | None = None
 
     def _hook_graph(self, roots: list[Any]) -> None:
-        """Hook every autograd node created during the recording, below ``roots``."""
+        """Hook the first node of each call's segment among the nodes below ``roots``."""
+        found: list[tuple[int, RawNode | None, Any]] = []
         stack = list(roots)
         while stack:
             fn = stack.pop()
-            if fn is None:
+            if fn is None or hasattr(fn, "variable"):  # AccumulateGrad: no segment of its own
                 continue
-            var = getattr(fn, "variable", None)
-            if var is not None:  # AccumulateGrad of a leaf
-                if id(var) in self._hooked_acc:
-                    continue
-                self._hooked_acc.add(id(var))
-                owner = self._param_owner.get(id(var))
-                call = self._first_call.get(owner) if owner is not None else None
-            else:
-                seq = fn._sequence_nr()
-                if seq < self._seq_start or seq in self._hooked_seq:
-                    continue
-                self._hooked_seq.add(seq)
-                call = self._index.find(seq)
-                stack.extend(nf for nf, _ in fn.next_functions)
-            self._bwd_handles.append(fn.register_prehook(self._make_pre(call)))
-            self._bwd_handles.append(fn.register_hook(self._make_post(call)))
+            seq = fn._sequence_nr()
+            if seq in self._hooked_seq:
+                continue
+            self._hooked_seq.add(seq)
+            if seq < self._seq_start:  # made before the recording: runs after all of ours
+                found.append((seq, None, fn))
+                continue
+            found.append((seq, self._index.find(seq), fn))
+            stack.extend(nf for nf, _ in fn.next_functions)
+        found.sort(key=lambda item: -item[0])
+        prev: Any = _NO_CALL
+        for _, call, fn in found:
+            if call is not prev:
+                self._bwd_handles.append(fn.register_prehook(self._segment_hook(call)))
+                prev = call
 
-    def _make_pre(self, call: RawNode | None) -> Any:
-        def pre(grad_outputs: Any) -> None:
-            self._bwd_call = call
-            self._bwd_t0 = time.perf_counter()
+    def _segment_hook(self, call: RawNode | None) -> Any:
+        key = id(call)
+        hook = self._seg_hooks.get(key)
+        if hook is None:
 
-        return pre
+            def hook(grad_outputs: Any) -> None:
+                now = time.perf_counter()
+                self._close_segment(now)
+                self._bwd_call = call
+                self._bwd_t0 = now
+                task = torch._C._current_graph_task_id()
+                if task != self._bwd_task:  # first segment of this backward pass
+                    self._bwd_task = task
+                    torch.autograd.Variable._execution_engine.queue_callback(self._end_backward)
 
-    def _make_post(self, call: RawNode | None) -> Any:
-        def post(grad_inputs: Any, grad_outputs: Any) -> None:
-            dt = time.perf_counter() - self._bwd_t0
-            self._bwd_total += dt
-            if call is None:
-                self._outside["bwd_time"] += dt
-            else:
-                call.bwd_self += dt
-            self._bwd_call = None
+            self._seg_hooks[key] = hook
+        return hook
 
-        return post
+    def _close_segment(self, now: float) -> None:
+        if self._bwd_t0 is None:
+            return
+        dt = now - self._bwd_t0
+        self._bwd_total += dt
+        if self._bwd_call is None:
+            self._outside["bwd_time"] += dt
+        else:
+            self._bwd_call.bwd_self += dt
+
+    def _end_backward(self) -> None:
+        self._close_segment(time.perf_counter())
+        self._bwd_t0 = None
+        self._bwd_call = None
+        self._bwd_task = None
 
     # ------------------------------------------------------------ results
     def _build(self) -> Trace:
@@ -433,13 +457,17 @@ class Recorder:
 
     def _failure_message(self, node: RawNode, exc: BaseException) -> str:
         where = f"module '{node.module}'" if node.module else "the root module"
+        metas = [freeze_meta(m) for m in node.inputs]
         ins = ", ".join(
-            f"{m.name or 'arg'}: {m.dtype}{fmt_shape(m.shape)}" for m in node.inputs
+            f"{m.name or 'arg'}: {m.dtype}{fmt_shape(m.shape)}" for m in metas
         ) or "no tensors"  # fmt: skip
         return (
             f"{type(self.model).__name__} failed in {where} ({node.type}) called with "
             f"inputs ({ins}): {type(exc).__name__}: {exc}"
         )
+
+
+_NO_CALL = object()
 
 
 def _unpack(t: torch.Tensor) -> torch.Tensor:
