@@ -349,6 +349,9 @@ class Lab:
             "batch_size": self.batch_size,
         }  # fmt: skip
         run = Run(logdir=str(logdir), config=config, notes=[plan.reason])
+        from labkit.promote.recipe_record import record_recipe
+
+        record_recipe(self.recipe, source="Lab.fit")  # read by `labkit promote`; no-op outside
         if resume and ckpt is None:
             run.notes.append(f"resume=True but {last} does not exist yet: starting fresh")
         self.runs.append(run)

@@ -44,7 +44,9 @@ class OptimizePanel(anywidget.AnyWidget):
         mode: ``"train"`` or ``"inference"``.
         steps: Timed steps per recipe.
         warmup: Warm-up steps per recipe.
-        on_apply: Called with the Recipe when "Apply" is pressed.
+        on_apply: Called with the Recipe when "Apply" is pressed; without one, Apply
+            records the Recipe in the notebook (``labkit.promote.record_recipe``) so that
+            ``labkit promote`` writes it into the script.
         target: Object whose ``recipe`` attribute "Apply" sets (e.g. a Lab).
         compare_kwargs: Further keyword arguments for :func:`labkit.compare`.
 
@@ -154,6 +156,10 @@ class OptimizePanel(anywidget.AnyWidget):
             self.target.recipe = recipe
         if self.on_apply is not None:
             self.on_apply(recipe)
+        else:  # keep the choice in the notebook, where `labkit promote` reads it
+            from labkit.promote.recipe_record import record_recipe
+
+            record_recipe(recipe, source="optimize panel")
         self.applied_label = recipe.label
         return recipe
 
