@@ -90,3 +90,12 @@ def test_ddp_two_processes_match_one_process(graph, tmp_path):
     assert val2 == pytest.approx(val1, rel=1e-4, abs=1e-5)
     for name in w1:
         torch.testing.assert_close(w2[name], w1[name], rtol=1e-4, atol=1e-5, msg=name)
+
+
+def test_lab_traces_a_gat_training_step(graph, tmp_path):
+    lab = labkit.Lab(GAT(16, 8, 4, heads=2), graph, loss=F.cross_entropy, logdir=tmp_path)
+    trace = lab.trace()
+    convs = [n for n in trace.nodes if n.type == "GATConv"]
+    assert len(convs) == 2 and trace.meta.backward
+    assert trace.nodes[convs[0].id].saved_bytes > 0
+    assert lab.traces[-1] is trace
