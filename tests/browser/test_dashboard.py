@@ -1,0 +1,100 @@
+"""The live training dashboard in a real JupyterLab, driven by Chromium.
+
+A notebook fits a tiny MLP on CPU in the background (``lab.fit(background=True)``, so the
+kernel stays free for the widget's messages) with the dashboard showing; the test watches
+the loss curve and the progress move, clicks Stop, and reads back in the kernel that the
+run stopped and kept a checkpoint.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.browser._notebook import cell, notebook, open_and_run, rerun_cell, save_shot
+
+pytestmark = pytest.mark.browser
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "images"
+
+SETUP = """\
+import os
+import torch
+from torch import nn
+from torch.utils.data import TensorDataset
+import labkit
+
+torch.manual_seed(0)
+x = torch.randn(512, 8)
+y = (x.sum(1) > 0).long()
+data = (TensorDataset(x[:384], y[:384]), TensorDataset(x[384:], y[384:]))
+model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 2))
+acc = lambda out, t: (out.argmax(1) == t).float().mean()
+lab = labkit.Lab(model, data, loss=nn.functional.cross_entropy, lr=1e-2, batch_size=4,
+                 metrics={"acc": acc}, logdir="runs/dashboard")
+"""
+FIT = "run = lab.fit(max_epochs=200, seed=0, background=True)"
+# harmless while the run goes on (Run All); after Stop, waits for the run to end
+READBACK = """\
+if lab.dashboard.stop_requested:
+    run.wait(timeout=60)
+ckpt = run.last_checkpoint
+print("STATUS", run.status, "CKPT", bool(ckpt) and os.path.exists(ckpt))
+"""
+FIT_CELL, READBACK_CELL = 1, 2
+
+
+def _step(dash) -> int:
+    m = re.search(r"step (\d+)", dash.locator(".lk-dash-progress").inner_text())
+    return int(m.group(1)) if m else 0
+
+
+def test_dashboard_updates_and_stop_keeps_a_checkpoint(browser, lab_server):
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    try:
+        open_and_run(page, lab_server, notebook(SETUP, FIT, READBACK), "dashboard.ipynb")
+        dash = cell(page, FIT_CELL).locator(".lk-dashboard")
+        dash.wait_for()
+        dash.locator(".lk-dash-status[data-status='running']").wait_for(timeout=60_000)
+
+        # the loss curve and the progress appear ...
+        loss = dash.locator("path[data-key='train_loss']")
+        page.wait_for_function(
+            "el => (el.querySelector(\"path[data-key='train_loss']\")?.getAttribute('d') || '')"
+            ".split('L').length > 5",
+            arg=dash.element_handle(),
+            timeout=60_000,
+        )
+        first_step, first_d = _step(dash), loss.get_attribute("d")
+        assert first_step > 0
+        assert re.search(r"step \d+/\d+ · epoch \d+/200", dash.inner_text())
+        # ... and keep moving while the kernel is free
+        page.wait_for_function(
+            "([el, n]) => { const m = el.querySelector('.lk-dash-progress').textContent"
+            ".match(/step (\\d+)/); return m && +m[1] > n; }",
+            arg=[dash.element_handle(), first_step + 20],
+            timeout=60_000,
+        )
+        assert _step(dash) > first_step and loss.get_attribute("d") != first_d
+        bar = dash.locator(".lk-dash-bar").evaluate("el => parseFloat(el.style.width)")
+        assert bar > 0
+        loss_stat = dash.locator("[data-stat='loss']").inner_text()
+        assert re.search(r"loss: \d", loss_stat), loss_stat
+        save_shot(dash, "dashboard-running", also=DOCS / "dashboard.png")
+
+        # Stop: the step finishes, a checkpoint is kept, the run says "stopped"
+        dash.locator("button.lk-dash-stop").click()
+        dash.locator(".lk-dash-status[data-status='stopped']").wait_for(timeout=60_000)
+        assert dash.locator("button.lk-dash-stop").inner_text() == "Stopped"
+        stopped_at = _step(dash)
+        assert 0 < stopped_at < 200 * 96
+        save_shot(dash, "dashboard-stopped")
+
+        out = rerun_cell(page, READBACK_CELL, "STATUS stopped", timeout_ms=90_000)
+        assert "STATUS stopped CKPT True" in out, out
+    finally:
+        context.close()
