@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import html
 from typing import Any
 
@@ -114,8 +115,52 @@ class AttentionView(anywidget.AnyWidget):
                     sums[h] += w
         return sums
 
+    def to_png(self) -> bytes:
+        """The drawn neighbourhood as a PNG (matplotlib), as the browser lays it out."""
+        import io
+        import math
+
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+
+        v = self.view
+        pos = ring_layout(v)
+        weights = [e["mean"] if self.head < 0 else e["weights"][self.head] for e in v["edges"]]
+        top = max(weights, default=1.0) or 1.0
+        fig = Figure(figsize=(5, 5), dpi=100)
+        FigureCanvasAgg(fig)
+        ax = fig.add_subplot()
+        ax.set_axis_off()
+        ax.set_aspect("equal")
+        for e, w in sorted(zip(v["edges"], weights, strict=True), key=lambda p: -p[0]["hop"]):
+            rel = w / top
+            color = (1 - 0.14 * rel, 0.92 - 0.78 * rel, 0.86 - 0.74 * rel)
+            (x0, y0), (x1, y1) = pos[e["src"]], pos[e["dst"]]
+            if e["src"] != e["dst"]:
+                ax.plot([x0, x1], [y0, y1], color=color, lw=0.4 + 3 * rel, zorder=1,
+                        alpha=1.0 if e["hop"] == 1 else 0.55)  # fmt: skip
+        palette = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#b07aa1", "#76b7b2"]
+        for i, n in enumerate(v["nodes"]):
+            x, y = pos[n]
+            label = v["labels"][i] if v["labels"] else None
+            color = "#999" if label is None else palette[label % len(palette)]
+            size = 260 if n == v["node"] else 120
+            ax.scatter([x], [y], s=size, color=color, edgecolors="#222" if n == v["node"] else
+                       "white", zorder=2)  # fmt: skip
+            ax.text(x, y, str(n), ha="center", va="center", fontsize=6, color="white", zorder=3)
+        head = "mean over heads" if self.head < 0 else f"head {self.head}"
+        ax.set_title(f"{self._amap.model}: attention into node {v['node']} ({head})", fontsize=9)
+        lim = max((math.hypot(x, y) for x, y in pos.values()), default=1.0) + 0.6
+        ax.set_xlim(-lim, lim)
+        ax.set_ylim(-lim, lim)
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", bbox_inches="tight")
+        return buf.getvalue()
+
     def to_html(self) -> str:
-        """The picked node's incoming weights as a static HTML table (for exported notebooks)."""
+        """The picture and the picked node's incoming weights as static HTML (for exports)."""
+        from labkit.widgets._base import png_img
+
         v = self.view
         heads = v["heads"][0] if v["heads"] else 0
         head_cells = "".join(f"<th>head {h}</th>" for h in range(heads))
@@ -125,7 +170,8 @@ class AttentionView(anywidget.AnyWidget):
             rows.append(f"<tr><td>{e['src']}</td>{cells}<td>{e['mean']:.3f}</td></tr>")
         title = html.escape(f"Attention into node {v['node']} ({self._amap.model})")
         return (
-            f"<div><b>{title}</b><table><tr><th>from</th>{head_cells}<th>mean</th></tr>"
+            f"<div>{png_img(self.to_png(), alt=title)}<br/>"
+            f"<b>{title}</b><table><tr><th>from</th>{head_cells}<th>mean</th></tr>"
             + "".join(rows)
             + "</table></div>"
         )
@@ -135,6 +181,8 @@ class AttentionView(anywidget.AnyWidget):
         if bundle is None:
             return bundle
         data, meta = bundle
+        png = self.to_png()
+        data["image/png"] = base64.b64encode(png).decode("ascii")
         data["text/html"] = self.to_html()
         return data, meta
 
@@ -144,3 +192,41 @@ class AttentionView(anywidget.AnyWidget):
             f"AttentionView(model={self._amap.model}, node={self.node}, hops={self.hops}, "
             f"head={head!r}, nodes={self.num_nodes})"
         )
+
+
+def ring_layout(view: dict[str, Any]) -> dict[int, tuple[float, float]]:
+    """Positions of a view's nodes: the picked node at 0, hop k on the circle of radius k.
+
+    Nodes of a ring are spread evenly, ordered by the angle of the node they send to (the
+    browser uses the same rule, ``layout`` in ``widgets/src/attention.js``).
+
+    Args:
+        view: A :meth:`~labkit.gnn.attention.NodeAttention.to_dict` payload.
+
+    Returns:
+        ``{node: (x, y)}``.
+
+    Example:
+        >>> ring_layout({"node": 0, "edges": [{"src": 1, "dst": 0, "hop": 1}]})
+        {0: (0.0, 0.0), 1: (0.0, -1.0)}
+    """
+    import math
+
+    hop = {view["node"]: 0}
+    for e in view["edges"]:
+        hop.setdefault(e["src"], e["hop"])
+    angle = {view["node"]: 0.0}
+    pos = {view["node"]: (0.0, 0.0)}
+    for k in range(1, max(hop.values()) + 1):
+        ring: list[tuple[float, int]] = []
+        seen: set[int] = set()
+        for e in view["edges"]:
+            if e["hop"] == k and hop[e["src"]] == k and e["src"] not in seen:
+                seen.add(e["src"])
+                ring.append((angle.get(e["dst"], 0.0), e["src"]))
+        ring.sort(key=lambda p: p[0])
+        for i, (_, n) in enumerate(ring):
+            a = 2 * math.pi * i / max(len(ring), 1) + (ring[0][0] if k > 1 else -math.pi / 2)
+            angle[n] = a
+            pos[n] = (round(k * math.cos(a), 12) + 0.0, round(k * math.sin(a), 12) + 0.0)
+    return pos

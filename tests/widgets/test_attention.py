@@ -52,9 +52,25 @@ def test_bad_pick_is_refused_and_the_old_one_kept(view):
         AttentionView(GAT(34, 4, 4), karate(), head=3)
 
 
-def test_static_html_and_repr(view):
+def test_static_png_html_and_repr(view):
+    assert view.to_png().startswith(b"\x89PNG")
     page = view.to_html()
     assert "Attention into node 0 (GAT)" in page and "<th>head 1</th>" in page
+    assert 'src="data:image/png;base64,' in page
     data, _ = view._repr_mimebundle_()
-    assert "application/vnd.jupyter.widget-view+json" in data and "text/html" in data
+    assert {"application/vnd.jupyter.widget-view+json", "text/html", "image/png"} <= set(data)
     assert repr(view) == "AttentionView(model=GAT, node=0, hops=2, head='mean', nodes=34)"
+
+
+def test_ring_layout_puts_hop_k_on_circle_k(view):
+    import math
+
+    from labkit.widgets.attention import ring_layout
+
+    pos = ring_layout(view.view)
+    hops = {view.view["node"]: 0}
+    for e in view.view["edges"]:
+        hops.setdefault(e["src"], e["hop"])
+    assert set(pos) == set(view.view["nodes"])
+    for n, (x, y) in pos.items():
+        assert math.hypot(x, y) == pytest.approx(hops[n])
