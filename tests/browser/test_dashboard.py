@@ -98,3 +98,72 @@ def test_dashboard_updates_and_stop_keeps_a_checkpoint(browser, lab_server):
         assert "STATUS stopped CKPT True" in out, out
     finally:
         context.close()
+
+
+DDP_SETUP = """\
+import torch, torch.nn.functional as F
+from torch import nn
+from torch.utils.data import TensorDataset
+import labkit
+
+torch.manual_seed(0)
+x = torch.randn(1024, 8)
+y = (x.sum(1) > 0).long()
+class Net(nn.Module):  # defined in the notebook: cannot be pickled by reference
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2))
+    def forward(self, x):
+        return self.body(x)
+lab = labkit.Lab(Net(), (TensorDataset(x[:768], y[:768]), TensorDataset(x[768:], y[768:])),
+                 loss=F.cross_entropy, lr=1e-2, batch_size=4, logdir="runs/dashboard-ddp")
+"""
+DDP_FIT = "run = lab.fit(max_epochs=2, devices=2, accelerator='cpu')"
+DDP_READBACK = "print('DDP', run.status, run.config['launch'], len(run.steps))"
+
+# every progress text the page shows, recorded as it changes (set before Run All)
+_WATCH_PROGRESS = """() => {
+    window.__lkProgress = [];
+    new MutationObserver(() => {
+        for (const el of document.querySelectorAll('.lk-dash-progress')) {
+            const t = el.textContent;
+            if (window.__lkProgress[window.__lkProgress.length - 1] !== t)
+                window.__lkProgress.push(t);
+        }
+    }).observe(document.body, {subtree: true, childList: true, characterData: true});
+}"""
+
+
+@pytest.mark.slow
+def test_ddp_two_cpu_processes_stream_rank0_metrics(browser, lab_server):
+    import nbformat
+
+    from tests.browser.conftest import open_lab, run_all_cells
+
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    try:
+        nb = notebook(DDP_SETUP, DDP_FIT, DDP_READBACK)
+        nbformat.write(nb, Path(lab_server.root_dir) / "dashboard-ddp.ipynb")
+        open_lab(page, lab_server, "dashboard-ddp.ipynb")
+        page.evaluate(_WATCH_PROGRESS)
+        page.locator(".jp-NotebookPanel .jp-Cell").first.click()
+        run_all_cells(page)
+
+        # 768 samples / 2 ranks / 4 per batch = 96 steps per epoch, 2 epochs, seen from rank 0
+        out = cell(page, 2).locator(".jp-OutputArea").inner_text()
+        assert "DDP finished fork 192" in out, out
+        dash = cell(page, 1).locator(".lk-dashboard")
+        dash.locator(".lk-dash-status[data-status='finished']").wait_for()
+        assert "processes: 2" in dash.locator("[data-stat='processes']").inner_text()
+        assert "step 192/192" in dash.locator(".lk-dash-progress").inner_text()
+        assert dash.locator("path[data-key='train_loss']").get_attribute("d").count("L") >= 20
+        assert dash.locator("path[data-key='val_loss']").count() == 1
+        # the dashboard moved while the processes trained, not only at the end
+        seen = page.evaluate("window.__lkProgress")
+        steps = [int(m.group(1)) for t in seen if (m := re.search(r"step (\d+)/192", t))]
+        assert any(0 < s < 192 for s in steps), seen
+        save_shot(dash, "dashboard-ddp")
+    finally:
+        context.close()
