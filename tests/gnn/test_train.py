@@ -99,3 +99,13 @@ def test_lab_traces_a_gat_training_step(graph, tmp_path):
     assert len(convs) == 2 and trace.meta.backward
     assert trace.nodes[convs[0].id].saved_bytes > 0
     assert lab.traces[-1] is trace
+
+
+def test_lab_takes_a_one_graph_pyg_dataset_and_leaves_graph_classification_alone(tmp_path):
+    from torch_geometric.datasets import FakeDataset, KarateClub
+
+    lab = labkit.Lab(GAT(34, 4, 4), KarateClub(), loss=F.cross_entropy, logdir=tmp_path)
+    assert isinstance(lab.data, GraphDataModule) and lab.step is node_step
+    graphs = FakeDataset(num_graphs=3, avg_num_nodes=10, task="graph")
+    lab = labkit.Lab(GAT(64, 4, 4), graphs, loss=F.cross_entropy, logdir=tmp_path)
+    assert lab.data is graphs and lab.step is None
