@@ -10,8 +10,7 @@ Example:
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from labkit._lazy import lazy_exports
 
 __version__ = "0.1.0"
 
@@ -38,16 +37,5 @@ _LAZY = {
 __all__ = ["__version__", *_LAZY]
 
 
-def __getattr__(name: str) -> Any:
-    target = _LAZY.get(name)
-    if target is None:
-        raise AttributeError(f"module 'labkit' has no attribute {name!r}")
-    module = importlib.import_module(target)
-    # labkit.trace and labkit.memory are callable packages; other names are module attributes
-    value = module if name in ("trace", "memory") else getattr(module, name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+# labkit.trace and labkit.memory are callable packages; other names are module attributes
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, modules=("trace", "memory"))

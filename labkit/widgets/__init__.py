@@ -13,8 +13,7 @@ Example:
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from labkit._lazy import lazy_exports
 
 _LAZY = {
     "GraphView": "labkit.widgets.graph",
@@ -28,14 +27,4 @@ _LAZY = {
 __all__ = list(_LAZY)
 
 
-def __getattr__(name: str) -> Any:
-    target = _LAZY.get(name)
-    if target is None:
-        raise AttributeError(f"module 'labkit.widgets' has no attribute {name!r}")
-    value = getattr(importlib.import_module(target), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
