@@ -7,6 +7,7 @@ module-scoped page. These helpers reuse the harness's ``open_lab`` / ``run_all_c
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -61,11 +62,15 @@ def rerun_cell(page, index: int, expect: str | re.Pattern[str], timeout_ms: int 
 
 
 def save_shot(locator, name: str, also: Path | None = None) -> Path:
-    """Screenshot ``locator`` to ``test-artifacts/<name>.png`` (and copy to ``also``)."""
+    """Screenshot ``locator`` to ``test-artifacts/<name>.png``.
+
+    With ``LABKIT_UPDATE_SCREENSHOTS=1`` it is also copied to ``also`` (the README's
+    images under docs/), so a plain test run never rewrites tracked files.
+    """
     ARTIFACTS.mkdir(exist_ok=True)
     path = ARTIFACTS / f"{name}.png"
     locator.screenshot(path=str(path))
-    if also is not None:
+    if also is not None and os.environ.get("LABKIT_UPDATE_SCREENSHOTS") == "1":
         also.parent.mkdir(parents=True, exist_ok=True)
         also.write_bytes(path.read_bytes())
     return path
