@@ -129,12 +129,12 @@ def lightning(make, ds) -> dict[str, float]:  # type: ignore[no-untyped-def]
 SENT: dict[str, list[float]] = {}
 
 
-def labkit_fit(make, ds, *, dashboard: bool, name: str) -> dict[str, float]:  # type: ignore[no-untyped-def]
+def labkit_fit(make, ds, *, dashboard: bool, name: str, guard: bool = True) -> dict[str, float]:  # type: ignore[no-untyped-def]
     timer = IterTimer()
     with tempfile.TemporaryDirectory() as d:
         lab = Lab(make(), DataLoader(ds, batch_size=BS), loss=F.cross_entropy, logdir=d)
         t0 = time.perf_counter()
-        lab.fit(max_epochs=1, accelerator="cpu", dashboard=dashboard, dry_run=True,
+        lab.fit(max_epochs=1, accelerator="cpu", dashboard=dashboard, dry_run=True, guard=guard,
                 trainer_kwargs={"callbacks": [timer], "enable_progress_bar": False})  # fmt: skip
         wall = time.perf_counter() - t0
         if dashboard:
@@ -156,6 +156,9 @@ def bench(kind: str, steps: int, rounds: int) -> dict[str, BenchResult]:
                                    "<= 1.05x raw, <= 1.02x Lightning"),
         "labkit (dashboard on)": (lambda: labkit_fit(make, ds, dashboard=True, name=kind),
                                   "<= 1.02x dashboard off"),
+        # attribution: what the NaN/Inf guard (a finiteness check of every gradient) costs
+        "labkit (dashboard off, guard off)": (
+            lambda: labkit_fit(make, ds, dashboard=False, name=kind, guard=False), ""),
     }  # fmt: skip
     samples: dict[str, list[dict[str, float]]] = {k: [] for k in variants}
     for fn, _ in variants.values():
@@ -190,11 +193,12 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--rounds", type=int, default=None, help="interleaved rounds")
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    ap.add_argument("--models", nargs="+", default=["mlp", "cnn"], choices=["mlp", "cnn"])
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     steps, rounds = (30, 3) if a.quick else (80, 9)
     rounds = a.rounds or rounds
-    for kind in ("mlp", "cnn"):
+    for kind in a.models:
         results = bench(kind, steps, rounds)
         for clock, result in results.items():
             print(f"## {kind}, clock: {clock}")
@@ -206,7 +210,9 @@ def main() -> None:
             print(f"labkit / plain Lightning: {vs_pl:.3f}x (target <= 1.02)")
             print(f"dashboard on / off: "
                   f"{m['labkit (dashboard on)'] / m['labkit (dashboard off)']:.3f}x"
-                  f" (target <= 1.02)\n")  # fmt: skip
+                  f" (target <= 1.02)")  # fmt: skip
+            guard = m["labkit (dashboard off)"] / m["labkit (dashboard off, guard off)"]
+            print(f"guard on / off: {guard:.3f}x\n")
         print(f"dashboard sent {results['wall'].meta['dashboard_msgs_per_s']:.1f} messages/s "
               "(throttle: <= 4/s)\n")  # fmt: skip
 
