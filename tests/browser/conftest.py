@@ -63,12 +63,17 @@ def browser():
 
 
 @pytest.fixture
-def page(browser):
+def page(browser, lab_server: JupyterProcess):
+    """A fresh page; kernels its notebooks started are shut down afterwards."""
+    before = {s["id"] for s in lab_server.get_json("api/sessions")}
     context = browser.new_context(viewport={"width": 1400, "height": 900})
     page = context.new_page()
     page.set_default_timeout(30_000)
     yield page
     context.close()
+    for session in lab_server.get_json("api/sessions"):
+        if session["id"] not in before:  # each idle kernel holds torch: free it
+            lab_server.request(f"api/sessions/{session['id']}", method="DELETE").close()
 
 
 @pytest.fixture

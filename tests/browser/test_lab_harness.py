@@ -26,6 +26,11 @@ def test_ipywidgets_slider_renders(open_and_run):
     assert "answer" in slider.inner_text()
 
 
+def test_kernels_of_earlier_pages_are_shut_down(lab_server):
+    """Runs after the slider test: its page's teardown ended the notebook's kernel."""
+    assert lab_server.get_json("api/sessions") == []
+
+
 def test_server_stop_leaves_no_process(tmp_path: Path):
     """A server with a running kernel stops without leaving a child behind."""
     server = JupyterProcess(tmp_path / "root", app="lab", log_path=tmp_path / "lab.log")
