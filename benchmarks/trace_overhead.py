@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import argparse
 import copy
+import os
+import time
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -48,7 +51,9 @@ def transformer() -> tuple[nn.Module, torch.Tensor]:
     return model, torch.randn(16, 64, 256)
 
 
-def bench_model(name: str, model: nn.Module, x: torch.Tensor, rounds: int) -> None:
+def bench_model(
+    name: str, model: nn.Module, x: torch.Tensor, rounds: int, timer: Callable[[], float]
+) -> None:
     """Each variant steps its own copy of the model, so hooks of one never slow another."""
 
     def stepper(m: nn.Module):  # type: ignore[no-untyped-def]
@@ -84,7 +89,7 @@ def bench_model(name: str, model: nn.Module, x: torch.Tensor, rounds: int) -> No
         with FlopCounterMode(display=False):
             bare()
 
-    bench = Bench(f"trace_overhead_{name}", baseline="bare", warmup=3, rounds=rounds)
+    bench = Bench(f"trace_overhead_{name}", baseline="bare", warmup=3, rounds=rounds, timer=timer)
     bench.add("bare", bare, anchor="1.00x")
     bench.add("labkit timing", recorded(timing), anchor="<= 1.10x (target)")
     bench.add("labkit full", recorded(full), anchor="<= 1.30x and < torch.profiler (target)")
@@ -113,12 +118,28 @@ def bench_model(name: str, model: nn.Module, x: torch.Tensor, rounds: int) -> No
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument(
+        "--threads", type=int, default=1, help="torch intra-op threads (default 1: see --clock)"
+    )
+    parser.add_argument(
+        "--clock",
+        choices=("cpu", "wall"),
+        default="cpu",
+        help="cpu: this thread's CPU time, which other processes' load barely moves "
+        "(holds the whole step with 1 thread); wall: perf_counter",
+    )
     args = parser.parse_args()
+    torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads\n")
+    timer = time.thread_time if args.clock == "cpu" else time.perf_counter
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, clock={args.clock}, "
+        f"load average {load:.1f} on {os.cpu_count()} CPUs\n"
+    )
     for name, build in (("residual_cnn", residual_cnn), ("transformer", transformer)):
         model, x = build()
-        bench_model(name, model, x, args.rounds)
+        bench_model(name, model, x, args.rounds, timer)
 
 
 if __name__ == "__main__":
