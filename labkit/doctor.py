@@ -26,7 +26,7 @@ from typing import Literal
 
 from labkit.widgets._assets import BUILD_FIX, check_assets
 
-__all__ = ["Check", "check", "exit_code", "render"]
+__all__ = ["Check", "check", "exit_code", "render", "to_json"]
 
 Status = Literal["ok", "missing", "broken"]
 
@@ -97,12 +97,21 @@ def check() -> list[Check]:
     Returns:
         One :class:`Check` per piece, in a stable order.
     """
-    checks = [_library(dist, module) for dist, module in LIBRARIES]
-    checks += _devices()
-    checks.append(_widget_assets())
-    checks.append(_lab_extension())
-    checks.append(_server_extension())
+    checks = [_guarded(dist, _library, dist, module) for dist, module in LIBRARIES]
+    checks += _guarded("devices", _devices)
+    checks.append(_guarded("widget assets", _widget_assets))
+    checks.append(_guarded("lab extension", _lab_extension))
+    checks.append(_guarded("server extension", _server_extension))
     return checks
+
+
+def _guarded(name, fn, *args):
+    """Run one piece's check; an unexpected error becomes a "broken" line, not a traceback."""
+    try:
+        return fn(*args)
+    except Exception as exc:
+        broken = Check(name, "broken", f"check failed: {type(exc).__name__}: {exc}", fix=SETUP_FIX)
+        return [broken] if fn is _devices else broken
 
 
 def exit_code(checks: list[Check]) -> int:

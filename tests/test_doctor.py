@@ -133,3 +133,16 @@ def test_disabled_extensions_are_named(tmp_path: Path, monkeypatch: pytest.Monke
     )
     assert server.status == "missing"
     assert server.fix == "jupyter server extension enable labkit.server --sys-prefix"
+
+
+def test_a_crashing_piece_is_reported_broken(monkeypatch: pytest.MonkeyPatch):
+    import labkit.doctor as doctor
+
+    def boom() -> None:
+        raise RuntimeError("config unreadable")
+
+    monkeypatch.setattr(doctor, "_lab_extension", boom)
+    lab = next(c for c in doctor.check() if c.name == "lab extension")
+    assert lab.status == "broken"
+    assert lab.detail == "check failed: RuntimeError: config unreadable"
+    assert lab.fix == doctor.SETUP_FIX
