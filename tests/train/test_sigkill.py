@@ -55,25 +55,27 @@ def test_sigkill_at_random_moments_then_resume(tmp_path):
 
     rng = random.Random(0)
     kills = mid_write = 0
+    ck = dir_ / "checkpoints"
     for attempt in range(4):
         proc = _start(dir_)
-        ck = dir_ / "checkpoints"
-        # wait until training runs (imports take seconds), then kill at a random moment,
-        # preferring moments when a checkpoint temp file exists
-        deadline = time.monotonic() + 60
+        # wait until training runs (imports take seconds), then kill at a random moment;
+        # even attempts wait for a checkpoint write (the script holds each temp file 0.5 s
+        # before the rename, so a loaded machine still sees it), odd ones land anywhere
+        deadline = time.monotonic() + 90
         while time.monotonic() < deadline and proc.poll() is None:
             if (dir_ / "events.jsonl").stat().st_size if (dir_ / "events.jsonl").exists() else 0:
                 break
             time.sleep(0.02)
-        time.sleep(rng.uniform(0.0, 1.5))
-        # the first two kills wait for a checkpoint write; the others land where they land
-        t_end = time.monotonic() + (20.0 if attempt < 2 else rng.uniform(0.0, 1.0))
-        while time.monotonic() < t_end and proc.poll() is None:
-            if ck.exists() and any(p.suffix == ".tmp" for p in ck.iterdir()):
-                break
-            time.sleep(0.001)
+        if attempt % 2 == 0:
+            t_end = time.monotonic() + 60
+            while time.monotonic() < t_end and proc.poll() is None:
+                if ck.exists() and any(p.suffix == ".tmp" for p in ck.iterdir()):
+                    break
+                time.sleep(0.005)
+        else:
+            time.sleep(rng.uniform(0.0, 1.0))
         if proc.poll() is not None:
-            break  # finished before we could kill it
+            continue  # ended before the kill: the next attempt resumes from its checkpoint
         writing = ck.exists() and any(p.suffix == ".tmp" for p in ck.iterdir())
         proc.send_signal(signal.SIGKILL)
         proc.wait()
