@@ -121,7 +121,6 @@ class Recorder:
         self._guard = (
             torch._C.DisableTorchFunction if self.mode == "full" else contextlib.nullcontext
         )
-        self._t_start = time.perf_counter()
         if self.mode == "full":
             importlib.import_module("torch._dynamo")  # first use inside an op costs ~2 s
 
@@ -197,7 +196,6 @@ class Recorder:
         self._call_counts: dict[str, int] = {}
         self._op_counts: dict[tuple[int, str], int] = {}
         self._io_counts: dict[str, int] = {}
-        self._first_call: dict[str, RawNode] = {}
         self._contexts: list[Any] = []
         self._memory: Any = None  # MemoryTracker in full mode
         self._bwd_handles: list[Any] = []
@@ -241,7 +239,6 @@ class Recorder:
             node.module = path
             node.call = self._call_counts.get(path, 0)
             self._call_counts[path] = node.call + 1
-            self._first_call.setdefault(path, node)
             node.key = f"{path}#{node.call}"
             named = named_args(args, kwargs)
             node.inputs = tuple([(t.shape, t.dtype, t.device, n) for n, t in named])
