@@ -11,6 +11,7 @@ import labkit
 from labkit.memory import MemoryRecordError
 from labkit.trace import TraceError
 from tests.memory.conftest import Stack, assert_clean
+from tests.trace._models import Interrupting
 
 
 class OOMAt(nn.Module):
@@ -89,16 +90,7 @@ def test_error_in_the_loss_or_optimizer_cleans_up() -> None:
 
 
 def test_keyboard_interrupt_is_not_wrapped_and_cleans_up() -> None:
-    class Stop(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.lin = nn.Linear(2, 2)
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            self.lin(x)
-            raise KeyboardInterrupt
-
-    model = Stop()
+    model = Interrupting()
     with pytest.raises(KeyboardInterrupt):
         labkit.memory(model, torch.randn(1, 2))
     assert_clean(model)

@@ -103,6 +103,18 @@ class Tied(nn.Module):
         return self.out(h)
 
 
+class Interrupting(nn.Module):
+    """Raises KeyboardInterrupt after one child call, as a user pressing Ctrl-C would."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(2, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.lin(x)
+        raise KeyboardInterrupt
+
+
 @dataclass
 class Batch:
     image: torch.Tensor

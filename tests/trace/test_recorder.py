@@ -9,7 +9,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 import labkit
 from labkit.trace import Recorder, TraceError
-from tests.trace._models import MLP, Branchy, ResCNN, Tied, gat_model, zoo
+from tests.trace._models import MLP, Branchy, Interrupting, ResCNN, Tied, gat_model, zoo
 from tests.trace.conftest import assert_clean, hook_count
 
 ZOO = zoo()
@@ -249,16 +249,7 @@ def test_error_names_module_path_and_input_shapes(mode: str) -> None:
 
 
 def test_keyboard_interrupt_is_not_wrapped_and_cleans_up() -> None:
-    class Interrupt(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.lin = nn.Linear(2, 2)
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            self.lin(x)
-            raise KeyboardInterrupt
-
-    model = Interrupt()
+    model = Interrupting()
     with pytest.raises(KeyboardInterrupt):
         labkit.trace(model, torch.randn(1, 2))
     assert_clean(model)
