@@ -23,15 +23,6 @@ from labkit.widgets._payload import graph_state, payload_bytes
 
 SIZES = (200, 1000, 2000)
 TARGET_S = 2.0
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 
 
 def synthetic_trace(n: int, seed: int = 0) -> Trace:
@@ -105,7 +96,7 @@ def main() -> BenchResult:
     from playwright.sync_api import sync_playwright
 
     from tests.browser._notebook import notebook
-    from tests.browser.conftest import open_lab, run_all_cells
+    from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS, open_lab, run_all_cells
     from tests.jupyter_process import JupyterProcess
 
     traces = {n: synthetic_trace(n) for n in SIZES}
@@ -126,7 +117,7 @@ def main() -> BenchResult:
         nb = notebook(SETUP % (SIZES,), *(SHOW % n for n in SIZES))
         nbformat.write(nb, root / "bench.ipynb")
         with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             page.set_default_timeout(60_000)
             open_lab(page, server, "bench.ipynb")

@@ -428,15 +428,18 @@ function render({ model, el }) {
   const onGraph = () => relayout(true);
   const onExpanded = () => relayout(false);
   const onDepth = () => (depthIn.value = model.get("depth"));
-  model.on("change:graph", onGraph);
-  model.on("change:expanded", onExpanded);
-  model.on("change:metrics", recolor);
-  model.on("change:metric", recolor);
-  model.on("change:selected", highlight);
-  model.on("change:selected_node", highlight);
-  model.on("change:depth", onDepth);
   const onHeight = () => (root.style.height = `${model.get("height")}px`);
-  model.on("change:height", onHeight);
+  const listeners = [
+    ["change:graph", onGraph],
+    ["change:expanded", onExpanded],
+    ["change:metrics", recolor],
+    ["change:metric", recolor],
+    ["change:selected", highlight],
+    ["change:selected_node", highlight],
+    ["change:depth", onDepth],
+    ["change:height", onHeight],
+  ];
+  for (const [event, fn] of listeners) model.on(event, fn);
   let lastW = 0;
   const ro = new ResizeObserver(() => {
     const w = canvas.clientWidth;
@@ -449,14 +452,7 @@ function render({ model, el }) {
   relayout(true);
   return () => {
     ro.disconnect();
-    model.off("change:graph", onGraph);
-    model.off("change:expanded", onExpanded);
-    model.off("change:metrics", recolor);
-    model.off("change:metric", recolor);
-    model.off("change:selected", highlight);
-    model.off("change:selected_node", highlight);
-    model.off("change:depth", onDepth);
-    model.off("change:height", onHeight);
+    for (const [event, fn] of listeners) model.off(event, fn);
   };
 }
 
