@@ -2,7 +2,11 @@
 
 Run: ``python -m benchmarks.trainer_parity`` (``--quick`` for a short run).
 Targets (issue 7): labkit / raw loop <= 1.05; labkit / plain Lightning <= 1.02;
-dashboard on / off <= 1.02, with the messages per second the dashboard sent.
+dashboard on / off <= 1.02, with the messages the dashboard sent. Attribution rows:
+"bare Lightning" (no ``self.log``: the floor of any trainer built on Lightning's loop)
+and labkit with its NaN/Inf guard off. The ratios judged against the targets are
+*paired*: the median over rounds of the ratio within one round, so that drift between
+rounds (this kind of machine is shared) cancels.
 
 Each sample is one short fit; its figure is the median time between consecutive
 training-step starts (data loading included) after a warm-up, so Trainer start-up is
@@ -86,16 +90,18 @@ def _median_gap(starts: list[tuple[float, ...]]) -> dict[str, float]:
 
 
 class PlainModule(pl.LightningModule):
-    """What a user writes by hand for plain Lightning."""
+    """What a user writes by hand for plain Lightning (``log=False``: Lightning's floor)."""
 
-    def __init__(self, net: nn.Module) -> None:
+    def __init__(self, net: nn.Module, log: bool = True) -> None:
         super().__init__()
         self.net = net
+        self.log_loss = log
 
     def training_step(self, batch, i):  # type: ignore[no-untyped-def]
         x, y = batch
         loss = F.cross_entropy(self.net(x), y)
-        self.log("train_loss", loss)
+        if self.log_loss:
+            self.log("train_loss", loss)
         return loss
 
     def configure_optimizers(self):  # type: ignore[no-untyped-def]
@@ -116,17 +122,17 @@ def raw(make, ds) -> dict[str, float]:  # type: ignore[no-untyped-def]
     return _median_gap(starts)
 
 
-def lightning(make, ds) -> dict[str, float]:  # type: ignore[no-untyped-def]
+def lightning(make, ds, log: bool = True) -> dict[str, float]:  # type: ignore[no-untyped-def]
     timer = IterTimer()
     with _quiet_lightning():
         trainer = pl.Trainer(max_epochs=1, accelerator="cpu", devices=1, logger=False,
                              enable_checkpointing=False, enable_progress_bar=False,
                              enable_model_summary=False, callbacks=[timer])  # fmt: skip
-        trainer.fit(PlainModule(make()), DataLoader(ds, batch_size=BS))
+        trainer.fit(PlainModule(make(), log), DataLoader(ds, batch_size=BS))
     return _median_gap(timer.starts)
 
 
-SENT: dict[str, list[float]] = {}
+SENT: dict[str, list[tuple[int, float]]] = {}  # (messages sent, seconds of the fit)
 
 
 def labkit_fit(make, ds, *, dashboard: bool, name: str, guard: bool = True) -> dict[str, float]:  # type: ignore[no-untyped-def]
@@ -138,7 +144,7 @@ def labkit_fit(make, ds, *, dashboard: bool, name: str, guard: bool = True) -> d
                 trainer_kwargs={"callbacks": [timer], "enable_progress_bar": False})  # fmt: skip
         wall = time.perf_counter() - t0
         if dashboard:
-            SENT.setdefault(name, []).append(lab.dashboard.sends / wall)
+            SENT.setdefault(name, []).append((lab.dashboard.sends, wall))
     return _median_gap(timer.starts)
 
 
@@ -152,6 +158,8 @@ def bench(kind: str, steps: int, rounds: int) -> dict[str, BenchResult]:
     variants = {
         "raw loop": (lambda: raw(make, ds), "1.00x"),
         "plain Lightning": (lambda: lightning(make, ds), ""),
+        # attribution: Lightning's own loop without any self.log
+        "bare Lightning (no self.log)": (lambda: lightning(make, ds, log=False), ""),
         "labkit (dashboard off)": (lambda: labkit_fit(make, ds, dashboard=False, name=kind),
                                    "<= 1.05x raw, <= 1.02x Lightning"),
         "labkit (dashboard on)": (lambda: labkit_fit(make, ds, dashboard=True, name=kind),
@@ -169,9 +177,11 @@ def bench(kind: str, steps: int, rounds: int) -> dict[str, BenchResult]:
         # always follows the same one
         for name in order if r % 2 == 0 else order[::-1]:
             samples[name].append(variants[name][0]())
+    sent = SENT.get(kind, [(0, 1.0)])
     meta = {"model": kind, "steps": steps, "batch_size": BS, "rounds": rounds,
             "threads": torch.get_num_threads(),
-            "dashboard_msgs_per_s": statistics.median(SENT.get(kind, [0.0]))}  # fmt: skip
+            "dashboard_messages": statistics.median(n for n, _ in sent),
+            "dashboard_fit_s": statistics.median(w for _, w in sent)}  # fmt: skip
     results = {}
     for clock in CLOCKS:
         per = {k: [s[clock] for s in v] for k, v in samples.items()}
@@ -182,10 +192,36 @@ def bench(kind: str, steps: int, rounds: int) -> dict[str, BenchResult]:
                 ratio=medians[k] / base, anchor=variants[k][1], samples=len(v))
             for k, v in per.items()
         )  # fmt: skip
+        paired = {f"{a} / {b}": paired_ratio(per[a], per[b]) for a, b, _ in COMPARISONS}
+        extra = {f"{a} - {b} (us/step)": 1e6 * (medians[a] - medians[b]) for a, b in EXTRA}
         suffix = "" if clock == "wall" else "_" + clock.replace(" CPU", "_cpu")
-        results[clock] = BenchResult(name=f"trainer_parity_{kind}{suffix}", baseline="raw loop",
-                                     rows=rows, meta={**meta, "clock": clock})  # fmt: skip
+        results[clock] = BenchResult(
+            name=f"trainer_parity_{kind}{suffix}", baseline="raw loop", rows=rows,
+            meta={**meta, "clock": clock, "paired_ratios": paired, "added_us_per_step": extra},
+        )  # fmt: skip
     return results
+
+
+LAB = "labkit (dashboard off)"
+LAB_DASH = "labkit (dashboard on)"
+LAB_NOGUARD = "labkit (dashboard off, guard off)"
+# (numerator, denominator, target) for the paired ratios printed after each table
+COMPARISONS = (
+    (LAB, "raw loop", "<= 1.05"),
+    (LAB, "plain Lightning", "<= 1.02"),
+    (LAB_DASH, LAB, "<= 1.02"),
+    ("bare Lightning (no self.log)", "raw loop", "Lightning's floor"),
+    (LAB, "bare Lightning (no self.log)", "labkit's own work"),
+    (LAB, LAB_NOGUARD, "the NaN/Inf guard"),
+)  # fmt: skip
+# absolute cost per step of one variant over another, from the medians
+EXTRA = (("bare Lightning (no self.log)", "raw loop"), (LAB, "bare Lightning (no self.log)"),
+         ("plain Lightning", "bare Lightning (no self.log)"))  # fmt: skip
+
+
+def paired_ratio(a: list[float], b: list[float]) -> float:
+    """Median over rounds of a / b within each round (drift between rounds cancels)."""
+    return statistics.median(x / y for x, y in zip(a, b, strict=True))
 
 
 def main() -> None:
@@ -203,18 +239,18 @@ def main() -> None:
         for clock, result in results.items():
             print(f"## {kind}, clock: {clock}")
             report(result)
-            m = {r.name: r.median_s for r in result.rows}
-            print(f"labkit / raw loop: {m['labkit (dashboard off)'] / m['raw loop']:.3f}x"
-                  f" (target <= 1.05)")  # fmt: skip
-            vs_pl = m["labkit (dashboard off)"] / m["plain Lightning"]
-            print(f"labkit / plain Lightning: {vs_pl:.3f}x (target <= 1.02)")
-            print(f"dashboard on / off: "
-                  f"{m['labkit (dashboard on)'] / m['labkit (dashboard off)']:.3f}x"
-                  f" (target <= 1.02)")  # fmt: skip
-            guard = m["labkit (dashboard off)"] / m["labkit (dashboard off, guard off)"]
-            print(f"guard on / off: {guard:.3f}x\n")
-        print(f"dashboard sent {results['wall'].meta['dashboard_msgs_per_s']:.1f} messages/s "
-              "(throttle: <= 4/s)\n")  # fmt: skip
+            print("paired ratios (median over rounds of the ratio within a round):")
+            for (num, den, target), value in zip(
+                COMPARISONS, result.meta["paired_ratios"].values(), strict=True
+            ):
+                print(f"  {num} / {den}: {value:.3f}x ({target})")
+            for name, us in result.meta["added_us_per_step"].items():
+                print(f"  {name}: {us:+.0f}")
+            print()
+        meta = results["wall"].meta
+        print(f"dashboard sent {meta['dashboard_messages']:.0f} messages in a "
+              f"{meta['dashboard_fit_s']:.2f} s fit (throttle: the first at once, then at most "
+              "one per 0.25 s, and the final state when the fit ends)\n")  # fmt: skip
 
 
 if __name__ == "__main__":

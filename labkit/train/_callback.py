@@ -202,6 +202,9 @@ class LabCallback(pl.Callback):
 
     def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._flush(trainer)
+        close = getattr(pl_module, "close_epoch", None)
+        if callable(close):  # a LabModule logs its epoch means in its own (later) hook
+            close("train")
         metrics = {}
         for k, v in _floats(trainer.callback_metrics).items():
             if k.endswith("_epoch"):

@@ -202,14 +202,21 @@ class NonFiniteGuard(pl.Callback):
         if step % self.every:
             return
         loss = getattr(pl_module, "last_loss", None)
-        if loss is not None and not bool(torch.isfinite(loss).all()):
-            self._fail(trainer, pl_module, "loss", float(loss))
+        grads = []
         if self.check_grads:
             grads = [p.grad for p in pl_module.parameters() if p.grad is not None]
-            if grads:
-                norms = torch._foreach_norm(grads)
-                if not bool(torch.isfinite(torch.stack(norms)).all()):
-                    self._fail(trainer, pl_module, "gradient", math.nan)
+        # fast path, one device-side reduction and one host sync per step: the sum of the
+        # loss and every gradient's norm is finite when all of them are
+        parts = torch._foreach_norm(grads) if grads else []
+        if loss is not None:
+            parts = [*parts, loss.detach().float().reshape(())]
+        if not parts or bool(torch.isfinite(torch.stack(parts).sum())):
+            return
+        # exact check (the sum can also overflow with finite, huge gradients)
+        if loss is not None and not bool(torch.isfinite(loss).all()):
+            self._fail(trainer, pl_module, "loss", float(loss))
+        if any(not bool(torch.isfinite(g).all()) for g in grads):
+            self._fail(trainer, pl_module, "gradient", math.nan)
 
     def on_train_batch_end(self, trainer: pl.Trainer, pl_module: Any, outputs: Any, batch: Any,
                            i: int) -> None:  # fmt: skip

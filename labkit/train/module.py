@@ -13,6 +13,8 @@ from typing import Any
 import lightning.pytorch as pl
 import torch
 
+from labkit.train._epoch_means import EpochMeans, as_scalar
+
 OPTIMIZERS = {"adam": "Adam", "adamw": "AdamW", "sgd": "SGD", "rmsprop": "RMSprop"}
 
 StepFn = Callable[[torch.nn.Module, Any], tuple[Any, Any]]
@@ -107,6 +109,10 @@ class LabModule(pl.LightningModule):
         self.recipe = dict(recipe or {})
         self.last_loss: torch.Tensor | None = None
         self.last_batch_size = 0
+        self._means = {"train": EpochMeans(), "val": EpochMeans()}
+        self._closed: set[str] = set()
+        self._resumed_epoch: int | None = None
+        self._logged_step = -1
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         return self.net(*args, **kwargs)
@@ -119,16 +125,8 @@ class LabModule(pl.LightningModule):
         if self.metrics:
             with torch.no_grad():
                 for name, fn in self.metrics.items():
-                    values[name] = fn(out, target)
-        sync = self.trainer.world_size > 1
-        for name, value in values.items():
-            if stage == "train":
-                # per step: rank 0's own value (no collective); per epoch: averaged over ranks
-                self.log(f"train_{name}", value, on_step=True, on_epoch=False, batch_size=bs)
-                self.log(f"train_{name}_epoch", value, on_step=False, on_epoch=True,
-                         batch_size=bs, sync_dist=sync)  # fmt: skip
-            else:
-                self.log(f"{stage}_{name}", value, on_epoch=True, batch_size=bs, sync_dist=sync)
+                    values[name] = as_scalar(name, fn(out, target), loss.device)
+        self._means[stage].add(values, bs)
         if stage == "train":
             self.last_loss = loss.detach()
             self.last_batch_size = bs
@@ -140,11 +138,85 @@ class LabModule(pl.LightningModule):
     def validation_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
         return self._evaluate(batch, "val")
 
+    # Logging. Per step, ``train_<name>`` goes to the loggers on the steps Lightning writes
+    # step metrics (every ``log_every_n_steps``, and the last step before a stop); per
+    # epoch, ``train_<name>_epoch`` and ``val_<name>`` are this module's own weighted means
+    # (one collective per epoch with several processes), logged with ``self.log``.
+    # ``self.log`` is not called per step: see ``_epoch_means`` for why.
+    def on_train_epoch_start(self) -> None:
+        # a run resumed mid-epoch (a Stop checkpoint) continues that epoch's sums
+        if self._resumed_epoch != self.trainer.current_epoch:
+            self._means["train"].reset()
+        self._resumed_epoch = None
+        self._closed.discard("train")
+
+    def on_validation_epoch_start(self) -> None:
+        self._means["val"].reset()
+        self._closed.discard("val")
+
+    def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
+        """Write ``train_<name>`` to the loggers on Lightning's logging steps.
+
+        The same steps and step index as Lightning's own step logging: after every
+        ``log_every_n_steps``-th optimizer step and before a stop, at ``global_step - 1``.
+        Written straight to ``self.loggers`` (not through ``self.log``, see
+        ``_epoch_means``): per-step values are not in ``trainer.callback_metrics``; the
+        epoch means (``train_<name>_epoch``, ``val_<name>``) are.
+        """
+        trainer, step, means = self.trainer, self.global_step, self._means["train"]
+        every = trainer.log_every_n_steps
+        if means.last is None or not self.loggers or not every or step == self._logged_step:
+            return
+        if step % every and not trainer.should_stop:
+            return
+        self._logged_step = step  # once per optimizer step (gradient accumulation)
+        metrics: dict[str, float] = dict(zip(
+            [f"train_{n}" for n in means.names], means.last.tolist(), strict=True))  # fmt: skip
+        metrics["epoch"] = self.current_epoch
+        for logger in self.loggers:
+            logger.log_metrics(metrics, step=step - 1)
+            logger.save()
+
+    def close_epoch(self, stage: str) -> None:
+        """Log the epoch's means of ``stage`` (``"train"`` or ``"val"``), once per epoch.
+
+        Lightning calls callbacks' ``on_train_epoch_end`` before the module's, so a callback
+        that reports the epoch (LabCallback) calls this first; the module's own hook then
+        does nothing. Every process must call it (the means are reduced over processes).
+        """
+        if stage in self._closed:
+            return
+        self._closed.add(stage)
+        reduce = None
+        if self.trainer.world_size > 1:
+            strategy = self.trainer.strategy
+            reduce = lambda t: strategy.reduce(t, reduce_op="sum")  # noqa: E731
+        suffix = "_epoch" if stage == "train" else ""
+        for name, value in self._means[stage].means(reduce).items():
+            self.log(f"{stage}_{name}{suffix}", value, on_step=False, on_epoch=True,
+                     batch_size=1)  # fmt: skip
+
+    def on_train_epoch_end(self) -> None:
+        self.close_epoch("train")
+
+    def on_validation_epoch_end(self) -> None:
+        self.close_epoch("val")
+
     def configure_optimizers(self) -> torch.optim.Optimizer:
         return make_optimizer(self.optimizer, self.net.parameters(), self.lr, self.optimizer_kwargs)
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        checkpoint["labkit"] = {"recipe": self.recipe, "format": 1}
+        checkpoint["labkit"] = {
+            "recipe": self.recipe,
+            "format": 1,
+            "train_means": {"epoch": self.current_epoch, **self._means["train"].state_dict()},
+        }
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        state = checkpoint.get("labkit", {}).get("train_means")
+        if state is not None:
+            self._means["train"].load_state_dict(state)
+            self._resumed_epoch = int(state["epoch"])
 
     def __repr__(self) -> str:
         opt = self.optimizer if isinstance(self.optimizer, str) else getattr(

@@ -62,3 +62,51 @@ def test_nonfinite_guard_names_step_and_module(tmp_path):
     assert err.step == 4 and err.module == "1.1" and err.where == "output"
     assert "non-finite loss" in str(err) and "module '1.1'" in str(err)
     assert repr(NonFiniteGuard(every=2)) == "NonFiniteGuard(every=2, check_grads=True)"
+
+
+class _NanGrad(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * float("nan")
+
+
+class NanGradAfter(nn.Module):
+    """Identity whose backward turns the gradient into NaN from call ``after`` on."""
+
+    def __init__(self, after: int) -> None:
+        super().__init__()
+        self.after, self.calls = after, 0
+
+    def forward(self, x):
+        self.calls += 1
+        return _NanGrad.apply(x) if self.calls > self.after else x
+
+
+def test_nonfinite_gradient_with_finite_loss_is_caught(tmp_path):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), NanGradAfter(after=3), nn.Linear(16, 2))
+    lab = Lab(model, datasets(), loss=LOSS, batch_size=16, logdir=tmp_path)
+    with pytest.raises(NonFiniteError) as info:
+        lab.fit(max_epochs=1, dashboard=False, dry_run=False)
+    assert info.value.step == 3 and "non-finite gradient at step 3" in str(info.value)
+
+
+def test_huge_but_finite_gradients_do_not_stop_training():
+    from types import SimpleNamespace
+
+    net = nn.Linear(4, 4)
+    net.weight.grad = torch.full((4, 4), 3e30)  # its norm overflows float32; no value is inf
+    net.bias.grad = torch.zeros(4)
+    net.last_loss = torch.tensor(1.0)
+    guard, trainer = NonFiniteGuard(), SimpleNamespace(global_step=0, current_epoch=0)
+    guard.on_before_optimizer_step(trainer, net, None)  # no error
+    net.weight.grad[0, 0] = float("inf")
+    with pytest.raises(NonFiniteError, match="non-finite gradient at step 0"):
+        guard.on_before_optimizer_step(trainer, net, None)
+    net.weight.grad[0, 0], net.last_loss = 0.0, torch.tensor(float("nan"))
+    with pytest.raises(NonFiniteError, match=r"non-finite loss \(nan\) at step 0"):
+        guard.on_before_optimizer_step(trainer, net, None)

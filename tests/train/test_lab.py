@@ -88,6 +88,36 @@ def test_tensorboard_files_read_back(tmp_path, capsys):
     assert "tensorboard --logdir" in capsys.readouterr().out
 
 
+def test_logged_values_match_an_independent_computation(tmp_path):
+    """Per-step scalars on Lightning's logging steps; epoch means weighted by batch size."""
+    x, y = datasets()[1].tensors
+    lab = Lab(mlp(), datasets(), loss=LOSS, metrics={"acc": accuracy}, batch_size=20,
+              logdir=tmp_path)  # 96 train samples: batches of 20, 20, 20, 20, 16  # fmt: skip
+    run = lab.fit(max_epochs=2, log_every=2, dashboard=False)
+    (version,) = (tmp_path / "tensorboard").iterdir()
+    acc = EventAccumulator(str(version), size_guidance={"scalars": 0})
+    acc.Reload()
+    by_step = {s["step"]: s for s in run.steps}  # run steps count from 1, TensorBoard from 0
+    logged = acc.Scalars("train_loss")
+    assert [e.step for e in logged] == [1, 3, 5, 7, 9]
+    for e in logged:
+        assert e.value == pytest.approx(by_step[e.step + 1]["loss"], rel=1e-6)
+    epoch_at = {(e.step, e.value) for e in acc.Scalars("epoch")}
+    assert {(1, 0), (3, 0), (5, 1), (7, 1), (9, 1)} <= epoch_at
+    for epoch, e in enumerate(acc.Scalars("train_loss_epoch")):
+        steps = [s for s in run.steps if s["epoch"] == epoch]
+        assert [s["samples"] for s in steps] == [20, 20, 20, 20, 16]
+        mean = sum(s["loss"] * s["samples"] for s in steps) / 96
+        assert e.value == pytest.approx(mean, rel=1e-5)
+        assert run.epochs[epoch]["train_loss"] == pytest.approx(e.value, rel=1e-6)
+    # validation means (batches of 20 and 12) equal the loss over all 32 samples at the end
+    with torch.no_grad():
+        out = lab.model(x)
+    assert acc.Scalars("val_loss")[-1].value == pytest.approx(float(LOSS(out, y)), rel=1e-5)
+    assert acc.Scalars("val_acc")[-1].value == pytest.approx(float(accuracy(out, y)), rel=1e-6)
+    assert run.epochs[-1]["val_loss"] == pytest.approx(acc.Scalars("val_loss")[-1].value)
+
+
 def test_lr_find(tmp_path):
     lab = Lab(mlp(), datasets(), loss=LOSS, batch_size=16, logdir=tmp_path)
     before = copy.deepcopy(lab.model.state_dict())

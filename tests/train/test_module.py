@@ -33,3 +33,23 @@ def test_default_step_and_batch_size():
     assert out.shape == (5, 1) and batch_size_of((torch.zeros(5, 3), torch.ones(5))) == 5
     with pytest.raises(TypeError, match="cannot split a batch of type int"):
         default_step(net, 3)
+
+
+@pytest.mark.parametrize("resumed_epoch, kept", [(0, True), (1, False)])
+def test_epoch_means_continue_after_a_mid_epoch_checkpoint(resumed_epoch, kept):
+    """A Stop checkpoint mid-epoch carries the epoch's sums; a new epoch starts from zero."""
+    import lightning.pytorch as pl
+
+    before = LabModule(nn.Linear(4, 2), loss=LOSS)
+    before._means["train"].add({"loss": torch.tensor(2.0)}, 10)
+    checkpoint: dict = {}
+    before.on_save_checkpoint(checkpoint)  # at epoch 0
+    after = LabModule(nn.Linear(4, 2), loss=LOSS)
+    after.on_load_checkpoint(checkpoint)
+    trainer = pl.Trainer(logger=False, enable_progress_bar=False, enable_model_summary=False,
+                         enable_checkpointing=False)  # fmt: skip
+    trainer.fit_loop.epoch_progress.current.completed = resumed_epoch
+    after.trainer = trainer
+    after.on_train_epoch_start()
+    after._means["train"].add({"loss": torch.tensor(4.0)}, 10)
+    assert float(after._means["train"].means()["loss"]) == (3.0 if kept else 4.0)
