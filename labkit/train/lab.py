@@ -440,6 +440,7 @@ class Lab:
         from lightning.pytorch.loggers import TensorBoardLogger
 
         from labkit.train._callback import EpochSeed, LabCallback, LabCheckpoint, seed_all
+        from labkit.train._callback_group import CallbackGroup
         from labkit.train._tensorboard import TB_DIR, hparams_of
         from labkit.train.checkpoint import AtomicCheckpointIO
         from labkit.train.guards import NonFiniteGuard
@@ -467,6 +468,7 @@ class Lab:
                 check_grads=self.recipe.precision != "16-mixed",
                 step=getattr(module, "step_fn", None),
                 loss=getattr(module, "loss_fn", None)))  # fmt: skip
+        group = CallbackGroup(callbacks)  # Lightning dispatches each hook once for all four
         n_batches = _len_or_none(dm)
         kw: dict[str, Any] = {
             "max_epochs": max_epochs, "max_steps": max_steps, "accelerator": accelerator,
@@ -475,7 +477,7 @@ class Lab:
             "precision": _PRECISION[self.recipe.precision],
             "logger": TensorBoardLogger(save_dir=str(logdir), name=TB_DIR,
                                         default_hp_metric=False),
-            "callbacks": callbacks, "plugins": [AtomicCheckpointIO()],
+            "callbacks": [group], "plugins": [AtomicCheckpointIO()],
             "enable_model_summary": False, "enable_checkpointing": False,
             "enable_progress_bar": not _launch.in_notebook(),
             "num_sanity_val_steps": 0,
@@ -487,7 +489,8 @@ class Lab:
         if limit_val_batches is not None:
             kw["limit_val_batches"] = limit_val_batches
         trainer_kwargs = dict(trainer_kwargs)
-        callbacks.extend(trainer_kwargs.pop("callbacks", []))  # added to labkit's, not instead
+        extra = trainer_kwargs.pop("callbacks", [])  # added to labkit's, not instead
+        kw["callbacks"] += [extra] if isinstance(extra, pl.Callback) else list(extra)
         kw.update(trainer_kwargs)
         sigint = signal.getsignal(signal.SIGINT)
         try:

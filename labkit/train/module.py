@@ -188,13 +188,16 @@ class LabModule(pl.LightningModule):
             return
         self._closed.add(stage)
         reduce = None
-        if self.trainer.world_size > 1:
+        several = self.trainer.world_size > 1
+        if several:
             strategy = self.trainer.strategy
             reduce = lambda t: strategy.reduce(t, reduce_op="sum")  # noqa: E731
         suffix = "_epoch" if stage == "train" else ""
         for name, value in self._means[stage].means(reduce).items():
-            self.log(f"{stage}_{name}{suffix}", value, on_step=False, on_epoch=True,
-                     batch_size=1)  # fmt: skip
+            # after the reduction every process holds the same value; sync_dist with "max"
+            # keeps it exactly (Lightning warns about epoch values logged without a sync)
+            self.log(f"{stage}_{name}{suffix}", value, on_step=False, on_epoch=True, batch_size=1,
+                     sync_dist=several, reduce_fx="max" if several else "mean")  # fmt: skip
 
     def on_train_epoch_end(self) -> None:
         self.close_epoch("train")
