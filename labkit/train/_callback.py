@@ -23,6 +23,7 @@ import torch
 from labkit.train import _tensorboard
 
 Sink = Callable[[dict[str, Any]], None]
+FILE_CHECK_S = 0.1  # a Stop through the stop file is seen within this (a stat per step costs)
 
 
 def memory_bytes() -> int:
@@ -92,7 +93,7 @@ class LabCallback(pl.Callback):
         self._t_start = 0.0
         self._recorder: Any = None
         self._tracing = False
-        self._grad_norms: dict[str, float] = {}
+        self._file_checked = -float("inf")
 
     # ------------------------------------------------------------------ helpers
     def _emit(self, trainer: pl.Trainer, event: dict[str, Any]) -> None:
@@ -173,7 +174,7 @@ class LabCallback(pl.Callback):
                 self._flush(trainer)
         self._t_end = now
         if step % self.stop_every == 0:
-            local = self.stop_event.is_set() or bool(self.stop_file and self.stop_file.exists())
+            local = self.stop_event.is_set() or self._stop_file_seen(now)
             if trainer.world_size > 1:
                 local = trainer.strategy.reduce_boolean_decision(local, all=False)
             if local and not self.stopped:
@@ -188,6 +189,13 @@ class LabCallback(pl.Callback):
                             "path": str(self.logdir / "checkpoints" / "last.ckpt"),
                         },
                     )
+
+    def _stop_file_seen(self, now: float) -> bool:
+        """Whether the stop file exists, looked at no more than every ``FILE_CHECK_S``."""
+        if self.stop_file is None or now - self._file_checked < FILE_CHECK_S:
+            return False
+        self._file_checked = now
+        return self.stop_file.exists()
 
     def _save_trace(self, trainer: pl.Trainer, trace: Any, step: int) -> None:
         if self.logdir is None:

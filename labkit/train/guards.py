@@ -193,6 +193,11 @@ class NonFiniteGuard(pl.Callback):
         self.step = step
         self.loss = loss
         self._batch: Any = None
+        self._params: list[torch.nn.Parameter] | None = None
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: Any) -> None:
+        # looked up once: walking the module tree every step costs more than the check
+        self._params = [p for p in pl_module.parameters() if p.requires_grad]
 
     def on_train_batch_start(self, trainer: pl.Trainer, pl_module: Any, batch: Any, i: int) -> None:
         self._batch = batch
@@ -204,7 +209,8 @@ class NonFiniteGuard(pl.Callback):
         loss = getattr(pl_module, "last_loss", None)
         grads = []
         if self.check_grads:
-            grads = [p.grad for p in pl_module.parameters() if p.grad is not None]
+            params = self._params if self._params is not None else pl_module.parameters()
+            grads = [p.grad for p in params if p.grad is not None]
         # fast path, one device-side reduction and one host sync per step: the sum of the
         # loss and every gradient's norm is finite when all of them are
         parts = torch._foreach_norm(grads) if grads else []

@@ -1,0 +1,57 @@
+from __future__ import annotations
+
+import time
+
+import lightning.pytorch as pl
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+from labkit.train._callback import FILE_CHECK_S, LabCallback
+from labkit.train.lab import _quiet_lightning
+from tests.train._helpers import LOSS, mlp, tensors
+
+
+class Tiny(pl.LightningModule):
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = mlp()
+
+    def training_step(self, batch, i):
+        x, y = batch
+        return LOSS(self.net(x), y)
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.01)
+
+
+class TouchAt(pl.Callback):
+    """Creates the stop file at batch ``at`` (as ``lab.stop()`` does for other processes)."""
+
+    def __init__(self, path, at: int) -> None:
+        self.path, self.at, self.touched = path, at, 0.0
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, i):
+        if i == self.at:
+            self.path.touch()
+            self.touched = time.perf_counter()
+
+
+def test_stop_file_stops_every_rank_soon_and_keeps_a_checkpoint(tmp_path):
+    events: list = []
+    stop = tmp_path / "STOP"
+    lab_cb = LabCallback(events.append, stop_file=stop, logdir=tmp_path)
+    touch = TouchAt(stop, at=3)
+    x, y = tensors(8)
+    data = DataLoader(TensorDataset(x.repeat(2000, 1), y.repeat(2000)), batch_size=2)
+    with _quiet_lightning():
+        trainer = pl.Trainer(max_epochs=1, logger=False, enable_progress_bar=False,
+                             enable_model_summary=False, enable_checkpointing=False,
+                             callbacks=[touch, lab_cb], default_root_dir=str(tmp_path))  # fmt: skip
+        t0 = time.perf_counter()
+        trainer.fit(Tiny(), data)
+    assert lab_cb.stopped and trainer.global_step < 8000
+    # seen at the next look at the file (every FILE_CHECK_S), not at the end of the epoch
+    assert time.perf_counter() - touch.touched < FILE_CHECK_S + 2.0, time.perf_counter() - t0
+    assert (tmp_path / "checkpoints" / "last.ckpt").exists()
+    assert events[-1]["type"] == "end" and events[-1]["status"] == "stopped"
+    assert any(e["type"] == "checkpoint" for e in events)
