@@ -1,6 +1,7 @@
 """TensorBoard side of a fit: hparams (the Recipe), histograms, gradient norms, sampled traces.
 
-Scalars come from Lightning's ``TensorBoardLogger`` (``self.log`` in the LabModule); this
+Scalars go through Lightning's ``TensorBoardLogger``: the LabModule writes the per-step
+values to it on Lightning's logging steps and logs its epoch means with ``self.log``; this
 module adds what Lightning does not write by itself. Every function takes the
 ``SummaryWriter`` (``trainer.logger.experiment``) and plain values.
 """
