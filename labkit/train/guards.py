@@ -215,7 +215,7 @@ class NonFiniteGuard(pl.Callback):
         # loss and every gradient's norm is finite when all of them are
         parts = torch._foreach_norm(grads) if grads else []
         if loss is not None:
-            parts = [*parts, loss.detach().float().reshape(())]
+            parts = [*parts, loss.detach().float().sum()]
         if not parts or bool(torch.isfinite(torch.stack(parts).sum())):
             return
         # exact check (the sum can also overflow with finite, huge gradients)

@@ -79,7 +79,10 @@ class LabModule(pl.LightningModule):
             ``"rmsprop"``) or ``params -> optimizer``.
         lr: Learning rate (read by ``lab.lr_find``; used when ``optimizer`` is a class/name).
         optimizer_kwargs: Extra arguments of the optimizer class.
-        metrics: ``{name: metric(output, target)}``, logged as ``train_<name>``/``val_<name>``.
+        metrics: ``{name: metric(output, target)}``, each returning one number per batch.
+            With the loss, they are written per step as ``train_<name>`` (to the loggers)
+            and per epoch as ``train_<name>_epoch`` and ``val_<name>``: means weighted by
+            batch size, over every process.
         step: ``step(net, batch) -> (output, target)``; see :func:`default_step`.
         recipe: The Recipe as a dict, stored in every checkpoint.
 
