@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import lightning.pytorch as pl
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -35,3 +36,18 @@ def accuracy(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 
 LOSS = F.cross_entropy
+
+
+class TinyModule(pl.LightningModule):
+    """A hand-written LightningModule around :func:`mlp` (for callback tests)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = mlp()
+
+    def training_step(self, batch, i):  # type: ignore[no-untyped-def]
+        x, y = batch
+        return LOSS(self.net(x), y)
+
+    def configure_optimizers(self):  # type: ignore[no-untyped-def]
+        return torch.optim.SGD(self.parameters(), lr=0.01)

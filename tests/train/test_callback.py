@@ -3,25 +3,11 @@ from __future__ import annotations
 import time
 
 import lightning.pytorch as pl
-import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 from labkit.train._callback import FILE_CHECK_S, LabCallback
 from labkit.train.lab import _quiet_lightning
-from tests.train._helpers import LOSS, mlp, tensors
-
-
-class Tiny(pl.LightningModule):
-    def __init__(self) -> None:
-        super().__init__()
-        self.net = mlp()
-
-    def training_step(self, batch, i):
-        x, y = batch
-        return LOSS(self.net(x), y)
-
-    def configure_optimizers(self):
-        return torch.optim.SGD(self.parameters(), lr=0.01)
+from tests.train._helpers import TinyModule, tensors
 
 
 class TouchAt(pl.Callback):
@@ -48,7 +34,7 @@ def test_stop_file_stops_every_rank_soon_and_keeps_a_checkpoint(tmp_path):
                              enable_model_summary=False, enable_checkpointing=False,
                              callbacks=[touch, lab_cb], default_root_dir=str(tmp_path))  # fmt: skip
         t0 = time.perf_counter()
-        trainer.fit(Tiny(), data)
+        trainer.fit(TinyModule(), data)
     assert lab_cb.stopped and trainer.global_step < 8000
     # seen at the next look at the file (every FILE_CHECK_S), not at the end of the epoch
     assert time.perf_counter() - touch.touched < FILE_CHECK_S + 2.0, time.perf_counter() - t0

@@ -7,20 +7,7 @@ from torch.utils.data import DataLoader
 
 from labkit.train._callback_group import CallbackGroup
 from labkit.train.lab import _quiet_lightning
-from tests.train._helpers import LOSS, datasets, mlp
-
-
-class Tiny(pl.LightningModule):
-    def __init__(self) -> None:
-        super().__init__()
-        self.net = mlp()
-
-    def training_step(self, batch, i):
-        x, y = batch
-        return LOSS(self.net(x), y)
-
-    def configure_optimizers(self):
-        return torch.optim.SGD(self.parameters(), lr=0.1)
+from tests.train._helpers import TinyModule, datasets
 
 
 class Recorder(pl.Callback):
@@ -55,7 +42,7 @@ def fit(callbacks, tmp_path, epochs=1, ckpt_path=None):
                              enable_model_summary=False, limit_train_batches=2,
                              enable_checkpointing=False, default_root_dir=str(tmp_path),
                              callbacks=callbacks)  # fmt: skip
-        trainer.fit(Tiny(), DataLoader(datasets()[0], batch_size=16), ckpt_path=ckpt_path)
+        trainer.fit(TinyModule(), DataLoader(datasets()[0], batch_size=16), ckpt_path=ckpt_path)
     return trainer
 
 
