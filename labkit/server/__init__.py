@@ -1,4 +1,4 @@
-"""labkit's Jupyter server extension: ``GET /labkit/api/doctor``.
+"""labkit's Jupyter server extension: ``/labkit/api/doctor``, ``/promote`` and ``/stop``.
 
 Enabled by ``jupyter-config/jupyter_server_config.d/labkit.json`` (installed
 into ``<prefix>/etc/jupyter``), or by hand with
@@ -21,5 +21,6 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
 
     setup_handlers(serverapp.web_app)
     serverapp.log.info(
-        "labkit server extension loaded: GET /labkit/api/doctor, POST /labkit/api/promote"
+        "labkit server extension loaded: GET /labkit/api/doctor, POST /labkit/api/promote, "
+        "POST /labkit/api/stop"
     )

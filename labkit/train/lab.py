@@ -532,7 +532,8 @@ class Lab:
             return None
         from labkit.widgets.dashboard import Dashboard
 
-        dash = Dashboard(on_stop=self.stop)
+        # Stop posts to the server extension, which creates the stop file every rank polls
+        dash = Dashboard(on_stop=self.stop, stop_file=Path(run.logdir) / STOP_FILE)
         self.dashboard = dash
         if _launch.in_notebook():
             from IPython.display import display

@@ -10,8 +10,11 @@ are never reached. Curves are bucket-averaged down to ``max_points`` points.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import anywidget
@@ -40,11 +43,26 @@ def downsample(
     return ox, oy
 
 
+def _register(stop_file: Path) -> str:
+    """The token under which the server extension finds ``stop_file`` ("" when it cannot)."""
+    try:
+        from labkit.server.stops import register
+
+        return register(stop_file)
+    except (ImportError, OSError):  # no jupyter_core, or a read-only runtime dir
+        return ""
+
+
 class Dashboard(anywidget.AnyWidget):
     """Live training dashboard with a Stop button.
 
     Args:
-        on_stop: Called (once) when the Stop button is pressed; ``Lab`` passes ``lab.stop``.
+        on_stop: Called (once) when the Stop button's message reaches the kernel; ``Lab``
+            passes ``lab.stop``. A kernel busy with the fit's cell reads no widget messages,
+            so the button also posts to labkit's server extension (``stop_file``).
+        stop_file: The fit's stop file (polled by every rank). Registered under the
+            ``stop_token`` the button posts to ``/labkit/api/stop``, which creates the file:
+            Stop then works while the cell runs (foreground, background and DDP fits).
         throttle: Minimum seconds between two updates sent to the browser.
         max_points: Points per curve sent to the browser.
 
@@ -67,6 +85,7 @@ class Dashboard(anywidget.AnyWidget):
     notes = t.List(t.Unicode()).tag(sync=True)
     grad_norms = t.Dict().tag(sync=True)
     stop_requested = t.Bool(False).tag(sync=True)
+    stop_token = t.Unicode("").tag(sync=True)
     updates = t.Int(0).tag(sync=True)
 
     @property
@@ -77,12 +96,16 @@ class Dashboard(anywidget.AnyWidget):
         self,
         *,
         on_stop: Callable[[], None] | None = None,
+        stop_file: str | os.PathLike[str] | None = None,
         throttle: float = 0.25,
         max_points: int = 400,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.on_stop = on_stop
+        self.stop_file = Path(stop_file) if stop_file is not None else None
+        if self.stop_file is not None:
+            self.stop_token = _register(self.stop_file)
         self.max_points = max_points
         self._throttle = Throttle(self._publish, interval=throttle)
         self._steps: list[float] = []
@@ -91,6 +114,7 @@ class Dashboard(anywidget.AnyWidget):
         self._epochs: list[dict[str, Any]] = []
         self._recent: list[dict[str, Any]] = []
         self._start: dict[str, Any] = {}
+        self._epoch = -1  # epoch of the last step seen (0-based)
         self._t0 = time.time()
         self._t_first_step: float | None = None
         self._step0 = 0
@@ -114,6 +138,7 @@ class Dashboard(anywidget.AnyWidget):
             if self._t_first_step is None:
                 self._t_first_step = event.get("t", time.time())
             for s in event["steps"]:
+                self._epoch = max(self._epoch, int(s.get("epoch", self._epoch)))
                 self._steps.append(s["step"])
                 self._losses.append(s["loss"])
                 for k, v in s.items():
@@ -136,8 +161,16 @@ class Dashboard(anywidget.AnyWidget):
         self._status = run.status
         self._error = run.error or ""
         self._notes = list(run.notes)
+        self._unregister()
         self._throttle.submit(None)
         self._throttle.flush()
+
+    def _unregister(self) -> None:
+        if self.stop_token:
+            from labkit.server.stops import unregister
+
+            with contextlib.suppress(OSError, ImportError):
+                unregister(self.stop_token)
 
     def flush(self) -> None:
         """Send a pending update now."""
@@ -162,7 +195,8 @@ class Dashboard(anywidget.AnyWidget):
         return {
             "step": step,
             "total_steps": total,
-            "epoch": self._epochs[-1]["epoch"] + 1 if self._epochs else 0,
+            # the epoch the last step ran in (1-based), so a stop in epoch 1 reads "1/3"
+            "epoch": self._epoch + 1 if self._epoch >= 0 else len(self._epochs),
             "max_epochs": self._start.get("max_epochs"),
             "world_size": world,
             "samples_per_s": world * samples / (compute + data) if compute + data > 0 else None,
@@ -198,6 +232,9 @@ class Dashboard(anywidget.AnyWidget):
             self.updates = self.updates + 1
 
     def _stop_clicked(self, change: dict[str, Any]) -> None:
+        # a foreground fit reads the click only after its cell ended: nothing left to stop
+        if self._status in ("finished", "stopped", "failed"):
+            return
         if change["new"] and self.on_stop is not None:
             self._status = "stopping"
             self.on_stop()

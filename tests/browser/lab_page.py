@@ -64,9 +64,19 @@ def run_all_cells(page, timeout_ms: int = RUN_TIMEOUT_MS) -> None:
             and quotes its output; or on timeout. Either way a screenshot is saved
             under ``test-artifacts/`` and its path is in the message.
     """
+    start_run_all(page, timeout_ms)
+    wait_all_ran(page, timeout_ms)
+
+
+def start_run_all(page, timeout_ms: int = RUN_TIMEOUT_MS) -> None:
+    """Run > Run All Cells in the menu bar, without waiting for the cells."""
     wait_kernel_idle(page, timeout_ms)
     page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^Run$")).click()
     page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Run All Cells$")).click()
+
+
+def wait_all_ran(page, timeout_ms: int = RUN_TIMEOUT_MS) -> None:
+    """Wait until every cell ran and the kernel is idle (see :func:`run_all_cells`)."""
     deadline = time.monotonic() + timeout_ms / 1000
     stopped_since: float | None = None
     state = None

@@ -50,3 +50,21 @@ def test_downsample():
     xs, ys = downsample(list(range(10)), [float(i) for i in range(10)], 5)
     assert xs == [1, 3, 5, 7, 9] and ys == [0.5, 2.5, 4.5, 6.5, 8.5]
     assert downsample([1], [2.0], 5) == ([1], [2.0])
+
+
+def test_stop_file_is_registered_until_the_fit_ends(tmp_path, monkeypatch):
+    from labkit.server import stops
+
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / "runtime"))
+    calls = []
+    dash = Dashboard(on_stop=lambda: calls.append(1), stop_file=tmp_path / "STOP")
+    assert dash.stop_token and stops.request(dash.stop_token) == tmp_path / "STOP"
+    dash.push({"type": "start", "total_steps": 30, "max_epochs": 3, "world_size": 1})
+    dash.push(_steps(1, 4))  # stopped in the first epoch
+    dash.push({"type": "end", "status": "stopped"})
+    dash.finish(Run(status="stopped"))
+    assert dash.stats["epoch"] == 1 and dash.status == "stopped"
+    assert not (tmp_path / "runtime" / "labkit-stop" / dash.stop_token).exists()
+    # a foreground fit's kernel reads the click only after the cell: nothing to stop then
+    dash.stop_requested = True
+    assert calls == [] and dash.status == "stopped"

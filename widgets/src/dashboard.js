@@ -1,6 +1,8 @@
 // Dashboard front end: live loss/metric curves (SVG), throughput, step-time split,
 // memory, progress with ETA, and a Stop button. All state comes from traits the Python
-// side sends a few times per second; the Stop button sets `stop_requested`.
+// side sends a few times per second. Stop posts the `stop_token` to labkit's server
+// extension (a kernel busy with the fit's cell reads no widget messages; the server
+// creates the stop file the trainer polls) and also sets `stop_requested`.
 import { fmtBytes, fmtTime } from "./_shared.js";
 import { ensureStyles, h } from "./_ui.js";
 
@@ -62,6 +64,40 @@ function chart(series, keys, width, height) {
   return svg + "</g></svg>";
 }
 
+/** The page's Jupyter server settings: base URL and, when the page has one, its token. */
+function serverSettings(doc = document) {
+  const node = doc.getElementById("jupyter-config-data");
+  if (!node) return null;
+  try {
+    const cfg = JSON.parse(node.textContent);
+    return { baseUrl: String(cfg.baseUrl || "/").replace(/\/?$/, "/"), token: cfg.token || "" };
+  } catch {
+    return null;
+  }
+}
+
+/** POST /labkit/api/stop with the fit's token; resolves to a message ("" when it worked). */
+export async function postStop(token, doc = document, fetchFn = globalThis.fetch) {
+  const cfg = serverSettings(doc);
+  if (!token) return "this dashboard has no stop token (its fit did not register one)";
+  if (!cfg) return "not inside a Jupyter server page: Stop waits for the kernel";
+  const headers = { "Content-Type": "application/json" };
+  const xsrf = (doc.cookie.match(/(?:^|;\s*)_xsrf=([^;]*)/) || [])[1];
+  if (xsrf) headers["X-XSRFToken"] = decodeURIComponent(xsrf);
+  if (cfg.token) headers.Authorization = `token ${cfg.token}`;
+  try {
+    const r = await fetchFn(`${cfg.baseUrl}labkit/api/stop`, {
+      method: "POST", headers, credentials: "same-origin", body: JSON.stringify({ token }),
+    });
+    if (r.ok) return "";
+    let msg = `HTTP ${r.status}`;
+    try { msg = (await r.json()).message || msg; } catch { /* not JSON */ }
+    return `the server did not stop the fit (${msg}); Stop waits for the kernel`;
+  } catch (e) {
+    return `labkit's server extension did not answer (${e}); Stop waits for the kernel`;
+  }
+}
+
 function render({ model, el }) {
   ensureStyles();
   const status = h("span", { class: "lk-dash-status" });
@@ -77,11 +113,16 @@ function render({ model, el }) {
   const root = h("div", { class: "lk-view lk-dashboard", style: "padding:6px;font-family:sans-serif" }, top, stats, charts, grads, error);
   el.appendChild(root);
 
-  stop.addEventListener("click", () => {
-    model.set("stop_requested", true);
-    model.save_changes();
+  const stopNote = h("div", { class: "lk-dash-stopnote", style: "font-size:11px" });
+  root.insertBefore(stopNote, stats);
+  stop.addEventListener("click", async () => {
     stop.disabled = true;
     stop.textContent = "Stopping…";
+    model.set("stop_requested", true); // read by the kernel once it is free (background fits)
+    model.save_changes();
+    const problem = await postStop(model.get("stop_token"));
+    stop.dataset.via = problem ? "kernel" : "server";
+    stopNote.textContent = problem;
   });
 
   function draw() {
