@@ -14,6 +14,7 @@ from labkit.optimize.apply import Applied, Step, applied, apply, grad_scaler, is
 from labkit.optimize.compare import Comparison, RecipeResult, compare
 from labkit.optimize.drift import LayerDrift, layer_drift
 from labkit.optimize.recipe import Recipe, RecipeError
+from labkit.optimize.step import RecipeStep
 
 __all__ = [
     "Advice",
@@ -23,6 +24,7 @@ __all__ = [
     "Recipe",
     "RecipeError",
     "RecipeResult",
+    "RecipeStep",
     "Step",
     "Suggestion",
     "advise",

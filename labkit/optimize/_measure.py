@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from labkit._format import fmt_bytes
+from labkit.optimize.step import RecipeStep
 
 
 def peak_memory(run: Any, eager_recipe: Any) -> tuple[int | None, str | None]:
@@ -58,40 +59,19 @@ def _tensor_bytes(t: torch.Tensor) -> int:
     return t.numel() * t.element_size()
 
 
-def _one_step(run: Any, model: torch.nn.Module, opt: torch.optim.Optimizer | None) -> None:
-    from labkit.optimize.compare import _loss
-
-    torch.manual_seed(run.seed)
-    if run.mode == "inference":
-        with torch.no_grad():
-            model(*run.inputs, **run.kwargs)
-        return
-    assert opt is not None
-    opt.zero_grad(set_to_none=True)
-    value = _loss(model(*run.inputs, **run.kwargs), run.loss_fn)
-    if run.scaler is not None:
-        run.scaler.scale(value).backward()
-    else:
-        value.backward()
-    opt.step()
-
-
-def _copy_with_optimizer(
-    run: Any, model: torch.nn.Module
-) -> tuple[torch.nn.Module, torch.optim.Optimizer | None]:
-    # measure on a copy so the step does not move the weights being compared
+def _fresh_step(run: Any, model: torch.nn.Module) -> RecipeStep:
+    """The run's step on a copy of ``model`` (so the step does not move the weights being
+    compared), with its own optimizer and GradScaler."""
     model = copy.deepcopy(model) if model is run.model else model
-    if run.mode != "train":
-        return model, None
-    return model, torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=run.lr)
+    return RecipeStep(model, run.recipe, mode=run.mode, loss=run.loss_fn, lr=run.lr)
 
 
 def _tracked_peak(run: Any, model: torch.nn.Module) -> int:
     from torch.distributed._tools.mem_tracker import MemTracker
 
-    model, opt = _copy_with_optimizer(run, model)
+    step = _fresh_step(run, model)
     tracker = MemTracker()
-    tracker.track_external(model, *([opt] if opt is not None else []))
+    tracker.track_external(step.model, *([step.opt] if step.opt is not None else []))
     with warnings.catch_warnings():
         # MemTracker's own always_call hook re-raises as a UserWarning when forward fails;
         # the failure itself is reported below.
@@ -99,7 +79,7 @@ def _tracked_peak(run: Any, model: torch.nn.Module) -> int:
             "ignore", message=r".*always_call=True.*raised an exception", category=UserWarning
         )
         with tracker:
-            _one_step(run, model, opt)
+            step(*run.inputs, seed=run.seed, **run.kwargs)
     snapshot = tracker.get_tracker_snapshot("peak")
     return int(sum(v.get("Total", 0) for v in snapshot.values() if isinstance(v, dict)))
 
@@ -110,10 +90,10 @@ def _cuda_peak(run: Any, model: torch.nn.Module, device: torch.device) -> int:
     Other recipes' models share the device, so the allocator's absolute peak would
     count their weights too.
     """
-    model, opt = _copy_with_optimizer(run, model)
+    step = _fresh_step(run, model)
     torch.cuda.synchronize(device)
     before = torch.cuda.memory_allocated(device)
     torch.cuda.reset_peak_memory_stats(device)
-    _one_step(run, model, opt)
+    step(*run.inputs, seed=run.seed, **run.kwargs)
     torch.cuda.synchronize(device)
-    return int(torch.cuda.max_memory_allocated(device) - before + weight_bytes(model))
+    return int(torch.cuda.max_memory_allocated(device) - before + weight_bytes(step.model))

@@ -14,9 +14,10 @@ import torch
 
 from labkit._format import fmt_bytes, fmt_time
 from labkit.optimize import _cpu, _measure
-from labkit.optimize.apply import applied, apply, grad_scaler
+from labkit.optimize.apply import applied, apply
 from labkit.optimize.drift import deviation, first_drift, flat, fp16_risks, layer_drift
 from labkit.optimize.recipe import Recipe
+from labkit.optimize.step import RecipeStep
 
 MODES = ("train", "inference")
 Progress = Callable[[float, str], None]
@@ -359,35 +360,16 @@ class _Run:
             self.model = apply(self.base_model, self.recipe)
             self.notes = list(applied(self.model).notes)
             self.inputs = _to_channels_last(self.args) if self.recipe.channels_last else self.args
-            self.scaler = grad_scaler(self.recipe, self.device_type)
-            if self.mode == "train":
-                params = [p for p in self.model.parameters() if p.requires_grad]
-                if not params:
-                    raise ValueError("the model has no parameters that require grad to train")
-                self.opt = torch.optim.SGD(params, lr=self.lr)
+            self.step_fn = RecipeStep(
+                self.model, self.recipe, mode=self.mode, loss=self.loss_fn, lr=self.lr
+            )
         except Exception as exc:
             self.error = f"{type(exc).__name__}: {exc}"
             self.notes = getattr(self, "notes", [])
 
     def _call(self) -> tuple[Any, float | None]:
-        torch.manual_seed(self.seed + self.k)
         self.k += 1
-        if self.mode == "inference":
-            with torch.no_grad():
-                out = self.model(*self.inputs, **self.kwargs)
-            value = float(self.loss_fn(out)) if self.loss_fn is not None else None
-            return out, value
-        self.opt.zero_grad(set_to_none=True)
-        out = self.model(*self.inputs, **self.kwargs)
-        value = _loss(out, self.loss_fn)
-        if self.scaler is not None:
-            self.scaler.scale(value).backward()
-            self.scaler.step(self.opt)
-            self.scaler.update()
-        else:
-            value.backward()
-            self.opt.step()
-        return out, float(value.detach())
+        return self.step_fn(*self.inputs, seed=self.seed + self.k - 1, **self.kwargs)
 
     def _sync(self) -> None:
         # CUDA kernels run asynchronously: wait for them so the clock sees the whole step
@@ -582,25 +564,6 @@ def _to_channels_last(args: tuple[Any, ...]) -> tuple[Any, ...]:
         else a
         for a in args
     )
-
-
-def _loss(out: Any, loss_fn: Callable[[Any], torch.Tensor] | None) -> torch.Tensor:
-    if loss_fn is not None:
-        value = loss_fn(out)
-        if not isinstance(value, torch.Tensor) or value.numel() != 1:
-            got = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
-            raise ValueError(f"loss must return a scalar tensor, got {got}")
-        return value.float()
-    vec = [t.float().mean() for t in _float_tensors(out)]
-    if not vec:
-        raise ValueError("the model output has no floating-point tensor to train on; pass loss=")
-    return torch.stack(vec).sum()
-
-
-def _float_tensors(out: Any) -> list[torch.Tensor]:
-    from labkit.trace._tree import named_tensors
-
-    return [t for _, t in named_tensors(out) if t.is_floating_point()]
 
 
 def _metric(metric, val):  # type: ignore[no-untyped-def]
