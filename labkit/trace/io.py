@@ -5,22 +5,15 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import tempfile
+import types
+import typing
 from pathlib import Path
 from typing import Any
 
+from labkit._paths import atomic_writer
+from labkit.trace import _validate
 from labkit.trace.errors import TraceFileError
-from labkit.trace.model import (
-    SCHEMA_VERSION,
-    Edge,
-    MemoryMeta,
-    MemorySample,
-    ModuleInfo,
-    Node,
-    TensorMeta,
-    Trace,
-    TraceMeta,
-)
+from labkit.trace.model import SCHEMA_VERSION, Trace
 
 SCHEMA = "labkit.trace"
 
@@ -43,23 +36,38 @@ def _plain(obj: Any) -> Any:
 
 
 def save(trace: Trace, path: str | os.PathLike[str]) -> None:
-    """Write ``trace`` to ``path`` (temporary file in the same folder, then rename)."""
+    """Write ``trace`` to ``path`` (temporary file in the same folder, then rename).
+
+    The file gets the mode a plain ``open()`` would (the umask applies). Errors name
+    ``path``: a missing or read-only folder, a full disk, or a NaN/Inf figure (named).
+    """
     path = Path(path)
-    data = json.dumps(trace_to_dict(trace), separators=(",", ":"), allow_nan=False)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    body = trace_to_dict(trace)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        data = json.dumps(body, separators=(",", ":"), allow_nan=False)
+    except ValueError as e:
+        where = _validate.first_non_finite(body) or str(e)
+        raise TraceFileError(
+            f"cannot save the trace to {path}: {where} is not a finite number (JSON has no "
+            "NaN or Inf); the trace holds a broken figure"
+        ) from e
+    with atomic_writer(path, "w", what="trace file", needed=len(data.encode())) as f:
+        f.write(data)
 
 
-def load(path: str | os.PathLike[str]) -> Trace:
-    """Read a trace file; errors name the file and what is wrong with it."""
+def load(path: str | os.PathLike[str], *, max_bytes: int = _validate.MAX_FILE_BYTES) -> Trace:
+    """Read a trace file; errors name the file and what is wrong with it.
+
+    Args:
+        path: The file written by :func:`save`.
+        max_bytes: Largest file read (default 256 MiB); larger files are refused unread.
+
+    Raises:
+        TraceFileError: naming the file and, for bad data, the field and its value.
+    """
     path = Path(path)
     try:
+        _validate.check_size(path.stat().st_size, str(path), max_bytes)
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise TraceFileError(f"{path}: no such trace file") from None
@@ -72,6 +80,8 @@ def load(path: str | os.PathLike[str]) -> Trace:
             f"{path}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg}); "
             "the file is corrupt or not a labkit trace"
         ) from e
+    except RecursionError:
+        raise _validate.too_deep(str(path)) from None
     return trace_from_dict(data, source=str(path))
 
 
@@ -85,38 +95,34 @@ def trace_from_dict(data: Any, *, source: str = "<dict>") -> Trace:
             f"{source}: trace schema version {version!r} is not supported; this labkit "
             f"reads version {SCHEMA_VERSION} (upgrade labkit or re-record the trace)"
         )
+    _validate.validate(data, source)
     try:
-        meta = data["meta"]
-        return Trace(
-            meta=TraceMeta(**{**meta, "notes": tuple(meta.get("notes", ()))}),
-            modules=tuple(ModuleInfo(**m) for m in data["modules"]),
-            nodes=tuple(_node(n) for n in data["nodes"]),
-            edges=tuple(
-                Edge(e["src"], e["dst"], tuple(e["shape"]), e["dtype"]) for e in data["edges"]
-            ),
-            memory=tuple(MemorySample(**s) for s in data.get("memory", [])),
-            version=version,
-            memory_meta=_memory_meta(data.get("memory_meta")),
-        )  # fmt: skip
-    except (KeyError, TypeError, ValueError) as e:
+        hints = _validate._hints(Trace)
+        return Trace(**{
+            f.name: _build(data[f.name], hints[f.name])
+            for f in dataclasses.fields(Trace) if f.name != "version" and f.name in data
+        }, version=version)  # fmt: skip
+    except (KeyError, TypeError, ValueError) as e:  # validate() should have said it already
         raise TraceFileError(f"{source}: malformed trace data ({type(e).__name__}: {e})") from e
 
 
-def _tensor(t: dict[str, Any]) -> TensorMeta:
-    return TensorMeta(tuple(t["shape"]), t["dtype"], t["device"], t.get("name", ""))
+def _build(value: Any, hint: Any) -> Any:
+    """Plain JSON data as ``hint`` says: lists to tuples, objects to dataclasses.
 
-
-def _node(n: dict[str, Any]) -> Node:
-    return Node(
-        **{
-            **n,
-            "inputs": tuple(_tensor(t) for t in n["inputs"]),
-            "outputs": tuple(_tensor(t) for t in n["outputs"]),
-        }
-    )
-
-
-def _memory_meta(m: dict[str, Any] | None) -> MemoryMeta | None:
-    if m is None:
+    Keys a dataclass does not have (written by a newer labkit) are dropped.
+    """
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if value is None:
         return None
-    return MemoryMeta(**{**m, "notes": tuple(m.get("notes", ()))})
+    if origin in (typing.Union, types.UnionType):
+        inner = [a for a in args if a is not type(None)]
+        return _build(value, inner[0]) if len(inner) == 1 else value
+    if dataclasses.is_dataclass(hint) and isinstance(hint, type):
+        types_ = _validate._hints(hint)
+        return hint(**{
+            f.name: _build(value[f.name], types_[f.name])
+            for f in dataclasses.fields(hint) if f.name in value
+        })  # fmt: skip
+    if origin is tuple:
+        return tuple(_build(v, args[0] if args else Any) for v in value)
+    return value

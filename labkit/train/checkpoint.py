@@ -2,7 +2,10 @@
 
 A process killed mid-save leaves the previous checkpoint intact (``os.replace`` is atomic
 on one filesystem) and, at worst, a stray ``.<name>.*.tmp`` file that the next save
-removes. Checkpoints load with ``torch.load(..., weights_only=True)``: they hold tensors
+removes. Free space is checked before writing (the tensors' bytes), and a disk that fills
+up anyway is reported as :class:`labkit._paths.DiskFullError` naming the file, the bytes
+needed and free, with the previous checkpoint intact. Files get the umask's mode.
+Checkpoints load with ``torch.load(..., weights_only=True)``: they hold tensors
 and plain data only; the Recipe is stored as a plain dict under ``checkpoint["labkit"]``.
 
 Example:
@@ -14,12 +17,13 @@ Example:
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import torch
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
+
+from labkit._paths import atomic_writer, check_folder
 
 LAST = "last.ckpt"
 
@@ -39,20 +43,28 @@ def save_checkpoint(obj: dict[str, Any], path: str | os.PathLike[str]) -> Path:
         The path written.
     """
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    check_folder(target.parent, what="checkpoint folder")
     for stale in target.parent.glob(f".{target.name}.*.tmp"):
         stale.unlink(missing_ok=True)  # left by a process killed mid-save
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            torch.save(obj, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_writer(target, "wb", what="checkpoint", needed=checkpoint_bytes(obj)) as fh:
+        torch.save(obj, fh)
     return target
+
+
+def checkpoint_bytes(obj: Any) -> int:
+    """About the bytes ``torch.save(obj)`` writes: each tensor storage once, plus 64 KiB."""
+    seen: dict[tuple[str, int], int] = {}
+    stack = [obj]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, torch.Tensor):
+            storage = x.untyped_storage()
+            seen[(str(x.device), storage.data_ptr())] = storage.nbytes()
+        elif isinstance(x, dict):
+            stack.extend(x.values())
+        elif isinstance(x, list | tuple):
+            stack.extend(x)
+    return sum(seen.values()) + (64 << 10)
 
 
 def load_checkpoint(path: str | os.PathLike[str], map_location: Any = "cpu") -> dict[str, Any]:

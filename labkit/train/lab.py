@@ -334,7 +334,9 @@ class Lab:
             >>> run.losses[-1], run.last_checkpoint              # doctest: +SKIP
         """
         logdir = Path(logdir) if logdir else self.logdir
-        logdir.mkdir(parents=True, exist_ok=True)
+        from labkit.train._preflight import check_logdir
+
+        check_logdir(logdir, self.model)  # created, writable, room: before any work
         plan = _launch.plan(devices=devices, strategy=strategy, num_nodes=num_nodes, launch=launch)
         ckpt: str | None = str(ckpt_path) if ckpt_path else None
         last = logdir / "checkpoints" / "last.ckpt"

@@ -1,0 +1,68 @@
+"""A Lab's logdir checked before training starts, so a bad path costs no epoch.
+
+``Lab.fit`` calls :func:`check_logdir` first thing: the logdir exists (or is created) and
+is writable, every file and folder labkit keeps there has the right kind (a file named
+``checkpoints`` or a folder named ``last.ckpt`` is named, not found an epoch later), and
+the filesystem has room for the first checkpoint (the model's weights plus two optimizer
+states per parameter, as Adam keeps).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+
+from labkit._paths import OutputPathError, check_folder, check_free_space
+from labkit.train._events import EVENTS_FILE, STOP_FILE
+from labkit.train._tensorboard import TB_DIR
+from labkit.train.checkpoint import LAST
+
+CHECKPOINTS = "checkpoints"
+FOLDERS = (CHECKPOINTS, TB_DIR, "traces")
+FILES = (f"{CHECKPOINTS}/{LAST}", "run.json", EVENTS_FILE, STOP_FILE)
+
+
+def check_logdir(logdir: str | os.PathLike[str], model: torch.nn.Module | None = None) -> Path:
+    """Check (and create) a fit's logdir before any work; see the module docstring.
+
+    Args:
+        logdir: The run directory.
+        model: The model, to size the first checkpoint (skipped when None).
+
+    Returns:
+        The logdir as a ``Path``.
+
+    Raises:
+        OutputPathError: naming the path: not writable, or a file where a folder belongs
+            (or the reverse).
+        labkit._paths.DiskFullError: less free space than the first checkpoint needs.
+    """
+    logdir = check_folder(logdir, what="logdir")
+    for name in FOLDERS:
+        path = logdir / name
+        if path.exists() and not path.is_dir():
+            raise OutputPathError(
+                f"the logdir {logdir} holds a file {name!r} where labkit keeps its {name} "
+                f"folder; move {path} away or choose another logdir", path)  # fmt: skip
+        if path.is_dir():
+            check_folder(path, what=f"{name} folder of the logdir", create=False)
+    for name in FILES:
+        path = logdir / name
+        if path.is_dir():
+            raise OutputPathError(
+                f"the logdir {logdir} holds a folder {name!r} where labkit writes a file; "
+                f"move {path} away or choose another logdir", path)  # fmt: skip
+    if model is not None:
+        check_free_space(logdir / CHECKPOINTS / LAST, first_checkpoint_bytes(model),
+                         what="first checkpoint")  # fmt: skip
+    return logdir
+
+
+def first_checkpoint_bytes(model: torch.nn.Module) -> int:
+    """Weights and buffers, plus two optimizer states per trainable parameter (Adam's)."""
+    params = sum(p.numel() * p.element_size() for p in model.parameters())
+    buffers = sum(b.numel() * b.element_size() for b in model.buffers())
+    trainable = sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
+    return params + buffers + 2 * trainable
