@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -157,14 +156,10 @@ class Run:
         """Write the record as JSON, atomically; defaults to ``<logdir>/run.json``."""
         target = Path(path) if path is not None else Path(self.logdir) / "run.json"
         target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".run.", suffix=".tmp", dir=target.parent)
-        try:
-            with os.fdopen(fd, "w") as fh:
-                json.dump(self.to_dict(), fh, indent=1)
-            os.replace(tmp, target)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        from labkit._paths import atomic_writer  # temp file, umask's mode, rename
+
+        with atomic_writer(target, "w", what="run record", fsync=False) as fh:
+            json.dump(self.to_dict(), fh, indent=1)
         return target
 
     @classmethod
