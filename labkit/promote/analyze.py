@@ -17,10 +17,12 @@ A cell tagged ``keep`` keeps all its statements.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
 from dataclasses import dataclass, field
 
 from labkit.promote._names import StatementNames, statement_names
+from labkit.promote._spans import statement_spans
 from labkit.promote.errors import Problem
 from labkit.promote.notebook import Cell, Notebook
 
@@ -91,11 +93,14 @@ class Statement:
 
     Args:
         cell: The cell it belongs to.
-        source: Its exact source text (magics already stripped).
+        source: Its exact source text, cut by its ``ast`` span (``a = 1; b = 2`` is two
+            statements, each with its own text; magics already stripped).
         lineno: Its first line within the cell (1-based).
         role: ``"code"``, ``"fit"``, ``"explore"`` or ``"explore-import"``.
         reason: Why an ``explore`` statement is dropped.
         names: What it defines and uses.
+        prefix: Comment lines directly above it in the cell.
+        suffix: A comment after it on its last line.
     """
 
     cell: Cell
@@ -105,6 +110,13 @@ class Statement:
     reason: str
     names: StatementNames = field(repr=False)
     node: ast.stmt = field(repr=False, compare=False)
+    prefix: str = field(default="", repr=False)
+    suffix: str = field(default="", repr=False)
+
+    @property
+    def text(self) -> str:
+        """What the script holds for it: comments above, the statement, its end comment."""
+        return f"{self.prefix}{self.source}{self.suffix}"
 
     def __repr__(self) -> str:
         return f"Statement({self.cell.label}, line {self.lineno}, {self.role}, {self.source!r})"
@@ -282,17 +294,27 @@ def analyze(notebook: Notebook) -> Analysis:
     plans: list[CellPlan] = []
     tainted: set[str] = set()
     for cell, body, code, magics, magic_names, reason in parsed:
-        lines = code.splitlines()
         statements = []
-        for stmt in body:
-            source = "\n".join(lines[stmt.lineno - 1 : stmt.end_lineno])
+        for stmt, span in zip(body, statement_spans(code, body), strict=True):
             names = statement_names(stmt)
             role, why = _classify(cell, stmt, names, aliases, labs, tainted)
             # what a trace/widget/plot call returns is exploration too; names from cells
             # tagged explore are not: kept code that reads them is an error, not dropped
             if role == "explore" and why != "tagged explore":
                 tainted |= names.defines
-            statements.append(Statement(cell, source, stmt.lineno, role, why, names, stmt))
+            statements.append(
+                Statement(
+                    cell,
+                    span.source,
+                    stmt.lineno,
+                    role,
+                    why,
+                    names,
+                    stmt,
+                    span.prefix,
+                    span.suffix,
+                )
+            )
         if magic_names:
             # names assigned from a shell escape (``files = !ls``) exist only in the kernel
             statements.append(
@@ -508,9 +530,7 @@ def _pick_fit(
     out = []
     for plan in plans:
         stmts = tuple(
-            Statement(
-                s.cell, s.source, s.lineno, "explore", "earlier training call", s.names, s.node
-            )
+            dataclasses.replace(s, role="explore", reason="earlier training call")
             if s.role == "fit" and s is not last
             else s
             for s in plan.statements

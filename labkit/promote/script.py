@@ -26,6 +26,7 @@ import textwrap
 from collections.abc import Sequence
 from typing import Any
 
+from labkit.promote._spans import indent_code
 from labkit.promote.analyze import Analysis, Statement
 from labkit.promote.checks import kept_statements
 
@@ -113,7 +114,7 @@ def render_script(
     body = body.replace("\\", "\\\\").replace('"' * 3, "'" * 3)
     header = _HEADER.format(name=script_name, notebook=analysis.notebook.path.name, body=body)
     parts = [header.rstrip("\n")]
-    parts += [s.source for s in future]
+    parts += [s.text for s in future]
     parts.append("import argparse as _argparse")
     parts += _cells(before, indent="")
     if recipe is not None:
@@ -140,7 +141,7 @@ def _cells(statements: Sequence[Statement], *, indent: str) -> list[str]:
             current = s.cell
             note = ": parameters injected by labkit run" if INJECTED_TAG in s.cell.tags else ""
             blocks.append(f"{indent}# %% {s.cell.label}{note}")
-        blocks[-1] += "\n" + textwrap.indent(textwrap.dedent(s.source), indent)
+        blocks[-1] += "\n" + indent_code(s.text, indent)
     return blocks
 
 
