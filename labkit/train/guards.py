@@ -2,7 +2,11 @@
 
 - :func:`dry_run` runs one batch through the model and the loss (eval mode, no grad, the
   random state put back) and turns a shape error into :class:`ShapeCheckError` naming the
-  first module that failed and the shapes it was called with.
+  first module that failed and the shapes it was called with. A loss that silently
+  broadcasts (MSE between an output ``[N, 1]`` and a target ``[N]``, which torch only
+  warns about) is refused too, naming both shapes and the fix.
+- :func:`check_loaders` refuses an empty train or val loader (even without a dry run),
+  naming which one.
 - :class:`NonFiniteGuard` checks the loss and the gradients before each optimizer step;
   at the first non-finite value it re-runs that batch with hooks to find the first module
   whose output (or the gradient flowing into it) went non-finite, and stops training with
@@ -12,6 +16,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -91,13 +96,16 @@ def dry_run(
                     f"dry run on one {stage} batch {_shape(batch)} failed before training: {exc}"
                 ) from exc.__cause__
             try:
-                value = loss(out, target)
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
+                    value = loss(out, target)
             except Exception as exc:
                 name = getattr(loss, "__name__", type(loss).__name__)
                 raise ShapeCheckError(
                     f"dry run on one {stage} batch failed in the loss {name}(output, target) with "
                     f"output {_shape(out)} and target {_shape(target)}: {type(exc).__name__}: {exc}"
                 ) from exc
+            _check_broadcast(loss, out, target, value, caught, stage)
             if not isinstance(value, torch.Tensor) or value.numel() != 1:
                 raise ShapeCheckError(
                     f"the loss must return a scalar tensor; on one {stage} batch it returned "
@@ -105,6 +113,97 @@ def dry_run(
                 )
     finally:
         model.train(was_training)
+
+
+_TORCH_SIZE_WARNING = "is different to the input size"  # F.mse_loss, l1_loss, huber, ...
+
+
+def _check_broadcast(loss: Callable[[Any, Any], Any], out: Any, target: Any, value: Any,
+                     caught: list[warnings.WarningMessage], stage: str) -> None:  # fmt: skip
+    """Refuse a loss that broadcast output against target; re-emit the other warnings."""
+    size_warned = False
+    for w in caught:
+        if _TORCH_SIZE_WARNING in str(w.message):
+            size_warned = True
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    if not (isinstance(out, torch.Tensor) and isinstance(target, torch.Tensor)):
+        return
+    if out.shape == target.shape or not target.is_floating_point():
+        return  # class indices ([N, C] vs [N]) are not a broadcast
+    try:
+        joint = torch.broadcast_shapes(out.shape, target.shape)
+    except RuntimeError:
+        return
+    if not size_warned:
+        # a loss of the user's own: does it change when the trailing 1 is squeezed away?
+        extra = out if out.dim() == target.dim() + 1 else target
+        if (
+            extra.dim() == 0
+            or extra.shape[-1] != 1
+            or extra.shape[:-1] != (target.shape if extra is out else out.shape)
+        ):
+            return
+        try:
+            a, b = (out.squeeze(-1), target) if extra is out else (out, target.squeeze(-1))
+            alt = loss(a, b)
+        except Exception:
+            return
+        if not isinstance(alt, torch.Tensor) or not isinstance(value, torch.Tensor):
+            return
+        if alt.shape == value.shape and torch.allclose(alt.float(), value.float()):
+            return  # the loss lines them up itself
+    name = getattr(loss, "__name__", type(loss).__name__)
+    if out.dim() == target.dim() + 1 and out.shape[-1] == 1:
+        fix = (f"use loss=lambda out, y: {name}(out.squeeze(-1), y)" if name.isidentifier()
+               else "apply out.squeeze(-1) to the output inside the loss")  # fmt: skip
+        fix += " (or end the model with .squeeze(-1))"
+    elif target.dim() == out.dim() + 1 and target.shape[-1] == 1:
+        fix = f"squeeze the target's last dimension (target.squeeze(-1)) so both are {_shape(out)}"
+    else:
+        fix = "make the output and target the same shape"
+    raise ShapeCheckError(
+        f"dry run on one {stage} batch: the loss {name}(output, target) got output "
+        f"{_shape(out)} and target {_shape(target)}, which broadcast to {list(joint)}: every "
+        f"output would be compared with every target, and training would fit the wrong "
+        f"thing without an error; {fix}"
+    )
+
+
+def check_loaders(dm: Any) -> None:
+    """Refuse an empty train or val loader of a labkit DataModule, naming which one.
+
+    A user's own ``LightningDataModule`` (no ``train`` attribute) is left to Lightning:
+    its loaders may need ``setup()`` first.
+
+    Raises:
+        ValueError: ``the train loader is empty ...``, with the dataset size and batch size.
+    """
+    if not hasattr(dm, "train"):
+        return
+    for stage in ("train", "val"):
+        loader = getattr(dm, stage, None)
+        if loader is None:
+            continue
+        try:
+            batches = len(loader)
+        except TypeError:
+            continue  # an iterable dataset: its length is known only by running it
+        if batches:
+            continue
+        dataset = getattr(loader, "dataset", None)
+        try:
+            size = f"{len(dataset)} samples" if dataset is not None else "no dataset"
+        except TypeError:
+            size = "unknown size"
+        bs = getattr(loader, "batch_size", None)
+        drop = " and drop_last=True" if getattr(loader, "drop_last", False) else ""
+        kind = type(dataset).__name__ if dataset is not None else type(loader).__name__
+        raise ValueError(
+            f"the {stage} loader is empty: its {kind} has {size} (batch_size={bs}{drop}), so "
+            f"no {stage} step would run; give the {stage} data at least one batch"
+            + (" or pass only train data" if stage == "val" else "")
+        )
 
 
 def locate_nonfinite(

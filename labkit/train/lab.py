@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from labkit.train import _launch
+from labkit.train._exploration import exploration
 from labkit.train._events import EVENTS_FILE, STOP_FILE, EventLog, EventTail
 from labkit.train.run import Run
 
@@ -196,6 +197,7 @@ class Lab:
         return as_datamodule(self.data, batch_size=self.batch_size, num_workers=self.num_workers,
                              seed=seed)  # fmt: skip
 
+    @exploration
     def check(self, dm: Any = None) -> None:
         """One-batch dry run (train and val batch) that names the module and shapes on a mismatch.
 
@@ -220,6 +222,7 @@ class Lab:
                 val = first_batch(val_loader)
             dry_run(self.model, val, step=self.step or default_step, loss=self.loss, stage="val")
 
+    @exploration
     def trace(self, *, mode: str = "full") -> Any:
         """Trace one training step (forward, loss, backward) on the first batch.
 
@@ -445,11 +448,12 @@ class Lab:
         from labkit.train._callback_group import CallbackGroup
         from labkit.train._tensorboard import TB_DIR, hparams_of
         from labkit.train.checkpoint import AtomicCheckpointIO
-        from labkit.train.guards import NonFiniteGuard
+        from labkit.train.guards import NonFiniteGuard, check_loaders
 
         seed_all(seed)
         module = self.module()
         dm = self.datamodule(seed)
+        check_loaders(dm)  # an empty train/val loader is named, with or without a dry run
         if dry_run:
             self.check(dm)
         sink = EventLog(logdir / EVENTS_FILE)
@@ -560,6 +564,7 @@ class Lab:
 
         return handle
 
+    @exploration
     def link(self, view: Any) -> Any:
         """Re-colour ``view`` (a GraphView/ProfileView) with each trace sampled while fitting.
 
@@ -577,6 +582,7 @@ class Lab:
                 (Path(run.logdir) / STOP_FILE).touch()
 
     # ------------------------------------------------------------------ tools
+    @exploration(unless="apply")
     def lr_find(self, *, min_lr: float = 1e-6, max_lr: float = 1.0, num_training: int = 100,
                 seed: int = 0, apply: bool = False, **kwargs: Any) -> Any:  # fmt: skip
         """Lightning's learning-rate finder (``Tuner.lr_find``) on this Lab's model and data.
@@ -621,6 +627,7 @@ class Lab:
             self.lr = float(finder.suggestion())
         return finder
 
+    @exploration
     def tensorboard(self) -> str:
         """Where the TensorBoard logs are and how to open them (printed and returned)."""
         from labkit.train._tensorboard import how_to_open
