@@ -72,7 +72,10 @@ class _NoDropout(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
         kwargs = kwargs or {}
         if func in _IDENTITY:
-            self.held.functional_calls += 1
+            p = args[1] if len(args) > 1 else kwargs.get("p", 0.5)
+            training = args[2] if len(args) > 2 else kwargs.get("training", kwargs.get("train"))
+            if p and training in (True, None):  # a call that would have drawn a mask
+                self.held.functional_calls += 1
             return args[0] if args else kwargs["input"]
         if func is F.scaled_dot_product_attention and (
             kwargs.get("dropout_p", args[4] if len(args) > 4 else 0.0) or 0.0

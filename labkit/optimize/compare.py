@@ -6,6 +6,7 @@ import copy
 import statistics
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -14,6 +15,7 @@ import torch
 
 from labkit._format import fmt_bytes, fmt_time
 from labkit.optimize import _cpu, _measure
+from labkit.optimize._random import stochastic_modules
 from labkit.optimize.apply import applied, apply
 from labkit.optimize.drift import deviation, first_drift, flat, fp16_risks, layer_drift
 from labkit.optimize.recipe import Recipe
@@ -41,8 +43,10 @@ class RecipeResult:
         max_abs: Largest absolute output difference from the baseline.
         rel: Relative L2 output difference from the baseline.
         cosine: Cosine similarity of outputs with the baseline.
-        loss: Loss after the last step (train) or of the output (inference, if a loss is given).
-        losses: Loss at every step, in order (train mode).
+        loss: Loss after the last controlled step (train) or of the output (inference, if a
+            loss is given).
+        losses: Loss at every step of the controlled pass, in order (train mode): same
+            seed, same batch, dropout off, from the same starting weights for every recipe.
         val_metric: The validation metric on ``val`` after the steps, if given.
         drift_path: First module whose output drifts past the tolerance.
         drift_rel: Its relative error.
@@ -87,6 +91,8 @@ class Comparison:
         metric: Name of the validation metric, if any.
         results: One :class:`RecipeResult` per recipe, baseline first.
         notes: Notes about the whole run (CPU precision support, threads).
+        randomness: How randomness was held equal across recipes for the deviation,
+            drift and loss figures.
 
     Example:
         >>> r = [Recipe(precision="bf16-mixed")]
@@ -105,6 +111,7 @@ class Comparison:
     metric: str | None
     results: tuple[RecipeResult, ...]
     notes: tuple[str, ...] = field(default_factory=tuple)
+    randomness: str = ""
 
     def result(self, label: str) -> RecipeResult:
         """The row called ``label``."""
@@ -137,6 +144,7 @@ class Comparison:
                 "device",
                 "tolerance",
                 "metric",
+                "randomness",
             )
         }
         return {**head, "notes": list(self.notes), "results": self.rows()}
@@ -205,7 +213,7 @@ class Comparison:
             f"compare ({self.mode}, {self.steps} steps after {self.warmup} warm-up, "
             f"device {self.device}, drift tolerance {self.tolerance:g})"
         )
-        notes = [f"- {n}" for n in self.notes]
+        notes = [f"- {n}" for n in (self.randomness, *self.notes) if n]
         for r in self.results:
             notes += [f"- {r.label}: {n}" for n in r.notes]
             if r.error:
@@ -247,6 +255,7 @@ def compare(
     memory: bool = True,
     drift: bool = True,
     seed: int = 0,
+    loss_steps: int = 3,
     progress: Progress | bool | None = None,
 ) -> Comparison:
     """Run ``recipes`` interleaved on copies of ``model`` and measure each against fp32.
@@ -274,7 +283,16 @@ def compare(
         lr: SGD learning rate in train mode.
         memory: Measure peak memory (an extra step per recipe).
         drift: Find the first drifting layer (an extra forward per recipe).
-        seed: Seed set before every step so dropout draws match across recipes.
+        seed: Seed set before every step (the same for every recipe).
+        loss_steps: Training steps of the controlled pass that gives ``loss`` and
+            ``losses`` (train mode).
+
+    Randomness: the timed steps run the model as it is (dropout on in train mode).
+    Output deviation, per-layer drift and the losses come from separate untimed passes
+    from the same starting weights, with the same seed and batch for every recipe and
+    with dropout switched off (``nn.Dropout`` modules, attention dropout, functional
+    dropout), so a difference shown is the recipe's, not the dropout masks'.
+    ``Comparison.randomness`` says what was switched off.
         progress: ``progress(fraction, message)`` callback, or True for a terminal bar.
 
     Returns:
@@ -286,6 +304,8 @@ def compare(
         >>> print(cmp.summary())  # doctest: +SKIP
     """
     recipe_map = _check(model, recipes, mode, steps, warmup, tolerance, baseline)
+    if not isinstance(loss_steps, int) or loss_steps < 1:
+        raise ValueError(f"compare(loss_steps=...) must be an int >= 1, got {loss_steps!r}")
     report = _progress_fn(progress)
     args, kwargs = _split_batch(batch)
     metric_name, metric_fn = _metric(metric, val)
@@ -293,7 +313,7 @@ def compare(
     base_model.train(mode == "train")
     device = str(next((p.device for p in base_model.parameters()), torch.device("cpu")))
     runs = [
-        _Run(label, recipe, base_model, mode, args, kwargs, loss, lr, seed)
+        _Run(label, recipe, base_model, mode, args, kwargs, loss, lr, seed, loss_steps)
         for label, recipe in recipe_map.items()
     ]
     total = len(runs) * (2 + warmup + steps)
@@ -320,6 +340,9 @@ def compare(
     results = []
     base_run = runs[0]
     for run in runs:
+        tick(f"{run.label}: controlled pass (dropout off)")
+        run.controlled()
+    for run in runs:
         tick(f"{run.label}: memory, drift and validation")
         results.append(run.result(base_run, memory, drift, tolerance, val, metric_fn, base_model))
     report(1.0, "done")
@@ -328,6 +351,7 @@ def compare(
     if mode == "train" and loss is None:
         notes.append("no loss given: training steps minimise the mean of the outputs")
     return Comparison(
+        randomness=_randomness(base_model, mode, seed, loss_steps),
         mode=mode,
         steps=steps,
         warmup=warmup,
@@ -344,14 +368,16 @@ def compare(
 class _Run:
     """One recipe's model, optimizer and measurements during :func:`compare`."""
 
-    def __init__(self, label, recipe, base_model, mode, args, kwargs, loss, lr, seed):  # type: ignore[no-untyped-def]
+    def __init__(self, label, recipe, base_model, mode, args, kwargs, loss, lr, seed, loss_steps):  # type: ignore[no-untyped-def]
         self.label, self.recipe, self.base_model, self.mode = label, recipe, base_model, mode
         self.args, self.kwargs, self.loss_fn, self.lr, self.seed = args, kwargs, loss, lr, seed
+        self.loss_steps = loss_steps
+        self.start: dict[str, torch.Tensor] | None = None
         self.times: list[float] = []
         self.losses: list[float] = []
         self.error: str | None = None
         self.first_time: float | None = None
-        self.first_out: torch.Tensor | None = None
+        self.ref_out: torch.Tensor | None = None
         self.k = 0
         self.device_type = _device_type(base_model)
 
@@ -360,12 +386,35 @@ class _Run:
             self.model = apply(self.base_model, self.recipe)
             self.notes = list(applied(self.model).notes)
             self.inputs = _to_channels_last(self.args) if self.recipe.channels_last else self.args
-            self.step_fn = RecipeStep(
-                self.model, self.recipe, mode=self.mode, loss=self.loss_fn, lr=self.lr
-            )
+            self.step_fn = self._new_step()
+            if self.mode == "train":  # the controlled pass starts from these weights again
+                self.start = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
         except Exception as exc:
             self.error = f"{type(exc).__name__}: {exc}"
             self.notes = getattr(self, "notes", [])
+
+    def _new_step(self) -> RecipeStep:
+        return RecipeStep(self.model, self.recipe, mode=self.mode, loss=self.loss_fn, lr=self.lr)
+
+    def controlled(self) -> None:
+        """Untimed pass for deviation and loss: start weights, dropout off, same seed."""
+        if self.error:
+            return
+        try:
+            if self.start is not None:
+                self.model.load_state_dict(self.start)
+                self.step_fn = self._new_step()  # fresh optimizer and GradScaler
+            n = self.loss_steps if self.mode == "train" else 1
+            for i in range(n):
+                out, value = self.step_fn(
+                    *self.inputs, seed=self.seed + i, hold_random=True, **self.kwargs
+                )
+                if i == 0:
+                    self.ref_out = flat(out)
+                if value is not None:
+                    self.losses.append(value)
+        except Exception as exc:
+            self.error = f"{type(exc).__name__}: {exc}"
 
     def _call(self) -> tuple[Any, float | None]:
         self.k += 1
@@ -382,12 +431,9 @@ class _Run:
         try:
             self._sync()
             t0 = time.perf_counter()
-            out, value = self._call()
+            self._call()
             self._sync()
             self.first_time = time.perf_counter() - t0
-            self.first_out = flat(out)
-            if value is not None:
-                self.losses.append(value)
         except Exception as exc:
             self.error = f"{type(exc).__name__}: {exc}"
 
@@ -397,7 +443,7 @@ class _Run:
         try:
             self._sync()
             t0 = time.perf_counter()
-            _, value = self._call()
+            self._call()
             self._sync()
             elapsed = time.perf_counter() - t0
         except Exception as exc:
@@ -405,8 +451,6 @@ class _Run:
             return
         if timed:
             self.times.append(elapsed)
-        if value is not None:
-            self.losses.append(value)
 
     def result(self, base, memory, drift, tolerance, val, metric_fn, base_model) -> RecipeResult:  # type: ignore[no-untyped-def]
         r = RecipeResult(label=self.label, recipe=self.recipe.to_dict(), notes=tuple(self.notes))
@@ -433,15 +477,10 @@ class _Run:
             fields["break_even"] = ct / saved if saved and saved > 0 else None
         if self.losses and (self.mode == "train" or self.loss_fn is not None):
             fields["loss"] = self.losses[-1]
-        if self.recipe.compile and self.mode == "train" and _has_dropout(self.base_model):
-            notes.append(
-                "output deviation includes different dropout draws (compiled code uses "
-                "inductor's RNG); torch._inductor.config.fallback_random=True matches eager"
-            )
-        if self.first_out is not None and base.first_out is not None:
+        if self.ref_out is not None and base.ref_out is not None:
             try:
                 fields["max_abs"], fields["rel"], fields["cosine"] = deviation(
-                    base.first_out, self.first_out
+                    base.ref_out, self.ref_out
                 )
             except ValueError as exc:
                 notes.append(f"output deviation not measured: {exc}")
@@ -478,9 +517,27 @@ class _Run:
         return _with(r, notes=tuple(notes), **fields)
 
 
-def _has_dropout(model: torch.nn.Module) -> bool:
-    return any(
-        isinstance(m, torch.nn.modules.dropout._DropoutNd) and m.p > 0 for m in model.modules()
+def _randomness(model: torch.nn.Module, mode: str, seed: int, loss_steps: int) -> str:
+    found = stochastic_modules(model)
+    kinds = Counter(type(m).__name__ for _, m in found)
+    what = (
+        f"dropout off in {len(found)} modules ("
+        + ", ".join(f"{k} x{n}" for k, n in sorted(kinds.items()))
+        + ") and in functional calls"
+        if found
+        else "dropout off in functional calls (no dropout module found)"
+    )
+    passes = "deviation, drift and loss(out)" if mode == "inference" else "deviation, drift and "
+    if mode == "train":
+        passes += f"loss ({loss_steps} controlled steps from the starting weights)"
+    timed = (
+        "timed steps run in training mode with dropout on"
+        if mode == "train" and found
+        else "timed steps run the model as it is"
+    )
+    return (
+        f"randomness: {passes} figures: {what}, seed {seed} and the same batch for every "
+        f"recipe; {timed}"
     )
 
 
@@ -529,7 +586,8 @@ def _check(model, recipes, mode, steps, warmup, tolerance, baseline) -> dict[str
     if not isinstance(base, Recipe):
         raise TypeError(f"compare(baseline=...) must be a Recipe, got {type(base).__name__}")
     out = {base.label: base}
-    out.update({k: v for k, v in named.items() if v != base})
+    # a row equal to the baseline is kept only under its own name (a control row)
+    out.update({k: v for k, v in named.items() if v != base or k != base.label})
     return out
 
 

@@ -8,12 +8,14 @@ paths, so an optimized copy lines up with its original.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
+from labkit.optimize._random import held_randomness
 from labkit.trace._tree import named_tensors
 
 FP16_MAX = 65504.0
@@ -81,19 +83,23 @@ def layer_drift(
     *args: Any,
     skip: tuple[str, ...] = (),
     seed: int = 0,
+    hold_random: bool = True,
     **kwargs: Any,
 ) -> list[LayerDrift]:
     """Per-module output drift of ``candidate`` against ``baseline``, in baseline call order.
 
     Both run once under ``torch.no_grad()`` with the same seed, in their current
-    train/eval mode. Hooks are removed afterwards, also on error.
+    train/eval mode, with dropout switched off (``hold_random``), so the drift is
+    the candidate's numerics and not different dropout masks. Hooks are removed
+    afterwards, also on error.
 
     Args:
         baseline: The reference model (usually fp32 eager).
         candidate: The model to check, with the same module paths.
         *args: Positional inputs of both models.
         skip: Module paths to leave out (e.g. convolutions that absorbed a BatchNorm).
-        seed: Seed set before each run, so dropout masks match.
+        seed: Seed set before each run, so any other random draws match.
+        hold_random: Switch dropout off in both runs (modules and functional calls).
         **kwargs: Keyword inputs of both models.
 
     Returns:
@@ -138,19 +144,20 @@ def layer_drift(
 
         return hook
 
-    _run_hooked(baseline, record, skip, seed, args, kwargs)
-    _run_hooked(candidate, check, skip, seed, args, kwargs)
+    _run_hooked(baseline, record, skip, seed, hold_random, args, kwargs)
+    _run_hooked(candidate, check, skip, seed, hold_random, args, kwargs)
     return [results[p] for p in order if p in results]
 
 
-def _run_hooked(model, make_hook, skip, seed, args, kwargs) -> None:  # type: ignore[no-untyped-def]
+def _run_hooked(model, make_hook, skip, seed, hold_random, args, kwargs) -> None:  # type: ignore[no-untyped-def]
     handles = []
     try:
         for path, mod in model.named_modules():
             if path not in skip:
                 handles.append(mod.register_forward_hook(make_hook(path)))
-        torch.manual_seed(seed)
-        with torch.no_grad():
+        held = held_randomness(model) if hold_random else contextlib.nullcontext()
+        with held, torch.no_grad():
+            torch.manual_seed(seed)
             model(*args, **kwargs)
     finally:
         for h in handles:
