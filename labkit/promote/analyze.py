@@ -21,6 +21,7 @@ import dataclasses
 import re
 from dataclasses import dataclass, field
 
+from labkit.promote._lab_methods import lab_exploration_methods
 from labkit.promote._names import StatementNames, statement_names
 from labkit.promote._spans import statement_spans
 from labkit.promote.errors import Problem
@@ -61,28 +62,6 @@ EXPLORE_FUNCTIONS = frozenset(
 # methods that draw, whatever they are called on (``df.plot()``, ``fig.show()``)
 EXPLORE_METHODS = frozenset({"plot", "hist", "imshow", "show", "savefig", "scatter"})
 LAB_CLASSES = frozenset({"labkit.Lab", "labkit.train.Lab", "labkit.train.lab.Lab"})
-# Lab methods that look but do not change what fit() does
-LAB_EXPLORE_METHODS = frozenset(
-    {
-        "trace",
-        "show",
-        "profile",
-        "memory",
-        "compare",
-        "advise",
-        "optimize",
-        "optimize_panel",
-        "panel",
-        "summary",
-        "graph",
-        "lr_find",
-        "plot",
-        "widget",
-        "live",
-        "dashboard",
-        "losses",
-    }
-)
 # %%cell magics whose body is Python run once: keep the body
 _PYTHON_CELL_MAGICS = frozenset({"time", "capture", "prun"})
 
@@ -420,13 +399,12 @@ def _target_roots(stmt: ast.stmt) -> set[str]:
 def _explore_call(call: ast.Call, aliases: dict[str, str], labs: set[str]) -> str:
     func = call.func
     # ``lab.trace(...)`` and friends on a Lab variable
-    if (
-        isinstance(func, ast.Attribute)
-        and isinstance(func.value, ast.Name)
-        and func.value.id in labs
-        and func.attr in LAB_EXPLORE_METHODS
-    ):
-        return f"{func.value.id}.{func.attr}() (trace/widget/plot)"
+    on_lab = isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)
+    if on_lab and func.value.id in labs:  # type: ignore[union-attr]
+        methods = lab_exploration_methods()  # the methods Lab marks @exploration
+        attr = func.attr  # type: ignore[union-attr]
+        if attr in methods and not _keeps(call, methods[attr]):
+            return f"{func.value.id}.{attr}() (Lab exploration method)"  # type: ignore[union-attr]
     qualname = _qualname(func, aliases)
     if qualname is None:
         return ""
@@ -435,6 +413,16 @@ def _explore_call(call: ast.Call, aliases: dict[str, str], labs: set[str]) -> st
     if qualname in EXPLORE_FUNCTIONS or _is_explore_module(qualname):
         return f"{qualname}() (trace/widget/plot)"
     return ""
+
+
+def _keeps(call: ast.Call, keyword: str | None) -> bool:
+    """True when ``call`` passes ``keyword`` (``lr_find(apply=True)`` changes the Lab)."""
+    for kw in call.keywords:
+        if keyword is not None and kw.arg == keyword:
+            return not (isinstance(kw.value, ast.Constant) and not kw.value.value)
+        if kw.arg is None:  # ``**options`` may hold it
+            return keyword is not None
+    return False
 
 
 def _is_explore_module(qualname: str) -> bool:

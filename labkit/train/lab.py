@@ -22,8 +22,8 @@ from typing import Any
 import torch
 
 from labkit.train import _launch
-from labkit.train._exploration import exploration
 from labkit.train._events import EVENTS_FILE, STOP_FILE, EventLog, EventTail
+from labkit.train._exploration import exploration
 from labkit.train.run import Run
 
 _PRECISION = {"32": "32-true", "bf16-mixed": "bf16-mixed", "16-mixed": "16-mixed"}
