@@ -9,12 +9,12 @@ from typing import Any
 import torch
 
 from labkit._format import fmt_bytes
-from labkit.memory._session import recording
 from labkit.memory.attribution import MemoryReport
 from labkit.memory.errors import MemoryRecordError
 from labkit.memory.timeline import MAX_SAMPLES
 from labkit.memory.tracker import CATEGORIES, MemoryTracker
-from labkit.trace.api import _backward_target, check_devices
+from labkit.trace._passes import time_forward
+from labkit.trace.api import _backward_target, _ModelState, check_devices
 from labkit.trace.errors import TraceError
 from labkit.trace.model import Trace
 from labkit.trace.recorder import Recorder, check_model
@@ -74,21 +74,21 @@ def memory(
         )
     args, kwargs = _split(batch)
     check_devices(model, args, kwargs)
-    rec = Recorder(model, mode="timing")
     tracker = MemoryTracker(
-        rec,
+        model,
         optimizers=(optimizer,) if optimizer is not None else (),
         inputs=(args, kwargs),
         cuda_history=cuda_history,
     )
+    rec = Recorder(model, mode="timing", observers=[tracker])
     err: BaseException | None = None
     misuse: list[ValueError] = []
     try:
-        with recording(rec, tracker):
+        with rec:
             out = model(*args, **kwargs)
             if backward:
                 try:
-                    target = _backward_target(out, loss, rec._notes)
+                    target = _backward_target(out, loss, rec.notes)
                 except ValueError as e:
                     if str(e).startswith("loss must return"):  # not a scalar: the caller's to fix
                         misuse.append(e)
@@ -103,6 +103,8 @@ def memory(
             raise
         err = e
     report = _report(rec, tracker, max_samples)
+    if err is None:
+        report = _timed(report, model, args, kwargs)
     if err is not None:
         raise MemoryRecordError(_failure_message(err, report), report, tracker.failed_module) from (
             err.__cause__ if isinstance(err, TraceError) and err.__cause__ is not None else err
@@ -115,6 +117,15 @@ def _report(rec: Recorder, tracker: MemoryTracker, max_samples: int) -> MemoryRe
     assert rec.trace is not None
     trace: Trace = rec.trace.replace(memory=samples, memory_meta=meta)
     return MemoryReport(trace)
+
+
+def _timed(report: MemoryReport, model: torch.nn.Module, args: tuple, kwargs: dict) -> MemoryReport:
+    """The report with forward times from forward-only timing passes (what-if recompute costs)."""
+    saved = _ModelState(model)
+    try:
+        return MemoryReport(time_forward(report.trace, model, lambda: model(*args, **kwargs)))
+    finally:
+        saved.restore()
 
 
 def _split(batch: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:

@@ -20,7 +20,6 @@ from typing import Any
 import torch
 
 from labkit._format import fmt_bytes
-from labkit.memory._session import recording
 from labkit.memory.tracker import ACTS, CATEGORIES, GRADS, OPT, PARAMS, MemoryTracker
 from labkit.trace.recorder import Recorder, check_model
 
@@ -134,10 +133,10 @@ def find_growth(
     if warmup < 0 or steps < warmup + 2:
         raise ValueError(f"need steps >= warmup + 2 and warmup >= 0, got steps={steps}, "
                          f"warmup={warmup}")  # fmt: skip
-    rec = Recorder(model, mode="timing")
-    tracker = MemoryTracker(rec, stacks=True)
+    tracker = MemoryTracker(model, stacks=True)
+    rec = Recorder(model, mode="timing", observers=[tracker])
     after: list[int] = []
-    with recording(rec, tracker):
+    with rec:
         for _ in range(steps):
             step()
             if after and tracker.live_bytes() > after[-1]:

@@ -1,29 +1,26 @@
 """MemoryTracker: tensor storages counted as they are created and freed, by phase and module.
 
-It is one context the :class:`~labkit.trace.Recorder` enters in ``"full"`` mode (and
-that :func:`labkit.memory.memory` enters around a timing-mode recorder). A
-``TorchDispatchMode`` sees every storage an aten op creates, forward, backward and
-inside ``optimizer.step``; a weak reference with a callback on the (preserved)
-``UntypedStorage`` object sees the moment it is freed. Each storage is counted once,
-however many views share it.
+An observer of the instrumentation layer (:mod:`labkit.trace.instrument`): a
+full-mode :class:`~labkit.trace.Recorder` has one, and :func:`labkit.memory.memory`
+gives one to a timing-mode recorder. The layer's dispatch mode passes it every storage
+an aten op creates, forward, backward and inside ``optimizer.step``; where the model is
+(phase, module, backward owner, parameter owner) comes from the layer; a weak reference
+with a callback on the (preserved) ``UntypedStorage`` object sees the moment it is
+freed. Each storage is counted once, however many views share it.
 """
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
 import time
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from labkit.trace._tree import named_tensors
-
-if TYPE_CHECKING:
-    from labkit.trace.recorder import Recorder
+from labkit.trace.instrument import Observer
 
 CATEGORIES = ("parameters", "gradients", "optimizer", "activations", "temporaries", "inputs")
 PARAMS, GRADS, OPT, ACTS, TEMPS, INPUTS = range(6)
@@ -70,19 +67,19 @@ class _Rec:
         self.ref: Any = None
 
 
-class MemoryTracker(TorchDispatchMode):
+class MemoryTracker(Observer):
     """Live tensor-storage bytes through a step, by phase, module and category.
 
-    Categories: ``parameters`` (model parameters and buffers), ``gradients`` (their
-    ``.grad``), ``optimizer`` (optimizer state), ``activations`` (tensors saved for
-    backward), ``inputs`` (model inputs) and ``temporaries`` (everything else). Phases:
-    ``forward``, ``backward`` (an autograd graph task is running) and ``optimizer``
-    (inside any ``Optimizer.step``).
+    An observer of the instrumentation layer (give it to a
+    :class:`~labkit.trace.Recorder` with ``observers=[tracker]``; full-mode recorders
+    make their own). Categories: ``parameters`` (model parameters and buffers),
+    ``gradients`` (their ``.grad``), ``optimizer`` (optimizer state), ``activations``
+    (tensors saved for backward), ``inputs`` (model inputs) and ``temporaries``
+    (everything else). Phases: ``forward``, ``backward`` (an autograd graph task is
+    running) and ``optimizer`` (inside any ``Optimizer.step``).
 
     Args:
-        recorder: The recorder whose module stack names the running module.
-        own_pack_hooks: Install saved-tensor hooks to see activations. The full-mode
-            recorder has its own and forwards them (``False`` there).
+        model: The module whose step is recorded.
         stacks: Record the user's source line for every storage (for leak reports;
             costs a few microseconds per allocation).
         optimizers: Optimizers whose existing state counts from the start (the state of
@@ -92,38 +89,38 @@ class MemoryTracker(TorchDispatchMode):
             write its snapshot here (a pickle for https://pytorch.org/memory_viz).
 
     Example:
-        >>> rec = Recorder(model, mode="timing")            # doctest: +SKIP
-        >>> with rec, MemoryTracker(rec) as mem:            # doctest: +SKIP
+        >>> mem = MemoryTracker(model)                                  # doctest: +SKIP
+        >>> with Recorder(model, mode="timing", observers=[mem]):       # doctest: +SKIP
         ...     model(x).sum().backward()
-        >>> mem.peak, mem.samples()[-1]                      # doctest: +SKIP
+        >>> mem.peak, mem.events[-1]                                    # doctest: +SKIP
     """
+
+    needs_dispatch = True
+    needs_saved = True
+    needs_grads = True
 
     def __init__(
         self,
-        recorder: Recorder,
+        model: torch.nn.Module,
         *,
-        own_pack_hooks: bool = True,
         stacks: bool = False,
         optimizers: tuple[Any, ...] = (),
         inputs: Any = None,
         cuda_history: str | os.PathLike[str] | None = None,
-        own_mode: bool = True,
     ) -> None:
-        super().__init__()
-        self.own_mode = own_mode
+        self.model = model
         self.cuda_history = cuda_history
-        self.rec = recorder
-        self.own_pack_hooks = own_pack_hooks
         self.stacks = stacks
         self._optimizers = tuple(optimizers)
         self._initial_inputs = inputs
         self.active = False
+        self._inst: Any = None
         self._reset()
 
     def __repr__(self) -> str:
         return (
-            f"MemoryTracker(model={type(self.rec.model).__name__}, stacks={self.stacks}, "
-            f"own_pack_hooks={self.own_pack_hooks}, active={self.active})"
+            f"MemoryTracker(model={type(self.model).__name__}, stacks={self.stacks}, "
+            f"active={self.active})"
         )
 
     # ------------------------------------------------------------ state
@@ -147,117 +144,67 @@ class MemoryTracker(TorchDispatchMode):
         self.peak_mod: dict[tuple[str, int], int] = {}
         self.peak_fp32: dict[tuple[str, int], int] = {}
         self._events: list[tuple[Any, ...]] = []
-        self._in_opt = 0
         self._opt_created: list[_Rec] = []
         self.step = 0
         self.start_bytes = 0
         self.failed_module: str | None = None
         self.error: str | None = None
         self.cuda: dict[str, Any] | None = None
-        self._handles: list[Any] = []
         self._cuda_state: Any = None
-        self._pack_ctx: Any = None
-        self._pushed = False
-        self._owners: dict[int, str] = {}
 
     # ------------------------------------------------------------ lifecycle
-    def __enter__(self) -> MemoryTracker:
+    def start(self, inst: Any) -> None:
         self._reset()
-        model = self.rec.model
+        self._inst = inst
+        model = self.model
+        self._t0 = time.perf_counter()
+        device = next((p.device for p in model.parameters()), torch.device("cpu"))
+        if device.type == "cuda":
+            from labkit.memory._cuda import CudaStats
+
+            self._cuda_state = CudaStats(device, self.cuda_history)
+            self._cuda_state.begin()
+        self.active = True
+        for path, mod in model.named_modules():
+            for p in (*mod.parameters(recurse=False), *mod.buffers(recurse=False)):
+                self._track(p, PARAMS, inst.param_owner(p) or path, _FWD)
+        for p in model.parameters():
+            if p.grad is not None:
+                self._track(p.grad, GRADS, inst.param_owner(p), _FWD)
+        for opt in self._optimizers:
+            self._adopt_optimizer(opt)
+        for _, t in named_tensors(self._initial_inputs):
+            self._track(t, INPUTS, "", _FWD)
+        self.start_bytes = self.total
+        self.start_cuda = self.dev_peak = self.dev_total
+        self.peak = self.total
+        self._snapshot()
+
+    def stop(self, inst: Any) -> None:
+        if inst.error is not None:
+            self.failed_module = (inst.failed.module or "") if inst.failed is not None else ""
+            self.error = f"{type(inst.error).__name__}: {inst.error}".strip()
         try:
-            owner = getattr(self.rec, "_param_owner", None) or {}
-            for path, mod in model.named_modules():
-                for p in mod.parameters(recurse=False):
-                    self._owners.setdefault(id(p), owner.get(id(p), path))
-            importlib.import_module("torch._dynamo")  # a dispatch mode's first op imports it (~2 s)
-            self._t0 = time.perf_counter()
-            device = next((p.device for p in model.parameters()), torch.device("cpu"))
-            if device.type == "cuda":
-                from labkit.memory._cuda import CudaStats
-
-                self._cuda_state = CudaStats(device, self.cuda_history)
-                self._cuda_state.begin()
-            self.active = True
-            for path, mod in model.named_modules():
-                for p in (*mod.parameters(recurse=False), *mod.buffers(recurse=False)):
-                    self._track(p, PARAMS, self._owners.get(id(p), path), _FWD)
-            for p in model.parameters():
-                if p.grad is not None:
-                    self._track(p.grad, GRADS, self._owners.get(id(p), ""), _FWD)
-                if p.requires_grad:
-                    self._handles.append(p.register_post_accumulate_grad_hook(self._on_grad))
-            for opt in self._optimizers:
-                self._adopt_optimizer(opt)
-            for _, t in named_tensors(self._initial_inputs):
-                self._track(t, INPUTS, "", _FWD)
-            self.start_bytes = self.total
-            self.start_cuda = self.dev_peak = self.dev_total
-            self.peak = self.total
-            self._snapshot()
-            self._handles.append(model.register_forward_pre_hook(self._on_call, with_kwargs=True))
-            from torch.optim.optimizer import (
-                register_optimizer_step_post_hook,
-                register_optimizer_step_pre_hook,
-            )
-
-            self._handles.append(register_optimizer_step_pre_hook(self._on_opt_pre))
-            self._handles.append(register_optimizer_step_post_hook(self._on_opt_post))
-            if self.own_pack_hooks:
-                self._pack_ctx = torch.autograd.graph.saved_tensors_hooks(self._pack, _unpack)
-                self._pack_ctx.__enter__()
-            if self.own_mode:  # else the recorder's FlopCapture calls observe() per op
-                super().__enter__()
-                self._pushed = True
-        except BaseException:
-            self._teardown()
-            raise
-        return self
-
-    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
-        if exc is not None:
-            stack = getattr(self.rec, "_stack", None)
-            self.failed_module = (stack[-1].module or "") if stack else ""
-            self.error = f"{type(exc).__name__}: {exc}".strip()
-        self._teardown()
-
-    def _teardown(self) -> None:
-        try:
-            if self._pushed:
-                self._pushed = False
-                super().__exit__(None, None, None)
+            if self.active:
+                if inst.stack and self.failed_module is None:  # left in the middle of a call
+                    self.failed_module = inst.stack[-1].module or ""
+                self._sample(self._phase(), self._module())
+                if self._dirty:
+                    self._snapshot()
+                if self._cuda_state is not None:
+                    self.cuda = self._cuda_state.end(self)
         finally:
-            try:
-                if self._pack_ctx is not None:
-                    ctx, self._pack_ctx = self._pack_ctx, None
-                    ctx.__exit__(None, None, None)
-            finally:
-                handles, self._handles = self._handles, []
-                for h in handles:
-                    h.remove()
-                try:
-                    if self.active:
-                        stack = getattr(self.rec, "_stack", None)
-                        if stack and self.failed_module is None:  # left in the middle of a call
-                            self.failed_module = stack[-1].module or ""
-                        self._sample(self._phase(), self._module())
-                        if self._dirty:
-                            self._snapshot()
-                        if self._cuda_state is not None:
-                            self.cuda = self._cuda_state.end(self)
-                finally:
-                    if self._cuda_state is not None:
-                        self._cuda_state.stop_history()
-                    self.active = False
-                    # dropping the weak references drops their callbacks too
-                    self._recs = {}
-                    self._by_sid = {}
+            if self._cuda_state is not None:
+                self._cuda_state.stop_history()
+            self.active = False
+            # dropping the weak references drops their callbacks too
+            self._recs = {}
+            self._by_sid = {}
 
     # ------------------------------------------------------------ accounting
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[override]
-        out = func(*args, **(kwargs or {}))
+    def dispatch(self, func: Any, args: Any, kwargs: Any, out: Any) -> None:
         if self.active:
             self.observe(func, out)
-        return out
 
     def observe(self, func: Any, out: Any) -> None:
         """Account the storages of an op's result (called per aten op)."""
@@ -287,21 +234,20 @@ class MemoryTracker(TorchDispatchMode):
             return
         if n == 0 or t.is_meta:
             return
-        if self._in_opt:
-            phase, module = _OPT, ""
-        elif _current_task() != -1:
-            call = self.rec._bwd_call
-            phase, module = _BWD, (call.module or "") if call is not None else ""
+        inst = self._inst
+        phase = inst.phase
+        if phase is _FWD:
+            stack = inst.stack
+            module = (stack[-1].module or "") if stack else ""
         else:
-            stack = self.rec._stack
-            phase, module = _FWD, (stack[-1].module or "") if stack else ""
+            module = inst.module_now()
         rec = _Rec(n, TEMPS, module, phase, t.dtype is _F32, not t.is_cpu, sid, self.step,
                    func.__name__)  # fmt: skip
         ref = rec.ref = weakref.ref(st, self._on_free)
         self._recs[id(ref)] = rec
         self._by_sid[sid] = rec
         self._count(rec, n, phase, module)
-        if self._in_opt:
+        if phase is _OPT:
             self._opt_created.append(rec)
         if self.stacks:
             rec.site = _user_frame()
@@ -396,19 +342,13 @@ class MemoryTracker(TorchDispatchMode):
 
     # ------------------------------------------------------------ where are we
     def _phase(self) -> str:
-        if self._in_opt:
-            return _OPT
-        return _BWD if _current_task() != -1 else _FWD
+        return self._inst.phase
 
     def _module(self, phase: str | None = None) -> str:
-        phase = phase or self._phase()
-        if phase == _BWD:
-            call = getattr(self.rec, "_bwd_call", None)
-            return (call.module or "") if call is not None else ""
-        if phase == _OPT:
-            return ""
-        stack = self.rec._stack
-        return (stack[-1].module or "") if stack else ""
+        if (phase or self._phase()) == _FWD:
+            stack = self._inst.stack
+            return (stack[-1].module or "") if stack else ""
+        return self._inst.module_now()
 
     # ------------------------------------------------------------ hooks
     def on_saved(self, t: torch.Tensor) -> None:
@@ -424,43 +364,46 @@ class MemoryTracker(TorchDispatchMode):
             where = self._module(_FWD)
             self._saved[where] = self._saved.get(where, 0) + rec.nbytes
 
-    def _pack(self, t: torch.Tensor) -> torch.Tensor:
+    def saved(self, t: torch.Tensor) -> None:
         self.on_saved(t)
-        return t
 
-    def _on_call(self, module: Any, args: Any, kwargs: Any) -> None:
-        if not self.active or len(self.rec._stack) > 1:  # the recorder pushed the root call
+    def call(self, node: Any, module: Any, args: Any, kwargs: Any) -> None:
+        if not self.active or node.parent is not None:  # only the root call's inputs count
             return
         for _, t in (*named_tensors(args), *named_tensors(kwargs)):
             rec = self._by_sid.get(id(t.untyped_storage())) if t.layout == torch.strided else None
             if rec is None or rec.cat == TEMPS:
                 self._track(t, INPUTS, "", _FWD)
 
-    def _on_grad(self, p: torch.Tensor) -> None:
+    def grad(self, p: torch.Tensor) -> None:
         if self.active and p.grad is not None:
-            self._track(p.grad, GRADS, self._owners.get(id(p), ""), self._phase())
+            self._track(p.grad, GRADS, self._inst.param_owner(p), self._phase())
+
+    def optimizer(self, opt: Any, entering: bool) -> None:
+        if entering:
+            self._on_opt_pre(opt)
+        else:
+            self._on_opt_post(opt)
 
     def _adopt_optimizer(self, opt: Any) -> None:
         for p, state in opt.state.items():
-            owner = self._owners.get(id(p), "")
+            owner = self._inst.param_owner(p)
             for _, t in named_tensors(state):
                 self._track(t, OPT, owner, _OPT)
 
-    def _on_opt_pre(self, opt: Any, args: Any, kwargs: Any) -> None:
+    def _on_opt_pre(self, opt: Any) -> None:
         if not self.active:
             return
         for group in opt.param_groups:
             for p in group["params"]:
                 if p.grad is not None:
-                    self._track(p.grad, GRADS, self._owners.get(id(p), ""), _OPT)
+                    self._track(p.grad, GRADS, self._inst.param_owner(p), _OPT)
         self._adopt_optimizer(opt)
-        self._in_opt += 1
         self._sample(_OPT, "")
 
-    def _on_opt_post(self, opt: Any, args: Any, kwargs: Any) -> None:
+    def _on_opt_post(self, opt: Any) -> None:
         if not self.active:
             return
-        self._in_opt = max(0, self._in_opt - 1)
         self._adopt_optimizer(opt)
         for rec in self._opt_created:  # created in step() and still alive: state
             if rec.cat == TEMPS and self._by_sid.get(rec.sid) is rec:
@@ -486,7 +429,7 @@ class MemoryTracker(TorchDispatchMode):
         from labkit.memory.attribution import memory_meta
         from labkit.memory.timeline import MAX_SAMPLES, to_samples
 
-        dev = next((str(p.device) for p in self.rec.model.parameters()), "cpu")
+        dev = next((str(p.device) for p in self.model.parameters()), "cpu")
         samples = to_samples(self._events, max_samples or MAX_SAMPLES)
         return samples, memory_meta(self, dev)
 
@@ -498,10 +441,6 @@ class MemoryTracker(TorchDispatchMode):
     def events(self) -> list[tuple[Any, ...]]:
         """Raw samples ``(time, phase, module, *bytes per category)``, one per change."""
         return self._events
-
-
-def _unpack(t: torch.Tensor) -> torch.Tensor:
-    return t
 
 
 _PLAIN = (torch.Tensor, torch.nn.Parameter)

@@ -52,8 +52,8 @@ class RawNode:
 
     __slots__ = (
         "bwd_self", "call", "depth", "flops_bwd", "flops_fwd", "fwd_time", "id", "inputs", "key",
-        "kind", "leaf", "module", "name", "outputs", "parent", "pending", "saved_bytes", "seq0",
-        "seq1", "t0", "type",
+        "kind", "leaf", "lost0", "module", "name", "outputs", "parent", "pending", "saved_bytes",
+        "seq0", "seq1", "t0", "type",
     )  # fmt: skip
 
     def __init__(self, id: int, kind: str, name: str, type: str, parent: RawNode | None) -> None:
@@ -76,6 +76,7 @@ class RawNode:
         self.seq0 = 0
         self.seq1 = 0
         self.t0 = 0.0
+        self.lost0 = 0.0
         self.leaf = True  # no child nodes recorded (yet)
         self.pending: list[tuple[int, torch.Size, torch.dtype]] = []
 

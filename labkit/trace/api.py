@@ -7,8 +7,10 @@ from typing import Any
 
 import torch
 
+from labkit.trace._graph import bind as _bind
+from labkit.trace._passes import record_step
 from labkit.trace._tree import named_tensors
-from labkit.trace.recorder import MODES, Recorder, _bind, check_model
+from labkit.trace.recorder import MODES, Recorder, check_model
 
 
 def trace(
@@ -17,13 +19,20 @@ def trace(
     loss: Callable[[Any], torch.Tensor] | None = None,
     backward: bool = True,
     mode: str = "full",
+    warmup: int = 1,
+    repeat: int = 5,
+    time_budget: float | None = 10.0,
     **kwargs: Any,
 ) -> Any:
     """Record what ``model`` does on the given inputs, or return a Recorder.
 
-    With inputs, runs one forward pass (and a backward pass when gradients are
-    enabled), then restores the model exactly: parameter ``.grad``s, buffers (e.g.
-    BatchNorm running statistics) and ``training`` flags are as before.
+    With inputs, records one forward pass (and a backward pass when gradients are
+    enabled) for the graph, FLOPs and memory, then times the same step with timing-only
+    passes (module hooks alone, labkit's hook cost subtracted; CUDA events on a GPU):
+    ``warmup`` passes thrown away, then ``repeat`` kept; each time shown is the median
+    over them, with its interquartile range (``Node.fwd_iqr``). Afterwards the model is
+    restored exactly: parameter ``.grad``s, buffers (e.g. BatchNorm running statistics),
+    ``training`` flags and the random number generators' state are as after one step.
 
     Without inputs, returns a :class:`Recorder` to use as a context manager around
     your own code (several calls, a full training step with an optimizer); the
@@ -36,6 +45,10 @@ def trace(
             backward pass runs on the sum of the floating-point outputs.
         backward: Record a backward pass too.
         mode: ``"full"`` (graph of ops, FLOPs, memory) or ``"timing"`` (module hooks only).
+        warmup: Timing passes run first and not kept (first-call costs, caches).
+        repeat: Timing passes kept; 0 records no times.
+        time_budget: Stop repeating after this many seconds of timing (3 passes at least);
+            ``None``: always ``repeat``.
         **kwargs: Keyword inputs of ``model``.
 
     Returns:
@@ -54,18 +67,19 @@ def trace(
         return Recorder(model, mode=mode)
     check_devices(model, args, kwargs)
     saved = _ModelState(model)
-    rec = Recorder(model, mode=mode)
+
+    def step(notes: list[str]) -> None:
+        out = model(*args, **kwargs)
+        if backward:
+            target = _backward_target(out, loss, notes)
+            if target is not None:
+                target.backward()
+
     try:
-        with rec:
-            out = model(*args, **kwargs)
-            if backward:
-                target = _backward_target(out, loss, rec._notes)
-                if target is not None:
-                    target.backward()
+        return record_step(model, step, mode=mode, warmup=warmup, repeat=repeat,
+                           budget=time_budget)  # fmt: skip
     finally:
         saved.restore()
-    assert rec.trace is not None
-    return rec.trace
 
 
 def check_devices(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:

@@ -81,6 +81,13 @@ class Node:
         inputs: The tensors the node received.
         outputs: The tensors the node produced.
         count: How many times the node ran (above 1 after :meth:`Trace.merge`).
+        fwd_time: Forward time of the call, seconds (median over timing passes when
+            ``labkit.trace`` took them; per-run mean in a merged trace).
+        bwd_time: Backward time of the autograd nodes the call and its descendants made.
+        bwd_self_time: Backward time of the autograd nodes the call itself made.
+        fwd_iqr: Interquartile range of ``fwd_time`` over the timing passes.
+        bwd_iqr: Interquartile range of ``bwd_time`` over the timing passes.
+        runs: In how many of the merged runs the node ran (1 for a single recording).
     """
 
     id: int
@@ -99,6 +106,9 @@ class Node:
     flops_fwd: int = 0
     flops_bwd: int = 0
     saved_bytes: int = 0
+    fwd_iqr: float = 0.0
+    bwd_iqr: float = 0.0
+    runs: int = 1
 
     @property
     def activation_bytes(self) -> int:
@@ -235,6 +245,11 @@ class TraceMeta:
         outside_flops_fwd: Forward FLOPs that ran outside any module (e.g. the loss).
         outside_flops_bwd: Backward FLOPs of autograd nodes created outside modules.
         outside_bwd_time: Backward time of autograd nodes created outside modules.
+        timing: How the times were taken (passes, warm-up, clock, device).
+        runs: How many recorded runs this trace stands for (above 1 after
+            :meth:`Trace.merge`; its figures are then per-run means).
+        forward_iqr: Interquartile range of ``forward_time`` over the timing passes.
+        backward_iqr: Interquartile range of ``backward_time`` over the timing passes.
         notes: Plain-language caveats about the figures.
     """
 
@@ -249,6 +264,10 @@ class TraceMeta:
     outside_flops_fwd: int = 0
     outside_flops_bwd: int = 0
     outside_bwd_time: float = 0.0
+    timing: str = ""
+    runs: int = 1
+    forward_iqr: float = 0.0
+    backward_iqr: float = 0.0
     notes: tuple[str, ...] = ()
 
 

@@ -53,8 +53,8 @@ def test_live_bytes_at_module_boundaries_equal_live_storages() -> None:
     x, y = torch.randn(32, 64), torch.randn(32, 10)
     seen: list[weakref.ref] = []  # weak references to every tensor the test observes
     checks: list[tuple[str, int, int]] = []
-    rec = Recorder(model, mode="timing")
-    mem = MemoryTracker(rec, inputs=(x, y))
+    mem = MemoryTracker(model, inputs=(x, y))
+    rec = Recorder(model, mode="timing", observers=[mem])
 
     def truth() -> int:
         alive = [r() for r in seen]
@@ -68,7 +68,7 @@ def test_live_bytes_at_module_boundaries_equal_live_storages() -> None:
 
     handles = [m.register_forward_hook(observe) for m in model]
     try:
-        with rec, mem:
+        with rec:
             loss = F.mse_loss(model(x), y)
             seen.append(weakref.ref(loss))
             checks.append(("loss", mem.live_bytes(), truth()))
@@ -98,10 +98,10 @@ def test_every_sample_and_the_peak_match_the_cpu_allocator(optimizer: str) -> No
         else torch.optim.Adam(model.parameters())
     )
     x, y = torch.randn(32, 64), torch.randn(32, 10)
-    rec = Recorder(model, mode="timing")
-    mem = MemoryTracker(rec, inputs=(x, y), optimizers=(opt,))
+    mem = MemoryTracker(model, inputs=(x, y), optimizers=(opt,))
+    rec = Recorder(model, mode="timing", observers=[mem])
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        with rec, mem:
+        with rec:
             loss = F.mse_loss(model(x), y)
             loss.backward()
             opt.step()
@@ -140,8 +140,8 @@ def test_views_count_once_and_categories_are_right() -> None:
     assert fwd, "activations saved for backward appear during forward"
     assert {s.phase for s in rep.samples} == {"forward", "backward", "optimizer"}
     # a view of an input shares its storage: nothing new is counted
-    rec = Recorder(model, mode="timing")
-    with rec, MemoryTracker(rec, inputs=x) as mem:
+    mem = MemoryTracker(model, inputs=x)
+    with Recorder(model, mode="timing", observers=[mem]):
         before = mem.live_bytes()
         views = [x[1:], x.t(), x.view(-1), x.detach()]
         assert mem.live_bytes() == before
@@ -194,9 +194,8 @@ def test_full_mode_trace_carries_the_timeline_and_round_trips(tmp_path) -> None:
 
 def test_tracker_repr_and_timeline_downsampling_keeps_the_peak() -> None:
     model = MLP((8, 8))
-    rec = Recorder(model, mode="timing")
-    mem = MemoryTracker(rec, stacks=True)
-    assert repr(mem) == "MemoryTracker(model=MLP, stacks=True, own_pack_hooks=True, active=False)"
+    mem = MemoryTracker(model, stacks=True)
+    assert repr(mem) == "MemoryTracker(model=MLP, stacks=True, active=False)"
     from labkit.memory._cuda import CudaStats
 
     stats = CudaStats(torch.device("cuda", 0), history="s.pickle")

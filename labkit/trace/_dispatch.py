@@ -1,0 +1,259 @@
+"""The private adapters of the instrumentation layer: one torch-function mode, one dispatch
+mode, saved-tensor hooks and the global hooks (optimizer steps, gradient accumulation).
+
+Each forwards what it sees to the :class:`~labkit.trace.instrument.Instrumentation`,
+which passes it on to its observers.
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.flop_counter import flop_registry
+
+from labkit.trace._tree import flat_tensors
+
+if TYPE_CHECKING:
+    from labkit.trace.instrument import Instrumentation
+
+_perf = time.perf_counter
+
+# Tensor methods and functions that read metadata or convert: never graph nodes.
+_SKIP_NAMES = frozenset(
+    [
+        "__set__",
+        "size",
+        "dim",
+        "numel",
+        "stride",
+        "data_ptr",
+        "is_contiguous",
+        "element_size",
+        "__len__",
+        "__bool__",
+        "item",
+        "tolist",
+        "__format__",
+        "__repr__",
+        "__hash__",
+        "requires_grad_",
+        "__iter__",
+        "storage_offset",
+        "is_floating_point",
+        "get_device",
+        "__reduce_ex__",
+        "__setstate__",
+        "__deepcopy__",
+        "untyped_storage",
+        "nelement",
+        "ndimension",
+        "is_complex",
+        "__index__",
+        "__int__",
+        "__float__",
+        "__array__",
+        "register_hook",
+        "retain_grad",
+        "backward",
+        "__contains__",
+        "__dlpack__",
+        "is_nonzero",
+        "_is_view",
+        "__torch_function__",
+        "has_names",
+        "numpy",
+        "__setitem__",
+        "__delitem__",
+        "__instancecheck__",
+    ]
+)
+
+# Dispatch-level metadata queries, skipped as FlopCounterMode skips them.
+_META_OPS = frozenset(
+    {
+        torch.ops.aten.sym_is_contiguous.default,
+        torch.ops.aten.is_contiguous.default,
+        torch.ops.aten.is_contiguous.memory_format,
+        torch.ops.aten.is_strides_like_format.default,
+        torch.ops.aten.is_non_overlapping_and_dense.default,
+        torch.ops.aten.size.default,
+        torch.ops.aten.sym_size.default,
+        torch.ops.aten.stride.default,
+        torch.ops.aten.sym_stride.default,
+        torch.ops.aten.storage_offset.default,
+        torch.ops.aten.sym_storage_offset.default,
+        torch.ops.aten.numel.default,
+        torch.ops.aten.sym_numel.default,
+        torch.ops.aten.dim.default,
+        torch.ops.prim.layout.default,
+    }
+)
+
+_DUNDER_NAMES = {"matmul": "matmul", "getitem": "getitem", "neg": "neg", "pow": "pow"}
+
+
+def op_name(func: Any) -> str:
+    """Readable name of a torch function: ``Tensor.__add__ -> 'add'``, ``F.relu -> 'relu'``."""
+    name = getattr(func, "__name__", None) or str(func)
+    if name.startswith("__") and name.endswith("__"):
+        core = name[2:-2]
+        if core.startswith("i") and core[1:] in ("add", "sub", "mul", "truediv", "and", "or"):
+            return core[1:] + "_"
+        if core.startswith("r") and core[1:] in ("add", "sub", "mul", "truediv", "matmul", "pow"):
+            return core[1:]
+        return _DUNDER_NAMES.get(core, core)
+    return name
+
+
+def flop_formula(func: Any) -> Any:
+    """``torch.utils.flop_counter``'s formula for an aten overload, or ``None``."""
+    try:
+        return _PER_OP[func][0]
+    except KeyError:
+        _PER_OP[func] = _classify(func)
+        return _PER_OP[func][0]
+
+
+# per aten overload: (FLOP formula or None, may decompose): looked up once per op
+_PER_OP: dict[Any, tuple[Any, bool]] = {}
+
+
+def _classify(func: Any) -> tuple[Any, bool]:
+    if func in _META_OPS:
+        return None, False
+    formula = flop_registry.get(func._overloadpacket)
+    decomposable = (
+        formula is None and func is not torch.ops.prim.device.default and func._can_decompose()
+    )
+    return formula, decomposable
+
+
+class _FunctionMode(TorchFunctionMode):
+    """Sees every torch-level call (``torch.cat``, ``+``, ``F.relu``) made in forward code."""
+
+    def __init__(self, inst: Instrumentation) -> None:
+        super().__init__()
+        self.inst = inst
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[override]
+        kwargs = kwargs or {}
+        inst = self.inst
+        if not inst.enabled or not inst.stack or inst.op is not None:
+            return func(*args, **kwargs)
+        name = getattr(func, "__name__", "")
+        if name == "__get__":  # a property such as .T or .data: same producer, no node
+            out = func(*args, **kwargs)
+            for o in inst._fn_obs:
+                o.alias(args[0] if args else None, out)
+            return out
+        if name in _SKIP_NAMES:
+            return func(*args, **kwargs)
+        t_in = _perf()
+        node = inst.begin_op(op_name(func))
+        lost = inst.lost
+        t0 = _perf()
+        try:
+            out = func(*args, **kwargs)
+        except BaseException:
+            inst.op = None
+            raise
+        t1 = _perf()
+        elapsed = (t1 - t0) - (inst.lost - lost)
+        with torch._C.DisableTorchFunction():
+            inst.end_op(node, func, args, kwargs, out, elapsed, bool(flat_tensors(out)))
+        inst.lost += (_perf() - t1) + (t0 - t_in)
+        return out
+
+
+class _DispatchMode(TorchDispatchMode):
+    """Passes every aten op to the observers that want them; decomposes ops without a FLOP
+    formula when an observer asks (``FlopCounterMode``'s rule), so per-module sums equal
+    its total for the same step."""
+
+    def __init__(self, inst: Instrumentation) -> None:
+        super().__init__()
+        self.inst = inst
+        self.obs = tuple(o for o in inst.observers if o.needs_dispatch)
+        self.decompose = any(o.decompose for o in self.obs)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[override]
+        kwargs = kwargs or {}
+        if self.decompose:
+            try:
+                decomposable = _PER_OP[func][1]
+            except KeyError:
+                decomposable = (_PER_OP.setdefault(func, _classify(func)))[1]
+            if decomposable:
+                with self:
+                    r = func.decompose(*args, **kwargs)
+                    if r is not NotImplemented:
+                        return r
+        out = func(*args, **kwargs)
+        inst = self.inst
+        if inst.enabled:
+            t_in = _perf()
+            for o in self.obs:
+                o.dispatch(func, args, kwargs, out)
+            inst.lost += _perf() - t_in
+        return out
+
+
+class _SavedHooks(torch.autograd.graph.saved_tensors_hooks):
+    def __init__(self, inst: Instrumentation) -> None:
+        obs = tuple(o for o in inst.observers if o.needs_saved)
+
+        def pack(t: torch.Tensor) -> torch.Tensor:
+            if inst.enabled:
+                t_in = _perf()
+                for o in obs:
+                    o.saved(t)
+                inst.lost += _perf() - t_in
+            return t
+
+        super().__init__(pack, _unpack)
+
+
+def _unpack(t: torch.Tensor) -> torch.Tensor:
+    return t
+
+
+def contexts(inst: Instrumentation) -> list[Any]:
+    """The modes and hooks one recording enters, outermost first."""
+    out: list[Any] = []
+    obs = inst.observers
+    if inst.ops:
+        out.append(_FunctionMode(inst))
+    if any(o.needs_saved for o in obs):
+        out.append(_SavedHooks(inst))
+    if any(o.needs_dispatch for o in obs):
+        importlib.import_module("torch._dynamo")  # a dispatch mode's first op imports it (~2 s)
+        out.append(_DispatchMode(inst))
+    return out
+
+
+def global_handles(inst: Instrumentation) -> list[Any]:
+    """Optimizer step hooks (always: the phase must be right) and gradient hooks (when asked)."""
+    from torch.optim.optimizer import (
+        register_optimizer_step_post_hook,
+        register_optimizer_step_pre_hook,
+    )
+
+    handles = [
+        register_optimizer_step_pre_hook(inst._opt_pre),
+        register_optimizer_step_post_hook(inst._opt_post),
+    ]
+    if any(o.needs_grads for o in inst.observers):
+        try:
+            for p in inst.model.parameters():
+                if p.requires_grad:
+                    handles.append(p.register_post_accumulate_grad_hook(inst._grad))
+        except BaseException:
+            for h in handles:
+                h.remove()
+            raise
+    return handles

@@ -1,0 +1,65 @@
+"""FlopObserver: FLOPs per op node and module call, forward and backward.
+
+Counts with ``torch.utils.flop_counter``'s formulas over the layer's dispatch mode (ops
+without a formula are decomposed, as ``FlopCounterMode`` does), so the total equals
+``FlopCounterMode``'s for the same step. Forward FLOPs go to the op running and to its
+module call; backward FLOPs go to the op (or module call) that created the autograd node
+running, found by its sequence number, and to that op's module call. So the ops inside
+a module add up to the module's figures, forward and backward.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from labkit.trace._dispatch import flop_formula
+from labkit.trace.instrument import Instrumentation, Observer
+
+_current_task = torch._C._current_graph_task_id
+
+
+class FlopObserver(Observer):
+    """FLOPs per node; ``outside_fwd`` / ``outside_bwd`` hold what ran outside any module."""
+
+    needs_dispatch = True
+    decompose = True
+
+    def __init__(self) -> None:
+        self.outside_fwd = 0
+        self.outside_bwd = 0
+        self._inst: Instrumentation | None = None
+
+    def __repr__(self) -> str:
+        return f"FlopObserver(outside_fwd={self.outside_fwd}, outside_bwd={self.outside_bwd})"
+
+    def start(self, inst: Instrumentation) -> None:
+        self._inst = inst
+        self.outside_fwd = self.outside_bwd = 0
+
+    def dispatch(self, func: Any, args: Any, kwargs: Any, out: Any) -> None:
+        formula = flop_formula(func)
+        if formula is None:
+            return
+        n = int(formula(*args, **kwargs, out_val=out))
+        if not n:
+            return
+        inst = self._inst
+        assert inst is not None
+        if _current_task() != -1:  # inside backward
+            owner = inst.backward_owner()
+            if owner is None:
+                self.outside_bwd += n
+                return
+            owner.flops_bwd += n
+            if owner.kind == "op" and owner.parent is not None:
+                owner.parent.flops_bwd += n
+            return
+        op = inst.op
+        if op is not None:
+            op.flops_fwd += n
+        if inst.stack:
+            inst.stack[-1].flops_fwd += n
+        else:
+            self.outside_fwd += n

@@ -1,0 +1,488 @@
+"""One instrumentation layer: every hook labkit puts on a model, owned by one context manager.
+
+:class:`Instrumentation` installs module pre/post hooks, at most one torch-function mode
+(op calls), one dispatch mode (aten ops), saved-tensor hooks, autograd pre-hooks that
+mark backward segments, gradient-accumulation hooks and optimizer step hooks, and
+removes every one of them on success, on error and on KeyboardInterrupt. It keeps the
+one public answer to "where am I" (:attr:`Instrumentation.stack`, :attr:`phase`,
+:meth:`backward_owner`, :meth:`param_owner`) and passes events to :class:`Observer` s
+(timing, op graph, FLOPs, memory), which never read each other's state.
+
+Shaped like ``torch.utils.flop_counter``: a public counter over a private dispatch
+adapter and a module tracker. The layer also keeps its own clock: ``lost`` is the time
+spent inside labkit's hooks, so a call's time can exclude the recorder's cost.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import torch
+from torch._C._autograd import _get_sequence_nr
+
+from labkit.trace import _dispatch
+from labkit.trace._raw import CallIndex, RawNode
+from labkit.trace._tree import named_tensors
+
+PHASES = ("forward", "backward", "optimizer")
+_perf = time.perf_counter
+_current_task = torch._C._current_graph_task_id
+_current_node = torch._C._current_autograd_node
+_NO_SEQ = 2**64 - 1  # AccumulateGrad nodes have no sequence number
+
+
+class Observer:
+    """Base class of what listens to an :class:`Instrumentation`; every callback is a no-op.
+
+    The class flags say which hooks an observer needs; the layer installs a hook only
+    when some observer asks for it.
+
+    Example:
+        >>> class Ops(Observer):                      # doctest: +SKIP
+        ...     needs_dispatch = True
+        ...     def dispatch(self, func, args, kwargs, out): print(func)
+    """
+
+    needs_functions = False  # torch-level calls (op nodes of the graph)
+    needs_dispatch = False  # every aten op (FLOPs, memory)
+    decompose = False  # decompose aten ops without a FLOP formula, as FlopCounterMode does
+    needs_saved = False  # tensors saved for backward
+    needs_grads = False  # a parameter's gradient was accumulated
+    needs_segments = False  # backward segments (one per module call or op)
+
+    def start(self, inst: Instrumentation) -> None:
+        """The recording begins (hooks installed)."""
+
+    def stop(self, inst: Instrumentation) -> None:
+        """The recording ends (called on error too, before hooks are removed)."""
+
+    def top_call(self, module: Any, args: Any, kwargs: Any) -> None:
+        """A top-level call of the model is about to begin (before its node is made)."""
+
+    def call(self, node: RawNode, module: Any, args: Any, kwargs: Any) -> None:
+        """A module call began; ``node`` is on top of ``inst.stack``."""
+
+    def ret(self, node: RawNode, module: Any, output: Any) -> None:
+        """A module call returned; ``node`` was just popped."""
+
+    def function(self, node: RawNode, func: Any, args: Any, kwargs: Any, out: Any) -> None:
+        """A torch-level op returned tensors; ``node`` is its op node."""
+
+    def alias(self, src: Any, out: Any) -> None:
+        """A property such as ``.T`` or ``.data`` returned ``out`` for ``src``."""
+
+    def dispatch(self, func: Any, args: Any, kwargs: Any, out: Any) -> None:
+        """An aten op ran (forward, backward or optimizer step)."""
+
+    def saved(self, t: torch.Tensor) -> None:
+        """Autograd saved ``t`` for backward."""
+
+    def grad(self, p: torch.Tensor) -> None:
+        """``p.grad`` was accumulated."""
+
+    def segment(self, node: RawNode | None, seconds: float) -> None:
+        """A backward segment of ``node`` (``None``: outside any call) ended after ``seconds``
+        of host time (the layer's own cost excluded)."""
+
+    def segment_start(self, node: RawNode | None) -> None:
+        """A backward segment of ``node`` begins."""
+
+    def backward_end(self) -> None:
+        """A backward pass finished."""
+
+    def optimizer(self, opt: Any, entering: bool) -> None:
+        """``opt.step()`` begins (``entering``) or ends."""
+
+
+class Instrumentation:
+    """Owns every hook on ``model`` while entered; knows where the model is.
+
+    Args:
+        model: The module to instrument.
+        observers: What listens; their flags decide which hooks are installed.
+        ops: Record torch-level op calls as op nodes (in ``nodes``, under their module call).
+
+    Example:
+        >>> with Instrumentation(model, [obs]) as inst:    # doctest: +SKIP
+        ...     model(x).sum().backward()
+        >>> [n.key for n in inst.nodes]                    # doctest: +SKIP
+    """
+
+    def __init__(self, model: torch.nn.Module, observers: list[Observer] | tuple = (),
+                 *, ops: bool = False) -> None:  # fmt: skip
+        self.model = model
+        self.observers = tuple(observers)
+        self.ops = ops or any(o.needs_functions for o in self.observers)
+        self.enabled = False
+        self._module_handles: list[Any] = []
+        self._paths: dict[int, str] = {}
+        self._owners: dict[int, str] = {}
+        self._reset()
+
+    def __repr__(self) -> str:
+        names = ", ".join(type(o).__name__ for o in self.observers)
+        return (
+            f"Instrumentation(model={type(self.model).__name__}, observers=[{names}], "
+            f"ops={self.ops}, attached={self.attached}, enabled={self.enabled})"
+        )
+
+    # ------------------------------------------------------------ where am I
+    @property
+    def current(self) -> RawNode | None:
+        """The innermost module call running in forward, or ``None``."""
+        return self.stack[-1] if self.stack else None
+
+    @property
+    def phase(self) -> str:
+        """``"optimizer"`` inside ``Optimizer.step``, ``"backward"`` in an autograd pass, else
+        ``"forward"``."""
+        if self._in_opt:
+            return "optimizer"
+        return "backward" if _current_task() != -1 else "forward"
+
+    def backward_owner(self) -> RawNode | None:
+        """The op node or module call that created the autograd node running now, or ``None``.
+
+        Found by the autograd node's sequence number, so it is right whatever order
+        autograd runs the nodes in. Gradient accumulation belongs to the parameter's owner
+        (see :meth:`param_owner`), not to a call: ``None`` then.
+        """
+        node = _current_node()
+        if node is None:
+            return None
+        seq = node._sequence_nr()
+        if seq == _NO_SEQ or seq < self.seq_start:
+            return None
+        return self.index.find(seq)
+
+    def module_now(self) -> str:
+        """Path of the module running now in any phase (``""`` outside modules or in step)."""
+        if self._in_opt:
+            return ""
+        if _current_task() != -1:
+            owner = self.backward_owner()
+            while owner is not None and owner.kind != "module":
+                owner = owner.parent
+            return (owner.module or "") if owner is not None else ""
+        return (self.stack[-1].module or "") if self.stack else ""
+
+    def param_owner(self, p: torch.Tensor) -> str:
+        """Path of the first module (``named_modules`` order) that registers parameter ``p``."""
+        return self._owners.get(id(p), "")
+
+    # ------------------------------------------------------------ lifecycle
+    @property
+    def attached(self) -> bool:
+        """Whether module hooks are installed."""
+        return bool(self._module_handles)
+
+    def attach(self) -> Instrumentation:
+        """Install module hooks (cheap while not started). Returns ``self``."""
+        if self.attached:
+            return self
+        self._paths, self._owners = {}, {}
+        try:
+            for path, mod in self.model.named_modules():
+                self._paths[id(mod)] = path
+                for p in mod.parameters(recurse=False):
+                    self._owners.setdefault(id(p), path)
+                if isinstance(mod, torch.jit.ScriptModule):
+                    continue
+                handles = self._module_handles
+                handles.append(mod.register_forward_pre_hook(self._pre, with_kwargs=True))
+                handles.append(mod.register_forward_hook(self._post, with_kwargs=True))
+        except BaseException:
+            self.detach()
+            raise
+        return self
+
+    def detach(self) -> None:
+        """Remove the module hooks."""
+        handles, self._module_handles = self._module_handles, []
+        for h in handles:
+            h.remove()
+
+    def start(self) -> None:
+        """Install the per-recording hooks and begin passing events (attaching if needed)."""
+        if self.enabled:
+            raise RuntimeError("this recording is already running; stop it first")
+        if not self.attached:
+            self.attach()
+        self._reset()
+        self.seq_start = _get_sequence_nr()
+        obs = self.observers
+        self._fn_obs = tuple(o for o in obs if type(o).function is not Observer.function)
+        self._call_obs = tuple(o for o in obs if type(o).call is not Observer.call)
+        self._ret_obs = tuple(o for o in obs if type(o).ret is not Observer.ret)
+        self._seg_obs = tuple(o for o in obs if type(o).segment is not Observer.segment)
+        self._seg_start_obs = tuple(
+            o for o in obs if type(o).segment_start is not Observer.segment_start
+        )
+        self._contexts = _dispatch.contexts(self)
+        entered = []
+        try:
+            for ctx in self._contexts:
+                ctx.__enter__()
+                entered.append(ctx)
+            self._handles = _dispatch.global_handles(self)
+            self.t0 = _perf()
+            self.enabled = True
+            for o in obs:
+                o.start(self)
+        except BaseException:
+            self.enabled = False
+            for ctx in reversed(entered):
+                ctx.__exit__(None, None, None)
+            self._contexts = []
+            self._remove_handles()
+            raise
+
+    def stop(self) -> None:
+        """Stop passing events and remove every per-recording hook (module hooks stay attached)."""
+        was = self.enabled
+        self.enabled = False
+        try:
+            if was:
+                for o in reversed(self.observers):
+                    o.stop(self)
+        finally:
+            try:
+                for ctx in reversed(self._contexts):
+                    ctx.__exit__(None, None, None)
+            finally:
+                self._contexts = []
+                self._remove_handles()
+
+    def _remove_handles(self) -> None:
+        handles, self._handles = self._handles, []
+        handles += self._bwd_handles
+        self._bwd_handles = []
+        for h in handles:
+            h.remove()
+
+    def __enter__(self) -> Instrumentation:
+        self._auto_attached = not self.attached
+        try:
+            self.start()
+        except BaseException:
+            if self._auto_attached:
+                self.detach()
+            raise
+        return self
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        self.failed = self.stack[-1] if (exc is not None and self.stack) else None
+        self.error = exc
+        try:
+            self.stop()
+        finally:
+            if self._auto_attached:
+                self.detach()
+                self._auto_attached = False
+
+    # ------------------------------------------------------------ state
+    def _reset(self) -> None:
+        self.nodes: list[RawNode] = []
+        self.stack: list[RawNode] = []
+        self.index = CallIndex()
+        self.seq_start = 0
+        self.lost = 0.0  # seconds spent inside labkit's hooks
+        self.t0 = 0.0
+        self.top_calls = 0
+        self.failed: RawNode | None = None  # the call running when the recording failed
+        self.error: BaseException | None = None
+        self.backward_passes = 0
+        self._call_counts: dict[str, int] = {}
+        self._op_counts: dict[tuple[int, str], int] = {}
+        self._contexts: list[Any] = []
+        self._handles: list[Any] = []
+        self._bwd_handles: list[Any] = []
+        self._hooked_seq: set[int] = set()
+        self._seg_hooks: dict[int, Any] = {}
+        self._bwd_task: int | None = None
+        self._seg_owner: RawNode | None = None
+        self._seg_t0: float | None = None
+        self._seg_lost = 0.0
+        self._in_opt = 0
+        self.op: RawNode | None = None  # the torch-level op running now (ops=True)
+
+    def new_node(self, kind: str, name: str, type_: str, parent: RawNode | None) -> RawNode:
+        """Append a node (inputs and outputs of the graph are made by the graph observer)."""
+        node = RawNode(len(self.nodes), kind, name, type_, parent)
+        self.nodes.append(node)
+        if parent is not None:
+            parent.leaf = False
+        return node
+
+    # ------------------------------------------------------------ module hooks
+    def _pre(self, module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        if not self.enabled:
+            return
+        t_in = _perf()
+        path = self._paths.get(id(module))
+        if path is None:
+            return
+        stack = self.stack
+        parent = stack[-1] if stack else None
+        if parent is None:
+            for o in self.observers:
+                o.top_call(module, args, kwargs)
+        node = RawNode(len(self.nodes), "module", path, type(module).__name__, parent)
+        self.nodes.append(node)
+        if parent is not None:
+            parent.leaf = False
+        node.module = path
+        node.call = k = self._call_counts.get(path, 0)
+        self._call_counts[path] = k + 1
+        node.key = f"{path}#{k}"
+        node.seq0 = _get_sequence_nr()
+        self.index.add(node)
+        stack.append(node)
+        for o in self._call_obs:
+            o.call(node, module, args, kwargs)
+        t_out = _perf()
+        self.lost += t_out - t_in
+        node.t0 = t_out
+        node.lost0 = self.lost
+
+    def _post(self, module: torch.nn.Module, args: Any, kwargs: Any, output: Any) -> None:
+        if not self.enabled:
+            return
+        t_in = _perf()
+        stack = self.stack
+        path = self._paths.get(id(module))
+        if path is None or not stack:
+            return
+        while len(stack) > 1 and stack[-1].module != path:
+            stack.pop()  # a child raised and the error was caught in this module
+        node = stack.pop()
+        node.fwd_time = (t_in - node.t0) - (self.lost - node.lost0)
+        node.seq1 = _get_sequence_nr()
+        for o in self._ret_obs:
+            o.ret(node, module, output)
+        if not stack:
+            self.top_calls += 1
+            if torch.is_grad_enabled():
+                self._hook_graph(output)
+        self.lost += _perf() - t_in
+
+    # ------------------------------------------------------------ torch-level ops
+    def begin_op(self, name: str) -> RawNode:
+        """Called by the function mode before an op runs; returns its (pending) node."""
+        parent = self.stack[-1]
+        node = RawNode(-1, "op", name, name, parent)
+        node.seq0 = _get_sequence_nr()
+        self.op = node
+        return node
+
+    def end_op(self, node: RawNode, func: Any, args: Any, kwargs: Any, out: Any,
+               elapsed: float, has_tensors: bool) -> None:  # fmt: skip
+        """Called by the function mode after the op; keeps the node when it made tensors."""
+        self.op = None
+        node.seq1 = _get_sequence_nr()
+        if not has_tensors:
+            return
+        parent = node.parent
+        assert parent is not None
+        node.id = len(self.nodes)
+        self.nodes.append(node)
+        parent.leaf = False
+        k = self._op_counts.get((parent.id, node.name), 0)
+        self._op_counts[(parent.id, node.name)] = k + 1
+        node.key = f"{parent.key}/{node.name}#{k}"
+        node.fwd_time = elapsed
+        self.index.add(node)
+        for o in self._fn_obs:
+            o.function(node, func, args, kwargs, out)
+
+    # ------------------------------------------------------------ backward segments
+    # On the CPU (and per device on CUDA) autograd runs a graph's nodes in decreasing
+    # sequence number, which is reverse creation order; so the nodes one module call (or
+    # op) created run as contiguous *segments*, and one pre-hook on the first node of each
+    # segment marks every boundary. A segment lasts until the next begins or the pass ends.
+    def _hook_graph(self, output: Any) -> None:
+        roots = [t.grad_fn for _, t in named_tensors(output) if t.grad_fn is not None]
+        found: list[tuple[int, RawNode | None, Any]] = []
+        todo = list(roots)
+        while todo:
+            fn = todo.pop()
+            if fn is None or hasattr(fn, "variable"):  # AccumulateGrad: no segment of its own
+                continue
+            seq = fn._sequence_nr()
+            if seq in self._hooked_seq:
+                continue
+            self._hooked_seq.add(seq)
+            if seq < self.seq_start:  # made before the recording: runs after all of ours
+                found.append((seq, None, fn))
+                continue
+            found.append((seq, self.index.find(seq), fn))
+            todo.extend(nf for nf, _ in fn.next_functions)
+        found.sort(key=lambda item: -item[0])
+        prev: Any = _NO_CALL
+        for _, owner, fn in found:
+            if owner is not prev:
+                self._bwd_handles.append(fn.register_prehook(self._segment_hook(owner)))
+                prev = owner
+
+    def _segment_hook(self, owner: RawNode | None) -> Any:
+        key = id(owner)
+        hook = self._seg_hooks.get(key)
+        if hook is None:
+
+            def hook(grad_outputs: Any) -> None:
+                t_in = _perf()
+                self._close_segment(t_in)
+                task = _current_task()
+                if task != self._bwd_task:  # first segment of this backward pass
+                    self._bwd_task = task
+                    torch.autograd.Variable._execution_engine.queue_callback(self._end_backward)
+                self._seg_owner = owner
+                for o in self._seg_start_obs:
+                    o.segment_start(owner)
+                t_out = _perf()
+                self.lost += t_out - t_in
+                self._seg_t0 = t_out
+                self._seg_lost = self.lost
+
+            self._seg_hooks[key] = hook
+        return hook
+
+    def _close_segment(self, now: float) -> None:
+        if self._seg_t0 is None:
+            return
+        dt = (now - self._seg_t0) - (self.lost - self._seg_lost)
+        for o in self._seg_obs:
+            o.segment(self._seg_owner, dt)
+
+    def _end_backward(self) -> None:
+        t_in = _perf()
+        self._close_segment(t_in)
+        self._seg_t0 = None
+        self._seg_owner = None
+        self._bwd_task = None
+        self.backward_passes += 1
+        for o in self.observers:
+            o.backward_end()
+        self.lost += _perf() - t_in
+
+    # ------------------------------------------------------------ optimizer, grads
+    def _opt_pre(self, opt: Any, args: Any, kwargs: Any) -> None:
+        if self.enabled:
+            for o in self.observers:
+                o.optimizer(opt, True)
+            self._in_opt += 1
+
+    def _opt_post(self, opt: Any, args: Any, kwargs: Any) -> None:
+        if self.enabled:
+            self._in_opt = max(0, self._in_opt - 1)
+            for o in self.observers:
+                o.optimizer(opt, False)
+
+    def _grad(self, p: torch.Tensor) -> None:
+        if self.enabled:
+            for o in self.observers:
+                o.grad(p)
+
+
+_NO_CALL = object()
