@@ -223,28 +223,33 @@ class Lab:
             dry_run(self.model, val, step=self.step or default_step, loss=self.loss, stage="val")
 
     @exploration
-    def trace(self, *, mode: str = "full") -> Any:
+    def trace(self, *, mode: str = "full", warmup: int = 1, repeat: int = 5) -> Any:
         """Trace one training step (forward, loss, backward) on the first batch.
 
-        The model is restored afterwards; the trace is kept in ``lab.traces``.
+        As :func:`labkit.trace`: one recording for the graph, FLOPs and memory, then
+        ``warmup`` + ``repeat`` timing-only passes whose medians are the times shown. The
+        model is restored afterwards; the trace is kept in ``lab.traces``.
         """
+        from labkit.trace._passes import record_step
         from labkit.trace.api import _ModelState
-        from labkit.trace.recorder import Recorder
         from labkit.train.data import first_batch
         from labkit.train.module import default_step
 
         with torch.random.fork_rng(devices=[]):
             batch = first_batch(self.datamodule().train_dataloader())
         step = self.step or default_step
+
+        def run(notes: list[str]) -> None:
+            out, target = step(self.model, batch)
+            self.loss(out, target).backward()
+
         saved = _ModelState(self.model)
         try:
-            with Recorder(self.model, mode=mode) as rec:
-                out, target = step(self.model, batch)
-                self.loss(out, target).backward()
+            trace = record_step(self.model, run, mode=mode, warmup=warmup, repeat=repeat)
         finally:
             saved.restore()
-        self.traces.append(rec.trace)
-        return rec.trace
+        self.traces.append(trace)
+        return trace
 
     # ------------------------------------------------------------------ fit
     def fit(
