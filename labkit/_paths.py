@@ -136,7 +136,8 @@ def check_folder(folder: str | os.PathLike[str], *, what: str = "folder",
 
 def check_output_file(path: str | os.PathLike[str], *, force: bool = False,
                       what: str = "output", create_folder: bool = False,
-                      force_hint: str = "pass --force (force=True)") -> Path:  # fmt: skip
+                      force_hint: str = "pass --force (force=True)",
+                      file_name: str = "name") -> Path:  # fmt: skip
     """Check that ``path`` can be written as a file: before any work that produces it.
 
     Args:
@@ -145,6 +146,7 @@ def check_output_file(path: str | os.PathLike[str], *, force: bool = False,
         what: What it is, for the message.
         create_folder: Create a missing folder (else it is an error).
         force_hint: How the user allows overwriting, for the message.
+        file_name: A file name to suggest when ``path`` is a folder.
 
     Returns:
         The path.
@@ -156,7 +158,7 @@ def check_output_file(path: str | os.PathLike[str], *, force: bool = False,
     path = Path(path)
     if path.is_dir():
         raise OutputPathError(f"the {what} {path} is a folder; give a file name "
-                              f"(e.g. {path / 'name'}{path.suffix or ''})", path)  # fmt: skip
+                              f"(e.g. {path / file_name})", path)  # fmt: skip
     if path.exists() and not force:
         raise OutputPathError(f"the {what} {path} exists; {force_hint} to overwrite it", path)
     check_folder(path.parent, what=f"folder of the {what}", create=create_folder)
@@ -237,12 +239,35 @@ def atomic_writer(path: str | os.PathLike[str], mode: str = "w", *, what: str = 
         os.chmod(tmp, file_mode())
         os.replace(tmp, path)
     except BaseException as exc:
+        error = _write_error(exc, path, Path(tmp), what, needed)
         Path(tmp).unlink(missing_ok=True)
-        if isinstance(exc, OSError) and not isinstance(exc, OutputPathError):
-            raise _translate(exc, path, what, needed) from exc
-        if isinstance(exc, RuntimeError) and _is_short_write(exc):
-            raise _disk_full(path, needed, free_bytes(path), what) from exc
-        raise
+        if error is None:
+            raise
+        raise error from exc
+
+
+def _write_error(exc: BaseException, path: Path, tmp: Path, what: str,
+                 needed: int | None) -> OutputPathError | None:  # fmt: skip
+    """The error to raise for a failed write (``None``: re-raise ``exc`` as it is)."""
+    if isinstance(exc, OutputPathError):
+        return None
+    short_write = isinstance(exc, RuntimeError) and _is_short_write(exc)
+    if not isinstance(exc, OSError) and not short_write:
+        return None
+    written = tmp.stat().st_size if tmp.exists() else 0
+    free = free_bytes(path)  # the temporary file still takes `written` of it
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return _disk_full(path, needed, free + written, what)
+    if isinstance(exc, OSError):
+        return _translate(exc, path, what, needed)
+    # torch.save's zip writer: no errno; the disk is full when hardly anything is left
+    if free < (1 << 20):
+        return _disk_full(path, needed, free + written, what)
+    return OutputPathError(
+        f"cannot write the {what} {path}: the write stopped after {written} bytes "
+        f"({str(exc).strip().splitlines()[-1]}); a file size limit or a full quota?",
+        path,
+    )
 
 
 def _is_short_write(exc: BaseException) -> bool:

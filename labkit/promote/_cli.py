@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 __all__ = ["add_promote_arguments", "add_run_arguments", "promote_command", "run_command"]
 
@@ -36,16 +37,23 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         help="set a name of the cell tagged 'parameters' (repeatable); VALUE is a Python "
         "literal, else a string",
     )
-    parser.add_argument("-o", "--output", help="executed copy (default: NOTEBOOK.run.ipynb)")
+    parser.add_argument(
+        "-o", "--output", help="executed copy (default: NOTEBOOK.run.ipynb, replaced)"
+    )
+    parser.add_argument("--force", action="store_true", help="replace an existing -o file")
     parser.add_argument("--timeout", type=float, default=600, help="seconds per cell (600)")
     parser.add_argument("--kernel", help="kernel name (default: the notebook's)")
     parser.add_argument("-q", "--quiet", action="store_true", help="no per-cell progress")
 
 
 def promote_command(args: argparse.Namespace) -> int:
+    from labkit._paths import OutputPathError, check_output_file
     from labkit.promote import NotebookError, PromoteError, TargetExistsError, promote
 
     try:
+        if args.output is not None and not args.dry_run:  # before reading the notebook
+            check_output_file(args.output, force=args.force, what="script (-o)",
+                              file_name=f"{Path(args.notebook).stem}.py")  # fmt: skip
         result = promote(
             args.notebook, args.output, force=args.force, check_run=args.check,
             dry_run=args.dry_run,
@@ -55,7 +63,7 @@ def promote_command(args: argparse.Namespace) -> int:
             print(f"labkit promote: {problem}", file=sys.stderr)
         print(f"labkit promote: {args.notebook}: nothing written", file=sys.stderr)
         return 1
-    except (NotebookError, TargetExistsError, FileNotFoundError) as exc:
+    except (NotebookError, TargetExistsError, FileNotFoundError, OutputPathError) as exc:
         print(f"labkit promote: error: {exc}", file=sys.stderr)
         return 1
     for line in result.warnings:
@@ -69,6 +77,7 @@ def promote_command(args: argparse.Namespace) -> int:
 
 
 def run_command(args: argparse.Namespace) -> int:
+    from labkit._paths import OutputPathError
     from labkit.promote import NotebookError, NotebookRunError, ParameterError, run_notebook
     from labkit.promote.run import _stderr_progress, parse_parameter
 
@@ -81,8 +90,9 @@ def run_command(args: argparse.Namespace) -> int:
             timeout=args.timeout,
             kernel_name=args.kernel,
             progress=None if args.quiet else _stderr_progress,
+            force=args.force,
         )
-    except (NotebookError, ParameterError, NotebookRunError) as exc:
+    except (NotebookError, ParameterError, NotebookRunError, OutputPathError) as exc:
         print(f"labkit run: error: {exc}", file=sys.stderr)
         return 1
     print(f"wrote {out}")

@@ -17,8 +17,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from labkit._paths import atomic_writer, check_output_file
 from labkit.promote.notebook import read_notebook
-from labkit.promote.write import write_atomic
 
 __all__ = [
     "INJECTED_TAG",
@@ -173,6 +173,7 @@ def run_notebook(
     timeout: float | None = 600,
     kernel_name: str | None = None,
     progress: Callable[[str], None] | None = None,
+    force: bool = False,
 ) -> Path:
     """Execute ``notebook`` with ``parameters`` in a fresh kernel; write the executed copy.
 
@@ -181,11 +182,13 @@ def run_notebook(
     Args:
         notebook: The ``.ipynb`` file.
         parameters: Values for names the ``parameters`` cell assigns.
-        output: Where the executed copy goes (default ``NAME.run.ipynb``; replaced if it
-            exists, but never the input notebook).
+        output: Where the executed copy goes (default ``NAME.run.ipynb``, replaced if it
+            exists; never the input notebook). Checked before the kernel starts: its folder
+            must exist and be writable, and an existing file is replaced only with ``force``.
         timeout: Seconds one cell may run (``None``: no limit).
         kernel_name: Kernel to use (default: the notebook's kernelspec, else ``python3``).
         progress: Called with a line per cell as it starts (the CLI prints these).
+        force: Replace an existing ``output``.
 
     Returns:
         The executed copy's path.
@@ -193,6 +196,8 @@ def run_notebook(
     Raises:
         labkit.promote.NotebookError: not a readable notebook.
         ParameterError: a parameter does not fit the ``parameters`` cell.
+        labkit._paths.OutputPathError: ``output`` is a folder, exists without ``force``, or
+            its folder is missing or not writable (before anything runs).
         NotebookRunError: a cell raised; the executed copy with the traceback is written.
 
     Example:
@@ -208,6 +213,8 @@ def run_notebook(
     out = Path(output) if output is not None else default_run_output(path)
     if out.resolve() == path.resolve():
         raise ParameterError(f"{out}: the executed copy would replace the notebook; choose -o")
+    check_output_file(out, force=force or output is None, what="output notebook",
+                      file_name=path.with_suffix(".run.ipynb").name)  # fmt: skip
     nb = nbformat.read(path, as_version=4)
     injected = inject_parameters(nb, dict(parameters or {}), path=path)
     name = kernel_name or nb.metadata.get("kernelspec", {}).get("name") or "python3"
@@ -233,7 +240,7 @@ def run_notebook(
         failed = _failed_cell(nb)
         if failed is not None:
             failed = _original_number(failed - 1, injected)
-        write_atomic(out, nbformat.writes(nb), force=True)
+        _write(out, nbformat.writes(nb))
         where = f"cell {failed}" if failed else "a cell"
         first = _ANSI.sub("", str(exc)).strip().splitlines()
         summary = next((line for line in reversed(first) if line.strip()), type(exc).__name__)
@@ -242,8 +249,13 @@ def run_notebook(
             output=out,
             cell=failed,
         ) from None
-    write_atomic(out, nbformat.writes(nb), force=True)
+    _write(out, nbformat.writes(nb))
     return out
+
+
+def _write(out: Path, text: str) -> None:
+    with atomic_writer(out, "w", what="output notebook") as fh:  # the umask's mode
+        fh.write(text)
 
 
 def _original_number(index: int, injected: int) -> int:
