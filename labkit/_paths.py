@@ -122,7 +122,9 @@ def check_folder(folder: str | os.PathLike[str], *, what: str = "folder",
         try:
             folder.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise OutputPathError(f"cannot create the {what} {folder}: {_reason(exc)}; "
+            above = _existing_ancestor(folder)
+            reason = f"{above} is a file" if not above.is_dir() else _reason(exc)
+            raise OutputPathError(f"cannot create the {what} {folder}: {reason}; "
                                   "choose a writable path", folder) from exc  # fmt: skip
     try:
         fd, probe = tempfile.mkstemp(prefix=".labkit-write-check.", dir=folder)
