@@ -4,6 +4,7 @@
 //
 // A payload node k is trace node graph.ids[k]; graph.parent[k] is a payload index or -1;
 // graph.kind is a string of one letter per node: i(nput) o(utput) m(odule) p (op).
+import { inkOn } from "./_shared.js";
 
 /** Children lists and the set of nodes that have children. */
 export function childrenOf(graph) {
@@ -194,11 +195,8 @@ export function colorScale(values) {
   return { color, min, max, log, at: mix };
 }
 
-/** Dark or light text for a fill given as rgb(...) or #rrggbb. */
+/** Black or white text for a fill given as rgb(...) or #rrggbb: the one with more
+ * WCAG contrast (always >= 4.58:1). */
 export function textColor(fill) {
-  let r, g, b;
-  const m = /rgb\((\d+),(\d+),(\d+)\)/.exec(fill);
-  if (m) [r, g, b] = [m[1], m[2], m[3]].map(Number);
-  else [r, g, b] = [1, 3, 5].map((i) => parseInt(fill.slice(i, i + 2), 16));
-  return 0.299 * r + 0.587 * g + 0.114 * b > 140 ? "#222" : "#fff";
+  return inkOn(fill);
 }

@@ -1,4 +1,5 @@
-// Formatters shared by every labkit widget: bytes, durations, counts, percents.
+// Formatters shared by every labkit widget: bytes, durations, counts, percents; and
+// the WCAG colour arithmetic that picks text colours on data fills.
 // Pure functions, no DOM; unit-tested by widgets/test/_shared.test.mjs.
 
 const BYTE_UNITS = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
@@ -68,4 +69,32 @@ export function fmtPercent(fraction) {
 export function fmtRatio(r) {
   if (bad(r)) return "-";
   return `${r.toFixed(2)}x`;
+}
+
+/** WCAG relative luminance of an sRGB colour [r, g, b] (0-255). */
+export function luminance([r, g, b]) {
+  const f = (v) => {
+    const c = v / 255;
+    return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4;
+  };
+  return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b);
+}
+
+/** WCAG contrast ratio of two sRGB colours (1 to 21). */
+export function contrast(a, b) {
+  const [x, y] = [luminance(a), luminance(b)].sort((p, q) => q - p);
+  return (x + 0.05) / (y + 0.05);
+}
+
+/** [r, g, b] of "rgb(r,g,b)" or "#rrggbb". */
+export function rgbOf(color) {
+  const m = /rgba?\(\s*(\d+)[,\s]+(\d+)[,\s]+(\d+)/.exec(color);
+  if (m) return [m[1], m[2], m[3]].map(Number);
+  return [1, 3, 5].map((i) => parseInt(color.slice(i, i + 2), 16));
+}
+
+/** Black or white, whichever contrasts more with the fill (always >= 4.58:1). */
+export function inkOn(fill) {
+  const c = rgbOf(fill);
+  return contrast(c, [0, 0, 0]) >= contrast(c, [255, 255, 255]) ? "#000" : "#fff";
 }

@@ -1,46 +1,82 @@
 // DOM helpers shared by the widgets: styles, tooltip, downloads, element creation.
 
-export const CSS = `
-.lk-view { font: 12px/1.35 -apple-system, "Segoe UI", Roboto, sans-serif; color: #222;
-  border: 1px solid #ddd; border-radius: 4px; background: #fff; position: relative;
+// Colours come from JupyterLab's theme variables (--jp-*), read through labkit tokens
+// (--lk-*), so every view follows a theme switch live; the fallbacks are the Light
+// theme's values (outside JupyterLab). Token pairs meet WCAG AA (>= 4.5:1) in
+// JupyterLab Light and Dark: --lk-fg2 only on --lk-bg / --lk-bg1, --lk-fg on any --lk-*
+// background. Data colours (heat scales, series) carry text only through inkOn().
+export const THEME = `
+.lk-view, .lk-opt {
+  --lk-fg: var(--jp-ui-font-color1, rgba(0,0,0,.87));
+  --lk-fg2: var(--jp-ui-font-color2, rgba(0,0,0,.54));
+  --lk-bg: var(--jp-layout-color0, #fff);
+  --lk-bg1: var(--jp-layout-color1, #fff);
+  --lk-bg2: var(--jp-layout-color2, #eee);
+  --lk-bg3: var(--jp-layout-color3, #bdbdbd);
+  --lk-border: var(--jp-border-color1, #bdbdbd);
+  --lk-border2: var(--jp-border-color2, #e0e0e0);
+  --lk-input-bg: var(--jp-input-background, #f5f5f5);
+  --lk-accent: var(--jp-brand-color1, #1976d2);
+  --lk-accent2: var(--jp-warn-color1, #f57c00);
+  --lk-error: var(--jp-error-color0, #b71c1c);
+  --lk-edge: var(--jp-ui-font-color3, rgba(0,0,0,.38));
+  --lk-font: var(--jp-ui-font-family, system-ui, -apple-system, "Segoe UI", Roboto, sans-serif);
+  --lk-mono: var(--jp-code-font-family, ui-monospace, "DejaVu Sans Mono", monospace);
+  color: var(--lk-fg);
+}
+body[data-jp-theme-light="false"] .lk-view, body[data-jp-theme-light="false"] .lk-opt {
+  --lk-error: var(--jp-error-color2, #e57373);
+}
+`;
+
+export const CSS = `${THEME}
+.lk-view { font: 12px/1.35 var(--lk-font); color: var(--lk-fg);
+  border: 1px solid var(--lk-border2); border-radius: 4px; background: var(--lk-bg); position: relative;
   display: flex; flex-direction: column; overflow: hidden; }
 .lk-toolbar { display: flex; gap: 6px; align-items: center; padding: 4px 6px;
-  border-bottom: 1px solid #e5e5e5; background: #fafafa; flex-wrap: wrap; }
-.lk-toolbar button, .lk-toolbar select, .lk-toolbar input { font: inherit; padding: 1px 6px;
-  border: 1px solid #ccc; border-radius: 3px; background: #fff; height: 22px; }
-.lk-toolbar button:hover { background: #f0f0f0; }
+  border-bottom: 1px solid var(--lk-border2); background: var(--lk-bg1); flex-wrap: wrap; }
+.lk-view button, .lk-view select, .lk-view input { font: inherit; padding: 1px 6px;
+  border: 1px solid var(--lk-border); border-radius: 3px; background: var(--lk-input-bg);
+  color: var(--lk-fg); height: 22px; }
+.lk-view option { background: var(--lk-bg); color: var(--lk-fg); }
+.lk-view button:hover:not(:disabled) { background: var(--lk-bg2); }
+.lk-view button:disabled { opacity: .6; }
 .lk-toolbar .lk-spacer { flex: 1; }
 .lk-canvas { flex: 1; position: relative; overflow: hidden; cursor: grab; }
 .lk-canvas.lk-panning { cursor: grabbing; }
 .lk-canvas svg { display: block; width: 100%; height: 100%; user-select: none; }
-.lk-tip { position: absolute; pointer-events: none; background: rgba(255,255,255,.97);
-  border: 1px solid #bbb; border-radius: 3px; padding: 5px 7px; box-shadow: 0 2px 6px rgba(0,0,0,.15);
+.lk-tip { position: absolute; pointer-events: none; background: var(--lk-bg); color: var(--lk-fg);
+  border: 1px solid var(--lk-border); border-radius: 3px; padding: 5px 7px; box-shadow: 0 2px 6px rgba(0,0,0,.25);
   max-width: 420px; z-index: 10; white-space: nowrap; font-size: 11px; display: none; }
 .lk-tip b { font-weight: 600; }
-.lk-tip .lk-tip-k { color: #666; }
-.lk-legend { display: flex; align-items: center; gap: 4px; font-size: 11px; color: #444; }
-.lk-legend .lk-bar { width: 90px; height: 10px; border: 1px solid #ccc; }
-.lk-empty { padding: 24px; color: #666; text-align: center; }
+.lk-tip .lk-tip-k { color: var(--lk-fg2); }
+.lk-legend { display: flex; align-items: center; gap: 4px; font-size: 11px; color: var(--lk-fg); }
+.lk-legend .lk-bar { width: 90px; height: 10px; border: 1px solid var(--lk-border); }
+.lk-empty { padding: 24px; color: var(--lk-fg2); text-align: center; }
 .lk-table-wrap { overflow: auto; flex: 1; }
 .lk-table { border-collapse: collapse; width: 100%; font-size: 11.5px; }
-.lk-table th { position: sticky; top: 0; background: #f4f4f4; cursor: pointer; text-align: right;
-  padding: 3px 6px; border-bottom: 1px solid #ddd; white-space: nowrap; user-select: none; }
+.lk-table th { position: sticky; top: 0; background: var(--lk-bg2); color: var(--lk-fg); cursor: pointer; text-align: right;
+  padding: 3px 6px; border-bottom: 1px solid var(--lk-border); white-space: nowrap; user-select: none; }
 .lk-table th:first-child, .lk-table td:first-child { text-align: left; }
-.lk-table td { padding: 2px 6px; text-align: right; border-bottom: 1px solid #f0f0f0;
+.lk-table td { padding: 2px 6px; text-align: right; border-bottom: 1px solid var(--lk-border2);
   white-space: nowrap; font-variant-numeric: tabular-nums; }
-.lk-table tr:hover td { background: #f7f9fc; }
-.lk-table tr.lk-selected td { background: #ffe9b3; }
+.lk-table tr:hover td { background: var(--lk-bg2); }
+.lk-table tr.lk-selected td { background: var(--lk-bg3); }
 .lk-table th.lk-sorted::after { content: " \\25BE"; }
 .lk-table th.lk-sorted.lk-asc::after { content: " \\25B4"; }
+.lk-swatch { display: inline-block; width: 10px; height: 10px; margin-right: 3px; vertical-align: -1px; }
+.lk-error-text { color: var(--lk-error); }
 `;
 
-/** Inject the shared stylesheet into the document once. */
+/** Inject the shared stylesheet into the document once (replacing an older bundle's). */
 export function ensureStyles() {
-  if (document.getElementById("labkit-widget-css")) return;
+  const old = document.getElementById("labkit-widget-css");
+  if (old && old.textContent === CSS) return;
   const style = document.createElement("style");
   style.id = "labkit-widget-css";
   style.textContent = CSS;
-  document.head.appendChild(style);
+  if (old) old.replaceWith(style);
+  else document.head.appendChild(style);
 }
 
 /** Create an element with attributes and children. */
@@ -97,7 +133,7 @@ export function download(name, data, type = "application/octet-stream") {
 }
 
 /** Render an SVG element to PNG (data URL) at a scale. */
-export function svgToPng(svgText, width, height, scale = 2) {
+export function svgToPng(svgText, width, height, scale = 2, background = "#fff") {
   return new Promise((resolve, reject) => {
     const img = new Image();
     img.onload = () => {
@@ -105,7 +141,7 @@ export function svgToPng(svgText, width, height, scale = 2) {
       c.width = Math.ceil(width * scale);
       c.height = Math.ceil(height * scale);
       const ctx = c.getContext("2d");
-      ctx.fillStyle = "#fff";
+      ctx.fillStyle = background;
       ctx.fillRect(0, 0, c.width, c.height);
       ctx.scale(scale, scale);
       ctx.drawImage(img, 0, 0);

@@ -1,6 +1,7 @@
 // AttentionView front end: a node's k-hop neighbourhood, edges sized and coloured by
 // attention weight (one head or the mean). Click a node to pick it; Python sends the
 // new neighbourhood (labkit/widgets/attention.py).
+import { inkOn } from "./_shared.js";
 import { ensureStyles, h } from "./_ui.js";
 
 const SVG = "http://www.w3.org/2000/svg";
@@ -128,11 +129,13 @@ function render({ model, el }) {
       if (!p) return;
       const label = view.labels ? view.labels[i] : null;
       const g = s("g", { class: "lk-att-node", "data-node": id, transform: `translate(${p.x},${p.y})`, style: "cursor:pointer" });
+      const fill = label == null ? "#999999" : PALETTE[label % PALETTE.length];
       g.append(s("circle", {
-        r: id === view.node ? 15 : 10, fill: label == null ? "#999" : PALETTE[label % PALETTE.length],
-        stroke: id === view.node ? "#222" : "#fff", "stroke-width": 2,
+        r: id === view.node ? 15 : 10, fill,
+        style: `stroke:${id === view.node ? "var(--lk-fg)" : "var(--lk-bg)"}`, "stroke-width": 2,
       }));
-      const text = s("text", { "text-anchor": "middle", dy: "0.35em", "font-size": 9, fill: "#fff", "pointer-events": "none" });
+      // black or white, whichever reads on the class colour (WCAG AA)
+      const text = s("text", { "text-anchor": "middle", dy: "0.35em", "font-size": 9, fill: inkOn(fill), "pointer-events": "none" });
       text.textContent = String(id);
       g.append(text);
       const title = s("title");

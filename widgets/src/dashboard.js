@@ -41,12 +41,12 @@ function chart(series, keys, width, height) {
   const w = width - 50;
   const hh = height - 24;
   let svg = `<svg width="${width}" height="${height}" class="lk-dash-chart"><g transform="translate(44,6)">`;
-  svg += `<rect width="${w}" height="${hh}" fill="#fafafa" stroke="#ddd"/>`;
+  svg += `<rect width="${w}" height="${hh}" style="fill:var(--lk-bg1);stroke:var(--lk-border2)"/>`;
   for (const t of [0, 0.5, 1]) {
     const y = yr[0] + t * (yr[1] - yr[0]);
-    svg += `<text x="-4" y="${(hh - t * hh + 4).toFixed(1)}" font-size="10" text-anchor="end">${y.toPrecision(3)}</text>`;
+    svg += `<text x="-4" y="${(hh - t * hh + 4).toFixed(1)}" font-size="10" text-anchor="end" style="fill:var(--lk-fg)">${y.toPrecision(3)}</text>`;
   }
-  svg += `<text x="${w}" y="${hh + 14}" font-size="10" text-anchor="end">step ${xr[1]}</text>`;
+  svg += `<text x="${w}" y="${hh + 14}" font-size="10" text-anchor="end" style="fill:var(--lk-fg)">step ${xr[1]}</text>`;
   curves.forEach((c, i) => {
     const color = COLORS[keys.indexOf(c.k) % COLORS.length];
     const marker = c.k.startsWith("val_");
@@ -59,7 +59,9 @@ function chart(series, keys, width, height) {
         svg += `<circle cx="${px.toFixed(1)}" cy="${py.toFixed(1)}" r="2.5" fill="${color}"/>`;
       });
     }
-    svg += `<text x="${6 + i * 110}" y="14" font-size="11" fill="${color}">${c.k}</text>`;
+    // legend text in the theme's ink (series colours are not text colours), swatch in colour
+    svg += `<rect x="${6 + i * 110}" y="6" width="10" height="10" fill="${color}"/>`;
+    svg += `<text x="${20 + i * 110}" y="15" font-size="11" style="fill:var(--lk-fg)">${c.k}</text>`;
   });
   return svg + "</g></svg>";
 }
@@ -102,18 +104,18 @@ function render({ model, el }) {
   ensureStyles();
   const status = h("span", { class: "lk-dash-status" });
   const stop = h("button", { class: "lk-dash-stop", title: "finish this step, keep a checkpoint, stop" }, "Stop");
-  const bar = h("div", { style: "flex:1;height:8px;background:#eee;border-radius:4px;overflow:hidden" },
-    h("div", { class: "lk-dash-bar", style: "height:100%;width:0;background:#1f77b4" }));
+  const bar = h("div", { style: "flex:1;height:8px;background:var(--lk-bg2);border-radius:4px;overflow:hidden" },
+    h("div", { class: "lk-dash-bar", style: "height:100%;width:0;background:var(--lk-accent)" }));
   const progress = h("span", { class: "lk-dash-progress" });
   const top = h("div", { style: "display:flex;gap:10px;align-items:center;padding:4px 0" }, status, bar, progress, stop);
   const stats = h("div", { class: "lk-dash-stats", style: "display:flex;gap:16px;flex-wrap:wrap;font-size:12px;padding:2px 0" });
   const charts = h("div", { class: "lk-dash-charts", style: "display:flex;gap:8px;flex-wrap:wrap" });
-  const grads = h("div", { class: "lk-dash-grads", style: "font-size:11px;color:#555" });
-  const error = h("pre", { class: "lk-dash-error", style: "color:#b00;white-space:pre-wrap;margin:4px 0" });
-  const root = h("div", { class: "lk-view lk-dashboard", style: "padding:6px;font-family:sans-serif" }, top, stats, charts, grads, error);
+  const grads = h("div", { class: "lk-dash-grads", style: "font-size:11px;color:var(--lk-fg2)" });
+  const error = h("pre", { class: "lk-dash-error", style: "color:var(--lk-error);white-space:pre-wrap;margin:4px 0" });
+  const root = h("div", { class: "lk-view lk-dashboard", style: "padding:6px" }, top, stats, charts, grads, error);
   el.appendChild(root);
 
-  const stopNote = h("div", { class: "lk-dash-stopnote", style: "font-size:11px" });
+  const stopNote = h("div", { class: "lk-dash-stopnote lk-error-text", style: "font-size:11px" });
   root.insertBefore(stopNote, stats);
   stop.addEventListener("click", async () => {
     stop.disabled = true;

@@ -8,6 +8,7 @@ import {
   labelOf,
   layoutInput,
   liftEdges,
+  NEUTRAL,
   rolledInfo,
   selectionOf,
   textColor,
@@ -24,22 +25,24 @@ export const METRICS = {
   activations: ["activation memory", fmtBytes],
 };
 const SVG_NS = "http://www.w3.org/2000/svg";
+// theme tokens (see _ui.js) with the Light values as fallbacks for exported SVG files
 const SVG_STYLE = `
-.lk-edge { fill: none; stroke: #9aa3ad; stroke-width: 1.2; }
-.lk-edge.lk-hot { stroke: #d9480f; stroke-width: 2; }
-.lk-node rect.lk-box { stroke: #6b7280; stroke-width: 1; }
+.lk-edge { fill: none; stroke: var(--lk-edge, #9aa3ad); stroke-width: 1.2; }
+.lk-arrow { fill: var(--lk-edge, #9aa3ad); }
+.lk-edge.lk-hot { stroke: var(--lk-accent2, #d9480f); stroke-width: 2; }
+.lk-node rect.lk-box { stroke: var(--lk-fg2, #6b7280); stroke-width: 1; }
 .lk-node.lk-kind-p rect.lk-box { rx: 12; }
 .lk-node.lk-kind-i rect.lk-box, .lk-node.lk-kind-o rect.lk-box { stroke-dasharray: 3 2; }
-.lk-node rect.lk-stack { fill: #fff; stroke: #6b7280; }
+.lk-node rect.lk-stack { fill: var(--lk-bg, #fff); stroke: var(--lk-fg2, #6b7280); }
 .lk-node text, .lk-group text { font: 11px sans-serif; text-anchor: middle; pointer-events: none; }
-.lk-node text.lk-sub { font-size: 9.5px; opacity: .8; }
-.lk-node.lk-selected rect.lk-box { stroke: #1c7ed6; stroke-width: 3; }
+.lk-node text.lk-sub { font-size: 9.5px; }
+.lk-node.lk-selected rect.lk-box { stroke: var(--lk-accent, #1c7ed6); stroke-width: 3; }
 .lk-node.lk-match rect.lk-box { stroke: #ae3ec9; stroke-width: 3; }
-.lk-group rect.lk-frame { fill: rgba(120,130,150,.06); stroke: #aab; stroke-width: 1; }
-.lk-group.lk-selected rect.lk-frame { stroke: #1c7ed6; stroke-width: 2.5; }
-.lk-group text.lk-glabel { text-anchor: start; fill: #445; font-weight: 600; }
-.lk-toggle rect { fill: #fff; stroke: #888; }
-.lk-toggle text { font: bold 11px monospace !important; fill: #333; }
+.lk-group rect.lk-frame { fill: rgba(120,130,150,.06); stroke: var(--lk-border, #aab); stroke-width: 1; }
+.lk-group.lk-selected rect.lk-frame { stroke: var(--lk-accent, #1c7ed6); stroke-width: 2.5; }
+.lk-group text.lk-glabel { text-anchor: start; fill: var(--lk-fg, #222); font-weight: 600; }
+.lk-toggle rect { fill: var(--lk-bg, #fff); stroke: var(--lk-fg2, #888); }
+.lk-toggle text { font: bold 11px monospace !important; fill: var(--lk-fg, #222); }
 .lk-toggle { cursor: pointer; }
 .lk-node, .lk-group { cursor: pointer; }
 `;
@@ -216,7 +219,7 @@ function render({ model, el }) {
     });
     gEdges.innerHTML =
       `<defs><marker id="lk-arrow" viewBox="0 0 8 8" refX="7" refY="4" markerWidth="7" markerHeight="7" orient="auto">` +
-      `<path d="M0,0L8,4L0,8z" fill="#9aa3ad"/></marker></defs>` +
+      `<path class="lk-arrow" d="M0,0L8,4L0,8z"/></marker></defs>` +
       eh;
     for (const node of gNodes.children) S.els.set(Number(node.dataset.k), node);
     for (const node of gGroups.children) S.els.set(Number(node.dataset.k), node);
@@ -232,9 +235,11 @@ function render({ model, el }) {
       const node = S.els.get(k);
       if (!node) continue;
       const fill = scale.color(values[k] || 0);
-      node.querySelector("rect.lk-box").setAttribute("fill", fill);
-      const ink = textColor(fill);
-      for (const t of node.querySelectorAll("text.lk-label, text.lk-sub")) t.setAttribute("fill", ink);
+      // nothing recorded: the theme's own box colours; a heat colour: black or white ink
+      const neutral = fill === NEUTRAL;
+      node.querySelector("rect.lk-box").style.fill = neutral ? "var(--lk-bg2, #eee)" : fill;
+      const ink = neutral ? "var(--lk-fg, #222)" : textColor(fill);
+      for (const t of node.querySelectorAll("text.lk-label, text.lk-sub")) t.style.fill = ink;
     }
     const fmt = METRICS[metric][1];
     const stops = [0, 0.25, 0.5, 0.75, 1].map((t) => scale.at(t)).join(",");

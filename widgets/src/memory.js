@@ -10,7 +10,8 @@ export const CATEGORY_COLORS = {
   temporaries: "#59a14f",
   inputs: "#edc948",
 };
-const PHASE_COLORS = { forward: "#e8f0fb", backward: "#fdf0e6", optimizer: "#eeeeee" };
+// translucent bands over the theme's background, so the phases read in Light and Dark
+const PHASE_COLORS = { forward: "var(--lk-accent)", backward: "var(--lk-accent2)", optimizer: "var(--lk-fg2)" };
 
 /** Cumulative stacks: out[c][i] = sum of categories 0..c at sample i. */
 export function stack(bytes) {
@@ -82,8 +83,8 @@ function render({ model, el }) {
     for (const [phase, a, b] of phaseRuns(s.phase)) {
       const xa = X(s.time[a]);
       const xb = X(s.time[Math.min(b + 1, n - 1)]);
-      g += `<rect class="lk-phase" data-phase="${esc(phase)}" x="${xa}" y="${m.t}" width="${Math.max(1, xb - xa)}" height="${H - m.t - m.b}" fill="${PHASE_COLORS[phase] || "#f6f6f6"}"/>`;
-      g += `<text x="${(xa + xb) / 2}" y="${m.t + 11}" font-size="10" text-anchor="middle" fill="#666">${esc(phase)}</text>`;
+      g += `<rect class="lk-phase" data-phase="${esc(phase)}" x="${xa}" y="${m.t}" width="${Math.max(1, xb - xa)}" height="${H - m.t - m.b}" style="fill:${PHASE_COLORS[phase] || "var(--lk-fg2)"};fill-opacity:.08"/>`;
+      g += `<text x="${(xa + xb) / 2}" y="${m.t + 11}" font-size="10" text-anchor="middle" style="fill:var(--lk-fg)">${esc(phase)}</text>`;
     }
     stacks.forEach((top, c) => {
       const below = c ? stacks[c - 1] : null;
@@ -95,19 +96,21 @@ function render({ model, el }) {
     });
     for (let j = 0; j <= 4; j++) {
       const b = (ymax * j) / 4;
-      g += `<line x1="${m.l}" x2="${W - m.r}" y1="${Y(b)}" y2="${Y(b)}" stroke="#000" stroke-opacity=".08"/>`;
-      g += `<text x="${m.l - 4}" y="${Y(b) + 3}" font-size="10" text-anchor="end" fill="#555">${esc(fmtBytes(b))}</text>`;
+      g += `<line x1="${m.l}" x2="${W - m.r}" y1="${Y(b)}" y2="${Y(b)}" style="stroke:var(--lk-fg)" stroke-opacity=".1"/>`;
+      g += `<text x="${m.l - 4}" y="${Y(b) + 3}" font-size="10" text-anchor="end" style="fill:var(--lk-fg)">${esc(fmtBytes(b))}</text>`;
     }
-    g += `<text x="${m.l}" y="${H - 6}" font-size="10" fill="#555">${esc(fmtTime(t0))}</text>`;
-    g += `<text x="${W - m.r}" y="${H - 6}" font-size="10" text-anchor="end" fill="#555">${esc(fmtTime(t1))}</text>`;
+    g += `<text x="${m.l}" y="${H - 6}" font-size="10" style="fill:var(--lk-fg)">${esc(fmtTime(t0))}</text>`;
+    g += `<text x="${W - m.r}" y="${H - 6}" font-size="10" text-anchor="end" style="fill:var(--lk-fg)">${esc(fmtTime(t1))}</text>`;
     const px = X(s.time[peak.index]);
     const mod = s.module[peak.index] || "-";
-    g += `<line class="lk-peak" x1="${px}" x2="${px}" y1="${m.t}" y2="${H - m.b}" stroke="#c00" stroke-dasharray="4 3"/>`;
-    g += `<text class="lk-peak-label" x="${px + 4}" y="${Y(peak.total) - 4}" font-size="10.5" fill="#c00">peak ${esc(fmtBytes(peak.total))} · ${esc(mod)}</text>`;
-    g += `<line class="lk-cursor" x1="0" x2="0" y1="${m.t}" y2="${H - m.b}" stroke="#333" stroke-opacity=".5" visibility="hidden"/>`;
+    g += `<line class="lk-peak" x1="${px}" x2="${px}" y1="${m.t}" y2="${H - m.b}" style="stroke:var(--lk-error)" stroke-dasharray="4 3"/>`;
+    const peakText = `peak ${fmtBytes(peak.total)} · ${mod}`;
+    const flip = px + 4 + peakText.length * 6 > W - m.r; // near the right edge: label on the left
+    g += `<text class="lk-peak-label" x="${flip ? px - 4 : px + 4}" y="${Y(peak.total) - 4}" font-size="10.5" text-anchor="${flip ? "end" : "start"}" style="fill:var(--lk-error)">${esc(peakText)}</text>`;
+    g += `<line class="lk-cursor" x1="0" x2="0" y1="${m.t}" y2="${H - m.b}" style="stroke:var(--lk-fg)" stroke-opacity=".5" visibility="hidden"/>`;
     body.innerHTML = `<svg width="100%" height="${H}" viewBox="0 0 ${W} ${H}">${g}</svg>`;
     legend.innerHTML = s.categories
-      .map((c) => `<span style="display:inline-flex;align-items:center;gap:3px"><span style="width:10px;height:10px;background:${CATEGORY_COLORS[c] || "#bab0ac"}"></span>${esc(c)}</span>`)
+      .map((c) => `<span style="display:inline-flex;align-items:center;gap:3px"><span class="lk-swatch" style="background:${CATEGORY_COLORS[c] || "#bab0ac"}"></span>${esc(c)}</span>`)
       .join(" ") + `<span class="lk-spacer"></span><span>peak ${esc(fmtBytes(peak.total))} at ${esc(mod)} (${esc(s.phase[peak.index])})</span>`;
     const svgEl = body.querySelector("svg");
     const cursor = svgEl.querySelector(".lk-cursor");

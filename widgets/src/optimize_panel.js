@@ -1,25 +1,31 @@
 // OptimizePanel front end: toggles bound to the Recipe, Measure / Apply buttons,
 // a progress bar, a results table and a speed-up bar chart.
 import { fmtBytes, fmtRatio, fmtTime } from "./_shared.js";
+import { THEME } from "./_ui.js";
 
 const CSS = `
-.lk-opt { font: 13px/1.4 var(--jp-ui-font-family, sans-serif); color: var(--jp-ui-font-color1, #222); }
+.lk-opt { font: 13px/1.4 var(--lk-font); color: var(--lk-fg); background: var(--lk-bg); padding: 4px; }
+.lk-opt button, .lk-opt select, .lk-opt input { font: inherit; color: var(--lk-fg); background: var(--lk-input-bg);
+  border: 1px solid var(--lk-border); border-radius: 3px; }
+.lk-opt button:disabled { opacity: .6; }
+.lk-opt option { background: var(--lk-bg); color: var(--lk-fg); }
+.lk-opt th { background: var(--lk-bg2); }
 .lk-opt .lk-row { display: flex; flex-wrap: wrap; gap: 10px 16px; align-items: center; margin: 4px 0 8px; }
 .lk-opt label { display: inline-flex; gap: 4px; align-items: center; }
 .lk-opt button { padding: 3px 12px; }
-.lk-opt .lk-progress { height: 6px; background: #ddd; border-radius: 3px; overflow: hidden; width: 240px; }
-.lk-opt .lk-progress > div { height: 100%; background: #3b7dd8; }
-.lk-opt .lk-error { color: #b00020; white-space: pre-wrap; }
+.lk-opt .lk-progress { height: 6px; background: var(--lk-bg2); border-radius: 3px; overflow: hidden; width: 240px; }
+.lk-opt .lk-progress > div { height: 100%; background: var(--lk-accent); }
+.lk-opt .lk-error { color: var(--lk-error); white-space: pre-wrap; }
 .lk-opt table { border-collapse: collapse; margin: 6px 0; }
 .lk-opt select { width: auto; }
 .lk-opt [data-testid="opt-results"] { overflow-x: auto; }
-.lk-opt td, .lk-opt th { padding: 2px 8px; text-align: right; border-bottom: 1px solid #eee; white-space: nowrap; }
+.lk-opt td, .lk-opt th { padding: 2px 8px; text-align: right; border-bottom: 1px solid var(--lk-border2); white-space: nowrap; }
 .lk-opt td:first-child, .lk-opt th:first-child { text-align: left; }
 .lk-opt .lk-bar { display: flex; align-items: center; gap: 6px; margin: 2px 0; }
 .lk-opt .lk-bar > span:first-child { width: 180px; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
 .lk-opt .lk-bar > div { height: 12px; background: #3b7dd8; }
 .lk-opt .lk-bar > div.lk-slow { background: #d8703b; }
-.lk-opt .lk-notes { color: #555; font-size: 12px; margin: 0; padding-left: 18px; }
+.lk-opt .lk-notes { color: var(--lk-fg2); font-size: 12px; margin: 0; padding-left: 18px; }
 `;
 
 function el(tag, attrs = {}, ...kids) {
@@ -48,7 +54,7 @@ export function withField(recipe, name, value) {
 }
 
 function render({ model, el: root }) {
-  const style = el("style", { text: CSS });
+  const style = el("style", { text: THEME + CSS });
   const box = el("div", { class: "lk-opt", "data-testid": "optimize-panel" });
   root.append(style, box);
 

@@ -50,7 +50,7 @@ function render({ model, el }) {
   for (const [k, [label]] of Object.entries(METRICS)) metricSel.append(h("option", { value: k }, label));
   const topIn = h("input", { type: "number", min: "1", max: "100", class: "lk-top", style: "width:4em" });
   const toolbar = h("div", { class: "lk-toolbar" }, h("span", {}, "top"), topIn, h("span", {}, "by self"), metricSel);
-  const chart = h("div", { class: "lk-chart", style: "padding:4px 8px;border-bottom:1px solid #eee;max-height:40%;overflow:auto" });
+  const chart = h("div", { class: "lk-chart", style: "padding:4px 8px;border-bottom:1px solid var(--lk-border2);max-height:40%;overflow:auto" });
   const wrap = h("div", { class: "lk-table-wrap" });
   root.append(toolbar, chart, wrap);
   el.appendChild(root);
@@ -77,7 +77,7 @@ function render({ model, el }) {
       .map((r) => {
         const pct = ((100 * r[k]) / max).toFixed(1);
         const name = r[0] || t.model || "(root)";
-        const on = r[0] === sel ? "outline:2px solid #1c7ed6;" : "";
+        const on = r[0] === sel ? "outline:2px solid var(--lk-accent);" : "";
         return (
           `<div class="lk-barrow" data-path="${esc(r[0])}" style="display:flex;align-items:center;gap:6px;cursor:pointer;margin:1px 0">` +
           `<span style="width:32%;overflow:hidden;text-overflow:ellipsis;white-space:nowrap;font-size:11px" title="${esc(name)}">${esc(name)}</span>` +

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { fmtBytes, fmtCount, fmtPercent, fmtRatio, fmtTime } from "../src/_shared.js";
+import { contrast, fmtBytes, fmtCount, fmtPercent, fmtRatio, fmtTime, inkOn, rgbOf } from "../src/_shared.js";
 
 test("fmtBytes uses binary units", () => {
   assert.equal(fmtBytes(0), "0 B");
@@ -40,4 +40,20 @@ test("non-numbers render as a dash", () => {
     assert.equal(f(undefined), "-");
     assert.equal(f(Infinity), "-");
   }
+});
+
+test("WCAG contrast and the ink chosen for a fill", () => {
+  // reference figures from the WCAG 2.x definition
+  assert.equal(contrast([0, 0, 0], [255, 255, 255]), 21);
+  assert.ok(Math.abs(contrast([118, 118, 118], [255, 255, 255]) - 4.54) < 0.01);
+  assert.deepEqual(rgbOf("rgb(1, 2, 3)"), [1, 2, 3]);
+  assert.deepEqual(rgbOf("#ff8000"), [255, 128, 0]);
+  let worst = 21;
+  for (let v = 0; v < 256; v += 5) {
+    for (const c of [[v, v, v], [255, v, 0], [v, 52, 4], [0, v, 255 - v]]) {
+      const ink = inkOn(`rgb(${c.join(",")})`) === "#000" ? [0, 0, 0] : [255, 255, 255];
+      worst = Math.min(worst, contrast(c, ink));
+    }
+  }
+  assert.ok(worst >= 4.5, `worst ink contrast ${worst}`);
 });

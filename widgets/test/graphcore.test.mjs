@@ -153,7 +153,7 @@ test("colour scale: neutral for zero, log over decades, monotone", () => {
   assert.equal(lin.log, false);
   assert.equal(colorScale([0, 0]).color(5), NEUTRAL);
   assert.equal(textColor("rgb(153,52,4)"), "#fff");
-  assert.equal(textColor("#ffffff"), "#222");
+  assert.equal(textColor("#ffffff"), "#000");
 });
 
 test("box sizes grow with the label and are clamped", () => {
