@@ -98,7 +98,7 @@ python_deps() {
         log "no GPU visible: installing the CPU build ($TORCH_CPU_PIN) first"
         "$PY" -m pip install -q "$TORCH_CPU_PIN"
     fi
-    "$PY" -m pip install -q -e '.[dev]'
+    "$PY" -m pip install -q -e '.[dev,export]'
 }
 GPU=$(command -v nvidia-smi >/dev/null && echo gpu || echo cpu)
 step python "$(hash_of pyproject.toml)-$GPU-$("$PY" -V 2>&1)" "$VENV/bin/labkit" python_deps

@@ -106,7 +106,7 @@ def held_randomness(model: nn.Module, *, functional: bool = True) -> Iterator[He
     Args:
         model: The model; its modules are restored on exit.
         functional: Also neutralize functional dropout calls (``F.dropout``, SDPA's
-            ``dropout_p``) made while the block runs.
+            ``dropout_p``) made while the block runs (when ``model.training``).
 
     Yields:
         A :class:`Held` that counts what was switched off.
@@ -123,7 +123,10 @@ def held_randomness(model: nn.Module, *, functional: bool = True) -> Iterator[He
             elif isinstance(m, _MODULES):
                 modes.append((m, m.training))
                 m.training = False
-        with _NoDropout(held) if functional else contextlib.nullcontext():
+        # an eval model draws no mask; a function mode would also turn off fast paths
+        # (nn.MultiheadAttention's) and change which kernels run
+        quiet = functional and model.training
+        with _NoDropout(held) if quiet else contextlib.nullcontext():
             yield held
     finally:
         for m, was in modes:

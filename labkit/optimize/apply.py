@@ -81,11 +81,12 @@ def apply(
 
     Toggles apply in this order: conv-batchnorm fusion, channels_last, quantization,
     activation checkpointing, then precision / matmul precision / compile around the
-    root forward. The model's class, module paths and ``state_dict`` keys are kept
-    (forwards are wrapped on the instance), so hooks, traces and drift checks line
-    up with the original. A toggle that cannot apply (e.g. no Linear layers to
-    quantize, fusion on a model in training mode) is skipped with the reason and
-    leaves the model as it was; the report is :func:`applied`.
+    root forward, or the export target (exported on the first call). The model's
+    class, module paths and ``state_dict`` keys are kept (forwards are wrapped on the
+    instance), so hooks, traces and drift checks line up with the original. A toggle
+    that cannot apply (e.g. no Linear layers to quantize, fusion on a model in
+    training mode) is skipped with the reason and leaves the model as it was; the
+    report is :func:`applied`.
 
     Args:
         model: The model to optimize. It is copied with ``copy.deepcopy``.
@@ -122,6 +123,8 @@ def apply(
     if recipe.checkpoint:
         steps.append(_apply_checkpoint(work, recipe.checkpoint))
     steps.extend(_apply_runtime(work, recipe))
+    if recipe.export:
+        steps.append(_apply_export(work, recipe.export))
     report = Applied(recipe, tuple(steps))
     if strict and report.skipped:
         raise RecipeError(
@@ -262,6 +265,22 @@ def _apply_checkpoint(work: torch.nn.Module, patterns: tuple[str, ...]) -> Step:
     if missing:
         note += f"; nothing matched {missing}"
     return Step("checkpoint", patterns, True, note, tuple(paths))
+
+
+def _apply_export(work: torch.nn.Module, target: str) -> Step:
+    from labkit.optimize.export import ExportedForward
+
+    if work.training:
+        return Step(
+            "export",
+            target,
+            False,
+            f"{target} is a deployment target for inference and the model is in training "
+            "mode: call model.eval() first (labkit.compare(..., mode='inference') does)",
+        )
+    work.forward = ExportedForward(work, target)  # type: ignore[method-assign]
+    how = "the torch.export graph" if target == "torch.export" else "ONNX Runtime"
+    return Step("export", target, True, f"exported on the first call, then run by {how}")
 
 
 def _apply_runtime(work: torch.nn.Module, recipe: Recipe) -> list[Step]:

@@ -14,10 +14,11 @@ from typing import Any
 import torch
 
 from labkit._format import fmt_bytes, fmt_time
-from labkit.optimize import _cpu, _measure
+from labkit.optimize import _cpu, _deploy, _measure
 from labkit.optimize._random import stochastic_modules
 from labkit.optimize.apply import applied, apply
 from labkit.optimize.drift import deviation, first_drift, flat, fp16_risks, layer_drift
+from labkit.optimize.export import exported
 from labkit.optimize.recipe import Recipe
 from labkit.optimize.step import RecipeStep
 
@@ -39,6 +40,7 @@ class RecipeResult:
         first_call: Time of the first call (includes compilation).
         compile_time: First call minus a steady step, for compiled recipes.
         break_even: Steps after which compiling has paid for itself (None: never).
+        export_time: Seconds to export the model (export recipes).
         peak_memory: Peak bytes of tensors during one step (params included).
         max_abs: Largest absolute output difference from the baseline.
         rel: Relative L2 output difference from the baseline.
@@ -50,6 +52,9 @@ class RecipeResult:
         val_metric: The validation metric on ``val`` after the steps, if given.
         drift_path: First module whose output drifts past the tolerance.
         drift_rel: Its relative error.
+        per_batch: Inference latency at other batch sizes (``compare(batch_sizes=...)``):
+            one dict per size with ``batch_size``, ``step_time``, ``throughput``,
+            ``speedup`` (against the baseline at that size) and ``error``.
         notes: What applied, what did not and why, and caveats of the figures.
         error: Why this recipe could not run, if it could not.
     """
@@ -63,6 +68,7 @@ class RecipeResult:
     first_call: float | None = None
     compile_time: float | None = None
     break_even: float | None = None
+    export_time: float | None = None
     peak_memory: int | None = None
     max_abs: float | None = None
     rel: float | None = None
@@ -72,6 +78,7 @@ class RecipeResult:
     val_metric: float | None = None
     drift_path: str | None = None
     drift_rel: float | None = None
+    per_batch: tuple[dict[str, Any], ...] = ()
     notes: tuple[str, ...] = ()
     error: str | None = None
 
@@ -128,6 +135,7 @@ class Comparison:
             row["step_times"] = list(r.step_times)
             row["losses"] = list(r.losses)
             row["notes"] = list(r.notes)
+            row["per_batch"] = [dict(b) for b in r.per_batch]
             out.append(row)
         return out
 
@@ -156,7 +164,7 @@ class Comparison:
         rows = self.rows()
         for row in rows:
             row["notes"] = "; ".join(row["notes"])
-            del row["step_times"], row["losses"]
+            del row["step_times"], row["losses"], row["per_batch"]
         return pd.DataFrame(rows).set_index("label")
 
     def summary(self) -> str:
@@ -175,6 +183,9 @@ class Comparison:
             "cosine",
             loss_head,
         ]
+        exports = any(r.export_time is not None for r in self.results)
+        if exports:
+            head.insert(5, "export")
         if self.metric:
             head.append(self.metric)
         head.append("first drift")
@@ -196,19 +207,14 @@ class Comparison:
                 _num(r.cosine, "{:.5f}"),
                 _num(r.loss, "{:.4g}"),
             ]
+            if exports:
+                line.insert(5, fmt_time(r.export_time) if r.export_time is not None else "-")
             if self.metric:
                 line.append(_num(r.val_metric, "{:.4g}"))
             line.append(r.drift_path if r.drift_path is not None else "-")
             table.append(line)
-        widths = [max(len(row[i]) for row in table) for i in range(len(head))]
-        lines = [
-            "  ".join(
-                c.ljust(w) if i == 0 else c.rjust(w)
-                for i, (c, w) in enumerate(zip(row, widths, strict=True))
-            )
-            for row in table
-        ]
-        lines.insert(1, "-" * len(lines[0]))
+        lines = _columns(table)
+        lines += _per_batch_table(self.results)
         title = (
             f"compare ({self.mode}, {self.steps} steps after {self.warmup} warm-up, "
             f"device {self.device}, drift tolerance {self.tolerance:g})"
@@ -225,6 +231,37 @@ class Comparison:
             f"{r.label}: {'error' if r.error else _num(r.speedup, '{:.2f}x')}" for r in self.results
         ]
         return f"Comparison(mode={self.mode!r}, steps={self.steps}, {', '.join(parts)})"
+
+
+def _columns(table: list[list[str]]) -> list[str]:
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    lines = [
+        "  ".join(
+            c.ljust(w) if i == 0 else c.rjust(w)
+            for i, (c, w) in enumerate(zip(row, widths, strict=True))
+        )
+        for row in table
+    ]
+    lines.insert(1, "-" * len(lines[0]))
+    return lines
+
+
+def _per_batch_table(results: tuple[RecipeResult, ...]) -> list[str]:
+    sizes = sorted({b["batch_size"] for r in results for b in r.per_batch})
+    if not sizes:
+        return []
+    table = [["latency per batch", *[f"batch {n}" for n in sizes]]]
+    for r in results:
+        got = {b["batch_size"]: b for b in r.per_batch}
+        cells = []
+        for n in sizes:
+            b = got.get(n)
+            if b is None or b.get("error"):
+                cells.append("error" if b else "-")
+            else:
+                cells.append(f"{fmt_time(b['step_time'])} ({_num(b['speedup'], '{:.2f}x')})")
+        table.append([r.label, *cells])
+    return ["", *_columns(table)]
 
 
 def _num(x: float | None, fmt: str) -> str:
@@ -256,6 +293,7 @@ def compare(
     drift: bool = True,
     seed: int = 0,
     loss_steps: int = 3,
+    batch_sizes: Sequence[int] = (),
     progress: Progress | bool | None = None,
 ) -> Comparison:
     """Run ``recipes`` interleaved on copies of ``model`` and measure each against fp32.
@@ -286,6 +324,8 @@ def compare(
         seed: Seed set before every step (the same for every recipe).
         loss_steps: Training steps of the controlled pass that gives ``loss`` and
             ``losses`` (train mode).
+        batch_sizes: Inference only: also time every recipe at these batch sizes (the
+            batch cut or repeated along dim 0), reported in ``RecipeResult.per_batch``.
 
     Randomness: the timed steps run the model as it is (dropout on in train mode).
     Output deviation, per-layer drift and the losses come from separate untimed passes
@@ -306,6 +346,11 @@ def compare(
     recipe_map = _check(model, recipes, mode, steps, warmup, tolerance, baseline)
     if not isinstance(loss_steps, int) or loss_steps < 1:
         raise ValueError(f"compare(loss_steps=...) must be an int >= 1, got {loss_steps!r}")
+    batch_sizes = tuple(batch_sizes)
+    if batch_sizes and mode != "inference":
+        raise ValueError("compare(batch_sizes=...) times inference only: pass mode='inference'")
+    if not all(isinstance(n, int) and n >= 1 for n in batch_sizes):
+        raise ValueError(f"compare(batch_sizes=...) must be ints >= 1, got {batch_sizes!r}")
     report = _progress_fn(progress)
     args, kwargs = _split_batch(batch)
     metric_name, metric_fn = _metric(metric, val)
@@ -316,7 +361,10 @@ def compare(
         _Run(label, recipe, base_model, mode, args, kwargs, loss, lr, seed, loss_steps)
         for label, recipe in recipe_map.items()
     ]
-    total = len(runs) * (2 + warmup + steps)
+    batch = _batch_size(args, kwargs)
+    if batch_sizes and batch is None:
+        raise ValueError("compare(batch_sizes=...) needs a tensor input with a batch dimension")
+    total = len(runs) * (2 + warmup + steps + len(batch_sizes) * (1 + steps))
     done = 0
 
     def tick(msg: str) -> None:
@@ -337,6 +385,12 @@ def compare(
         for run in runs:
             run.step(timed=True)
             tick(f"step {i + 1}/{steps}: {run.label}")
+    for n in batch_sizes:
+        b_args, b_kwargs = _deploy.resize_batch(args, kwargs, n, batch)
+        for i in range(1 + steps):
+            for run in runs:
+                run.timed_at(n, b_args, b_kwargs, timed=i > 0)
+                tick(f"batch {n}, step {i + 1}/{1 + steps}: {run.label}")
     results = []
     base_run = runs[0]
     for run in runs:
@@ -372,6 +426,8 @@ class _Run:
         self.label, self.recipe, self.base_model, self.mode = label, recipe, base_model, mode
         self.args, self.kwargs, self.loss_fn, self.lr, self.seed = args, kwargs, loss, lr, seed
         self.loss_steps = loss_steps
+        self.per_batch: dict[int, list[float]] = {}
+        self.batch_errors: dict[int, str] = {}
         self.start: dict[str, torch.Tensor] | None = None
         self.times: list[float] = []
         self.losses: list[float] = []
@@ -383,6 +439,11 @@ class _Run:
 
     def setup(self) -> None:
         try:
+            if self.recipe.export and self.mode != "inference":
+                raise ValueError(
+                    f"export={self.recipe.export!r} is a deployment target: measure it with "
+                    "labkit.compare(..., mode='inference')"
+                )
             self.model = apply(self.base_model, self.recipe)
             self.notes = list(applied(self.model).notes)
             self.inputs = _to_channels_last(self.args) if self.recipe.channels_last else self.args
@@ -419,6 +480,26 @@ class _Run:
     def _call(self) -> tuple[Any, float | None]:
         self.k += 1
         return self.step_fn(*self.inputs, seed=self.seed + self.k - 1, **self.kwargs)
+
+    def timed_at(self, n: int, args: tuple[Any, ...], kwargs: dict[str, Any], timed: bool) -> None:
+        """One inference step at batch size ``n`` (a failure is kept for that size only)."""
+        if self.error or n in self.batch_errors:
+            return
+        inputs = _to_channels_last(args) if self.recipe.channels_last else args
+        try:
+            self._sync()
+            t0 = time.perf_counter()
+            self.step_fn(*inputs, seed=self.seed, **kwargs)
+            self._sync()
+            elapsed = time.perf_counter() - t0
+        except Exception as exc:
+            self.batch_errors[n] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+            return
+        if timed:
+            self.per_batch.setdefault(n, []).append(elapsed)
+
+    def _per_batch(self, base: _Run) -> tuple[dict[str, Any], ...]:
+        return _per_batch_rows(self, base)
 
     def _sync(self) -> None:
         # CUDA kernels run asynchronously: wait for them so the clock sees the whole step
@@ -484,21 +565,36 @@ class _Run:
                 )
             except ValueError as exc:
                 notes.append(f"output deviation not measured: {exc}")
+        fwd = exported(self.model)
+        if fwd is not None:
+            fields["export_time"] = fwd.export_time
+            notes.extend(fwd.notes)
+        fields["per_batch"] = self._per_batch(base)
         eager = self.recipe.replace(compile=None)
-        if memory:
+        if memory and fwd is not None:
+            notes.append(
+                f"peak memory not measured ({fwd.target} runs the exported graph outside "
+                "labkit's tracker)"
+            )
+        elif memory:
             peak, note = _measure.peak_memory(self, eager)
             fields["peak_memory"] = peak
             if note:
                 notes.append(note)
         if drift and self is not base:
             try:
-                cand = apply(base_model, eager)
+                cand = apply(base_model, eager.replace(export=None))
                 skip = tuple(
                     p for s in applied(cand).steps if s.toggle == "fuse_conv_bn" for p in s.paths
                 )
-                rows = layer_drift(
-                    base_model, cand, *self.inputs, skip=skip, seed=self.seed, **self.kwargs
-                )
+                if fwd is not None:
+                    rows = _deploy.export_drift(
+                        base_model, fwd, self.inputs, self.kwargs, seed=self.seed, skip=skip
+                    )
+                else:
+                    rows = layer_drift(
+                        base_model, cand, *self.inputs, skip=skip, seed=self.seed, **self.kwargs
+                    )
                 hit = first_drift(rows, tolerance)
                 if hit is not None:
                     fields["drift_path"] = hit.path or "(model output)"
@@ -515,6 +611,25 @@ class _Run:
             except Exception as exc:
                 notes.append(f"validation failed ({type(exc).__name__}: {exc})")
         return _with(r, notes=tuple(notes), **fields)
+
+
+def _per_batch_rows(run: _Run, base: _Run) -> tuple[dict[str, Any], ...]:
+    out = []
+    for n in sorted({*run.per_batch, *run.batch_errors}):
+        times = run.per_batch.get(n)
+        med = statistics.median(times) if times else None
+        base_times = base.per_batch.get(n)
+        base_med = statistics.median(base_times) if base_times else None
+        out.append(
+            {
+                "batch_size": n,
+                "step_time": med,
+                "throughput": n / med if med else None,
+                "speedup": base_med / med if med and base_med else None,
+                "error": run.batch_errors.get(n),
+            }
+        )
+    return tuple(out)
 
 
 def _randomness(model: torch.nn.Module, mode: str, seed: int, loss_steps: int) -> str:

@@ -18,6 +18,7 @@ PRECISIONS = ("32", "bf16-mixed", "16-mixed")
 QUANTIZATIONS = (None, "int8-dynamic", "int8-weight-only", "int8-qat")
 COMPILE_MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 MATMUL_PRECISIONS = ("highest", "high", "medium")
+EXPORTS = (None, "torch.export", "onnxruntime")
 
 RECIPE_SCHEMA = "labkit.recipe"
 RECIPE_VERSION = 1
@@ -50,6 +51,12 @@ class Recipe:
         fuse_conv_bn: Fold each BatchNorm into the convolution before it (inference only).
         matmul_precision: ``torch.set_float32_matmul_precision`` value used while the
             model runs: ``"highest"``, ``"high"`` or ``"medium"``.
+        export: A deployment target, for inference: ``None`` (the eager model),
+            ``"torch.export"`` (the ``torch.export`` graph, run by PyTorch) or
+            ``"onnxruntime"`` (that graph converted to ONNX and run by ONNX Runtime;
+            needs ``pip install 'labkit[export]'``). The model is exported on its first
+            call, with those inputs and a dynamic batch dimension. Combines with
+            ``fuse_conv_bn`` and ``channels_last`` only.
 
     Example:
         >>> from labkit.optimize import Recipe
@@ -69,6 +76,7 @@ class Recipe:
     channels_last: bool = False
     fuse_conv_bn: bool = False
     matmul_precision: str = "highest"
+    export: str | None = None
 
     def __post_init__(self) -> None:
         # Friendly coercions: a single checkpoint string, a list from JSON, "none" strings.
@@ -78,7 +86,7 @@ class Recipe:
         if isinstance(ck, list):
             ck = tuple(ck)
         object.__setattr__(self, "checkpoint", ck)
-        for name in ("quantization", "compile"):
+        for name in ("quantization", "compile", "export"):
             if getattr(self, name) in ("none", "None", ""):
                 object.__setattr__(self, name, None)
         if isinstance(self.precision, int) and not isinstance(self.precision, bool):
@@ -90,6 +98,19 @@ class Recipe:
         _choice("quantization", self.quantization, QUANTIZATIONS)
         _choice("compile", self.compile, COMPILE_MODES)
         _choice("matmul_precision", self.matmul_precision, MATMUL_PRECISIONS)
+        _choice("export", self.export, EXPORTS)
+        if self.export is not None:
+            clash = [
+                f"{k}={v!r}"
+                for k, v in self.changes().items()
+                if k not in ("export", "fuse_conv_bn", "channels_last")
+            ]
+            if clash:
+                raise RecipeError(
+                    f"Recipe: export={self.export!r} runs the exported fp32 graph as it is, so "
+                    f"{', '.join(clash)} would not apply; export combines with fuse_conv_bn and "
+                    "channels_last only (compare the other choices as their own rows)"
+                )
         if not isinstance(self.checkpoint, tuple) or not all(
             isinstance(c, str) and c for c in self.checkpoint
         ):
@@ -132,6 +153,8 @@ class Recipe:
             parts.append("fuse_conv_bn")
         if self.matmul_precision != "highest":
             parts.append(f"matmul:{self.matmul_precision}")
+        if self.export:
+            parts.append(self.export)
         return " + ".join(parts) if parts else "fp32"
 
     def changes(self) -> dict[str, Any]:

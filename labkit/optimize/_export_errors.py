@@ -1,0 +1,124 @@
+"""Turn an exporter's exception into one sentence: what stopped it and where.
+
+``torch.export`` runs the model's Python code on fake tensors, so its exception
+travels through the model's own ``forward`` frames: the deepest frame whose
+``self`` is one of the model's modules names the module and the source line.
+ONNX conversion fails later, on a node of the exported graph: the message names
+the node, and the node's ``nn_module_stack`` names the module.
+"""
+
+from __future__ import annotations
+
+import linecache
+import re
+from typing import Any
+
+import torch
+
+
+class ExportError(RuntimeError):
+    """An export recipe could not export the model; the message says what and where.
+
+    Args:
+        target: ``"torch.export"`` or ``"onnxruntime"``.
+        construct: What stopped the exporter, in words (an op, data-dependent control flow).
+        module: Path of the module where it happened (``""``: the model itself).
+        module_type: That module's class name.
+        source: ``file:line: code`` of the statement, when known.
+    """
+
+    def __init__(
+        self, target: str, construct: str, module: str | None, module_type: str, source: str
+    ) -> None:
+        self.target, self.construct, self.module = target, construct, module
+        self.module_type, self.source = module_type, source
+        where = ""
+        if module is not None:
+            where = f" in module '{module or '(model)'}' ({module_type})"
+        at = f" at {source}" if source else ""
+        super().__init__(f"{target} could not export the model: {construct}{where}{at}")
+
+
+_DATA_DEPENDENT = (
+    "data-dependent control flow: a Python `if`, `int()`, `.item()` or `bool()` on a "
+    "tensor's value (torch.export traces shapes, not values; use torch.cond or torch.where)"
+)
+
+
+def explain(exc: BaseException, model: torch.nn.Module, target: str, program: Any = None) -> str:
+    """The plain message of an :class:`ExportError` for ``exc`` (``program``: the exported
+    program, when ONNX conversion failed after torch.export succeeded)."""
+    return str(export_error(exc, model, target, program))
+
+
+def export_error(
+    exc: BaseException, model: torch.nn.Module, target: str, program: Any = None
+) -> ExportError:
+    """An :class:`ExportError` naming the construct, module and source line behind ``exc``."""
+    paths = {id(m): p for p, m in model.named_modules()}
+    text = str(exc)
+    op = _failed_op(text)
+    if program is not None and op is not None:
+        module, mtype, source = _node_place(program, text)
+        return ExportError(target, f"no ONNX conversion for operator {op}", module, mtype, source)
+    module, mtype, source = _frame_place(exc, paths)
+    return ExportError(target, _construct(exc, text, op), module, mtype, source)
+
+
+def _construct(exc: BaseException, text: str, op: str | None) -> str:
+    name = type(exc).__name__
+    if name == "GuardOnDataDependentSymNode" or "data-dependent" in text.lower():
+        return _DATA_DEPENDENT
+    if op is not None:
+        return f"unsupported operator {op}"
+    first = next((ln.strip() for ln in text.splitlines() if ln.strip()), name)
+    return f"{name}: {first[:200]}"
+
+
+def _failed_op(text: str) -> str | None:
+    m = re.search(r"OpOverload\(op='([\w.:]+)', overload='(\w+)'\)", text)
+    if m:
+        return f"{m.group(1)}.{m.group(2)}"
+    m = re.search(r"target=torch\.ops\.([\w.]+)", text)
+    return m.group(1) if m else None
+
+
+def _frame_place(exc: BaseException, paths: dict[int, str]) -> tuple[str | None, str, str]:
+    best: tuple[str | None, str, str] = (None, "", "")
+    seen: BaseException | None = exc
+    for _ in range(3):  # the exception, then what caused it
+        if seen is None:
+            break
+        tb = seen.__traceback__
+        while tb is not None:
+            frame = tb.tb_frame
+            owner = frame.f_locals.get("self")
+            if isinstance(owner, torch.nn.Module) and id(owner) in paths:
+                code = linecache.getline(frame.f_code.co_filename, tb.tb_lineno).strip()
+                source = f"{frame.f_code.co_filename}:{tb.tb_lineno}: {code}"
+                best = (paths[id(owner)], type(owner).__name__, source)
+            tb = tb.tb_next
+        if best[0] is not None:
+            return best
+        seen = seen.__cause__ or seen.__context__
+    return best
+
+
+def _node_place(program: Any, text: str) -> tuple[str | None, str, str]:
+    names = set(re.findall(r"%(\w+)", text))
+    for node in program.graph.nodes:
+        if node.name not in names:
+            continue
+        stack = node.meta.get("nn_module_stack") or {}
+        path, mtype = "", ""
+        if stack:
+            path, cls = list(stack.values())[-1]
+            mtype = getattr(cls, "__name__", str(cls).rsplit(".", 1)[-1])
+        trace = node.meta.get("stack_trace") or ""
+        lines = [ln.strip() for ln in trace.strip().splitlines()]
+        source = ""
+        if len(lines) >= 2:
+            m = re.match(r'File "(.+)", line (\d+)', lines[-2])
+            source = f"{m.group(1)}:{m.group(2)}: {lines[-1]}" if m else lines[-1]
+        return path, mtype, source
+    return None, "", ""

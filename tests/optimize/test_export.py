@@ -1,0 +1,130 @@
+"""Deployment targets (torch.export, ONNX Runtime) measured by compare like any recipe."""
+
+import inspect
+
+import pytest
+import torch
+from torch import nn
+
+from labkit.optimize import Recipe, RecipeError, apply, compare
+from labkit.optimize._deploy import onnx_drift
+from labkit.optimize.drift import layer_drift
+from labkit.optimize.export import ExportError, exported
+
+pytest.importorskip("onnxruntime", reason="the export extra: pip install 'labkit[export]'")
+
+
+def encoder() -> nn.Module:
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(32, 4, 64, dropout=0.1, batch_first=True)
+    return nn.TransformerEncoder(layer, 2, enable_nested_tensor=False).eval()
+
+
+class Gate(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.sum() > 0:  # data-dependent control flow
+            return x * 2
+        return x
+
+
+class Eig(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.linalg.eigvalsh(x @ x.mT)  # no ONNX conversion for eigh
+
+
+class Blocked(nn.Module):
+    def __init__(self, tail: nn.Module) -> None:
+        super().__init__()
+        self.proj = nn.Linear(8, 8)
+        self.tail = tail
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.tail(self.proj(x))
+
+
+@pytest.fixture(scope="module")
+def encoder_cmp():
+    x = torch.randn(4, 10, 32)
+    recipes = [Recipe(export="torch.export"), Recipe(export="onnxruntime")]
+    return compare(encoder(), x, recipes, mode="inference", steps=2, warmup=1, batch_sizes=(1, 6))
+
+
+def test_exports_run_with_fp32_deviation_and_per_batch_latency(encoder_cmp):
+    base, ep, ort = encoder_cmp.results
+    for r in (ep, ort):
+        assert r.error is None, r.error
+        assert r.rel < 1e-4 and r.cosine > 0.99999  # fp32 export: same numbers as eager
+        assert r.drift_path is None  # no layer past the 1e-2 tolerance
+        assert r.export_time > 0 and r.step_time > 0
+        assert [b["batch_size"] for b in r.per_batch] == [1, 6]
+        assert all(b["error"] is None and b["step_time"] > 0 for b in r.per_batch)
+        assert any("batch dimension dynamic" in n for n in r.notes)
+    assert any(n.startswith("ONNX: ") and "CPUExecutionProvider" in n for n in ort.notes)
+    assert [b["speedup"] for b in base.per_batch] == [1.0, 1.0]
+    text = encoder_cmp.summary()
+    assert "export" in text.splitlines()[1].split()
+    assert "latency per batch" in text and "batch 6" in text
+
+
+def test_onnx_layer_drift_lines_up_with_module_paths():
+    model = encoder()
+    x = torch.randn(2, 10, 32)
+    cand = apply(model, Recipe(export="onnxruntime"))
+    cand(x)
+    rows = onnx_drift(model, exported(cand), (x,), {})
+    paths = [r.path for r in rows]
+    assert {"layers.0.linear1", "layers.0.linear2", "layers.1.norm2", ""} <= set(paths)
+    assert all(r.rel < 1e-5 for r in rows), [(r.path, r.rel) for r in rows if r.rel >= 1e-5]
+    # a path the ONNX nodes map to is a real module, in the eager call order
+    eager = [r.path for r in layer_drift(model, model, x)]
+    assert paths == [p for p in eager if p in set(paths)]
+
+
+@pytest.mark.parametrize("target", ["torch.export", "onnxruntime"])
+def test_data_dependent_branch_names_construct_module_and_line(target):
+    torch.manual_seed(0)
+    model = Blocked(Gate()).eval()
+    cmp = compare(
+        model,
+        torch.randn(4, 8),
+        [Recipe(export=target), Recipe(precision="bf16-mixed")],
+        mode="inference",
+        steps=1,
+        warmup=0,
+    )
+    err = cmp.result(target).error
+    assert err.startswith(f"ExportError: {target} could not export the model: data-dependent ")
+    assert "in module 'tail' (Gate) at " in err
+    line = inspect.getsourcelines(Gate.forward)[1] + 1
+    assert err.endswith(f"test_export.py:{line}: if x.sum() > 0:  # data-dependent control flow")
+    assert "Traceback" not in err and "\n" not in err
+    assert cmp.result("bf16-mixed").error is None  # the other recipes still run
+
+
+def test_op_without_onnx_conversion_is_named():
+    torch.manual_seed(0)
+    model = Blocked(Eig()).eval()
+    cand = apply(model, Recipe(export="onnxruntime"))
+    with pytest.raises(ExportError) as err:
+        cand(torch.randn(4, 8))
+    assert err.value.module == "tail" and err.value.module_type == "Eig"
+    assert str(err.value).startswith(
+        "onnxruntime could not export the model: no ONNX conversion for operator "
+        "aten._linalg_eigh.default in module 'tail' (Eig) at "
+    )
+    # torch.export itself handles it
+    ok = apply(model, Recipe(export="torch.export"))
+    x = torch.randn(4, 8)
+    assert torch.allclose(ok(x), model(x), rtol=1e-4, atol=1e-5)
+
+
+def test_export_recipes_are_inference_only(mlp, x):
+    with pytest.raises(RecipeError, match="export combines with fuse_conv_bn and channels_last"):
+        Recipe(export="onnxruntime", precision="bf16-mixed")
+    r = Recipe(export="torch.export", fuse_conv_bn=True)
+    assert r.label == "fuse_conv_bn + torch.export" and Recipe.from_json(r.to_json()) == r
+    cmp = compare(mlp, x, Recipe(export="torch.export"), steps=1, warmup=0, memory=False)
+    assert "labkit.compare(..., mode='inference')" in cmp.result("torch.export").error
+    assert (
+        "model.eval()" in apply(mlp.train(), Recipe(export="torch.export"))._labkit_applied.notes[0]
+    )
