@@ -50,7 +50,7 @@ REQUIRED_META = ("model", "mode", "calls", "forward_time", "backward_time")
 # numbers under a field whose name matches are measurements or sizes: never negative
 _NON_NEGATIVE = re.compile(
     r"time|bytes|flops|params|trainable|calls|count|depth|events|shape|id$|^parent$|^src$|"
-    r"^dst$|median|spread|runs|repeat|samples|peak|_by_"
+    r"^dst$|median|spread|iqr|std|runs|repeat|samples|peak|_by_"
 )
 _SECTIONS = {"meta": TraceMeta, "modules": ModuleInfo, "nodes": Node, "edges": Edge,
              "memory": MemorySample, "memory_meta": MemoryMeta}  # fmt: skip
