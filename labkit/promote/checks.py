@@ -108,14 +108,6 @@ def check(analysis: Analysis) -> list[Problem]:
             if name not in defined and (name not in BUILTIN_NAMES or name in IPYTHON_NAMES):
                 report(s, name, deferred=True)
 
-    if analysis.fit is None:
-        problems.append(
-            Problem(
-                "error",
-                f"{analysis.notebook.path}: no training call: promote needs a top-level "
-                "`lab.fit(...)` on a `labkit.Lab(...)` in a cell that ran; found none",
-            )
-        )
     return sorted(problems, key=lambda p: p.severity != "error")
 
 

@@ -13,6 +13,7 @@ from labkit.promote.analyze import Analysis, analyze
 from labkit.promote.checks import check
 from labkit.promote.errors import Problem, PromoteError
 from labkit.promote.notebook import read_notebook
+from labkit.promote.plain import render_plain_script
 from labkit.promote.recipe_record import recorded_recipe
 from labkit.promote.script import render_script
 from labkit.promote.write import TargetExistsError, install, temporary_sibling
@@ -64,17 +65,21 @@ def promote(
     dry_run: bool = False,
     check_timeout: float = 300,
 ) -> Promoted:
-    """Promote ``notebook`` to a standalone training script.
+    """Promote ``notebook`` to a standalone script.
 
-    Nothing of the notebook runs, unless ``check_run``: then the script runs once for one
-    batch in a subprocess before it takes its name.
+    A notebook that trains with ``lab.fit`` gets ``main()`` with labkit's fit options
+    (``--max-epochs``, ``--devices``, ...); any other notebook (a plain PyTorch loop) gets
+    ``main()`` with its ``parameters`` cell's values as options.
+
+    Nothing of the notebook runs, unless ``check_run``: then the script runs once in a
+    subprocess (for one batch when it trains with ``lab.fit``) before it takes its name.
 
     Args:
         notebook: The ``.ipynb`` file.
         output: The script path (default: the notebook's name with ``.py``).
         force: Overwrite an existing script.
-        check_run: Run the script for one batch (``--max-epochs 1`` with one batch) in a
-            subprocess; write it only if that succeeds.
+        check_run: Run the script in a subprocess (``--max-epochs 1 --limit-batches 1``
+            when it trains with ``lab.fit``, else as written); write it only if that succeeds.
         dry_run: Check and render, write nothing.
         check_timeout: Seconds the check run may take.
 
@@ -102,12 +107,16 @@ def promote(
         raise PromoteError(nb.path, problems)
     recorded = recorded_recipe(p.cell for p in analysis.plans)
     recipe, recipe_cell = recorded if recorded else (None, None)
-    source = render_script(
-        analysis,
-        script_name=out.name,
-        recipe=recipe,
-        recipe_source=recipe_cell.label if recipe_cell else "",
-    )
+    if analysis.fit is None:  # no lab.fit: a plain loop, data preparation, ...
+        source, more = render_plain_script(analysis, script_name=out.name)
+        problems = [*problems, *more]
+    else:
+        source = render_script(
+            analysis,
+            script_name=out.name,
+            recipe=recipe,
+            recipe_source=recipe_cell.label if recipe_cell else "",
+        )
     warnings = tuple(p for p in problems if p.severity == "warning")
     if dry_run:
         return Promoted(nb.path, None, source, warnings, analysis)
@@ -115,18 +124,18 @@ def promote(
         raise FileNotFoundError(f"{out}: folder {out.parent} does not exist")
     with temporary_sibling(out, source, mode=0o755) as tmp:
         if check_run:
-            _check_run(tmp, nb.path, check_timeout)
+            _check_run(tmp, nb.path, check_timeout, trains=analysis.fit is not None)
         install(tmp, out, force=force)
     return Promoted(nb.path, out, source, warnings, analysis)
 
 
-def _check_run(script: Path, notebook: Path, timeout: float) -> None:
-    """Run ``script`` for one batch in a subprocess, in the notebook's folder."""
+def _check_run(script: Path, notebook: Path, timeout: float, *, trains: bool) -> None:
+    """Run ``script`` in a subprocess, in the notebook's folder: for one batch when it
+    trains with ``lab.fit``, else as it is."""
     with tempfile.TemporaryDirectory(prefix="labkit-check-") as logdir:
-        cmd = [
-            sys.executable, str(script.resolve()),
-            "--max-epochs", "1", "--limit-batches", "1", "--logdir", logdir,
-        ]  # fmt: skip
+        cmd = [sys.executable, str(script.resolve())]
+        if trains:
+            cmd += ["--max-epochs", "1", "--limit-batches", "1", "--logdir", logdir]
         env = dict(os.environ)
         try:
             done = subprocess.run(
@@ -140,7 +149,7 @@ def _check_run(script: Path, notebook: Path, timeout: float) -> None:
         except subprocess.TimeoutExpired:
             raise PromoteError(
                 notebook,
-                [Problem("error", f"--check: the script ran past {timeout:.0f} s for one batch")],
+                [Problem("error", f"--check: the script ran past {timeout:.0f} s")],
             ) from None
         if done.returncode != 0:
             tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-15:])

@@ -1,5 +1,7 @@
-"""Render the promoted script: the kept cells in execution order, the recorded Recipe and a
-``main()`` with a command line that launches the notebook's training call.
+"""Render the promoted script of a notebook that trains with ``lab.fit``: the kept cells in
+execution order, the recorded Recipe and a ``main()`` that launches the training call
+through :func:`labkit.train.fit_from_args`, whose command line is generated from
+:class:`labkit.train.fit_options.FitOptions` (the same options as ``Lab.fit``).
 
 The layout of a promoted script::
 
@@ -8,13 +10,13 @@ The layout of a promoted script::
     # %% cell 1 (In [1])          kept cells, before the training call, verbatim
     ...
     LABKIT_RECIPE = {...}         the Recipe in effect when the notebook trained
-    def _parse_args(argv): ...    --max-epochs --devices --strategy --num-nodes --precision
-                                  --seed --ckpt-path --logdir --resume
-    def main(argv=None):          applies the Recipe, then lab.fit(**notebook kwargs
-                                  overridden by the command line), then the kept code
-                                  that ran after the training call
+    def main(argv=None):          applies the Recipe, then fit_from_args(lab, argv,
+                                  **the notebook's fit options) (the command line overrides
+                                  them), then the kept code that ran after the training call
     if __name__ == "__main__":
         main()
+
+A notebook without a training call is rendered by :mod:`labkit.promote.plain`.
 
 Cells are marked ``# %%`` so editors (VS Code, jupytext) show them as cells again.
 """
@@ -32,22 +34,7 @@ from labkit.promote.checks import kept_statements
 
 INJECTED_TAG = "injected-parameters"  # labkit.promote.run.INJECTED_TAG (no import: light)
 
-__all__ = ["FIT_OPTIONS", "render_script"]
-
-# fit keyword -> (flag, argparse type name in the script, help)
-FIT_OPTIONS: dict[str, tuple[str, str, str]] = {
-    "max_epochs": ("--max-epochs", "int", "epochs to train"),
-    "devices": ("--devices", "_devices", "devices per node: a number, 'auto', or ids like 0,1"),
-    "strategy": ("--strategy", "str", "'auto', 'ddp', 'ddp_spawn', 'fsdp', ..."),
-    "num_nodes": ("--num-nodes", "int", "machines (launch each with torchrun or SLURM)"),
-    "precision": ("--precision", "str", "'32', 'bf16-mixed' or '16-mixed' (overrides the Recipe)"),
-    "seed": ("--seed", "int", "random seed"),
-    "ckpt_path": ("--ckpt-path", "str", "checkpoint to start from ('last' for the latest)"),
-    "logdir": ("--logdir", "str", "directory for checkpoints, TensorBoard logs and run.json"),
-    "resume": ("--resume", "flag", "resume from the last checkpoint in --logdir"),
-}
-# extra options of the script (not fit keywords of the notebook)
-LIMIT_BATCHES = ("--limit-batches", "train and validate on N batches per epoch (smoke runs)")
+__all__ = ["render_script"]
 
 _HEADER = '''#!/usr/bin/env python
 """{name}: promoted from {notebook} by `labkit promote`.
@@ -61,17 +48,6 @@ Run:
     torchrun --nnodes 2 --node-rank R --master-addr HOST --master-port PORT \\
         --nproc-per-node 1 {name} --num-nodes 2 --devices 1 --strategy ddp
 """
-'''
-
-_DEVICES = '''
-
-def _devices(text: str) -> int | str | list[int]:
-    """--devices: 'auto', a count, or device ids separated by commas."""
-    if text == "auto":
-        return text
-    if "," in text:
-        return [int(part) for part in text.split(",") if part.strip()]
-    return int(text)
 '''
 
 
@@ -115,15 +91,12 @@ def render_script(
     header = _HEADER.format(name=script_name, notebook=analysis.notebook.path.name, body=body)
     parts = [header.rstrip("\n")]
     parts += [s.text for s in future]
-    parts.append("import argparse as _argparse")
     parts += _cells(before, indent="")
     if recipe is not None:
         parts.append(
             f"# %% the Recipe in effect when the notebook trained (recorded in {recipe_source})\n"
             f"LABKIT_RECIPE = {_literal(recipe)}"
         )
-    parts.append(_DEVICES.strip("\n"))
-    parts.append(_parse_args_source(fit))
     parts.append(_main_source(analysis, fit, after, recipe is not None))
     parts.append('if __name__ == "__main__":\n    main()')
     return "\n\n\n".join(p.rstrip("\n") for p in parts) + "\n"
@@ -160,37 +133,6 @@ def _notebook_kwargs(fit: Statement) -> tuple[list[str], list[tuple[str | None, 
     return positional, keywords
 
 
-def _parse_args_source(fit: Statement) -> str:
-    _, keywords = _notebook_kwargs(fit)
-    given = {k: v for k, v in keywords if k is not None}
-    lines = [
-        "def _parse_args(argv: list[str] | None = None) -> _argparse.Namespace:",
-        '    """The command line; an option left out keeps the notebook\'s value."""',
-        "    parser = _argparse.ArgumentParser(description=__doc__.splitlines()[0])",
-    ]
-    for key, (flag, kind, help_text) in FIT_OPTIONS.items():
-        note = f" (notebook: {given[key]})" if key in given else ""
-        helpful = repr(help_text + note).replace("%", "%%")
-        how = "action='store_true', default=None" if kind == "flag" else f"type={kind}"
-        lines += [
-            "    parser.add_argument(",
-            f"        {flag!r},",
-            f"        {how},",
-            f"        help={helpful},",
-            "    )",
-        ]
-    flag, help_text = LIMIT_BATCHES
-    lines += [
-        "    parser.add_argument(",
-        f"        {flag!r},",
-        "        type=int,",
-        f"        help={help_text!r},",
-        "    )",
-        "    return parser.parse_args(argv)",
-    ]
-    return "\n".join(lines)
-
-
 def _main_source(
     analysis: Analysis, fit: Statement, after: Sequence[Statement], has_recipe: bool
 ) -> str:
@@ -203,25 +145,17 @@ def _main_source(
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
         target = " = ".join(ast.unparse(t) for t in targets) + " = "
         assigned = sorted(set(assigned) | set(fit.names.defines))
-    entries = [f"        {k!r}: {v}," if k is not None else f"        **{v}," for k, v in keywords]
+    entries = [f"        **({p}).to_kwargs()," for p in positional]
+    entries += [f"        {k!r}: {v}," if k is not None else f"        **{v}," for k, v in keywords]
     lines = [
         "def main(argv: list[str] | None = None) -> None:",
-        f'    """Train like {fit.cell.label} of the notebook did, with command-line overrides."""',
+        f'    """Train like {fit.cell.label} of the notebook did; the command line (labkit\'s',
+        '    fit options: --max-epochs, --devices, --ckpt-path last, ...) overrides it."""',
     ]
     if assigned:
         lines.append(f"    global {', '.join(assigned)}")
-    lines += [
-        "    _cli = _parse_args(argv)",
-        f"    # the training call's arguments, as in {fit.cell.label}",
-        "    _fit_kwargs = {",
-        *entries,
-        "    }",
-        "    _fit_kwargs.update({k: v for k, v in vars(_cli).items() if v is not None})",
-        "    _precision = _fit_kwargs.pop('precision', None)",
-        "    _limit = _fit_kwargs.pop('limit_batches', None)",
-        "    if _limit is not None:",
-        "        _fit_kwargs.update(limit_train_batches=_limit, limit_val_batches=_limit)",
-    ]
+    lines.append("    from labkit.train import fit_from_args as _fit_from_args")
+    lines.append("")
     if has_recipe:
         lines += [
             "    from labkit.optimize import Recipe as _Recipe",
@@ -229,9 +163,11 @@ def _main_source(
             f"    {lab}.recipe = _Recipe.from_dict(LABKIT_RECIPE)",
         ]
     lines += [
-        "    if _precision is not None:",
-        f"        {lab}.recipe = {lab}.recipe.replace(precision=str(_precision))",
-        f"    {target}{lab}.fit({''.join(p + ', ' for p in positional)}**_fit_kwargs)",
+        f"    # the training call's options, as in {fit.cell.label}",
+        "    _fit_kwargs = {",
+        *entries,
+        "    }",
+        f"    {target}_fit_from_args({lab}, argv, description=__doc__, **_fit_kwargs)",
     ]
     if after:
         lines.append("    # kept code that ran after the training call")

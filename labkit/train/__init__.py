@@ -14,6 +14,7 @@ from labkit._lazy import lazy_exports
 _LAZY = {
     "Lab": "labkit.train.lab",
     "fit_from_args": "labkit.train.lab",
+    "FitOptions": "labkit.train.fit_options",
     "Run": "labkit.train.run",
     "LabModule": "labkit.train.module",
     "as_datamodule": "labkit.train.data",

@@ -9,6 +9,7 @@ TensorBoard logs, the checkpoints and the ``Run`` record are all fed by the same
 from __future__ import annotations
 
 import contextlib
+import inspect
 import logging
 import os
 import signal
@@ -24,6 +25,7 @@ import torch
 from labkit.train import _launch
 from labkit.train._events import EVENTS_FILE, STOP_FILE, EventLog, EventTail
 from labkit.train._exploration import exploration
+from labkit.train.fit_options import FitOptions
 from labkit.train.run import Run
 
 _PRECISION = {"32": "32-true", "bf16-mixed": "bf16-mixed", "16-mixed": "16-mixed"}
@@ -252,32 +254,7 @@ class Lab:
         return trace
 
     # ------------------------------------------------------------------ fit
-    def fit(
-        self,
-        *,
-        max_epochs: int = 1,
-        max_steps: int = -1,
-        devices: Any = 1,
-        accelerator: str = "auto",
-        strategy: Any = "auto",
-        num_nodes: int = 1,
-        seed: int = 0,
-        resume: bool = False,
-        ckpt_path: str | os.PathLike[str] | None = None,
-        logdir: str | os.PathLike[str] | None = None,
-        dashboard: bool | None = None,
-        background: bool = False,
-        launch: str = "auto",
-        dry_run: bool = True,
-        guard: bool = True,
-        trace_every: int = 0,
-        histogram_every: int = 0,
-        log_every: int = 10,
-        ddp_timeout: float = 120.0,
-        limit_train_batches: int | float | None = None,
-        limit_val_batches: int | float | None = None,
-        trainer_kwargs: Mapping[str, Any] | None = None,
-    ) -> Run:
+    def fit(self, options: FitOptions | None = None, /, **overrides: Any) -> Run:
         """Train with a real ``lightning.Trainer`` and the Recipe applied.
 
         The same call works in a notebook, in a script and under ``torchrun``:
@@ -302,32 +279,9 @@ class Lab:
         ``events.jsonl`` (the event stream), ``run.json`` (the Run record), ``traces/``.
 
         Args:
-            max_epochs: Epochs to train (in total, counting resumed ones).
-            max_steps: Stop after this many optimizer steps (-1: no limit).
-            devices: Devices (processes) per node; an int, a list or ``"auto"``.
-            accelerator: ``"cpu"``, ``"gpu"``, ``"auto"``.
-            strategy: ``"auto"``, ``"ddp"`` (forked in a notebook), or a Lightning strategy.
-            num_nodes: Nodes (only under a launcher such as torchrun).
-            seed: Base seed (see the determinism contract above).
-            resume: Continue from ``<logdir>/checkpoints/last.ckpt`` when it exists.
-            ckpt_path: Continue from this checkpoint instead.
-            logdir: Run directory (default: the Lab's).
-            dashboard: Show the live dashboard (default: in a notebook); False for none.
-            background: Return at once with the running Run (``run.wait()`` joins); the
-                dashboard's Stop button needs this in a notebook, because a cell that is
-                running blocks widget messages. ``await run`` also works.
-            launch: ``"auto"``, or force ``"inline"``, ``"fork"`` or ``"subprocess"``.
-            dry_run: Check one batch through model and loss before training.
-            guard: Stop at the first non-finite loss or gradient, naming step and module.
-            trace_every: Sample a labkit timing trace every N steps (0: never); linked
-                GraphViews (``lab.link(view)``) are re-coloured with it.
-            histogram_every: Weight and gradient histograms every N steps (0: never).
-            log_every: TensorBoard scalar interval in steps.
-            ddp_timeout: Seconds a collective may wait for a peer before failing.
-            limit_train_batches: Lightning's ``limit_train_batches``.
-            limit_val_batches: Lightning's ``limit_val_batches``.
-            trainer_kwargs: More ``lightning.Trainer`` arguments (``callbacks`` are added
-                to labkit's own).
+            options: A :class:`~labkit.train.fit_options.FitOptions` (default: its
+                defaults); the keywords below override it. They are its fields:
+            {fit_options}
 
         Returns:
             The :class:`~labkit.train.Run` record (also in ``lab.runs``).
@@ -341,19 +295,26 @@ class Lab:
             >>> run = lab.fit(max_epochs=2, devices=2, seed=0)  # doctest: +SKIP
             >>> run.losses[-1], run.last_checkpoint              # doctest: +SKIP
         """
-        logdir = Path(logdir) if logdir else self.logdir
+        o = FitOptions.build(options, overrides)
+        logdir = Path(o.logdir) if o.logdir else self.logdir
         from labkit.train._preflight import check_logdir
 
         check_logdir(logdir, self.model)  # created, writable, room: before any work
-        plan = _launch.plan(devices=devices, strategy=strategy, num_nodes=num_nodes, launch=launch)
-        ckpt: str | None = str(ckpt_path) if ckpt_path else None
+        plan = _launch.plan(
+            devices=o.devices, strategy=o.strategy, num_nodes=o.num_nodes, launch=o.launch
+        )
         last = logdir / "checkpoints" / "last.ckpt"
+        # ckpt_path="last" is labkit's own last checkpoint (Lightning's "last" looks for
+        # its ModelCheckpoint, which Lab does not use): the same as resume=True
+        resume = o.resume or _is_last(o)
+        ckpt: str | None = str(o.ckpt_path) if o.ckpt_path and not _is_last(o) else None
         if ckpt is None and resume and last.exists():
             ckpt = str(last)
         config = {
-            "max_epochs": max_epochs, "max_steps": max_steps, "devices": devices,
-            "accelerator": accelerator, "strategy": strategy if isinstance(strategy, str) else
-            type(strategy).__name__, "num_nodes": num_nodes, "seed": seed, "resume": resume,
+            "max_epochs": o.max_epochs, "max_steps": o.max_steps, "devices": o.devices,
+            "accelerator": o.accelerator, "strategy": o.strategy if isinstance(o.strategy, str)
+            else type(o.strategy).__name__, "num_nodes": o.num_nodes, "seed": o.seed,
+            "resume": resume,
             "ckpt_path": ckpt, "launch": plan.mode, "processes": plan.processes,
             "recipe": self.recipe.to_dict(), "lr": self.lr,
             "batch_size": self.batch_size,
@@ -363,33 +324,25 @@ class Lab:
 
         record_recipe(self.recipe, source="Lab.fit")  # read by `labkit promote`; no-op outside
         if resume and ckpt is None:
-            run.notes.append(f"resume=True but {last} does not exist yet: starting fresh")
+            how = "resume=True" if o.resume else "ckpt_path='last'"
+            run.notes.append(f"{how} but {last} does not exist yet: starting fresh")
         self.runs.append(run)
         self._stop.clear()
         (logdir / STOP_FILE).unlink(missing_ok=True)
 
-        dash = self._dashboard(dashboard, run)
+        dash = self._dashboard(o.dashboard, run)
         handler = self._handler(run, dash)
         events = logdir / EVENTS_FILE
         tail = EventTail(events, handler, offset=events.stat().st_size if events.exists() else 0)
-        kwargs = {
-            "max_epochs": max_epochs, "max_steps": max_steps, "devices": devices,
-            "accelerator": accelerator, "strategy": strategy, "num_nodes": num_nodes,
-            "seed": seed, "ckpt": ckpt, "logdir": logdir, "dry_run": dry_run, "guard": guard,
-            "trace_every": trace_every, "histogram_every": histogram_every,
-            "log_every": log_every, "ddp_timeout": ddp_timeout,
-            "limit_train_batches": limit_train_batches, "limit_val_batches": limit_val_batches,
-            "trainer_kwargs": dict(trainer_kwargs or {}),
-        }  # fmt: skip
 
         def body() -> None:
             exc: BaseException | None = None
             tail.start()
             try:
                 if plan.mode == "subprocess":
-                    self._fit_subprocess(kwargs, logdir)
+                    self._fit_subprocess(o, ckpt, logdir)
                 else:
-                    self._fit_here(plan, **kwargs)
+                    self._fit_here(plan, o, ckpt=ckpt, logdir=logdir)
             except BaseException as e:
                 exc = self._translate(e)
             finally:
@@ -406,7 +359,7 @@ class Lab:
             if exc is not None:
                 raise exc
 
-        if background:
+        if o.background:
 
             def bg() -> None:
                 with contextlib.suppress(BaseException):
@@ -424,13 +377,10 @@ class Lab:
             return err
         return exc
 
-    def _fit_subprocess(self, kwargs: dict[str, Any], logdir: Path) -> None:
-        fit_kwargs = {
-            k: v for k, v in kwargs.items()
-            if k not in ("ckpt", "logdir", "trainer_kwargs")
-        }  # fmt: skip
-        fit_kwargs.update(ckpt_path=kwargs["ckpt"], logdir=str(logdir), dashboard=False,
-                          trainer_kwargs=kwargs["trainer_kwargs"])  # fmt: skip
+    def _fit_subprocess(self, o: FitOptions, ckpt: str | None, logdir: Path) -> None:
+        fit_kwargs = o.replace(
+            ckpt_path=ckpt, resume=False, logdir=str(logdir), dashboard=False, background=False
+        ).to_kwargs()
         proc = _launch.run_in_subprocess(self, fit_kwargs, logdir)
         try:
             state = _launch.subprocess_result(proc, logdir)
@@ -440,12 +390,8 @@ class Lab:
         self.model.load_state_dict(state)
 
     def _fit_here(
-        self, plan: _launch.Plan, *, max_epochs: int, max_steps: int, devices: Any,
-        accelerator: str, strategy: Any, num_nodes: int, seed: int, ckpt: str | None,
-        logdir: Path, dry_run: bool, guard: bool, trace_every: int, histogram_every: int,
-        log_every: int, ddp_timeout: float, limit_train_batches: Any, limit_val_batches: Any,
-        trainer_kwargs: dict[str, Any],
-    ) -> None:  # fmt: skip
+        self, plan: _launch.Plan, o: FitOptions, *, ckpt: str | None, logdir: Path
+    ) -> None:
         import lightning.pytorch as pl
         from lightning.pytorch.loggers import TensorBoardLogger
 
@@ -455,26 +401,26 @@ class Lab:
         from labkit.train.checkpoint import AtomicCheckpointIO
         from labkit.train.guards import NonFiniteGuard, check_loaders
 
-        seed_all(seed)
+        seed_all(o.seed)
         module = self.module()
-        dm = self.datamodule(seed)
+        dm = self.datamodule(o.seed)
         check_loaders(dm)  # an empty train/val loader is named, with or without a dry run
-        if dry_run:
+        if o.dry_run:
             self.check(dm)
         sink = EventLog(logdir / EVENTS_FILE)
         lab_cb = LabCallback(
             sink, stop_event=self._stop, stop_file=logdir / STOP_FILE,
-            stop_every=1 if plan.processes <= 1 else 10, trace_every=trace_every,
-            histogram_every=histogram_every, logdir=logdir, resumed_from=ckpt,
-            hparams=hparams_of(self.recipe.to_dict(), {"seed": seed, "lr": self.lr,
-                                                        "max_epochs": max_epochs}),
+            stop_every=1 if plan.processes <= 1 else 10, trace_every=o.trace_every,
+            histogram_every=o.histogram_every, logdir=logdir, resumed_from=ckpt,
+            hparams=hparams_of(self.recipe.to_dict(), {"seed": o.seed, "lr": self.lr,
+                                                        "max_epochs": o.max_epochs}),
         )  # fmt: skip
         callbacks: list[Any] = [
             lab_cb,
-            EpochSeed(seed),
+            EpochSeed(o.seed),
             LabCheckpoint(sink, dirpath=logdir / "checkpoints"),
         ]
-        if guard:
+        if o.guard:
             callbacks.append(NonFiniteGuard(
                 check_grads=self.recipe.precision != "16-mixed",
                 step=getattr(module, "step_fn", None),
@@ -482,9 +428,9 @@ class Lab:
         group = CallbackGroup(callbacks)  # Lightning dispatches each hook once for all four
         n_batches = _len_or_none(dm)
         kw: dict[str, Any] = {
-            "max_epochs": max_epochs, "max_steps": max_steps, "accelerator": accelerator,
-            "devices": devices, "num_nodes": num_nodes,
-            "strategy": _launch.ddp_strategy(plan, strategy, ddp_timeout),
+            "max_epochs": o.max_epochs, "max_steps": o.max_steps, "accelerator": o.accelerator,
+            "devices": o.devices, "num_nodes": o.num_nodes,
+            "strategy": _launch.ddp_strategy(plan, o.strategy, o.ddp_timeout),
             "precision": _PRECISION[self.recipe.precision],
             "logger": TensorBoardLogger(save_dir=str(logdir), name=TB_DIR,
                                         default_hp_metric=False),
@@ -492,14 +438,14 @@ class Lab:
             "enable_model_summary": False, "enable_checkpointing": False,
             "enable_progress_bar": not _launch.in_notebook(),
             "num_sanity_val_steps": 0,
-            "log_every_n_steps": max(1, min(log_every, n_batches or log_every)),
+            "log_every_n_steps": max(1, min(o.log_every, n_batches or o.log_every)),
             "default_root_dir": str(logdir),
         }  # fmt: skip
-        if limit_train_batches is not None:
-            kw["limit_train_batches"] = limit_train_batches
-        if limit_val_batches is not None:
-            kw["limit_val_batches"] = limit_val_batches
-        trainer_kwargs = dict(trainer_kwargs)
+        if o.limit_train_batches is not None:
+            kw["limit_train_batches"] = o.limit_train_batches
+        if o.limit_val_batches is not None:
+            kw["limit_val_batches"] = o.limit_val_batches
+        trainer_kwargs = dict(o.trainer_kwargs or {})
         extra = trainer_kwargs.pop("callbacks", [])  # added to labkit's, not instead
         kw["callbacks"] += [extra] if isinstance(extra, pl.Callback) else list(extra)
         kw.update(trainer_kwargs)
@@ -664,6 +610,22 @@ class Lab:
         )
 
 
+def _is_last(o: FitOptions) -> bool:
+    return o.ckpt_path is not None and str(o.ckpt_path) == "last"
+
+
+# Lab.fit's keywords and their docs are FitOptions' fields (written once, in fit_options.py)
+Lab.fit.__signature__ = FitOptions.signature(  # type: ignore[attr-defined]
+    [
+        inspect.Parameter("self", inspect.Parameter.POSITIONAL_ONLY),
+        inspect.Parameter("options", inspect.Parameter.POSITIONAL_ONLY, default=None),
+    ]
+)
+Lab.fit.__doc__ = (Lab.fit.__doc__ or "").replace(
+    " " * 12 + "{fit_options}", FitOptions.args_doc(" " * 12)
+)
+
+
 def _overrides(dm: Any, name: str) -> bool:
     import lightning.pytorch as pl
 
@@ -678,38 +640,38 @@ def _len_or_none(dm: Any) -> int | None:
         return None
 
 
-def fit_from_args(lab: Lab, argv: list[str] | None = None) -> Run:
-    """Parse a script's command line and call ``lab.fit``: the entry point of promoted scripts.
+def fit_from_args(
+    lab: Lab,
+    argv: list[str] | None = None,
+    *,
+    description: str | None = None,
+    **fit_kwargs: Any,
+) -> Run:
+    """Train ``lab`` with ``fit_kwargs`` overridden by the command line: promoted scripts' entry.
 
-    Works as ``python train.py --max-epochs 3`` and under
-    ``torchrun --nproc-per-node 2 train.py --devices 2 --strategy ddp``.
+    The command line is generated from :class:`~labkit.train.fit_options.FitOptions`
+    (``--max-epochs``, ``--devices``, ``--ckpt-path last``, ...) plus ``--precision`` (the
+    Recipe's) and ``--limit-batches``. Works as ``python train.py --max-epochs 3`` and under
+    ``torchrun --nproc-per-node 2 train.py --devices 2 --strategy ddp``. A script shows no
+    dashboard and does not return before training ends.
 
     Args:
         lab: The Lab to fit.
         argv: Arguments (default ``sys.argv[1:]``).
+        description: The ``--help`` header (a script passes its docstring).
+        **fit_kwargs: The script's own fit options (the notebook's training call).
 
     Returns:
         The Run.
 
     Example:
-        >>> fit_from_args(lab, ["--max-epochs", "2", "--seed", "1"])  # doctest: +SKIP
+        >>> fit_from_args(lab, ["--max-epochs", "2"], seed=1)  # doctest: +SKIP
     """
-    import argparse
+    from labkit.train.fit_options import parse_fit_args
 
-    p = argparse.ArgumentParser(description="labkit: fit a Lab")
-    p.add_argument("--max-epochs", type=int, default=1)
-    p.add_argument("--max-steps", type=int, default=-1)
-    p.add_argument("--devices", default="1")
-    p.add_argument("--accelerator", default="auto")
-    p.add_argument("--strategy", default="auto")
-    p.add_argument("--num-nodes", type=int, default=int(os.environ.get("NUM_NODES", "1")))
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--ckpt-path", default=None)
-    p.add_argument("--logdir", default=None)
-    p.add_argument("--resume", action="store_true")
-    a = p.parse_args(argv)
-    devices: Any = int(a.devices) if a.devices.isdigit() else a.devices
-    return lab.fit(max_epochs=a.max_epochs, max_steps=a.max_steps, devices=devices,
-                   accelerator=a.accelerator, strategy=a.strategy, num_nodes=a.num_nodes,
-                   seed=a.seed, ckpt_path=a.ckpt_path, logdir=a.logdir, resume=a.resume,
-                   dashboard=False)  # fmt: skip
+    FitOptions.build(None, fit_kwargs, where="fit_from_args")  # unknown names fail here
+    overrides, script = parse_fit_args(argv, defaults=fit_kwargs, description=description)
+    if script.get("precision") is not None:
+        lab.recipe = lab.recipe.replace(precision=str(script["precision"]))
+    options = {**fit_kwargs, **overrides, "dashboard": False, "background": False}
+    return lab.fit(**options)

@@ -121,7 +121,7 @@ def test_code_after_fit_goes_into_main(tmp_path: Path):
     source = promote(nb, dry_run=True).source
     main = source[source.index("def main(") :]
     assert "global final, run" in main and "    final = run.losses[-1]" in main
-    assert "    run = lab.fit(**_fit_kwargs)" in main
+    assert "    run = _fit_from_args(lab, argv, description=__doc__, **_fit_kwargs)" in main
     assert "'max_epochs': 2," in main and "'seed': 0," in main
 
 

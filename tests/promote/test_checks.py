@@ -7,7 +7,16 @@ from pathlib import Path
 import pytest
 
 from labkit.cli import main
-from labkit.promote import NotebookError, Problem, PromoteError, TargetExistsError, promote
+from labkit.promote import (
+    NotebookError,
+    Problem,
+    PromoteError,
+    TargetExistsError,
+    analyze,
+    check,
+    promote,
+    read_notebook,
+)
 from tests.promote._notebooks import code, numbered, write_notebook
 from tests.promote.test_analyze import FIT, HEAD, LAB, MODEL
 
@@ -39,17 +48,17 @@ def test_missing_file(tmp_path: Path):
         promote(tmp_path / "nope.ipynb")
 
 
-def test_no_training_call(tmp_path: Path):
-    # a plain PyTorch loop: nothing for main() to launch
+def test_plain_loop_needs_no_training_call(tmp_path: Path):
+    # a plain PyTorch loop: promoted as it is, with main()
     loop = (
         "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
         "for (xb,) in data:\n    loss = model(xb).pow(2).mean()\n    loss.backward()\n"
         "    opt.step()\n    opt.zero_grad()"
     )
     nb = write_notebook(tmp_path / "loop.ipynb", numbered(HEAD, MODEL, loop))
-    (message,) = _errors(nb)
-    assert "no training call" in message and "lab.fit(...)" in message
-    assert "loop.ipynb" in message
+    assert check(analyze(read_notebook(nb))) == []
+    source = promote(nb, dry_run=True).source
+    assert "def main(argv" in source and "    for (xb,) in data:" in source
 
 
 def test_out_of_order_dependency(tmp_path: Path):
@@ -124,7 +133,7 @@ def test_cli_prints_every_error(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert main(["promote", str(nb)]) == 1
     err = capsys.readouterr().err
     assert "undefined name 'a'" in err and "undefined name 'b'" in err
-    assert "no training call" in err and "nothing written" in err
+    assert "nothing written" in err
 
 
 def test_problem_repr_and_validation():

@@ -32,9 +32,12 @@ def test_script_is_standalone_python_without_exploration(trained: Trained):
     for gone in ("OptimizePanel", "labkit.trace", "%time", "\nmodel\n", "panel"):
         assert gone not in source, gone
     assert "def main(argv" in source and 'if __name__ == "__main__":' in source
+    # the command line is labkit's fit options (generated from FitOptions)
+    shown = run_script(trained.script, "--help", cwd=trained.folder)
     for flag in ("--max-epochs", "--devices", "--strategy", "--num-nodes", "--precision",
-                 "--seed", "--ckpt-path", "--logdir", "--resume"):  # fmt: skip
-        assert repr(flag) in source
+                 "--seed", "--ckpt-path", "--logdir", "--resume", "--limit-batches"):  # fmt: skip
+        assert flag in shown, flag
+    assert "(here: 2)" in shown  # the notebook's max_epochs=epochs, injected as 2
 
 
 def test_script_reproduces_the_notebook_losses_and_recipe(trained: Trained):
