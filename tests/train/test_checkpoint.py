@@ -42,3 +42,46 @@ def test_checkpoint_io(tmp_path):
     assert torch.equal(io.load_checkpoint(tmp_path / "a.ckpt")["x"], torch.zeros(1))
     with pytest.raises(TypeError):
         io.save_checkpoint({}, tmp_path / "b.ckpt", storage_options={"x": 1})
+
+
+def test_checkpoint_bytes_covers_the_file_written(tmp_path):
+    from labkit.train.checkpoint import checkpoint_bytes
+
+    w = torch.randn(256, 256)
+    state = {"state_dict": {"w": w, "tied": w, "view": w[:10]}, "opt": [torch.ones(1000)],
+             "labkit": {"recipe": {"precision": "32"}}}  # fmt: skip
+    save_checkpoint(state, tmp_path / "c.ckpt")
+    written = (tmp_path / "c.ckpt").stat().st_size  # the reference: the real file
+    estimate = checkpoint_bytes(state)
+    assert written <= estimate <= written + (64 << 10)  # each storage once, plus 64 KiB
+
+
+def test_failed_save_keeps_the_previous_checkpoint(tmp_path):
+    target = tmp_path / "last.ckpt"
+    save_checkpoint({"w": torch.ones(3)}, target)
+    with pytest.raises(Exception, match="lambda|pickle|Can't"):
+        save_checkpoint({"w": torch.zeros(3), "bad": lambda: 0}, target)
+    assert torch.equal(load_checkpoint(target)["w"], torch.ones(3))
+    assert [p.name for p in tmp_path.iterdir()] == ["last.ckpt"]
+
+
+def test_a_write_cut_short_names_the_checkpoint(tmp_path):
+    """torch.save reports a short write as a bare 'unexpected pos'; labkit names the file."""
+    import resource
+    import signal
+
+    from labkit._paths import OutputPathError
+
+    target = tmp_path / "last.ckpt"
+    save_checkpoint({"w": torch.ones(3)}, target)
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 16, hard))  # a file size limit
+    try:
+        with pytest.raises(OutputPathError, match=rf"cannot write the checkpoint {target}"):
+            save_checkpoint({"w": torch.zeros(1 << 16)}, target)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, handler)
+    assert torch.equal(load_checkpoint(target)["w"], torch.ones(3))
+    assert [p.name for p in tmp_path.iterdir()] == ["last.ckpt"]

@@ -110,3 +110,68 @@ def test_huge_but_finite_gradients_do_not_stop_training():
     net.weight.grad[0, 0], net.last_loss = 0.0, torch.tensor(float("nan"))
     with pytest.raises(NonFiniteError, match=r"non-finite loss \(nan\) at step 0"):
         guard.on_before_optimizer_step(trainer, net, None)
+
+
+def _regression(n: int = 6) -> tuple[torch.Tensor, torch.Tensor]:
+    x = torch.randn(n, 3, generator=torch.Generator().manual_seed(0))
+    return x, x.sum(1)
+
+
+@pytest.mark.parametrize(
+    ("model", "target", "loss", "message"),
+    [
+        (nn.Linear(3, 1), "[N]", nn.functional.mse_loss, r"output float32\[6, 1\] and target "
+         r"float32\[6\], which broadcast to \[6, 6\].*mse_loss\(out\.squeeze\(-1\), y\)"),
+        (nn.Linear(3, 1), "[N]", nn.functional.l1_loss, r"l1_loss\(out\.squeeze\(-1\), y\)"),
+        (nn.Linear(3, 1), "[N]", lambda o, t: ((o - t) ** 2).mean(),
+         r"<lambda>\(output, target\).*apply out\.squeeze\(-1\) to the output inside the loss"),
+        (nn.Sequential(nn.Linear(3, 1), nn.Flatten(0)), "[N, 1]", nn.functional.mse_loss,
+         r"output float32\[6\] and target float32\[6, 1\].*squeeze the target's last dim"),
+    ],
+)  # fmt: skip
+def test_dry_run_refuses_a_loss_that_broadcasts(model, target, loss, message):
+    x, y = _regression()
+    batch = (x, y if target == "[N]" else y[:, None])
+    with pytest.raises(ShapeCheckError, match=message):
+        dry_run(model, batch, step=default_step, loss=loss)
+
+
+@pytest.mark.parametrize(
+    ("model", "y", "loss"),
+    [
+        (nn.Linear(3, 1), "float", lambda o, t: nn.functional.mse_loss(o.squeeze(-1), t)),
+        (nn.Linear(3, 1), "float[N,1]", nn.functional.mse_loss),
+        (nn.Linear(3, 4), "long", nn.functional.cross_entropy),  # [N, C] vs [N]: no broadcast
+        (nn.Linear(3, 1), "float", lambda o, t: nn.functional.mse_loss(o.view(-1), t)),
+    ],
+)
+def test_dry_run_accepts_losses_that_line_shapes_up(model, y, loss):
+    x, t = _regression()
+    target = {"float": t, "float[N,1]": t[:, None], "long": (t > 0).long()}[y]
+    dry_run(model, (x, target), step=default_step, loss=loss)
+
+
+def test_dry_run_passes_on_the_losses_other_warnings():
+    def noisy(o, t):
+        import warnings
+
+        warnings.warn("my loss warns about something else", UserWarning, stacklevel=1)
+        return nn.functional.mse_loss(o, t)
+
+    x, t = _regression()
+    with pytest.warns(UserWarning, match="something else"):
+        dry_run(nn.Linear(3, 1), (x, t[:, None]), step=default_step, loss=noisy)
+
+
+def test_check_loaders_says_drop_last_and_batch_size():
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from labkit.train.data import PairDataModule
+    from labkit.train.guards import check_loaders
+
+    ds = TensorDataset(*_regression(6))
+    full = DataLoader(ds, batch_size=4)
+    check_loaders(PairDataModule(full, full))
+    with pytest.raises(ValueError, match=r"the val loader is empty: its TensorDataset has 6 "
+                       r"samples \(batch_size=8 and drop_last=True\)"):  # fmt: skip
+        check_loaders(PairDataModule(full, DataLoader(ds, batch_size=8, drop_last=True)))
