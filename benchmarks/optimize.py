@@ -7,12 +7,20 @@ The tables print time ratios (below 1 is faster); the lines after them print spe
 2. bf16-mixed / fp32: one training step (anchor: 1.4-1.6x only with native bf16).
 3. torch.compile / eager: steady-state inference, plus compile time and break-even
    (anchor: TorchInductor CPU inference geomean 1.2-1.7x).
-4. activation checkpointing: peak memory saved / time added for a training step.
+4. activation checkpointing: peak memory saved / time added for a training step, on
+   an encoder with dropout 0.1: the deviation column must be ~0 for checkpointing and
+   an fp32 control row (dropout is held off for deviation, on for timing).
+6. Deployment (``--deploy`` runs only this): encoder inference, eager vs torch.export
+   vs ONNX Runtime (CPU execution provider), latency ratios per batch size and the fp32
+   output deviation (target <= 1e-4 relative). Anchor: ONNX Runtime's published BERT
+   speed-ups come from fused Attention / SkipLayerNorm / Gelu kernels (Microsoft,
+   Jan 2020: 17x on a distilled 3-layer BERT, against their previous serving stack).
 
 5. On a CUDA device (``--cuda``): fp16-mixed with a GradScaler, bf16-mixed and
    compile, training and inference.
 
-Run: ``python -m benchmarks.optimize`` (``--quick`` for fewer rounds, ``--cuda`` on a GPU).
+Run: ``python -m benchmarks.optimize`` (``--quick`` for fewer rounds, ``--cuda`` on a GPU,
+``--deploy`` for section 6 only).
 """
 
 from __future__ import annotations
@@ -26,14 +34,14 @@ import torch
 from torch import nn
 
 from benchmarks._harness import Bench, report
-from labkit.optimize import Recipe, apply, compare
+from labkit.optimize import Recipe, RecipeStep, apply, compare
 from labkit.optimize._cpu import describe
 from labkit.optimize.drift import deviation
 
 
-def encoder(d: int = 256, layers: int = 4) -> nn.Module:
+def encoder(d: int = 256, layers: int = 4, dropout: float = 0.0) -> nn.Module:
     torch.manual_seed(0)
-    layer = nn.TransformerEncoderLayer(d, 4, 4 * d, dropout=0.0, batch_first=True)
+    layer = nn.TransformerEncoderLayer(d, 4, 4 * d, dropout=dropout, batch_first=True)
     return nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
 
 
@@ -45,15 +53,12 @@ def infer(model: nn.Module, x: torch.Tensor):  # type: ignore[no-untyped-def]
     return run
 
 
-def train_step(model: nn.Module, x: torch.Tensor):  # type: ignore[no-untyped-def]
-    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-
-    def run() -> None:
-        opt.zero_grad(set_to_none=True)
-        model(x).float().pow(2).mean().backward()
-        opt.step()
-
-    return run
+def train_step(model: nn.Module, x: torch.Tensor, recipe: Recipe | None = None):  # type: ignore[no-untyped-def]
+    """labkit's one step of a recipe (the same code compare times)."""
+    step = RecipeStep(
+        model, recipe or Recipe(), mode="train", loss=lambda out: out.float().pow(2).mean(), lr=1e-3
+    )
+    return lambda: step(x)
 
 
 def main(quick: bool = False) -> None:
@@ -71,6 +76,11 @@ def main(quick: bool = False) -> None:
     else:
         print("torchao is not installed: int8 section skipped\n")
     rest(x, rounds)
+    print()
+    if importlib.util.find_spec("onnxruntime") is not None:
+        deploy(rounds)
+    else:
+        print("onnxruntime is not installed (pip install 'labkit[export]'): deploy skipped")
 
 
 def int8_section(x: torch.Tensor, rounds: int) -> None:
@@ -112,7 +122,7 @@ def rest(x: torch.Tensor, rounds: int) -> None:
     b.add("fp32", train_step(apply(model), x), anchor="1.00x")
     b.add(
         "bf16-mixed",
-        train_step(apply(model, Recipe(precision="bf16-mixed")), x),
+        train_step(apply(model, Recipe(precision="bf16-mixed")), x, Recipe(precision="bf16-mixed")),
         anchor="0.63-0.71x time = 1.4-1.6x faster (native bf16)",
     )
     res2 = b.run()
@@ -139,10 +149,15 @@ def rest(x: torch.Tensor, rounds: int) -> None:
         f"(first call {first:.1f} s); break-even after {even}"
     )
 
-    # 4. checkpointing: memory saved / time added (training step)
-    model = encoder(layers=4).train()
+    # 4. checkpointing: memory saved / time added (training step), dropout 0.1
+    model = encoder(layers=4, dropout=0.1).train()
     ck = Recipe(checkpoint=("TransformerEncoderLayer",))
-    cmp = compare(model, x, {"checkpoint": ck}, steps=max(3, rounds // 2), warmup=1, drift=False)
+    recipes = {
+        "checkpoint": ck,
+        "fp32 control": Recipe(),
+        "bf16-mixed": Recipe(precision="bf16-mixed"),
+    }
+    cmp = compare(model, x, recipes, steps=max(3, rounds // 2), warmup=1)
     print()
     print(cmp.summary())
     base_r, ck_r = cmp.result("fp32"), cmp.result("checkpoint")
@@ -153,6 +168,45 @@ def rest(x: torch.Tensor, rounds: int) -> None:
         print(
             f"checkpointing: peak memory -{mem_saved:.0%} for +{time_added:.0%} step time "
             f"(memory saved / time added = {per})"
+        )
+    for label in ("checkpoint", "fp32 control", "bf16-mixed"):
+        r = cmp.result(label)
+        print(
+            f"deviation with dropout 0.1 held off: {label}: rel {_num(r.rel)}, "
+            f"loss after {len(r.losses)} controlled steps {_num(r.loss)} vs fp32 "
+            f"{_num(base_r.loss)} (target: 0 for checkpoint and control)"
+        )
+
+
+def _num(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3g}"
+
+
+def deploy(rounds: int) -> None:
+    """Encoder inference: eager vs torch.export vs ONNX Runtime, by labkit.compare."""
+    model = encoder(layers=4, dropout=0.1).eval()
+    x = torch.randn(8, 128, 256)
+    recipes = {
+        "torch.export": Recipe(export="torch.export"),
+        "onnxruntime": Recipe(export="onnxruntime"),
+        "int8-dynamic": Recipe(quantization="int8-dynamic"),
+        "bf16-mixed": Recipe(precision="bf16-mixed"),
+    }
+    cmp = compare(model, x, recipes, mode="inference", steps=rounds, warmup=2, batch_sizes=(1, 32))
+    print(cmp.summary())
+    print()
+    for label in ("torch.export", "onnxruntime"):
+        r = cmp.result(label)
+        if r.error:
+            print(f"{label}: ERROR {r.error}")
+            continue
+        per = ", ".join(
+            f"batch {b['batch_size']}: {b['speedup']:.2f}x" for b in r.per_batch if b["speedup"]
+        )
+        ok = "ok" if r.rel <= 1e-4 else "MISSED"
+        print(
+            f"{label} / eager: {r.speedup:.2f}x speed at batch 8 ({per}); fp32 output "
+            f"deviation rel {r.rel:.1e} (target <= 1e-4: {ok}); export {r.export_time:.1f} s"
         )
 
 
@@ -178,5 +232,8 @@ def cuda_main(quick: bool = False) -> None:
 if __name__ == "__main__":
     if "--cuda" in sys.argv:
         cuda_main(quick="--quick" in sys.argv)
+    elif "--deploy" in sys.argv:
+        print(describe())
+        deploy(5 if "--quick" in sys.argv else 11)
     else:
         main(quick="--quick" in sys.argv)
