@@ -114,6 +114,8 @@ class Instrumentation:
         self.model = model
         self.observers = tuple(observers)
         self.ops = ops or any(o.needs_functions for o in self.observers)
+        # whether anything is timed: without it, op and dispatch hooks read no clock
+        self.clock = any(o.needs_segments for o in self.observers)
         self.enabled = False
         self._module_handles: list[Any] = []
         self._paths: dict[int, str] = {}
