@@ -9,6 +9,19 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 
+def _check_edges(model: str, edge_index: Any) -> None:
+    """The shape of a dense ``edge_index`` (metadata only: no device sync)."""
+    if not isinstance(edge_index, Tensor) or edge_index.layout != torch.strided:
+        return  # a SparseTensor / adjacency: PyG checks those itself
+    from labkit.gnn.validate import GraphDataError
+
+    shape = tuple(edge_index.shape)
+    if edge_index.dim() != 2 or shape[0] != 2:
+        hint = " (an [E, 2] list of pairs? pass edge_index.t())" if shape[-1:] == (2,) else ""
+        raise GraphDataError(f"{model}(x, edge_index): edge_index must have shape [2, E] "
+                             f"(source row, target row), got {list(shape)}{hint}")  # fmt: skip
+
+
 def _conv_class(v2: bool) -> type[nn.Module]:
     from torch_geometric.nn import GATConv, GATv2Conv
 
@@ -122,6 +135,7 @@ class GAT(nn.Module):
         Returns:
             Logits ``[num_nodes, out_channels]``.
         """
+        _check_edges(type(self).__name__, edge_index)
         for i, conv in enumerate(self.convs):
             x = F.dropout(x, p=self.dropout, training=self.training)
             x = conv(x, edge_index, edge_attr=edge_attr)
@@ -146,6 +160,7 @@ class GAT(nn.Module):
             ``[num_edges', heads]``; for every target node and head the weights over its
             incoming edges sum to 1.
         """
+        _check_edges(type(self).__name__, edge_index)
         was_training = self.training
         self.eval()
         try:

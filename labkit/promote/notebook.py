@@ -119,6 +119,13 @@ def read_notebook(path: str | Path) -> Notebook:
             f"{path}: not a notebook: the file is not valid JSON ({exc}); "
             "was it saved by Jupyter, or truncated?"
         ) from None
+    if isinstance(raw, dict) and isinstance(raw.get("nbformat"), int) and raw["nbformat"] < 4:
+        raise NotebookError(
+            f"{path}: an nbformat v{raw['nbformat']} notebook (IPython 3 or older); labkit "
+            "reads v4: convert it with `jupyter nbconvert --to notebook "
+            f"--nbformat 4 --output {path.stem}.v4.ipynb {path.name}` (or open and save it in "
+            "JupyterLab)"
+        )
     if not isinstance(raw, dict) or "cells" not in raw or "nbformat" not in raw:
         raise NotebookError(f"{path}: not a notebook: JSON without 'cells' and 'nbformat' keys")
     try:
