@@ -35,6 +35,7 @@ _LAZY = {
     "ParameterError": "labkit.promote.run",
     "run_notebook": "labkit.promote.run",
     "render_script": "labkit.promote.script",
+    "render_plain_script": "labkit.promote.plain",
     "TargetExistsError": "labkit.promote.write",
     "write_atomic": "labkit.promote.write",
 }

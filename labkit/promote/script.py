@@ -154,14 +154,15 @@ def _main_source(
     ]
     if assigned:
         lines.append(f"    global {', '.join(assigned)}")
-    lines.append("    from labkit.train import fit_from_args as _fit_from_args")
-    lines.append("")
     if has_recipe:
         lines += [
             "    from labkit.optimize import Recipe as _Recipe",
+            "    from labkit.train import fit_from_args as _fit_from_args",
             "",
             f"    {lab}.recipe = _Recipe.from_dict(LABKIT_RECIPE)",
         ]
+    else:
+        lines += ["    from labkit.train import fit_from_args as _fit_from_args", ""]
     lines += [
         f"    # the training call's options, as in {fit.cell.label}",
         "    _fit_kwargs = {",
