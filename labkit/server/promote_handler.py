@@ -6,7 +6,10 @@ root, as the Contents API names files). Answers:
 - 200 ``{"script": "dir/train.py", "warnings": [...]}``;
 - 400 ``{"message": ..., "problems": [...]}`` for a notebook that cannot be promoted
   (every error names the cell and the name);
-- 403 for a path outside the server root; 404 for a missing notebook;
+- 400 for a body over 64 KiB or nested too deeply, a path with a NUL byte or longer than
+  4096 characters (see :mod:`labkit.server._request`);
+- 403 for a path outside the server root; 404 for a missing or hidden notebook (hidden
+  as the Contents API hides it, unless ``ContentsManager.allow_hidden``);
 - 409 when the script exists and ``force`` is false (the front end asks, then resends).
 
 Authenticated and XSRF-checked like every Jupyter API (``APIHandler``). Thin adapter over
@@ -20,8 +23,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+from jupyter_core.paths import is_hidden
 from jupyter_server.base.handlers import APIHandler
 from tornado import web
+
+from labkit.server._request import BadRequest, checked_path, json_body, quote
 
 PROMOTE_ROUTE = "labkit/api/promote"
 
@@ -34,12 +40,10 @@ class PromoteHandler(APIHandler):
         from labkit.promote import NotebookError, PromoteError, TargetExistsError, promote
 
         try:
-            body = json.loads(self.request.body or b"{}")
-        except ValueError:
-            return self._answer(400, {"message": "the request body is not JSON"})
-        path = body.get("path") if isinstance(body, dict) else None
-        if not isinstance(path, str) or not path.strip():
-            return self._answer(400, {"message": 'send {"path": "<notebook>.ipynb"}'})
+            body = json_body(self.request.body)
+            path = checked_path(body.get("path"), '{"path": "<notebook>.ipynb"}')
+        except BadRequest as exc:
+            return self._answer(400, {"message": str(exc)})
         root = Path(self.settings.get("server_root_dir") or self.contents_manager.root_dir)
         root = root.expanduser().resolve()
         notebook = (root / path.lstrip("/")).resolve()
@@ -47,7 +51,11 @@ class PromoteHandler(APIHandler):
             return self._answer(403, {"message": f"{path}: outside the server's root directory"})
         if notebook.suffix != ".ipynb":
             return self._answer(400, {"message": f"{path}: not a notebook (.ipynb)"})
-        if not notebook.is_file():
+        try:
+            found = notebook.is_file()
+        except OSError as exc:  # e.g. a name over the filesystem's 255 bytes
+            return self._answer(400, {"message": f"the path {quote(path)}: {exc.strerror}"})
+        if not found or self._hidden(root, path, notebook):  # hidden: the Contents API's rule
             return self._answer(404, {"message": f"{path}: no such notebook"})
         force = body.get("force") is True
         loop = asyncio.get_running_loop()
@@ -73,6 +81,15 @@ class PromoteHandler(APIHandler):
                 "warnings": list(result.warnings),
             },
         )
+
+    def _hidden(self, root: Path, path: str, notebook: Path) -> bool:
+        """Whether the Contents API hides ``path`` (a dot name on the way, or a hidden flag)."""
+        if getattr(self.contents_manager, "allow_hidden", False):
+            return False
+        try:
+            return is_hidden(str(root / path.lstrip("/")), str(root))
+        except ValueError:  # ".." through a symlink: judge where it leads
+            return is_hidden(str(notebook), str(root))
 
     def _answer(self, status: int, payload: dict[str, Any]) -> None:
         self.set_status(status)

@@ -15,6 +15,7 @@ from typing import Any
 from jupyter_server.base.handlers import APIHandler
 from tornado import web
 
+from labkit.server._request import BadRequest, json_body
 from labkit.server.stops import StopRequestError, UnknownStopToken, request
 
 STOP_ROUTE = "labkit/api/stop"
@@ -26,10 +27,10 @@ class StopHandler(APIHandler):
     @web.authenticated
     def post(self) -> None:
         try:
-            body = json.loads(self.request.body or b"{}")
-        except ValueError:
-            return self._answer(400, {"message": "the request body is not JSON"})
-        token = body.get("token") if isinstance(body, dict) else None
+            body = json_body(self.request.body)
+        except BadRequest as exc:
+            return self._answer(400, {"message": str(exc)})
+        token = body.get("token")
         if not isinstance(token, str):
             return self._answer(400, {"message": 'send {"token": "<stop token>"}'})
         try:

@@ -121,7 +121,8 @@ class LabCallback(pl.Callback):
         self.stop_event.set()
 
     # ------------------------------------------------------------------ hooks
-    def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        # here, not in on_fit_start: Lightning restores a resumed run's step in between
         total = trainer.estimated_stepping_batches
         self._emit(trainer, {
             "type": "start",
@@ -131,6 +132,8 @@ class LabCallback(pl.Callback):
             "start_step": trainer.global_step,
             "resumed_from": self.resumed_from,
         })  # fmt: skip
+
+    def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         writer = getattr(trainer.logger, "experiment", None) if trainer.is_global_zero else None
         if self.hparams and writer is not None and hasattr(writer, "file_writer"):
             _tensorboard.log_hparams(writer, self.hparams)
