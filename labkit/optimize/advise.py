@@ -151,6 +151,10 @@ def advise(trace: Trace, *, inference: bool | None = None, top: int = 5) -> Advi
             Default: True when the trace has no backward pass.
         top: At most this many suggestions.
 
+    A suggestion whose recipe ``labkit.compare`` measured slower than its baseline
+    earlier in this process, on this device, says so in its title and detail (with
+    why, on CPU) and ranks lower.
+
     Returns:
         An :class:`Advice`.
 
@@ -181,6 +185,7 @@ def advise(trace: Trace, *, inference: bool | None = None, top: int = 5) -> Advi
     found += _checkpointing(trace)
     found += _elementwise(ops, trace)
     found += _conv_bn(trace, inference)
+    found = _annotate(found, trace.meta.device)
     found.sort(key=lambda s: -s.share)
     return Advice(tuple(found[:top]), tuple(notes))
 
@@ -200,7 +205,8 @@ def _gemms(ops: list[Any], trace: Trace, inference: bool) -> list[Suggestion]:
     if not gemm:
         return []
     fwd_time = trace.meta.forward_time
-    t_share = sum(n.fwd_time for n in gemm) / fwd_time if fwd_time > 0 else 0.0
+    # op times and the forward time are separate medians: a share can read past 100%
+    t_share = min(1.0, sum(n.fwd_time for n in gemm) / fwd_time) if fwd_time > 0 else 0.0
     total_flops = sum(n.flops_fwd for n in ops)
     f_share = sum(n.flops_fwd for n in gemm) / total_flops if total_flops else 0.0
     if f_share < 0.6 and t_share < 0.4:
@@ -234,16 +240,7 @@ def _gemms(ops: list[Any], trace: Trace, inference: bool) -> list[Suggestion]:
     linears = [n for n in gemm if n.name == "linear"]
     if inference and linears:
         lin_share = sum(n.flops_fwd for n in linears) / total_flops if total_flops else share
-        out.append(
-            Suggestion(
-                f"Linear layers are {lin_share:.0%} of FLOPs: try int8-dynamic quantization",
-                f"{figures}; int8 weights are 4x smaller. Accuracy changes: verify with "
-                "labkit.compare.",
-                {"quantization": "int8-dynamic"},
-                lin_share * 0.9,
-                where,
-            )
-        )
+        out.extend(_int8(linears, lin_share, figures, where, on_cpu))
     if on_cpu and not _cpu.native_bf16() and not out:
         out.append(
             Suggestion(
@@ -254,6 +251,81 @@ def _gemms(ops: list[Any], trace: Trace, inference: bool) -> list[Suggestion]:
                 where,
             )
         )
+    return out
+
+
+SMALL_ROWS = 16  # at most this many rows per Linear call: weight loading dominates
+
+
+def _int8(linears: list[Any], share: float, figures: str, where: tuple[str, ...], on_cpu: bool):  # type: ignore[no-untyped-def]
+    """Both torchao int8 configs, the one that fits the Linear shapes first."""
+    rows = sorted(_rows(n) for n in linears)
+    m = rows[len(rows) // 2] if rows else 0
+    small = 0 < m <= SMALL_ROWS
+    shape = f"Linear calls multiply {m} rows (median)"
+    dyn = Suggestion(
+        f"Linear layers are {share:.0%} of FLOPs: try int8-dynamic quantization",
+        f"{figures}; {shape}: "
+        + (
+            "with so few rows, quantizing activations costs about what it saves"
+            if small
+            else "int8 activations and weights pay when many rows share each weight"
+        )
+        + ". Accuracy changes: verify with labkit.compare.",
+        {"quantization": "int8-dynamic"},
+        share * (0.6 if small else 0.9),
+        where,
+    )
+    wo = Suggestion(
+        f"Linear layers are {share:.0%} of FLOPs: try int8-weight-only quantization",
+        f"{figures}; {shape}: int8 weights are 4x smaller, activations stay float; it pays "
+        "when loading weights dominates (few rows). Verify with labkit.compare.",
+        {"quantization": "int8-weight-only"},
+        share * (0.9 if small else 0.6),
+        where,
+    )
+    out = [dyn, wo]
+    if on_cpu and _cpu.int8_dot():
+        out.append(
+            Suggestion(
+                f"Linear layers are {share:.0%} of FLOPs: try int8-dynamic compiled (VNNI here)",
+                f"{figures}; this CPU has VNNI int8 dot products; under torch.compile "
+                "inductor lowers torchao's int8 matmuls to fused oneDNN kernels.",
+                {"quantization": "int8-dynamic", "compile": "default"},
+                share * 0.85,
+                where,
+            )
+        )
+    return out
+
+
+def _rows(node: Any) -> int:
+    shape = node.inputs[0].shape if node.inputs else ()
+    n = 1
+    for d in shape[:-1]:
+        n *= int(d)
+    return n
+
+
+def _annotate(found: list[Suggestion], device: str) -> list[Suggestion]:
+    """Say so when compare measured a suggested recipe slower on this machine."""
+    from dataclasses import replace
+
+    from labkit.optimize.compare import MEASURED
+
+    out = []
+    for s in found:
+        got = MEASURED.get(s.recipe().to_json())
+        if got is not None and got[2].split(":")[0] == device.split(":")[0] and got[0] < 1:
+            speed, mode, _ = got
+            why = _cpu.why_slower(s.recipe(), speed) if device.startswith("cpu") else ""
+            s = replace(
+                s,
+                title=f"{s.title} (measured slower here: {speed:.2f}x)",
+                detail=f"{s.detail} labkit.compare ({mode}) on this machine: {why or speed}.",
+                share=s.share * speed,
+            )
+        out.append(s)
     return out
 
 

@@ -400,7 +400,8 @@ def compare(
         tick(f"{run.label}: memory, drift and validation")
         results.append(run.result(base_run, memory, drift, tolerance, val, metric_fn, base_model))
     report(1.0, "done")
-    notes = [_cpu.describe()] if device.startswith("cpu") else []
+    notes = [_cpu.describe(), *_cpu.implications()] if device.startswith("cpu") else []
+    _remember(device, mode, results)
     notes.append(f"torch threads: {torch.get_num_threads()}")
     if mode == "train" and loss is None:
         notes.append("no loss given: training steps minimise the mean of the outputs")
@@ -551,6 +552,12 @@ class _Run:
             fields["throughput"] = bs / med
         if med and base_med:
             fields["speedup"] = base_med / med
+            if fields["speedup"] < 0.95 and self is not base:
+                slower = f"slower than {base.label}: "
+                if self.device_type == "cpu":
+                    notes.append(slower + _cpu.why_slower(self.recipe, fields["speedup"]))
+                else:
+                    notes.append(slower + f"measured {fields['speedup']:.2f}x here")
         if self.recipe.compile and med is not None and self.first_time is not None:
             ct = max(self.first_time - med, 0.0)
             fields["compile_time"] = ct
@@ -613,6 +620,17 @@ class _Run:
         return _with(r, notes=tuple(notes), **fields)
 
 
+# recipe JSON -> (speedup, mode, device) of the last compare() in this process: advise()
+# reads it so that it never suggests, without saying so, what was measured slower here
+MEASURED: dict[str, tuple[float, str, str]] = {}
+
+
+def _remember(device: str, mode: str, results: list[RecipeResult]) -> None:
+    for r in results:
+        if r.speedup is not None and r.error is None:
+            MEASURED[Recipe.from_dict(r.recipe).to_json()] = (r.speedup, mode, device)
+
+
 def _per_batch_rows(run: _Run, base: _Run) -> tuple[dict[str, Any], ...]:
     out = []
     for n in sorted({*run.per_batch, *run.batch_errors}):
@@ -633,6 +651,11 @@ def _per_batch_rows(run: _Run, base: _Run) -> tuple[dict[str, Any], ...]:
 
 
 def _randomness(model: torch.nn.Module, mode: str, seed: int, loss_steps: int) -> str:
+    if mode == "inference":
+        return (
+            f"randomness: inference runs the model in eval mode (no dropout mask is drawn), "
+            f"seed {seed} and the same batch for every recipe"
+        )
     found = stochastic_modules(model)
     kinds = Counter(type(m).__name__ for _, m in found)
     what = (
@@ -642,14 +665,8 @@ def _randomness(model: torch.nn.Module, mode: str, seed: int, loss_steps: int) -
         if found
         else "dropout off in functional calls (no dropout module found)"
     )
-    passes = "deviation, drift and loss(out)" if mode == "inference" else "deviation, drift and "
-    if mode == "train":
-        passes += f"loss ({loss_steps} controlled steps from the starting weights)"
-    timed = (
-        "timed steps run in training mode with dropout on"
-        if mode == "train" and found
-        else "timed steps run the model as it is"
-    )
+    passes = f"deviation, drift and loss ({loss_steps} controlled steps from the starting weights)"
+    timed = "timed steps run in training mode" + (" with dropout on" if found else "")
     return (
         f"randomness: {passes} figures: {what}, seed {seed} and the same batch for every "
         f"recipe; {timed}"

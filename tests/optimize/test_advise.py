@@ -119,3 +119,36 @@ def test_compare_verifies_a_suggestion():
     cmp = compare(model, x, advice.recipes(), steps=1, warmup=0, memory=False)
     assert [r.label for r in cmp.results][1:] == list(advice.recipes())
     assert all(r.error is None and r.speedup > 0 for r in cmp.results)
+
+
+def test_int8_configs_are_each_suggested_fitting_the_shapes():
+    torch.manual_seed(0)
+    many = advise(labkit.trace(Net().eval(), torch.randn(32, 64), backward=False))
+    few = advise(labkit.trace(Net().eval(), torch.randn(2, 64), backward=False), top=10)
+    for advice, first in ((many, "int8-dynamic"), (few, "int8-weight-only")):
+        kinds = [s.change.get("quantization") for s in advice if "quantization" in s.change]
+        assert {"int8-dynamic", "int8-weight-only"} <= set(kinds)
+        plain = [k for k, s in zip(kinds, advice, strict=False) if "compile" not in s.change]
+        assert plain[0] == first  # the config that fits the Linear row count ranks first
+    dyn = next(s for s in many if s.change == {"quantization": "int8-dynamic"})
+    assert "Linear calls multiply 32 rows (median)" in dyn.detail
+
+
+def test_advice_says_when_compare_measured_its_recipe_slower():
+    from labkit.optimize import compare
+
+    torch.manual_seed(0)
+    model, x = Net().eval(), torch.randn(32, 64)
+    t = labkit.trace(model, x, backward=False)
+    recipes = {k: r for k, r in advise(t).recipes().items() if not r.compile}  # fast to run
+    cmp = compare(model, x, recipes, mode="inference", steps=3, warmup=1, memory=False)
+    again = {s.recipe().label: s for s in advise(t, top=10)}
+    for r in cmp.results[1:]:
+        s = again[r.label]
+        slower = r.speedup < 1
+        assert ("measured slower here" in s.title) == slower, (r.label, r.speedup, s.title)
+        if slower:
+            assert s.title.endswith(f"(measured slower here: {r.speedup:.2f}x)")
+            assert "labkit.compare (inference) on this machine: measured" in s.detail
+        if r.speedup < 0.95:  # the row itself says why
+            assert any(n.startswith("slower than fp32: measured ") for n in r.notes), r.notes
