@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 _SUMMED = (
     "calls", "fwd_time", "fwd_self_time", "bwd_time", "bwd_self_time", "flops_fwd",
     "flops_bwd", "flops_fwd_self", "flops_bwd_self", "activation_bytes", "saved_bytes",
-    "saved_bytes_self",
+    "saved_bytes_self", "fwd_iqr", "bwd_iqr",
 )  # fmt: skip
 
 
@@ -57,7 +57,10 @@ def module_rows(trace: Trace) -> list[dict[str, Any]]:
                 "trainable": m.trainable,
                 "shared_params": m.shared_params,
                 "fwd_time": sum(n.fwd_time for n in nodes),
-                "fwd_self_time": sum(n.fwd_time for n in nodes) - child_fwd,
+                "fwd_self_time": max(0.0, sum(n.fwd_time for n in nodes) - child_fwd),
+                "fwd_iqr": sum(n.fwd_iqr for n in nodes),
+                "bwd_iqr": sum(n.bwd_iqr for n in nodes),
+                "runs": max((n.runs for n in nodes), default=0),
                 "bwd_time": sum(n.bwd_time for n in nodes),
                 "bwd_self_time": sum(n.bwd_self_time for n in nodes),
                 "flops_fwd": int(sum(trace.total(i, "flops_fwd") for i in ids)),
@@ -77,13 +80,16 @@ def module_rows(trace: Trace) -> list[dict[str, Any]]:
 COLUMNS: dict[str, tuple[str, Any]] = {
     "type": ("Type", lambda r: r["type"]),
     "calls": ("Calls", lambda r: str(r["calls"])),
+    "runs": ("Runs", lambda r: str(r["runs"])),
     "output": ("Output", lambda r: _shapes(r["output_shapes"])),
     "params": ("Params", lambda r: fmt_count(r["params"])),
     "flops_fwd": ("FLOPs fwd", lambda r: fmt_count(r["flops_fwd"])),
     "flops_bwd": ("FLOPs bwd", lambda r: fmt_count(r["flops_bwd"])),
     "fwd": ("Fwd", lambda r: fmt_time(r["fwd_time"])),
+    "fwd_iqr": ("Fwd IQR", lambda r: fmt_time(r["fwd_iqr"])),
     "fwd_self": ("Fwd self", lambda r: fmt_time(r["fwd_self_time"])),
     "bwd": ("Bwd", lambda r: fmt_time(r["bwd_time"])),
+    "bwd_iqr": ("Bwd IQR", lambda r: fmt_time(r["bwd_iqr"])),
     "bwd_self": ("Bwd self", lambda r: fmt_time(r["bwd_self_time"])),
     "act": ("Activations", lambda r: fmt_bytes(r["activation_bytes"])),
     "saved": ("Saved for bwd", lambda r: fmt_bytes(r["saved_bytes"])),
@@ -96,9 +102,12 @@ DEFAULT_COLUMNS = (
     "flops_fwd",
     "flops_bwd",
     "fwd",
+    "fwd_iqr",
     "bwd",
+    "bwd_iqr",
     "act",
 )
+_TIMES = ("fwd", "fwd_iqr", "fwd_self", "bwd", "bwd_iqr", "bwd_self")
 
 
 def summarize(
@@ -122,6 +131,9 @@ def summarize(
     unknown = [c for c in columns if c not in COLUMNS]
     if unknown:
         raise ValueError(f"unknown summary columns {unknown}; choose from {list(COLUMNS)}")
+    if trace.meta.runs > 1 and "calls" in columns and "runs" not in columns:
+        i = list(columns).index("calls") + 1
+        columns = (*columns[:i], "runs", *columns[i:])  # a merged trace says where nodes ran
     rows = module_rows(trace)
     if rolled:
         rows = _roll_rows(trace, rows)
@@ -136,7 +148,9 @@ def summarize(
             "flops_fwd": fmt_count(root["flops_fwd"] + trace.meta.outside_flops_fwd),
             "flops_bwd": fmt_count(root["flops_bwd"] + trace.meta.outside_flops_bwd),
             "fwd": fmt_time(trace.meta.forward_time),
+            "fwd_iqr": fmt_time(trace.meta.forward_iqr),
             "bwd": fmt_time(trace.meta.backward_time),
+            "bwd_iqr": fmt_time(trace.meta.backward_iqr),
         }
         total = ["Total", *(extra.get(c, "") for c in columns)]
     widths = [max(len(str(x)) for x in col) for col in zip(header, *body, total, strict=True)]
@@ -153,6 +167,11 @@ def summarize(
         f"Params: {trace.total_params:,} ({trainable:,} trainable), "
         f"{fmt_bytes(sum(m.param_bytes for m in trace.modules))}; mode={trace.meta.mode}"
     )
+    if trace.meta.runs > 1:
+        out.append(f"Merged: {trace.meta.runs} runs; figures are per-run means; Runs = in how "
+                   "many runs the module ran")  # fmt: skip
+    if any(c in _TIMES for c in columns):
+        out.append(f"Times: {trace.meta.timing or 'as recorded'} ({trace.meta.device})")
     return "\n".join(out)
 
 

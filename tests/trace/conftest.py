@@ -20,3 +20,8 @@ def assert_clean(model: nn.Module) -> None:
     assert torch._C._len_torch_function_stack() == 0
     assert torch._C._len_torch_dispatch_stack() == 0
     assert _autograd._top_saved_tensors_default_hooks(False) is None
+    from torch.optim import optimizer
+
+    assert not optimizer._global_optimizer_pre_hooks
+    assert not optimizer._global_optimizer_post_hooks
+    assert not any(getattr(p, "_post_accumulate_grad_hooks", None) for p in model.parameters())

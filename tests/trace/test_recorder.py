@@ -8,7 +8,7 @@ from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
 import labkit
-from labkit.trace import Recorder, TraceError
+from labkit.trace import Recorder, Trace, TraceError
 from tests.trace._models import MLP, Branchy, Interrupting, ResCNN, Tied, gat_model, zoo
 from tests.trace.conftest import assert_clean, hook_count
 
@@ -153,7 +153,14 @@ def test_data_dependent_graphs_differ_and_merge_counts_runs() -> None:
     by_key = {n.key: n for n in m.nodes}
     assert by_key["pos#0"].count == 2 and by_key["neg#0"].count == 1
     assert by_key["loop#0"].count == 3 and by_key["loop#2"].count == 1
-    assert m.meta.calls == 3
+    assert m.meta.calls == 3 and m.meta.runs == 3
+    # in how many runs each node ran, and figures as per-run means
+    assert by_key["pos#0"].runs == 2 and by_key["neg#0"].runs == 1
+    assert by_key["neg#0"].flops_fwd * 3 == b.calls_of("neg")[0].flops_fwd
+    assert m.meta.forward_time == pytest.approx((2 * a.meta.forward_time + b.meta.forward_time) / 3)
+    summary = m.summary()
+    assert "Runs" in summary.splitlines()[0] and "per-run means" in summary
+    assert Trace.merge(m, b).meta.runs == 4
     for n in m.nodes:
         assert n.parent is None or n.parent < n.id
 
