@@ -5,6 +5,7 @@ import { Dialog, ICommandPalette, showDialog, showErrorMessage } from '@jupyterl
 import { IMainMenu } from '@jupyterlab/mainmenu';
 
 import { renderReport, requestDoctor } from './doctor';
+import { fallbackPlugin } from './fallback';
 import { promotePlugin } from './promote';
 
 export const CHECK_COMMAND = 'labkit:check-environment';
@@ -40,4 +41,4 @@ const plugin: JupyterFrontEndPlugin<void> = {
   }
 };
 
-export default [plugin, promotePlugin];
+export default [plugin, promotePlugin, fallbackPlugin];

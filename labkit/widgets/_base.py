@@ -8,19 +8,21 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import anywidget
 
 from labkit.widgets._assets import bundle_path
+from labkit.widgets._keep import KeepsPicture
 from labkit.widgets._throttle import Throttle
 
 if TYPE_CHECKING:
     from labkit.trace.model import Trace
 
 
-class TraceWidget(anywidget.AnyWidget):
+class TraceWidget(KeepsPicture, anywidget.AnyWidget):
     """A widget showing one Trace; subclasses set ``_bundle`` and implement ``_apply``.
 
     The ES module is read from the built bundle ``labkit/widgets/static/<_bundle>.js``
     when the widget is created, so a missing build fails with the command that fixes it.
     Updates go through a :class:`Throttle`; the mimebundle carries a PNG and HTML picture
-    so a notebook exported to HTML (or opened without a widget manager) still shows it.
+    (:class:`~labkit.widgets._keep.KeepsPicture`) so a notebook exported to HTML, opened
+    without a widget manager or reopened without its widget models still shows it.
     """
 
     _bundle: ClassVar[str] = ""
@@ -75,13 +77,8 @@ class TraceWidget(anywidget.AnyWidget):
         """The view as static HTML (the PNG inline, plus a table where it helps)."""
         return png_img(self.to_png(), alt=type(self).__name__)
 
-    def _repr_mimebundle_(self, **kwargs: Any) -> tuple[dict, dict] | None:
-        bundle = super()._repr_mimebundle_(**kwargs)
-        if bundle is None or not self.static_fallback:
-            return bundle
-        data, meta = bundle
-        data.update(self._fallback())
-        return data, meta
+    def _picture(self) -> dict[str, str]:
+        return self._fallback() if self.static_fallback else {}
 
     def _fallback(self) -> dict[str, str]:
         """The static mimetypes shown where no widget runs."""

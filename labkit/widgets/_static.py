@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from labkit._format import fmt_bytes, fmt_count, fmt_time
 from labkit.trace.graph import DEFAULT_DEPTH, canonicalize, visible_graph
+from labkit.widgets._keep import MONO
 from labkit.widgets._payload import (
     METRIC_UNITS,
     METRICS,
@@ -148,8 +149,10 @@ def profile_png(trace: Trace, *, metric: str = "fwd_time", top: int = 10) -> byt
     return _png(fig)
 
 
-def profile_html(trace: Trace, *, metric: str = "fwd_time", top: int = 10) -> str:
-    """The bar chart plus a plain table of every module."""
+def profile_html(
+    trace: Trace, *, metric: str = "fwd_time", top: int = 10, png: bytes | None = None
+) -> str:
+    """The bar chart (``png`` when already drawn) plus a monospace table of every module."""
     from labkit.widgets._base import png_img
 
     rows = trace.rows()
@@ -162,8 +165,8 @@ def profile_html(trace: Trace, *, metric: str = "fwd_time", top: int = 10) -> st
     )
     head = "".join(f"<th>{h}</th>" for h in ("Module", "Type", "Params", "Fwd", "Bwd", "FLOPs"))
     return (
-        png_img(profile_png(trace, metric=metric, top=top), alt="profile")
-        + f"<table><thead><tr>{head}</tr></thead><tbody>{cells}</tbody></table>"
+        png_img(png or profile_png(trace, metric=metric, top=top), alt="profile")
+        + f'<table style="{MONO}"><thead><tr>{head}</tr></thead><tbody>{cells}</tbody></table>'
     )
 
 
@@ -206,9 +209,10 @@ def memory_png(trace: Trace) -> bytes:
 def trace_html(trace: Trace) -> str:
     """A trace's notebook HTML: its graph as a picture and its summary table."""
     from labkit.widgets._base import png_img
+    from labkit.widgets._keep import pre
 
     return (
-        f"<div><pre>{html.escape(repr(trace))}</pre>"
+        f"<div>{pre(repr(trace))}"
         + png_img(graph_png(trace), alt="graph")
-        + f"<pre>{html.escape(trace.summary(depth=DEFAULT_DEPTH))}</pre></div>"
+        + f"{pre(trace.summary(depth=DEFAULT_DEPTH))}</div>"
     )

@@ -10,9 +10,10 @@ import anywidget
 import traitlets as t
 
 from labkit.widgets._assets import bundle_path
+from labkit.widgets._keep import MONO, KeepsPicture
 
 
-class AttentionView(anywidget.AnyWidget):
+class AttentionView(KeepsPicture, anywidget.AnyWidget):
     """Pick a node; its k-hop incoming neighbourhood is drawn with edge width and colour
     from the attention weights, per head or averaged over heads.
 
@@ -171,20 +172,14 @@ class AttentionView(anywidget.AnyWidget):
         title = html.escape(f"Attention into node {v['node']} ({self._amap.model})")
         return (
             f"<div>{png_img(self.to_png(), alt=title)}<br/>"
-            f"<b>{title}</b><table><tr><th>from</th>{head_cells}<th>mean</th></tr>"
+            f"<b>{title}</b><table style='{MONO}'><tr><th>from</th>{head_cells}<th>mean</th></tr>"
             + "".join(rows)
             + "</table></div>"
         )
 
-    def _repr_mimebundle_(self, **kwargs: Any) -> tuple[dict, dict] | None:
-        bundle = super()._repr_mimebundle_(**kwargs)
-        if bundle is None:
-            return bundle
-        data, meta = bundle
+    def _picture(self) -> dict[str, str]:
         png = self.to_png()
-        data["image/png"] = base64.b64encode(png).decode("ascii")
-        data["text/html"] = self.to_html()
-        return data, meta
+        return {"image/png": base64.b64encode(png).decode("ascii"), "text/html": self.to_html()}
 
     def __repr__(self) -> str:
         head = "mean" if self.head == -1 else self.head

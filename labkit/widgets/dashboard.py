@@ -21,6 +21,7 @@ import anywidget
 import traitlets as t
 
 from labkit.widgets._assets import bundle_path
+from labkit.widgets._keep import KeepsPicture
 from labkit.widgets._throttle import Throttle
 
 WINDOW = 20  # steps averaged for the throughput and step-time figures
@@ -53,7 +54,7 @@ def _register(stop_file: Path) -> str:
         return ""
 
 
-class Dashboard(anywidget.AnyWidget):
+class Dashboard(KeepsPicture, anywidget.AnyWidget):
     """Live training dashboard with a Stop button.
 
     Args:
@@ -164,6 +165,24 @@ class Dashboard(anywidget.AnyWidget):
         self._unregister()
         self._throttle.submit(None)
         self._throttle.flush()
+        self.refresh_output()  # the saved notebook keeps the final state, not the first
+
+    def _picture(self) -> dict[str, str]:
+        from labkit.widgets._final_state import dashboard_picture
+
+        self._throttle.flush()
+        return dashboard_picture(self.series, self.stats, self.status, self.error, self.notes)
+
+    def to_png(self) -> bytes:
+        """The curves as shown now, as a PNG (matplotlib)."""
+        from labkit.widgets._final_state import curves_png
+
+        self._throttle.flush()
+        return curves_png(self.series, f"labkit fit: {self.status}")
+
+    def to_html(self) -> str:
+        """Status, figures (monospace) and curves as static HTML."""
+        return self._picture()["text/html"]
 
     def _unregister(self) -> None:
         if self.stop_token:

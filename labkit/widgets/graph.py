@@ -10,6 +10,7 @@ import traitlets as t
 
 from labkit.trace.graph import DEFAULT_DEPTH, VisibleGraph, default_expanded, visible_graph
 from labkit.widgets._base import TraceWidget
+from labkit.widgets._keep import MONO
 from labkit.widgets._payload import METRICS, graph_state
 
 if TYPE_CHECKING:
@@ -114,7 +115,7 @@ class GraphView(TraceWidget):
         # matplotlib takes seconds on big graphs: a table instead, the picture on request
         text = html.escape(self._trace.summary(depth=self.depth))
         note = f"{boxes} boxes drawn: static picture skipped; use view.to_png()"
-        return {"text/html": f"<div><p>{note}</p><pre>{text}</pre></div>"}
+        return {"text/html": f'<div><p>{note}</p><pre style="{MONO}">{text}</pre></div>'}
 
     def __repr__(self) -> str:
         g = self.visible()

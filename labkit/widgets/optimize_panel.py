@@ -19,6 +19,7 @@ from labkit.optimize.recipe import (
     RecipeError,
 )
 from labkit.widgets._assets import bundle_path
+from labkit.widgets._keep import KeepsPicture
 
 _CHOICES = {
     "precision": list(PRECISIONS),
@@ -28,7 +29,7 @@ _CHOICES = {
 }
 
 
-class OptimizePanel(anywidget.AnyWidget):
+class OptimizePanel(KeepsPicture, anywidget.AnyWidget):
     """Edit a :class:`~labkit.optimize.Recipe`, measure it against fp32, and apply it.
 
     The toggles and dropdowns are bound to ``panel.recipe`` both ways. "Measure" runs
@@ -198,6 +199,12 @@ class OptimizePanel(anywidget.AnyWidget):
             self.status = "failed"
         finally:
             self.running = False
+            self.refresh_output()  # the saved notebook keeps the measured table
+
+    def _picture(self) -> dict[str, str]:
+        from labkit.widgets._final_state import optimize_picture
+
+        return optimize_picture(self.recipe.label, self.comparison, list(self.results), self.error)
 
     def _on_custom(self, _widget: Any, content: dict[str, Any], _buffers: Any) -> None:
         kind = content.get("type") if isinstance(content, dict) else None

@@ -92,6 +92,14 @@ class ProfileView(TraceWidget):
 
         return profile_html(self._trace, metric=self.metric, top=self.top)
 
+    def _fallback(self) -> dict[str, str]:
+        from labkit.widgets._keep import png_b64
+        from labkit.widgets._static import profile_html
+
+        png = self.to_png()
+        html = profile_html(self._trace, metric=self.metric, top=self.top, png=png)
+        return {"image/png": png_b64(png), "text/html": html}
+
     def __repr__(self) -> str:
         return (
             f"ProfileView(model={self._trace.meta.model}, modules={len(self.table['rows'])}, "

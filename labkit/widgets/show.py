@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 import ipywidgets
 
+from labkit.widgets._keep import KeepsPicture
 from labkit.widgets.graph import GraphView
 from labkit.widgets.memory import MemoryTimeline
 from labkit.widgets.profile import ProfileView
@@ -14,7 +15,7 @@ if TYPE_CHECKING:
     from labkit.trace.model import Trace
 
 
-class TraceView(ipywidgets.Tab):
+class TraceView(KeepsPicture, ipywidgets.Tab):
     """Graph, Profile and Memory tabs over one Trace, with the selection linked.
 
     Selecting a node in the graph highlights its row in the profile and the other way
@@ -51,18 +52,14 @@ class TraceView(ipywidgets.Tab):
         for view in (self.graph, self.profile, self.memory):
             view.update(trace)
 
-    def _repr_mimebundle_(self, **kwargs: Any) -> tuple[dict, dict] | None:
-        bundle = super()._repr_mimebundle_(**kwargs)
-        if bundle is None:
-            return None
-        data, meta = bundle if isinstance(bundle, tuple) else (bundle, {})
+    def _picture(self) -> dict[str, str]:
+        from labkit.widgets._keep import png_b64
         from labkit.widgets._static import trace_html
 
-        data["text/html"] = trace_html(self.graph.trace)
-        import base64
-
-        data["image/png"] = base64.b64encode(self.graph.to_png()).decode("ascii")
-        return data, meta
+        return {
+            "text/html": trace_html(self.graph.trace),
+            "image/png": png_b64(self.graph.to_png()),
+        }
 
     def __repr__(self) -> str:
         return (

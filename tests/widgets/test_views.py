@@ -14,6 +14,7 @@ from comm.base_comm import BaseComm
 
 from labkit.trace.graph import visible_graph
 from labkit.widgets import GraphView, MemoryTimeline, ProfileView, TraceView
+from labkit.widgets._keep import LABKIT_MIME
 from labkit.widgets._payload import graph_state, profile_payload
 from labkit.widgets.memory import EMPTY_MESSAGE
 
@@ -144,10 +145,14 @@ def test_mimebundle_has_png_and_html(cnn_trace, memory_trace, comms):
     for view in (GraphView(cnn_trace), ProfileView(cnn_trace), MemoryTimeline(memory_trace)):
         data, _ = view._repr_mimebundle_()
         assert "application/vnd.jupyter.widget-view+json" in data
+        assert data[LABKIT_MIME] == {"version": 1, "view": type(view).__name__}
         assert base64.b64decode(data["image/png"]).startswith(PNG)
         assert data["text/html"].startswith("<img")
+        if isinstance(view, ProfileView):  # the picture and the table of every module
+            assert "<table style=" in data["text/html"] and "blocks.0" in data["text/html"]
     data, _ = TraceView(cnn_trace)._repr_mimebundle_()
-    assert base64.b64decode(data["image/png"]).startswith(PNG) and "<pre>" in data["text/html"]
+    assert base64.b64decode(data["image/png"]).startswith(PNG) and LABKIT_MIME in data
+    assert '<pre style="font-family: var(--jp-code-font-family' in data["text/html"]
 
 
 def test_static_pictures(cnn_trace, memory_trace):
