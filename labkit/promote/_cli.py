@@ -24,6 +24,11 @@ def add_promote_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--dry-run", action="store_true", help="check and print the script; write nothing"
     )
+    parser.add_argument(
+        "--fabric",
+        action="store_true",
+        help="put a plain PyTorch loop on Lightning Fabric (--devices N --strategy ddp)",
+    )
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
@@ -56,7 +61,7 @@ def promote_command(args: argparse.Namespace) -> int:
                               file_name=f"{Path(args.notebook).stem}.py")  # fmt: skip
         result = promote(
             args.notebook, args.output, force=args.force, check_run=args.check,
-            dry_run=args.dry_run,
+            dry_run=args.dry_run, fabric=args.fabric,
         )  # fmt: skip
     except PromoteError as exc:
         for problem in exc.problems:

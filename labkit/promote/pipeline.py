@@ -64,6 +64,7 @@ def promote(
     check_run: bool = False,
     dry_run: bool = False,
     check_timeout: float = 300,
+    fabric: bool = False,
 ) -> Promoted:
     """Promote ``notebook`` to a standalone script.
 
@@ -82,6 +83,8 @@ def promote(
             when it trains with ``lab.fit``, else as written); write it only if that succeeds.
         dry_run: Check and render, write nothing.
         check_timeout: Seconds the check run may take.
+        fabric: Put a plain PyTorch loop on Lightning Fabric (``labkit promote --fabric``,
+            see :mod:`labkit.promote.fabric`); refused for a notebook that uses ``lab.fit``.
 
     Returns:
         A :class:`Promoted`.
@@ -107,9 +110,17 @@ def promote(
         raise PromoteError(nb.path, problems)
     recorded = recorded_recipe(p.cell for p in analysis.plans)
     recipe, recipe_cell = recorded if recorded else (None, None)
+    if fabric and analysis.fit is not None:
+        msg = (
+            f"--fabric rewrites plain PyTorch loops; {analysis.fit.cell.label} trains with "
+            f"{analysis.lab_name}.fit, whose script scales already (--devices, --strategy)"
+        )
+        raise PromoteError(nb.path, [Problem("error", msg, analysis.fit.cell.number)])
     if analysis.fit is None:  # no lab.fit: a plain loop, data preparation, ...
-        source, more = render_plain_script(analysis, script_name=out.name)
+        source, more = render_plain_script(analysis, script_name=out.name, fabric=fabric)
         problems = [*problems, *more]
+        if any(p.severity == "error" for p in more):
+            raise PromoteError(nb.path, problems)
     else:
         source = render_script(
             analysis,

@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from labkit.promote._spans import indent_code
-from labkit.promote.analyze import Analysis, Statement
+from labkit.promote.analyze import Analysis, Statement, _aliases
 from labkit.promote.checks import kept_statements
 from labkit.promote.errors import Problem
+from labkit.promote.fabric import FABRIC_OPTIONS, FABRIC_PREAMBLE, FabricPlan, plan_fabric
 
 __all__ = ["Parameter", "parameters_of", "render_plain_script"]
 
@@ -48,6 +49,18 @@ def _literal(text: str) -> object:
         return ast.literal_eval(text)
     except (ValueError, SyntaxError):
         raise _argparse.ArgumentTypeError(f"{text!r} is not a Python literal") from None
+'''
+
+
+_DEVICES = '''
+
+def _devices(text: str) -> int | str | list[int]:
+    """--devices: 'auto', a count, or device ids separated by commas."""
+    if text == "auto":
+        return text
+    if "," in text:
+        return [int(part) for part in text.split(",") if part.strip()]
+    return int(text)
 '''
 
 
@@ -113,20 +126,40 @@ def parameters_of(kept: list[Statement]) -> tuple[list[Parameter], Statement | N
     return list(found.values()), last, problems
 
 
-def render_plain_script(analysis: Analysis, *, script_name: str) -> tuple[str, list[Problem]]:
+def render_plain_script(
+    analysis: Analysis, *, script_name: str, fabric: bool = False
+) -> tuple[str, list[Problem]]:
     """The script of a notebook without a training call, and warnings about its options.
 
     Args:
         analysis: A checked :class:`~labkit.promote.analyze.Analysis`.
         script_name: The script's file name (shown in its docstring).
+        fabric: Put the training loop on Lightning Fabric (:mod:`labkit.promote.fabric`).
 
     Returns:
-        ``(Python source, warnings)``.
+        ``(Python source, problems)``; with errors (a loop ``--fabric`` cannot rewrite)
+        the source is empty.
     """
     kept = kept_statements(analysis)
     params, apply_after, problems = parameters_of(kept)
     hoisted = [s for s in kept if _must_be_module_level(s)]
     body = [s for s in kept if not _must_be_module_level(s)]
+    plan = None
+    if fabric:
+        plan = plan_fabric(body, _aliases(s.node for s in analysis.statements))
+        clash = [p for p in params if p.name in FABRIC_OPTIONS]
+        plan.problems += [
+            Problem(
+                "error",
+                f"--fabric: {p.name!r} of the parameters cell clashes with the script's "
+                f"--{p.name.replace('_', '-')} (a Fabric option); rename it",
+                None,
+                p.name,
+            )
+            for p in clash
+        ]
+        if plan.problems:
+            return "", problems + plan.problems
     order = ", ".join(dict.fromkeys(s.cell.label for s in kept)) or "none"
     text = (
         "It runs the notebook's cells that ran in the kernel, in the order they ran "
@@ -136,6 +169,16 @@ def render_plain_script(analysis: Analysis, *, script_name: str) -> tuple[str, l
         text += " The values of the cell tagged 'parameters' are command-line options."
     text = textwrap.fill(text, width=88).replace("\\", "\\\\").replace('"' * 3, "'" * 3)
     example = "".join(f" {p.flag} {_shown(p)}" for p in params[:2] if p.kind != "bool")
+    if fabric:
+        text += (
+            "\n\nThe training loop runs on Lightning Fabric (labkit promote --fabric): "
+            "fabric.setup(model, optimizer),\nfabric.setup_dataloaders(loader) and "
+            "fabric.backward(loss)."
+        )
+        example += (
+            f"\n    python {script_name} --accelerator cpu --devices 2 --strategy ddp"
+            f"\n    torchrun --nproc-per-node 2 {script_name} --devices 2 --strategy ddp"
+        )
     header = _HEADER.format(
         name=script_name, notebook=analysis.notebook.path.name, body=text, example=example
     )
@@ -144,8 +187,10 @@ def render_plain_script(analysis: Analysis, *, script_name: str) -> tuple[str, l
     parts.append("import argparse as _argparse")
     if any(p.kind == "literal" for p in params):
         parts.append(_LITERAL.strip("\n"))
-    parts.append(_parse_args_source(params))
-    parts.append(_main_source(body, params, apply_after))
+    if fabric:
+        parts.append(_DEVICES.strip("\n"))
+    parts.append(_parse_args_source(params, fabric=fabric))
+    parts.append(_main_source(body, params, apply_after, plan))
     parts.append('if __name__ == "__main__":\n    main()')
     return "\n\n\n".join(p.rstrip("\n") for p in parts) + "\n", problems
 
@@ -162,7 +207,7 @@ def _shown(p: Parameter) -> str:
     return text if p.kind != "str" or text.strip("'").isidentifier() else f'"{p.value}"'
 
 
-def _parse_args_source(params: list[Parameter]) -> str:
+def _parse_args_source(params: list[Parameter], *, fabric: bool) -> str:
     lines = [
         "def _parse_args(argv: list[str] | None = None) -> _argparse.Namespace:",
         '    """The command line; an option left out keeps the notebook\'s value."""',
@@ -183,14 +228,27 @@ def _parse_args_source(params: list[Parameter]) -> str:
             f"        help={helpful},",
             "    )",
         ]
+    for name, (kind, default, text) in FABRIC_OPTIONS.items() if fabric else ():
+        lines += [
+            "    parser.add_argument(",
+            f"        {'--' + name.replace('_', '-')!r},",
+            f"        type={kind},",
+            f"        default={default},",
+            f"        help={text + ' (Fabric, default %(default)s)'!r},",
+            "    )",
+        ]
     lines.append("    return parser.parse_args(argv)")
     return "\n".join(lines)
 
 
 def _main_source(
-    body: list[Statement], params: list[Parameter], apply_after: Statement | None
+    body: list[Statement],
+    params: list[Parameter],
+    apply_after: Statement | None,
+    plan: FabricPlan | None,
 ) -> str:
-    defined = sorted(set().union(*(s.names.defines for s in body)) if body else set())
+    defined = set().union(*(s.names.defines for s in body)) if body else set()
+    defined = sorted(defined | ({"fabric"} if plan else set()))
     argv = "argv" if "argv" not in defined else "_labkit_argv"
     lines = [
         f"def main({argv}: list[str] | None = None) -> None:",
@@ -206,6 +264,9 @@ def _main_source(
         )
         lines = [ln.rstrip(",") for ln in lines]
     lines.append(f"    _cli = _parse_args({argv})")
+    if plan is not None:
+        lines.append("    # Lightning Fabric: processes, devices, precision from the command line")
+        lines += [f"    {line}" if line else "" for line in FABRIC_PREAMBLE]
     current = None
     for s in body:
         if s.cell is not current:
@@ -216,7 +277,10 @@ def _main_source(
             elif PARAMETERS_TAG in s.cell.tags:
                 note = ": parameters (command-line options override them)"
             lines.append(f"    # %% {s.cell.label}{note}")
-        lines.append(indent_code(s.text, "    "))
+        text = plan.texts.get(id(s), s.text) if plan else s.text
+        lines.append(indent_code(text, "    "))
+        for line in plan.after.get(id(s), []) if plan else ():
+            lines.append(f"    {line}  # labkit promote --fabric")
         if s is apply_after and params:
             lines.append("    # the command line's values replace the notebook's")
             for p in params:
