@@ -106,6 +106,8 @@ def graph_payload(trace: Trace, *, rolled: bool = True, canon: Canon | None = No
         "edges": edges,
         "edge_tensor": edge_tensor,
         "tensors": list(tensors),
+        "runs": [n.runs for n in nodes],
+        "total_runs": trace.meta.runs,
     }
 
 
@@ -144,9 +146,9 @@ def graph_state(
 
 
 PROFILE_COLUMNS = (
-    "path", "type", "depth", "calls", "params", "params_self", "fwd_time", "fwd_self_time",
-    "bwd_time", "bwd_self_time", "flops", "flops_self", "activation_bytes", "saved_bytes",
-    "saved_bytes_self",
+    "path", "type", "depth", "calls", "params", "params_self", "fwd_time", "fwd_iqr",
+    "fwd_self_time", "bwd_time", "bwd_iqr", "bwd_self_time", "flops", "flops_self",
+    "activation_bytes", "saved_bytes", "saved_bytes_self",
 )  # fmt: skip
 #: Per metric, the (inclusive, self) profile columns it reads.
 PROFILE_METRIC_COLUMNS = {
@@ -174,8 +176,14 @@ def profile_payload(trace: Trace) -> dict:
     for r in rows:
         out_rows.append([r[c] if isinstance(r[c], str) else _round(r[c]) for c in PROFILE_COLUMNS])
         shapes.append("x".join(map(str, r["output_shapes"][0])) if r["output_shapes"] else "")
-    return {"model": trace.meta.model, "columns": list(PROFILE_COLUMNS), "rows": out_rows,
-            "output": shapes}  # fmt: skip
+    columns = list(PROFILE_COLUMNS)
+    if trace.meta.runs > 1:  # a merged trace: in how many runs each module ran
+        columns.insert(columns.index("calls") + 1, "runs")
+    for row, r in zip(out_rows, rows, strict=True):
+        if trace.meta.runs > 1:
+            row.insert(columns.index("runs"), r["runs"])
+    return {"model": trace.meta.model, "columns": columns, "rows": out_rows, "output": shapes,
+            "timing": trace.meta.timing, "runs": trace.meta.runs}  # fmt: skip
 
 
 def memory_payload(trace: Trace) -> dict:
