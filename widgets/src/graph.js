@@ -329,6 +329,7 @@ function render({ model, el }) {
     const tens = (list) => list.map((t) => esc(graph.tensors[t])).join(", ") || "-";
     let html = `<div><b>${esc(path)}</b> <span class="lk-tip-k">${esc(graph.type[k])} · ${kindName}</span></div>`;
     if (rolled.count.has(k)) html += `<div>${esc(rolled.name.get(k))}: ${rolled.count.get(k)} identical calls, figures summed</div>`;
+    if (graph.total_runs > 1 && graph.runs) html += `<div>ran in ${graph.runs[k]} of ${graph.total_runs} merged runs; figures are per-run means</div>`;
     html += `<div><span class="lk-tip-k">in:</span> ${tens(graph.ins[k])}</div>`;
     html += `<div><span class="lk-tip-k">out:</span> ${tens(graph.outs[k])}</div>`;
     for (const [m, [label, fmt]] of Object.entries(METRICS)) {
