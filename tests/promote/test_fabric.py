@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import ast
 import re
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -120,3 +123,22 @@ def test_fabric_script_one_process_matches_and_two_processes_learn(
         by_epoch.setdefault(int(epoch), []).append(float(loss))
     first, last = sum(by_epoch[0]) / 2, sum(by_epoch[3]) / 2
     assert last < first / 4, (first, last)
+
+    # under torchrun the same script joins torchrun's processes: the same per-rank losses
+    port = str(_free_port())
+    torchrun = [str(Path(sys.executable).with_name("torchrun")), "--nproc-per-node", "2",
+                "--master-addr", "127.0.0.1", "--master-port", port]  # fmt: skip
+    done = subprocess.run(
+        [*torchrun, "fab.py", "--accelerator", "cpu", "--devices", "2", "--strategy", "ddp",
+         "--epochs", "4"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    under_torchrun = re.findall(r"epoch (\d+) loss (\d+\.\d{8})", done.stdout + done.stderr)
+    assert sorted(under_torchrun) == sorted(found)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
