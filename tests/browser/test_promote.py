@@ -46,13 +46,16 @@ def _editor_tab_shows_script(page, name: str) -> None:
 
 def test_toolbar_button_opens_the_promoted_script(page, lab_server):
     root = lab_server.root_dir
-    write_notebook(root / "toolbar.ipynb", numbered(HEAD, MODEL, LAB, FIT))
+    # a ';' line holds two statements: each goes into the script exactly once
+    scaled = MODEL + "\nlr = 0.01\nlr *= 10; tag = 1"
+    write_notebook(root / "toolbar.ipynb", numbered(HEAD, scaled, LAB, FIT))
     open_lab(page, lab_server, "toolbar.ipynb")
     button = page.locator(f".jp-NotebookPanel-toolbar [data-command='{COMMAND}']")
     button.click()
     _editor_tab_shows_script(page, "toolbar.py")
     script = (root / "toolbar.py").read_text()
     assert script.startswith("#!/usr/bin/env python") and "def main(" in script
+    assert script.count("lr *= 10") == 1 and "\nlr *= 10\ntag = 1\n" in script
 
 
 def test_file_browser_context_menu_and_errors(page, lab_server):
