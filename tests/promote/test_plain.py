@@ -125,3 +125,18 @@ def test_semicolon_statement_runs_once_in_the_script(tmp_path: Path):
     run_script(tmp_path / "s.py", cwd=tmp_path)
     lr, s, note = json.loads((tmp_path / "out.json").read_text())
     assert lr == pytest.approx(0.1) and s == pytest.approx(0.2) and note == "keep;\n  this"
+
+
+def test_star_import_and_future_stay_at_module_level(tmp_path: Path):
+    nb = write_notebook(
+        tmp_path / "m.ipynb",
+        numbered(
+            "from __future__ import annotations\nfrom math import *",
+            "def area(r: float) -> float:\n    return pi * r ** 2\nvalue = sqrt(area(1) / pi)",
+            'open("value.txt", "w").write(repr(value))',
+        ),
+    )
+    source = promote(nb, tmp_path / "m.py").source
+    assert source.index("from math import *") < source.index("def main(")
+    run_script(tmp_path / "m.py", cwd=tmp_path)
+    assert (tmp_path / "value.txt").read_text() == "1.0"

@@ -42,6 +42,10 @@ def test_unknown_option_names_the_closest():
         FitOptions().replace(colour=1)
     assert repr(FitOptions(max_epochs=2).replace(seed=3)) == "FitOptions(max_epochs=2, seed=3)"
     assert FitOptions().to_kwargs()["log_every"] == 10
+    built = FitOptions.build(FitOptions(max_epochs=2), {"seed": 1})
+    assert (built.max_epochs, built.seed) == (2, 1)  # lab.fit(FitOptions(...), seed=1)
+    with pytest.raises(TypeError, match="takes keyword arguments"):
+        lab.fit({"max_epochs": 2})
 
 
 def test_every_command_line_option_comes_from_the_dataclass():
