@@ -146,6 +146,9 @@ def worker_error(exc: BaseException) -> DDPWorkerError | None:
     if isinstance(exc, ProcessRaisedException):
         tb = str(exc).strip().splitlines()
         last = next((ln for ln in reversed(tb) if ln.strip()), "unknown error")
+        hung = _hung_rank(exc, last)
+        if hung is not None:
+            return hung
         return DDPWorkerError(
             f"DDP worker rank {exc.error_index} (pid {exc.error_pid}) failed: {last}\n"
             f"--- its traceback ---\n{exc}", rank=exc.error_index)  # fmt: skip
@@ -155,6 +158,25 @@ def worker_error(exc: BaseException) -> DDPWorkerError | None:
             f"DDP worker rank {exc.error_index} (pid {exc.error_pid}) died ({how}); the other "
             "workers were stopped", rank=exc.error_index)  # fmt: skip
     return None
+
+
+def _hung_rank(exc: Any, last: str) -> DDPWorkerError | None:
+    """A timed-out collective: name the rank that did not arrive (see ``_progress``)."""
+    from labkit.train._progress import describe, is_timeout, laggards
+
+    progress = getattr(exc, "labkit_progress", None)
+    if not progress or not is_timeout(last):
+        return None
+    behind = laggards(progress)
+    if not behind:
+        return None
+    waited, first = exc.error_index, behind[0]
+    names = ", ".join(str(r) for r in behind)
+    return DDPWorkerError(
+        f"DDP rank {names} did not arrive: rank {waited} waited in a collective at "
+        f"{describe(progress, waited)} until ddp_timeout, while rank {first} was still at "
+        f"{describe(progress, first)} (it hangs or is far slower there); rank {waited} "
+        f"reported: {last}\n--- rank {waited}'s traceback ---\n{exc}", rank=first)  # fmt: skip
 
 
 # ---------------------------------------------------------------- subprocess mode

@@ -397,6 +397,7 @@ class Lab:
 
         from labkit.train._callback import EpochSeed, LabCallback, LabCheckpoint, seed_all
         from labkit.train._callback_group import CallbackGroup
+        from labkit.train._progress import RankProgress
         from labkit.train._tensorboard import TB_DIR, hparams_of
         from labkit.train.checkpoint import AtomicCheckpointIO
         from labkit.train.guards import NonFiniteGuard, check_loaders
@@ -420,6 +421,9 @@ class Lab:
             EpochSeed(o.seed),
             LabCheckpoint(sink, dirpath=logdir / "checkpoints"),
         ]
+        progress = RankProgress(plan.processes) if plan.mode == "fork" else None
+        if progress is not None:  # names the rank that hung when a collective times out
+            callbacks.append(progress)
         if o.guard:
             callbacks.append(NonFiniteGuard(
                 check_grads=self.recipe.precision != "16-mixed",
@@ -454,6 +458,10 @@ class Lab:
             with _quiet_lightning():
                 trainer = pl.Trainer(**kw)
                 trainer.fit(module, datamodule=dm, ckpt_path=ckpt)
+        except Exception as exc:
+            if progress is not None:
+                progress.attach(exc)  # where each rank was, for _launch.worker_error
+            raise
         except SystemExit:
             # Lightning turns Ctrl-C / "interrupt kernel" into sys.exit(1) after a graceful
             # shutdown; in a notebook that would look like a crash: report it as stopped
