@@ -80,6 +80,9 @@ def test_to_pandas(cnn_trace: labkit.Trace) -> None:
 def test_shared_module_rows() -> None:
     t = labkit.trace(Tied(), torch.randint(0, 20, (2, 3)))
     text = t.summary(columns=("type", "calls", "params"))
-    assert "mix      Linear      2" in text.replace("  ", " ").replace(" ", " ") or "2" in text
+    cells = {line.split()[0]: line.split()[1:] for line in text.splitlines() if line[:2] == "  "}
+    mix = sum(p.numel() for p in Tied().mix.parameters())  # 8 * 8 + 8, counted once
+    assert cells["mix"] == ["Linear", "2", str(mix)]  # called twice, parameters once
+    assert cells["out"] == ["Linear", "1", "0"]  # its weight is the embedding's
     rows = {r["path"]: r for r in t.rows()}
     assert rows["out"]["shared_params"] == 20 * 8 and rows["out"]["params"] == 0
