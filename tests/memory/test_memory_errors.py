@@ -72,7 +72,9 @@ def test_error_in_the_loss_or_optimizer_cleans_up() -> None:
     with pytest.raises(MemoryRecordError, match="ValueError: bad loss") as e:
         labkit.memory(model, torch.randn(4, 8), loss=lambda out: (_ for _ in ()).throw(
             ValueError("bad loss")))  # fmt: skip
-    assert e.value.module is None or e.value.module == ""
+    assert e.value.module == ""  # recorded, and outside every module (in the loss)
+    meta = e.value.report.trace.memory_meta
+    assert meta.failed_module == "" and meta.error == "ValueError: bad loss"
     assert e.value.report.samples
     assert_clean(model)
 
