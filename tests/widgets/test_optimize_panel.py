@@ -1,5 +1,7 @@
 """OptimizePanel from Python: recipe binding, validation, background measure, apply."""
 
+import threading
+
 import pytest
 import torch
 
@@ -56,9 +58,20 @@ def test_measure_runs_in_background_and_apply(mlp):
         memory=False,
     )
     panel.recipe = Recipe(quantization="int8-weight-only")
+    test_thread, gate, updates = threading.get_ident(), threading.Event(), []
+
+    def hold(change):  # the worker waits here at its first progress update until released
+        if threading.get_ident() != test_thread:
+            updates.append(change["new"])
+            gate.wait(timeout=60)
+
+    panel.observe(hold, "progress")
     thread = panel.measure()
-    assert panel.running or not thread.is_alive()
+    # measure() returned while the work cannot finish (it must pass the gate): background
+    assert panel.running and thread.is_alive()
+    gate.set()
     thread.join(timeout=120)
+    assert updates and updates[-1] == 1.0  # progress came from the worker thread
     assert not panel.running and panel.error == ""
     assert [r["label"] for r in panel.results] == ["fp32", "int8-weight-only"]
     assert panel.results[1]["speedup"] > 0 and panel.progress == 1.0
