@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from labkit._format import fmt_bytes, fmt_time
-from labkit.optimize import _cpu, _deploy, _measure
+from labkit.optimize import _breaks, _cpu, _deploy, _measure
 from labkit.optimize._random import stochastic_modules
 from labkit.optimize.apply import applied, apply
 from labkit.optimize.drift import deviation, first_drift, flat, fp16_risks, layer_drift
@@ -41,6 +41,10 @@ class RecipeResult:
         compile_time: First call minus a steady step, for compiled recipes.
         break_even: Steps after which compiling has paid for itself (None: never).
         export_time: Seconds to export the model (export recipes).
+        graphs: Graphs Dynamo made of the forward (compiled recipes).
+        graph_breaks: Dynamo's graph breaks (compiled recipes): one dict per break with
+            ``reason``, ``module``, ``module_type``, ``source`` and ``count``.
+        recompiles: Frames Dynamo compiled again after the first call (compiled recipes).
         peak_memory: Peak bytes of tensors during one step (params included).
         max_abs: Largest absolute output difference from the baseline.
         rel: Relative L2 output difference from the baseline.
@@ -69,6 +73,9 @@ class RecipeResult:
     compile_time: float | None = None
     break_even: float | None = None
     export_time: float | None = None
+    graphs: int | None = None
+    graph_breaks: tuple[dict[str, Any], ...] = ()
+    recompiles: int | None = None
     peak_memory: int | None = None
     max_abs: float | None = None
     rel: float | None = None
@@ -136,6 +143,7 @@ class Comparison:
             row["losses"] = list(r.losses)
             row["notes"] = list(r.notes)
             row["per_batch"] = [dict(b) for b in r.per_batch]
+            row["graph_breaks"] = [dict(b) for b in r.graph_breaks]
             out.append(row)
         return out
 
@@ -164,7 +172,7 @@ class Comparison:
         rows = self.rows()
         for row in rows:
             row["notes"] = "; ".join(row["notes"])
-            del row["step_times"], row["losses"], row["per_batch"]
+            del row["step_times"], row["losses"], row["per_batch"], row["graph_breaks"]
         return pd.DataFrame(rows).set_index("label")
 
     def summary(self) -> str:
@@ -186,6 +194,9 @@ class Comparison:
         exports = any(r.export_time is not None for r in self.results)
         if exports:
             head.insert(5, "export")
+        compiled = any(r.graphs is not None for r in self.results)
+        if compiled:
+            head.insert(5, "breaks")
         if self.metric:
             head.append(self.metric)
         head.append("first drift")
@@ -209,6 +220,9 @@ class Comparison:
             ]
             if exports:
                 line.insert(5, fmt_time(r.export_time) if r.export_time is not None else "-")
+            if compiled:
+                n = sum(b["count"] for b in r.graph_breaks)
+                line.insert(5, str(n) if r.graphs is not None else "-")
             if self.metric:
                 line.append(_num(r.val_metric, "{:.4g}"))
             line.append(r.drift_path if r.drift_path is not None else "-")
@@ -428,6 +442,7 @@ class _Run:
         self.args, self.kwargs, self.loss_fn, self.lr, self.seed = args, kwargs, loss, lr, seed
         self.loss_steps = loss_steps
         self.per_batch: dict[int, list[float]] = {}
+        self.recompiles = 0
         self.batch_errors: dict[int, str] = {}
         self.start: dict[str, torch.Tensor] | None = None
         self.times: list[float] = []
@@ -499,6 +514,34 @@ class _Run:
         if timed:
             self.per_batch.setdefault(n, []).append(elapsed)
 
+    def _graph_breaks(self, notes: list[str]) -> dict[str, Any]:
+        """Dynamo's graphs and breaks of this compiled forward (run after all timing)."""
+        fwd = self.model.__dict__.get("forward")
+        try:
+            graphs, breaks = _breaks.graph_breaks(
+                self.model,
+                fwd.fn,
+                self.inputs,
+                self.kwargs,
+                autocast=fwd.dtype,
+                grad=self.mode == "train",
+            )
+        except Exception as exc:
+            notes.append(f"graph breaks not found ({type(exc).__name__}: {exc})")
+            return {}
+        n = sum(b.count for b in breaks)
+        notes.append(
+            f"Dynamo: {graphs} graph{'s' if graphs != 1 else ''}, {n} graph break"
+            f"{'' if n == 1 else 's'} at {len(breaks)} place{'' if len(breaks) == 1 else 's'}; "
+            f"{self.recompiles} recompilations after the first call"
+        )
+        notes.extend(f"graph break: {b.describe()}" for b in breaks[:5])
+        return {
+            "graphs": graphs,
+            "graph_breaks": tuple(asdict(b) for b in breaks),
+            "recompiles": self.recompiles,
+        }
+
     def _per_batch(self, base: _Run) -> tuple[dict[str, Any], ...]:
         return _per_batch_rows(self, base)
 
@@ -523,11 +566,14 @@ class _Run:
         if self.error:
             return
         try:
+            frames = _frames_compiled() if self.recipe.compile else 0
             self._sync()
             t0 = time.perf_counter()
             self._call()
             self._sync()
             elapsed = time.perf_counter() - t0
+            if self.recipe.compile:
+                self.recompiles += _frames_compiled() - frames
         except Exception as exc:
             self.error = f"{type(exc).__name__}: {exc}"
             return
@@ -577,6 +623,8 @@ class _Run:
             fields["export_time"] = fwd.export_time
             notes.extend(fwd.notes)
         fields["per_batch"] = self._per_batch(base)
+        if self.recipe.compile:
+            fields.update(self._graph_breaks(notes))
         eager = self.recipe.replace(compile=None)
         if memory and fwd is not None:
             notes.append(
@@ -622,13 +670,20 @@ class _Run:
 
 # recipe JSON -> (speedup, mode, device) of the last compare() in this process: advise()
 # reads it so that it never suggests, without saying so, what was measured slower here
-MEASURED: dict[str, tuple[float, str, str]] = {}
+MEASURED: dict[str, tuple[float, str, str, tuple[dict[str, Any], ...]]] = {}
 
 
 def _remember(device: str, mode: str, results: list[RecipeResult]) -> None:
     for r in results:
         if r.speedup is not None and r.error is None:
-            MEASURED[Recipe.from_dict(r.recipe).to_json()] = (r.speedup, mode, device)
+            key = Recipe.from_dict(r.recipe).to_json()
+            MEASURED[key] = (r.speedup, mode, device, r.graph_breaks)
+
+
+def _frames_compiled() -> int:
+    from torch._dynamo.utils import counters
+
+    return int(counters["frames"]["total"])
 
 
 def _per_batch_rows(run: _Run, base: _Run) -> tuple[dict[str, Any], ...]:

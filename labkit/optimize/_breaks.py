@@ -1,0 +1,128 @@
+"""Why compile does not pay: Dynamo's graph breaks, each with its module and source line.
+
+``torch._dynamo.explain`` traces the forward once (no Inductor) and returns every
+graph break with Dynamo's reason and the user stack where it happened. Each stack
+frame is matched to the model's module whose class source holds that line, so a
+break reads "print() in module 'blocks.0.attn' (Attention) at model.py:42".
+
+``explain`` resets Dynamo's caches, so :func:`graph_breaks` runs after the timed
+steps of every recipe.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+
+@dataclass(frozen=True)
+class GraphBreak:
+    """One place where Dynamo split the graph.
+
+    Args:
+        reason: Dynamo's reason, first sentence (and its explanation, when given).
+        module: Path of the module whose code broke the graph (``""``: the model).
+        module_type: That module's class name.
+        source: ``file:line: code`` of the statement.
+        count: How many times the same break was reported.
+    """
+
+    reason: str
+    module: str | None
+    module_type: str
+    source: str
+    count: int = 1
+
+    def describe(self) -> str:
+        """One line: reason, module and source."""
+        where = ""
+        if self.module:
+            where = f" in module '{self.module}' ({self.module_type})"
+        elif self.module == "":
+            where = f" in the model's forward ({self.module_type})"
+        times = f" (x{self.count})" if self.count > 1 else ""
+        return f"{self.reason}{where}{' at ' + self.source if self.source else ''}{times}"
+
+
+def graph_breaks(
+    model: torch.nn.Module,
+    fn: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    *,
+    autocast: torch.dtype | None = None,
+    grad: bool = True,
+) -> tuple[int, list[GraphBreak]]:
+    """(graphs, breaks) of ``fn`` (``model``'s forward) traced by Dynamo on these inputs."""
+    import torch._dynamo as dynamo
+
+    device = next((p.device.type for p in model.parameters()), "cpu")
+    with contextlib.ExitStack() as stack:
+        if autocast is not None:
+            stack.enter_context(torch.autocast(device, dtype=autocast))
+        if not grad:
+            stack.enter_context(torch.no_grad())
+        stack.enter_context(warnings.catch_warnings())
+        # Dynamo probes .grad of non-leaf intermediates while it builds guards (torch's own)
+        warnings.filterwarnings("ignore", message=r".*not a leaf Tensor is being accessed")
+        out = dynamo.explain(fn)(*args, **kwargs)
+    places = _code_places(model)
+    merged: dict[tuple[str, str], GraphBreak] = {}
+    for r in out.break_reasons:
+        module, mtype, source = _where(r.user_stack, places)
+        key = (source, _reason(r.reason))
+        if key in merged:
+            old = merged[key]
+            merged[key] = GraphBreak(
+                old.reason, old.module, old.module_type, old.source, old.count + 1
+            )
+            continue
+        merged[key] = GraphBreak(key[1], module, mtype, source)
+    return int(out.graph_count), list(merged.values())
+
+
+def _reason(text: str) -> str:
+    lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
+    if not lines:
+        return "graph break"
+    if lines[0].startswith("generic_jump"):
+        return "a Python branch on a tensor's value (data-dependent control flow)"
+    tag = "Explanation:"
+    explanation = next((ln[len(tag) :].strip() for ln in lines if ln.startswith(tag)), "")
+    first = lines[0].rstrip(".")
+    return f"{first}: {explanation}" if explanation else first
+
+
+def _code_places(model: torch.nn.Module) -> list[tuple[str, int, int, str, str]]:
+    """(file, first line, last line, module path, class name) per module class, first path wins."""
+    places = []
+    seen: set[type] = set()
+    for path, m in model.named_modules():
+        cls = type(m)
+        if cls in seen:
+            continue
+        seen.add(cls)
+        try:
+            lines, start = inspect.getsourcelines(cls)
+            file = inspect.getsourcefile(cls) or ""
+        except (OSError, TypeError):
+            continue
+        places.append((file, start, start + len(lines) - 1, path, cls.__name__))
+    return places
+
+
+def _where(stack: Any, places: list[tuple[str, int, int, str, str]]) -> tuple[str | None, str, str]:
+    for frame in reversed(list(stack or [])):
+        for file, lo, hi, path, name in places:
+            if frame.filename == file and lo <= frame.lineno <= hi:
+                code = (frame.line or "").strip()
+                return path, name, f"{frame.filename}:{frame.lineno}: {code}"
+    if stack:
+        frame = list(stack)[-1]
+        return None, "", f"{frame.filename}:{frame.lineno}: {(frame.line or '').strip()}"
+    return None, "", ""
