@@ -10,13 +10,16 @@ import time
 
 import comm
 import pytest
+import torch
 from comm.base_comm import BaseComm
+from torch.utils.flop_counter import FlopCounterMode
 
 from labkit.trace.graph import visible_graph
 from labkit.widgets import GraphView, MemoryTimeline, ProfileView, TraceView
 from labkit.widgets._keep import LABKIT_MIME
 from labkit.widgets._payload import graph_state, profile_payload
 from labkit.widgets.memory import EMPTY_MESSAGE
+from tests.trace._models import ResCNN
 
 PNG = b"\x89PNG"
 
@@ -55,6 +58,20 @@ def test_graph_traits(cnn_trace, comms):
     opened = opened["data"]["state"]
     assert opened["graph"]["ids"] == graph["ids"] and opened["expanded"] == expanded
     assert view.visible() == visible_graph(cnn_trace)
+    # the traits hold the model's own figures: FLOPs as torch's FlopCounterMode counts them
+    # (forward and backward), parameters from the model, the three blocks rolled into one
+    torch.manual_seed(0)
+    model, x = ResCNN(blocks=3), torch.randn(2, 3, 16, 16)
+    with FlopCounterMode(display=False) as counter:
+        model(x).sum().backward()
+    counts = counter.get_flop_counts()
+    names = view.graph["name"]
+    for path, scope in (("", "ResCNN"), ("stem", "ResCNN.stem"), ("blocks", "ResCNN.blocks"),
+                        ("head", "ResCNN.head")):  # fmt: skip
+        reference = sum(counts[scope].values())
+        assert view.metrics["flops"][names.index(path)] == pytest.approx(reference, rel=1e-3)
+    assert view.metrics["params"][names.index("")] == sum(p.numel() for p in model.parameters())
+    assert view.graph["rolled"] == [[names.index("blocks.0"), 3, "blocks.0-2"]]
 
 
 def test_graph_depth_recomputes_expanded(cnn_trace, comms):
@@ -129,14 +146,17 @@ def test_live_updates_are_throttled_and_end_on_the_final_state(cnn_trace, comms)
     start = time.monotonic()
     for tr in traces:  # a tight loop: the trainer never waits on the browser
         view.update(tr)
-    assert time.monotonic() - start < 1.0
-    deadline = time.monotonic() + 3
+    loop = time.monotonic() - start
+    assert loop < 30  # a hang guard only; the speed is benchmarks/widget_layout's
+    # events, not wall time: during the loop at most one message per 0.1 s went out
+    assert len(updates(comms, "metrics")) <= 10 * loop + 2
+    deadline = time.monotonic() + 30  # hang guard
     while view._throttle.pending or view.trace is not traces[-1]:
         assert time.monotonic() < deadline, "the last update was never delivered"
         time.sleep(0.01)
     sent = updates(comms, "metrics")
     elapsed = max(sent[-1]["time"] - start, 0.1)
-    assert len(sent) <= 10 * elapsed + 2
+    assert 1 <= len(sent) <= 10 * elapsed + 2 and len(sent) < len(traces)
     assert sent[-1]["data"]["state"]["metrics"] == view.metrics
     assert view.metrics == graph_state(traces[-1])[1]
 
@@ -204,5 +224,5 @@ def test_big_graph_fallback_skips_the_picture(comms):
     view = GraphView(t, expanded=[n.id for n in t.nodes if n.kind == "module"], rolled=False)
     start = time.monotonic()
     data, _ = view._repr_mimebundle_()
-    assert time.monotonic() - start < 2
+    assert time.monotonic() - start < 60  # a hang guard; drawing 1000 nodes is what it skips
     assert "image/png" not in data and "static picture skipped" in data["text/html"]
