@@ -58,8 +58,10 @@ CELLS = [
     "mv = MemoryTimeline(t)\nmv",
     "view = t.show()\nview",
     "print('SELECTED', repr(gv.selected), gv.selected_node)",
+    "big = GraphView(t, height=420, depth=8)  # every call expanded: taller than the view\nbig",
+    "big.selected = None\nbig.selected = 'head'\nprint('PICKED', big.selected)",
 ]
-GRAPH, PROFILE, MEMORY, TABS, READBACK = 1, 2, 3, 4, 5
+GRAPH, PROFILE, MEMORY, TABS, READBACK, BIG, PICK = 1, 2, 3, 4, 5, 6, 7
 
 
 @pytest.fixture(scope="module")
@@ -120,6 +122,9 @@ def test_clicking_a_group_expands_it(page, expect):
 
 def test_clicking_a_node_sets_selected_in_the_kernel(page):
     g = graph(page)
+    # the expanded graph is taller than the view (it pans rather than shrink text): find it
+    g.locator("input.lk-search").fill("head")
+    g.locator("input.lk-search").press("Enter")
     g.locator(".lk-node", has_text="head").locator("rect.lk-box").click()
     g.locator(".lk-node.lk-selected", has_text="head").wait_for()
     out = rerun_cell(page, READBACK, "SELECTED 'head'")
@@ -165,3 +170,56 @@ def test_show_links_graph_and_profile(page):
     row = tabs.locator(".lk-profile tr.lk-selected")
     row.wait_for()
     assert row.get_attribute("data-path") == "stem"
+
+
+def _box(locator) -> dict:
+    return locator.evaluate(
+        "el => { const r = el.getBoundingClientRect();"
+        " return {x: r.x, y: r.y, w: r.width, h: r.height}; }"
+    )
+
+
+def test_big_graph_stays_legible_pans_to_a_selection_and_keeps_place_on_toggle(page):
+    g = cell(page, BIG).locator(".lk-graph")
+    g.locator(".lk-node").first.wait_for()
+    g.locator("button.lk-fit").click()
+    canvas = _box(g.locator(".lk-canvas"))
+    drawing = _box(g.locator(".lk-viewport"))
+    scale = float(g.get_attribute("data-scale"))
+    # the drawing is taller than the view, yet text is not shrunk below ~8 px (11 px x 0.75)
+    assert drawing["h"] > canvas["h"] and scale >= 0.75, (drawing, canvas, scale)
+    minimap = g.locator("canvas.lk-minimap")
+    assert minimap.is_visible()
+    assert minimap.get_attribute("data-boxes") == g.get_attribute("data-boxes")
+    head = g.locator(".lk-node", has_text="head")
+    assert _box(head)["y"] > canvas["y"] + canvas["h"]  # fitted at the top: head is below
+
+    # a selection made in Python pans the view to the node
+    rerun_cell(page, PICK, "PICKED head")
+    g.locator(".lk-node.lk-selected", has_text="head").wait_for()
+    page.wait_for_function(
+        "([el, c]) => { const r = el.getBoundingClientRect();"
+        " return r.y >= c.y && r.y + r.height <= c.y + c.h; }",
+        arg=[head.element_handle(), canvas],
+    )
+    save_shot(g, "graph-big-selected")
+
+    # collapsing a group keeps it where it was on screen, at the same scale
+    g.locator("button.lk-fit").click()
+    k = g.evaluate(
+        "el => { const c = el.querySelector('.lk-canvas').getBoundingClientRect();"
+        " const t = [...el.querySelectorAll(\".lk-group .lk-toggle[data-act='collapse']\")]"
+        ".find(t => { const r = t.getBoundingClientRect();"
+        " return r.y > c.y && r.y + r.height < c.y + c.height && r.x > c.x; });"
+        " return t ? t.dataset.k : null; }"
+    )
+    assert k is not None, "no group's toggle is in sight"
+    toggle = g.locator(f".lk-toggle[data-act='collapse'][data-k='{k}']")
+    before = _box(g.locator(f".lk-group[data-k='{k}'] rect.lk-frame"))
+    scale = g.get_attribute("data-scale")
+    toggle.click()
+    after_box = g.locator(f".lk-node[data-k='{k}'] rect.lk-box")
+    after_box.wait_for()
+    after = _box(after_box)
+    assert abs(after["x"] - before["x"]) < 2 and abs(after["y"] - before["y"]) < 2, (before, after)
+    assert g.get_attribute("data-scale") == scale

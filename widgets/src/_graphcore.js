@@ -87,7 +87,11 @@ export function labelOf(graph, k, rolled) {
       const full = rolled.name.get(k);
       return `${full} ×${rolled.count.get(k)}`;
     }
-    name = name === "" ? graph.model || graph.type[k] : name.split(".").pop();
+    if (name === "") return graph.model || graph.type[k];
+    // a numbered child (Sequential, ModuleList) keeps its container's name: "layers.0"
+    const parts = name.split(".");
+    const last = parts.pop();
+    return /^\d+$/.test(last) && parts.length ? `${parts.pop()}.${last}` : last;
   }
   return name;
 }
@@ -95,6 +99,16 @@ export function labelOf(graph, k, rolled) {
 /** What `selected` holds for a node: the module path for a call, else the node's name. */
 export function selectionOf(graph, k) {
   return graph.name[k];
+}
+
+// Labels are 11 px (types 9.5 px): below this scale they are no longer legible
+// (~8 px), so fitting stops here and a bigger graph is panned instead.
+export const MIN_SCALE = 0.75;
+export const MAX_FIT_SCALE = 1.4;
+
+/** Scale that fits a w x h drawing into a cw x ch canvas, clamped to legible sizes. */
+export function fitScale(cw, ch, w, h) {
+  return Math.max(MIN_SCALE, Math.min(cw / w, ch / h, MAX_FIT_SCALE));
 }
 
 /** Estimated box size for a label and a type line (no DOM measuring: fast, testable). */

@@ -5,6 +5,8 @@ import {
   childrenOf,
   colorScale,
   expandedIndices,
+  fitScale,
+  MIN_SCALE,
   labelOf,
   layoutInput,
   liftEdges,
@@ -15,6 +17,7 @@ import {
   visibleNodes,
 } from "./_graphcore.js";
 import { edgePoints, layoutNested, pathOf } from "./_layout.js";
+import { makeMinimap } from "./_minimap.js";
 import { download, ensureStyles, esc, h, svgToPng, tooltip } from "./_ui.js";
 
 export const METRICS = {
@@ -99,18 +102,32 @@ function render({ model, el }) {
   const view = { x: 0, y: 0, k: 1 };
   let userMoved = false;
   let matchCursor = -1;
+  let anchor = null; // {id, sx, sy}: a toggled box to keep in place across a relayout
+  const minimap = makeMinimap(canvas, () => S, view, (x, y) => {
+    view.x = x;
+    view.y = y;
+    userMoved = true;
+    applyView();
+  });
 
-  const applyView = () => viewport.setAttribute("transform", `translate(${view.x},${view.y}) scale(${view.k})`);
+  const applyView = () => {
+    viewport.setAttribute("transform", `translate(${view.x},${view.y}) scale(${view.k})`);
+    root.dataset.scale = view.k.toFixed(4);
+    minimap.draw();
+  };
 
+  // Fit the graph, but never below a legible text size: a bigger graph opens at
+  // MIN_SCALE, top centred, and is explored by panning (the minimap shows where).
   function fit() {
     if (!S) return;
     const cw = canvas.clientWidth || 800;
     const ch = canvas.clientHeight || 500;
     const W = S.layout.width + 40;
     const H = S.layout.height + 40;
-    view.k = Math.min(cw / W, ch / H, 1.4);
+    view.k = fitScale(cw, ch, W, H);
     view.x = (cw - S.layout.width * view.k) / 2;
     view.y = Math.max(20 * view.k, (ch - S.layout.height * view.k) / 2);
+    if (S.layout.height * view.k + 40 > ch) view.y = 20;
     userMoved = false;
     applyView();
   }
@@ -131,7 +148,7 @@ function render({ model, el }) {
   function centerOn(k) {
     const p = S && S.layout.pos.get(k);
     if (!p) return;
-    const z = Math.max(view.k, 0.8);
+    const z = Math.max(view.k, 1);
     view.k = z;
     view.x = canvas.clientWidth / 2 - (p.x + p.w / 2) * z;
     view.y = canvas.clientHeight / 2 - (p.y + p.h / 2) * z;
@@ -160,7 +177,15 @@ function render({ model, el }) {
     recolor();
     highlight();
     markMatches();
-    if (refit || !userMoved) fit();
+    const kept = anchor && !refit ? S.graph.ids.indexOf(anchor.id) : -1;
+    const at = kept >= 0 ? S.layout.pos.get(S.vis.boxOf[kept]) : null;
+    if (at) {
+      view.x = anchor.sx - at.x * view.k;
+      view.y = anchor.sy - at.y * view.k;
+      applyView();
+    } else if (refit || !userMoved) fit();
+    anchor = null;
+    if (refit && model.get("selected") != null) highlight(true); // opened with a selection
     const ms = performance.now() - start;
     root.dataset.boxes = String(vis.boxes.length);
     root.dataset.groups = String(vis.groups.length);
@@ -248,7 +273,7 @@ function render({ model, el }) {
       : `<span>no ${esc(METRICS[metric][0])} recorded</span>`;
   }
 
-  function highlight() {
+  function highlight(pan = false) {
     if (!S) return;
     for (const node of root.querySelectorAll(".lk-selected")) node.classList.remove("lk-selected");
     const sel = model.get("selected");
@@ -264,6 +289,20 @@ function render({ model, el }) {
       const node = S.els.get(vis.boxOf[k]);
       if (node) node.classList.add("lk-selected");
     }
+    if (hits.length && pan) reveal(vis.boxOf[hits[0]]);
+  }
+
+  /** Pan (and zoom in to a legible size) so box k is in sight; no move when it is. */
+  function reveal(k) {
+    const p = S && S.layout.pos.get(k);
+    if (!p) return;
+    const cw = canvas.clientWidth;
+    const ch = canvas.clientHeight;
+    const x0 = view.x + p.x * view.k;
+    const y0 = view.y + p.y * view.k;
+    const inside = x0 >= 0 && y0 >= 0 && x0 + p.w * view.k <= cw && y0 + p.h * view.k <= ch;
+    if (inside && view.k >= MIN_SCALE) return;
+    centerOn(k);
   }
 
   function matches(q) {
@@ -309,6 +348,9 @@ function render({ model, el }) {
 
   function toggle(k, act) {
     const id = S.graph.ids[k];
+    const p = S.layout.pos.get(k);
+    // the box stays where it is on screen when it opens or closes (no re-fit)
+    if (p) anchor = { id, sx: view.x + p.x * view.k, sy: view.y + p.y * view.k };
     const cur = model.get("expanded") || [];
     const next = act === "expand" ? [...cur, id] : cur.filter((x) => x !== id);
     model.set("expanded", next);
@@ -316,9 +358,11 @@ function render({ model, el }) {
   }
 
   function select(k) {
+    clicked = true; // the change events fire inside set(): no pan for a click here
     model.set("selected", selectionOf(S.graph, k));
     model.set("selected_node", S.graph.ids[k]);
     model.save_changes();
+    clicked = false;
   }
 
   function tipHtml(k) {
@@ -432,6 +476,9 @@ function render({ model, el }) {
   }
 
   const onGraph = () => relayout(true);
+  // a selection made elsewhere (the profile, Python) pans here; a click here does not
+  let clicked = false;
+  const onSelected = () => highlight(!clicked);
   const onExpanded = () => relayout(false);
   const onDepth = () => (depthIn.value = model.get("depth"));
   const onHeight = () => (root.style.height = `${model.get("height")}px`);
@@ -440,8 +487,8 @@ function render({ model, el }) {
     ["change:expanded", onExpanded],
     ["change:metrics", recolor],
     ["change:metric", recolor],
-    ["change:selected", highlight],
-    ["change:selected_node", highlight],
+    ["change:selected", onSelected],
+    ["change:selected_node", onSelected],
     ["change:depth", onDepth],
     ["change:height", onHeight],
   ];

@@ -10,6 +10,8 @@ import {
   liftEdges,
   rolledInfo,
   textColor,
+  fitScale,
+  MIN_SCALE,
   visibleNodes,
 } from "../src/_graphcore.js";
 import { edgePoints, layoutLevel, layoutNested, pathOf } from "../src/_layout.js";
@@ -75,6 +77,8 @@ test("labels: last path part, root by model name, rolled with a count", () => {
   assert.equal(labelOf(graph, 1, rolled), "Net");
   assert.equal(labelOf(graph, 5, rolled), "blocks.0-2 ×3");
   assert.equal(labelOf(graph, 7, rolled), "relu");
+  // unrolled, a numbered child is named with its container (not a bare "0")
+  assert.equal(labelOf(graph, 5, { count: new Map(), name: new Map() }), "blocks.0");
 });
 
 test("layout input puts each drawn node in its frame and lifts edges per level", () => {
@@ -183,4 +187,12 @@ test("memory stacks, peak and phase runs", () => {
     ["forward", 0, 1],
     ["backward", 2, 2],
   ]);
+});
+
+test("fitting never goes below a legible scale", () => {
+  // 11 px labels stay >= 8 px: a big drawing opens at MIN_SCALE and is panned
+  assert.ok(11 * MIN_SCALE >= 8);
+  assert.equal(fitScale(1000, 560, 20000, 90000), MIN_SCALE); // the 1,038-box unrolled view
+  assert.equal(fitScale(1000, 560, 500, 280), 1.4); // small graphs are not blown up past 1.4
+  assert.equal(fitScale(1000, 560, 1000, 700), 0.8);
 });

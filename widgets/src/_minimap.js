@@ -1,0 +1,75 @@
+// The GraphView's minimap: the whole drawing in a corner, boxes as dots, the visible
+// part as a frame. Shown only while the graph does not fit the canvas; a click or a drag
+// on it moves the view there. Drawn on a canvas (2,000 boxes cost well under 1 ms).
+import { h } from "./_ui.js";
+
+const W = 160;
+const H = 110;
+
+/**
+ * @param host the graph's canvas element (position: relative)
+ * @param state () => the GraphView's drawing state (layout), or null
+ * @param view {x, y, k}: the current transform (read only)
+ * @param moveTo (x, y) => void: set the view's translation
+ */
+export function makeMinimap(host, state, view, moveTo) {
+  const cv = h("canvas", { class: "lk-minimap", width: String(W), height: String(H),
+    title: "the whole graph: click or drag to move there" });
+  cv.style.cssText = "position:absolute;right:8px;bottom:8px;border:1px solid var(--lk-border);" +
+    "background:var(--lk-bg1);border-radius:3px;cursor:pointer;display:none;z-index:5";
+  host.appendChild(cv);
+  let fitK = 1;
+  let ox = 0;
+  let oy = 0;
+
+  function draw() {
+    const S = state();
+    if (!S) return;
+    const cw = host.clientWidth;
+    const ch = host.clientHeight;
+    const gw = S.layout.width;
+    const gh = S.layout.height;
+    const fits = gw * view.k <= cw && gh * view.k <= ch && view.x >= -1 && view.y >= -1 &&
+      view.x + gw * view.k <= cw + 1 && view.y + gh * view.k <= ch + 1;
+    cv.style.display = fits ? "none" : "block";
+    if (fits) return;
+    fitK = Math.min((W - 8) / gw, (H - 8) / gh);
+    ox = (W - gw * fitK) / 2;
+    oy = (H - gh * fitK) / 2;
+    const css = getComputedStyle(cv);
+    const ink = css.getPropertyValue("--lk-fg2").trim() || "#888";
+    const accent = css.getPropertyValue("--lk-accent").trim() || "#1976d2";
+    const ctx = cv.getContext("2d");
+    ctx.clearRect(0, 0, W, H);
+    ctx.fillStyle = ink;
+    for (const k of S.vis.boxes) {
+      const p = S.layout.pos.get(k);
+      if (p) ctx.fillRect(ox + p.x * fitK, oy + p.y * fitK, Math.max(1, p.w * fitK), Math.max(1, p.h * fitK));
+    }
+    ctx.strokeStyle = accent;
+    ctx.lineWidth = 1.5;
+    ctx.strokeRect(ox + (-view.x / view.k) * fitK, oy + (-view.y / view.k) * fitK,
+      (cw / view.k) * fitK, (ch / view.k) * fitK);
+    cv.dataset.boxes = String(S.vis.boxes.length);
+  }
+
+  // centre the view on the drawing point under the pointer
+  function jump(e) {
+    const r = cv.getBoundingClientRect();
+    const gx = (e.clientX - r.left - ox) / fitK;
+    const gy = (e.clientY - r.top - oy) / fitK;
+    moveTo(host.clientWidth / 2 - gx * view.k, host.clientHeight / 2 - gy * view.k);
+  }
+  cv.addEventListener("pointerdown", (e) => {
+    e.stopPropagation();
+    cv.setPointerCapture(e.pointerId);
+    jump(e);
+  });
+  cv.addEventListener("pointermove", (e) => {
+    e.stopPropagation();
+    if (e.buttons & 1) jump(e);
+  });
+  cv.addEventListener("click", (e) => e.stopPropagation());
+  cv.addEventListener("wheel", (e) => e.stopPropagation());
+  return { draw, el: cv };
+}
