@@ -1,0 +1,273 @@
+"""What ``labkit.compare`` measured: :class:`RecipeResult` rows in a :class:`Comparison`.
+
+Plain data: the table, the notes and the per-batch latencies are views of it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from labkit._format import fmt_bytes, fmt_time
+
+
+@dataclass(frozen=True)
+class RecipeResult:
+    """What one Recipe measured. Times are seconds, memory bytes; ``None`` means not measured.
+
+    Args:
+        label: Row name (the Recipe's label unless named).
+        recipe: The Recipe as a dict (``Recipe.from_dict`` rebuilds it).
+        step_time: Median time of one step (forward, or forward+backward+optimizer).
+        step_times: Every timed step, in order.
+        throughput: Samples per second at the median step time.
+        speedup: Baseline median step time divided by this one (above 1 is faster).
+        first_call: Time of the first call (includes compilation).
+        compile_time: First call minus a steady step, for compiled recipes.
+        break_even: Steps after which compiling has paid for itself (None: never).
+        export_time: Seconds to export the model (export recipes).
+        graphs: Graphs Dynamo made of the forward (compiled recipes).
+        graph_breaks: Dynamo's graph breaks (compiled recipes): one dict per break with
+            ``reason``, ``module``, ``module_type``, ``source`` and ``count``.
+        recompiles: Frames Dynamo compiled again after the first call (compiled recipes).
+        peak_memory: Peak bytes of tensors during one step (params included).
+        max_abs: Largest absolute output difference from the baseline.
+        rel: Relative L2 output difference from the baseline.
+        cosine: Cosine similarity of outputs with the baseline.
+        loss: Loss after the last controlled step (train) or of the output (inference, if a
+            loss is given).
+        losses: Loss at every step of the controlled pass, in order (train mode): same
+            seed, same batch, dropout off, from the same starting weights for every recipe.
+        val_metric: The validation metric on ``val`` after the steps, if given.
+        drift_path: First module whose output drifts past the tolerance.
+        drift_rel: Its relative error.
+        per_batch: Inference latency at other batch sizes (``compare(batch_sizes=...)``):
+            one dict per size with ``batch_size``, ``step_time``, ``throughput``,
+            ``speedup`` (against the baseline at that size) and ``error``.
+        notes: What applied, what did not and why, and caveats of the figures.
+        error: Why this recipe could not run, if it could not.
+    """
+
+    label: str
+    recipe: dict[str, Any]
+    step_time: float | None = None
+    step_times: tuple[float, ...] = ()
+    throughput: float | None = None
+    speedup: float | None = None
+    first_call: float | None = None
+    compile_time: float | None = None
+    break_even: float | None = None
+    export_time: float | None = None
+    graphs: int | None = None
+    graph_breaks: tuple[dict[str, Any], ...] = ()
+    recompiles: int | None = None
+    peak_memory: int | None = None
+    max_abs: float | None = None
+    rel: float | None = None
+    cosine: float | None = None
+    loss: float | None = None
+    losses: tuple[float, ...] = ()
+    val_metric: float | None = None
+    drift_path: str | None = None
+    drift_rel: float | None = None
+    per_batch: tuple[dict[str, Any], ...] = ()
+    notes: tuple[str, ...] = ()
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Recipes measured side by side on one model and batch (plain data).
+
+    Args:
+        mode: ``"train"`` or ``"inference"``.
+        steps: Timed steps per recipe (after warm-up).
+        warmup: Untimed steps per recipe after the first call.
+        baseline: Label of the baseline row (fp32 eager unless given).
+        batch_size: Samples per step, for throughput.
+        device: Device the model ran on.
+        tolerance: Relative error past which a layer counts as drifted.
+        metric: Name of the validation metric, if any.
+        results: One :class:`RecipeResult` per recipe, baseline first.
+        notes: Notes about the whole run (CPU precision support, threads).
+        randomness: How randomness was held equal across recipes for the deviation,
+            drift and loss figures.
+
+    Example:
+        >>> r = [Recipe(precision="bf16-mixed")]
+        >>> cmp = labkit.compare(model, x, r, mode="inference")  # doctest: +SKIP
+        >>> print(cmp.summary())  # doctest: +SKIP
+        >>> cmp.result("bf16-mixed").speedup  # doctest: +SKIP
+    """
+
+    mode: str
+    steps: int
+    warmup: int
+    baseline: str
+    batch_size: int | None
+    device: str
+    tolerance: float
+    metric: str | None
+    results: tuple[RecipeResult, ...]
+    notes: tuple[str, ...] = field(default_factory=tuple)
+    randomness: str = ""
+
+    def result(self, label: str) -> RecipeResult:
+        """The row called ``label``."""
+        for r in self.results:
+            if r.label == label:
+                return r
+        raise KeyError(f"no recipe labelled {label!r}; have {[r.label for r in self.results]}")
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One plain dict per recipe (the widget and ``to_pandas`` read these)."""
+        out = []
+        for r in self.results:
+            row = asdict(r)
+            row["step_times"] = list(r.step_times)
+            row["losses"] = list(r.losses)
+            row["notes"] = list(r.notes)
+            row["per_batch"] = [dict(b) for b in r.per_batch]
+            row["graph_breaks"] = [dict(b) for b in r.graph_breaks]
+            out.append(row)
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready plain data."""
+        head = {
+            k: getattr(self, k)
+            for k in (
+                "mode",
+                "steps",
+                "warmup",
+                "baseline",
+                "batch_size",
+                "device",
+                "tolerance",
+                "metric",
+                "randomness",
+            )
+        }
+        return {**head, "notes": list(self.notes), "results": self.rows()}
+
+    def to_pandas(self) -> Any:
+        """The rows as a ``pandas.DataFrame`` indexed by label (needs pandas)."""
+        import pandas as pd
+
+        rows = self.rows()
+        for row in rows:
+            row["notes"] = "; ".join(row["notes"])
+            del row["step_times"], row["losses"], row["per_batch"], row["graph_breaks"]
+        return pd.DataFrame(rows).set_index("label")
+
+    def summary(self) -> str:
+        """A text table: one line per recipe, then the notes."""
+        loss_head = "loss" if self.mode == "train" else "loss(out)"
+        head = [
+            "recipe",
+            "step",
+            "speedup",
+            "samples/s",
+            "compile",
+            "break-even",
+            "peak mem",
+            "max abs",
+            "rel",
+            "cosine",
+            loss_head,
+        ]
+        exports = any(r.export_time is not None for r in self.results)
+        if exports:
+            head.insert(5, "export")
+        compiled = any(r.graphs is not None for r in self.results)
+        if compiled:
+            head.insert(5, "breaks")
+        if self.metric:
+            head.append(self.metric)
+        head.append("first drift")
+        table = [head]
+        for r in self.results:
+            if r.error:
+                table.append([r.label, "error", *([""] * (len(head) - 2))])
+                continue
+            line = [
+                r.label,
+                fmt_time(r.step_time) if r.step_time is not None else "-",
+                _num(r.speedup, "{:.2f}x"),
+                _num(r.throughput, "{:.1f}"),
+                fmt_time(r.compile_time) if r.compile_time is not None else "-",
+                _break_even(r),
+                fmt_bytes(r.peak_memory) if r.peak_memory is not None else "-",
+                _num(r.max_abs, "{:.2e}"),
+                _num(r.rel, "{:.2e}"),
+                _num(r.cosine, "{:.5f}"),
+                _num(r.loss, "{:.4g}"),
+            ]
+            if exports:
+                line.insert(5, fmt_time(r.export_time) if r.export_time is not None else "-")
+            if compiled:
+                n = sum(b["count"] for b in r.graph_breaks)
+                line.insert(5, str(n) if r.graphs is not None else "-")
+            if self.metric:
+                line.append(_num(r.val_metric, "{:.4g}"))
+            line.append(r.drift_path if r.drift_path is not None else "-")
+            table.append(line)
+        lines = _columns(table)
+        lines += _per_batch_table(self.results)
+        title = (
+            f"compare ({self.mode}, {self.steps} steps after {self.warmup} warm-up, "
+            f"device {self.device}, drift tolerance {self.tolerance:g})"
+        )
+        notes = [f"- {n}" for n in (self.randomness, *self.notes) if n]
+        for r in self.results:
+            notes += [f"- {r.label}: {n}" for n in r.notes]
+            if r.error:
+                notes.append(f"- {r.label}: ERROR {r.error}")
+        return "\n".join([title, *lines, *(["", "notes:", *notes] if notes else [])])
+
+    def __repr__(self) -> str:
+        parts = [
+            f"{r.label}: {'error' if r.error else _num(r.speedup, '{:.2f}x')}" for r in self.results
+        ]
+        return f"Comparison(mode={self.mode!r}, steps={self.steps}, {', '.join(parts)})"
+
+
+def _columns(table: list[list[str]]) -> list[str]:
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    lines = [
+        "  ".join(
+            c.ljust(w) if i == 0 else c.rjust(w)
+            for i, (c, w) in enumerate(zip(row, widths, strict=True))
+        )
+        for row in table
+    ]
+    lines.insert(1, "-" * len(lines[0]))
+    return lines
+
+
+def _per_batch_table(results: tuple[RecipeResult, ...]) -> list[str]:
+    sizes = sorted({b["batch_size"] for r in results for b in r.per_batch})
+    if not sizes:
+        return []
+    table = [["latency per batch", *[f"batch {n}" for n in sizes]]]
+    for r in results:
+        got = {b["batch_size"]: b for b in r.per_batch}
+        cells = []
+        for n in sizes:
+            b = got.get(n)
+            if b is None or b.get("error"):
+                cells.append("error" if b else "-")
+            else:
+                cells.append(f"{fmt_time(b['step_time'])} ({_num(b['speedup'], '{:.2f}x')})")
+        table.append([r.label, *cells])
+    return ["", *_columns(table)]
+
+
+def _num(x: float | None, fmt: str) -> str:
+    return "-" if x is None else fmt.format(x)
+
+
+def _break_even(r: RecipeResult) -> str:
+    if r.compile_time is None:
+        return "-"
+    return "never" if r.break_even is None else f"{r.break_even:.0f} steps"
