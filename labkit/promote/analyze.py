@@ -2,13 +2,16 @@
 
 :func:`analyze` works on source text only (it runs nothing): it strips magics and shell
 escapes, parses each cell with :mod:`ast`, sorts cells by execution count, splits each
-cell into top-level statements and classifies every statement as
+cell into top-level statements (cut by their exact ``ast`` spans: ``a = 1; b = 2`` is
+two) and classifies every statement as
 
 - ``code``: kept in the script;
 - ``fit``: the training call (``lab.fit(...)`` on a ``labkit.Lab``); the script's ``main()``
   launches it with command-line overrides;
 - ``explore``: dropped (display-only expressions, ``print``/``display``, trace, widget and
-  plot calls and what they return, cells tagged ``explore``);
+  plot calls and what they return, calls of the Lab methods marked ``@exploration`` in
+  ``labkit/train/lab.py`` such as ``lab.trace()`` and ``lab.tensorboard()``, cells tagged
+  ``explore``);
 - ``explore-import``: an import of a plotting/widget module, kept only if kept code uses it.
 
 A cell tagged ``keep`` keeps all its statements.
