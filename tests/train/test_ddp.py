@@ -97,8 +97,10 @@ def test_dead_worker_fails_fast_naming_rank(tmp_path, how):
         lab.fit(max_epochs=3, devices=2, accelerator="cpu", dashboard=False, dry_run=False,
                 ddp_timeout=20, trainer_kwargs={"enable_progress_bar": False})  # fmt: skip
     took = time.monotonic() - start
-    assert took < 60, f"took {took:.0f} s"
-    assert info.value.rank == 1 and "rank 1" in str(info.value)
+    assert took < 300, f"took {took:.0f} s"  # a hang guard only
+    # fast = reported by the launcher when rank 1 ended, not by rank 0 timing out later
+    assert info.value.rank == 1 and str(info.value).startswith("DDP worker rank 1 ")
+    assert "Timed out" not in str(info.value) and "did not arrive" not in str(info.value)
     if how == "raise":
         assert "rank 1 broke on purpose" in str(info.value)
     else:
