@@ -27,6 +27,7 @@ await esbuild.build({
   format: "esm",
   minify: true,
   target: "es2020",
+  loader: { ".css": "text" }, // uPlot's stylesheet, injected by _charts.js
   logLevel: "warning",
 });
 

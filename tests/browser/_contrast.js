@@ -45,6 +45,14 @@
     for (const c of layers.reverse()) bg = over(c, bg);
     return bg;
   };
+  const clipped = (el, x, y) => {
+    for (let a = el.parentElement; a && a !== document.body; a = a.parentElement) {
+      if (a instanceof SVGElement || getComputedStyle(a).overflow === "visible") continue;
+      const r = a.getBoundingClientRect();
+      if (x < r.left || x > r.right || y < r.top || y > r.bottom) return true;
+    }
+    return false;
+  };
   const out = [];
   const hasText = (e) => [...e.childNodes].some((n) => n.nodeType === 3 && n.textContent.trim());
   for (const e of root.querySelectorAll("*")) {
@@ -58,6 +66,7 @@
     if (r.width < 1 || r.height < 1) continue;
     const x = r.left + r.width / 2, y = r.top + r.height / 2;
     if (x < 0 || y < 0 || x >= innerWidth || y >= innerHeight) continue;  // scroll views into sight first
+    if (clipped(e, x, y)) continue;  // cut off by a scrolling or clipping box: not shown
     const fg = parse(e instanceof SVGElement ? cs.fill : cs.color);
     if (!fg) continue;
     fg[3] *= opacity(e) * (e instanceof SVGElement ? +cs.fillOpacity : 1);

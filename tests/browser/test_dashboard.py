@@ -8,6 +8,7 @@ run stopped and kept a checkpoint.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -62,14 +63,14 @@ def test_dashboard_updates_and_stop_keeps_a_checkpoint(browser, lab_server):
         dash.locator(".lk-dash-status[data-status='running']").wait_for(timeout=60_000)
 
         # the loss curve and the progress appear ...
-        loss = dash.locator("path[data-key='train_loss']")
+        loss = dash.locator(".lk-dash-chart[data-title='loss']")
         page.wait_for_function(
-            "el => (el.querySelector(\"path[data-key='train_loss']\")?.getAttribute('d') || '')"
-            ".split('L').length > 5",
+            "el => (JSON.parse(el.querySelector(\".lk-dash-chart[data-title='loss']\")"
+            "?.dataset.series || '{}').train_loss || 0) > 5",
             arg=dash.element_handle(),
             timeout=60_000,
         )
-        first_step, first_d = _step(dash), loss.get_attribute("d")
+        first_step, first_d = _step(dash), loss.get_attribute("data-last-x")
         assert first_step > 0
         assert re.search(r"step \d+/\d+ · epoch \d+/200", dash.inner_text())
         # ... and keep moving while the kernel is free
@@ -79,7 +80,7 @@ def test_dashboard_updates_and_stop_keeps_a_checkpoint(browser, lab_server):
             arg=[dash.element_handle(), first_step + 20],
             timeout=60_000,
         )
-        assert _step(dash) > first_step and loss.get_attribute("d") != first_d
+        assert _step(dash) > first_step and loss.get_attribute("data-last-x") != first_d
         bar = dash.locator(".lk-dash-bar").evaluate("el => parseFloat(el.style.width)")
         assert bar > 0
         loss_stat = dash.locator("[data-stat='loss']").inner_text()
@@ -96,8 +97,41 @@ def test_dashboard_updates_and_stop_keeps_a_checkpoint(browser, lab_server):
 
         out = rerun_cell(page, READBACK_CELL, "STATUS stopped", timeout_ms=90_000)
         assert "STATUS stopped CKPT True" in out, out
+        _check_chart_controls(page, dash)
     finally:
         context.close()
+
+
+def _check_chart_controls(page, dash) -> None:
+    """uPlot chart: axes from the data, hover values, smoothing, log scale, zoom, resize."""
+    chart = dash.locator(".lk-dash-chart[data-title='loss']")
+    lo, hi = json.loads(chart.get_attribute("data-y-range"))
+    assert 0 < lo < hi, (lo, hi)  # cross-entropy > 0: the axis does not dip below zero
+    labels = chart.locator(".u-legend .u-label").all_inner_texts()
+    assert labels[:3] == ["step", "train_loss (raw)", "train_loss"], labels  # smoothed + raw
+    over = chart.locator(".u-over")
+    box = over.bounding_box()
+    page.mouse.move(box["x"] + box["width"] * 0.5, box["y"] + box["height"] * 0.5)
+    values = chart.locator(".u-legend .u-value").all_inner_texts()
+    assert re.fullmatch(r"[\d.,]+", values[0]) and re.search(r"\d", values[2]), values
+    dash.locator("input.lk-dash-log").check()
+    page.wait_for_function("el => el.dataset.log === 'true'", arg=chart.element_handle())
+    page.mouse.move(box["x"] + box["width"] * 0.2, box["y"] + 20)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] * 0.5, box["y"] + 20, steps=5)
+    page.mouse.up()
+    zoom = [float(v) for v in chart.get_attribute("data-zoom").split(",")]
+    assert zoom[0] < zoom[1]
+    over.dblclick()
+    page.wait_for_function("el => !el.dataset.zoom", arg=chart.element_handle())
+    save_shot(dash, "dashboard-log-scale")
+    dash.locator("input.lk-dash-log").uncheck()
+    width = chart.locator("canvas").first.bounding_box()["width"]
+    page.set_viewport_size({"width": 1000, "height": 1000})
+    page.wait_for_function(
+        "([el, w]) => Math.abs(el.querySelector('canvas').getBoundingClientRect().width - w) > 40",
+        arg=[chart.element_handle(), width],
+    )
 
 
 DDP_SETUP = """\
@@ -158,8 +192,10 @@ def test_ddp_two_cpu_processes_stream_rank0_metrics(browser, lab_server):
         dash.locator(".lk-dash-status[data-status='finished']").wait_for()
         assert "processes: 2" in dash.locator("[data-stat='processes']").inner_text()
         assert "step 192/192" in dash.locator(".lk-dash-progress").inner_text()
-        assert dash.locator("path[data-key='train_loss']").get_attribute("d").count("L") >= 20
-        assert dash.locator("path[data-key='val_loss']").count() == 1
+        counts = json.loads(
+            dash.locator(".lk-dash-chart[data-title='loss']").get_attribute("data-series")
+        )
+        assert counts["train_loss"] >= 20 and counts["val_loss"] == 2, counts
         # the dashboard moved while the processes trained, not only at the end
         seen = page.evaluate("window.__lkProgress")
         steps = [int(m.group(1)) for t in seen if (m := re.search(r"step (\d+)/192", t))]

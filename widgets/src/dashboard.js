@@ -1,70 +1,12 @@
-// Dashboard front end: live loss/metric curves (SVG), throughput, step-time split,
+// Dashboard front end: live loss/metric curves (uPlot: hover values, zoom, log scale,
+// EMA smoothing), throughput, step-time split,
 // memory, progress with ETA, and a Stop button. All state comes from traits the Python
 // side sends a few times per second. Stop posts the `stop_token` to labkit's server
 // extension (a kernel busy with the fit's cell reads no widget messages; the server
 // creates the stop file the trainer polls) and also sets `stop_requested`.
 import { fmtBytes, fmtTime } from "./_shared.js";
+import { timeChart } from "./_charts.js";
 import { ensureStyles, h } from "./_ui.js";
-
-const COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"];
-
-/** Finite y-range of several curves, padded; [0, 1] when empty. Exported for tests. */
-export function yRange(curves) {
-  let lo = Infinity;
-  let hi = -Infinity;
-  for (const c of curves) for (const y of c.y) if (Number.isFinite(y)) { lo = Math.min(lo, y); hi = Math.max(hi, y); }
-  if (!Number.isFinite(lo)) return [0, 1];
-  if (lo === hi) return [lo - 0.5, hi + 0.5];
-  const pad = (hi - lo) * 0.05;
-  return [lo - pad, hi + pad];
-}
-
-/** SVG path of one curve in a w x h box; NaN breaks the line. Exported for tests. */
-export function pathOf(xs, ys, [x0, x1], [y0, y1], w, hgt) {
-  const sx = (x) => (x1 === x0 ? w / 2 : ((x - x0) / (x1 - x0)) * w);
-  const sy = (y) => hgt - ((y - y0) / (y1 - y0)) * hgt;
-  let d = "";
-  let pen = false;
-  for (let i = 0; i < xs.length; i++) {
-    if (!Number.isFinite(ys[i])) { pen = false; continue; }
-    d += `${pen ? "L" : "M"}${sx(xs[i]).toFixed(1)},${sy(ys[i]).toFixed(1)}`;
-    pen = true;
-  }
-  return d;
-}
-
-function chart(series, keys, width, height) {
-  const curves = keys.filter((k) => series[k]).map((k) => ({ k, ...series[k] }));
-  const xsAll = curves.flatMap((c) => c.x);
-  const xr = xsAll.length ? [Math.min(...xsAll), Math.max(...xsAll)] : [0, 1];
-  const yr = yRange(curves);
-  const w = width - 50;
-  const hh = height - 24;
-  let svg = `<svg width="${width}" height="${height}" class="lk-dash-chart"><g transform="translate(44,6)">`;
-  svg += `<rect width="${w}" height="${hh}" style="fill:var(--lk-bg1);stroke:var(--lk-border2)"/>`;
-  for (const t of [0, 0.5, 1]) {
-    const y = yr[0] + t * (yr[1] - yr[0]);
-    svg += `<text x="-4" y="${(hh - t * hh + 4).toFixed(1)}" font-size="10" text-anchor="end" style="fill:var(--lk-fg)">${y.toPrecision(3)}</text>`;
-  }
-  svg += `<text x="${w}" y="${hh + 14}" font-size="10" text-anchor="end" style="fill:var(--lk-fg)">step ${xr[1]}</text>`;
-  curves.forEach((c, i) => {
-    const color = COLORS[keys.indexOf(c.k) % COLORS.length];
-    const marker = c.k.startsWith("val_");
-    svg += `<path d="${pathOf(c.x, c.y, xr, yr, w, hh)}" fill="none" stroke="${color}" stroke-width="1.5" data-key="${c.k}"/>`;
-    if (marker) {
-      c.x.forEach((x, j) => {
-        if (!Number.isFinite(c.y[j])) return;
-        const px = xr[1] === xr[0] ? w / 2 : ((x - xr[0]) / (xr[1] - xr[0])) * w;
-        const py = hh - ((c.y[j] - yr[0]) / (yr[1] - yr[0])) * hh;
-        svg += `<circle cx="${px.toFixed(1)}" cy="${py.toFixed(1)}" r="2.5" fill="${color}"/>`;
-      });
-    }
-    // legend text in the theme's ink (series colours are not text colours), swatch in colour
-    svg += `<rect x="${6 + i * 110}" y="6" width="10" height="10" fill="${color}"/>`;
-    svg += `<text x="${20 + i * 110}" y="15" font-size="11" style="fill:var(--lk-fg)">${c.k}</text>`;
-  });
-  return svg + "</g></svg>";
-}
 
 /** The page's Jupyter server settings: base URL and, when the page has one, its token. */
 function serverSettings(doc = document) {
@@ -109,10 +51,18 @@ function render({ model, el }) {
   const progress = h("span", { class: "lk-dash-progress" });
   const top = h("div", { style: "display:flex;gap:10px;align-items:center;padding:4px 0" }, status, bar, progress, stop);
   const stats = h("div", { class: "lk-dash-stats", style: "display:flex;gap:16px;flex-wrap:wrap;font-size:12px;padding:2px 0" });
-  const charts = h("div", { class: "lk-dash-charts", style: "display:flex;gap:8px;flex-wrap:wrap" });
+  const smooth = h("input", { type: "range", min: "0", max: "0.99", step: "0.01", value: "0.6",
+    class: "lk-dash-smooth", title: "EMA smoothing, as TensorBoard's (0: raw)" });
+  const smoothOut = h("span", { class: "lk-dash-smooth-value" }, "0.60");
+  const logBox = h("input", { type: "checkbox", class: "lk-dash-log" });
+  const chartBar = h("div", { class: "lk-dash-chartbar", style: "display:flex;gap:12px;align-items:center;font-size:11px;padding:2px 0" },
+    h("label", { style: "display:flex;gap:4px;align-items:center" }, "smoothing", smooth, smoothOut),
+    h("label", { style: "display:flex;gap:4px;align-items:center" }, logBox, "log scale"),
+    h("span", {}, "drag across a chart to zoom, double-click to reset"));
+  const charts = h("div", { class: "lk-dash-charts", style: "display:grid;grid-template-columns:repeat(auto-fit,minmax(320px,1fr));gap:8px" });
   const grads = h("div", { class: "lk-dash-grads", style: "font-size:11px;color:var(--lk-fg2)" });
   const error = h("pre", { class: "lk-dash-error", style: "color:var(--lk-error);white-space:pre-wrap;margin:4px 0" });
-  const root = h("div", { class: "lk-view lk-dashboard", style: "padding:6px" }, top, stats, charts, grads, error);
+  const root = h("div", { class: "lk-view lk-dashboard", style: "padding:6px" }, top, stats, chartBar, charts, grads, error);
   el.appendChild(root);
 
   const stopNote = h("div", { class: "lk-dash-stopnote lk-error-text", style: "font-size:11px" });
@@ -126,6 +76,30 @@ function render({ model, el }) {
     stop.dataset.via = problem ? "kernel" : "server";
     stopNote.textContent = problem;
   });
+
+  // one chart for the losses, one for the other metrics; rebuilt only when the keys change
+  let lossChart = null;
+  let metricChart = null;
+  const chartOf = (current, keys, title) => {
+    if (!keys.length) { current?.destroy(); return null; }
+    if (current && current.keys === keys.join()) return current;
+    current?.destroy();
+    const c = timeChart(charts, { keys, title });
+    c.keys = keys.join();
+    return c;
+  };
+  function drawCharts() {
+    const series = model.get("series") || {};
+    const lossKeys = Object.keys(series).filter((k) => k.endsWith("_loss")).sort();
+    const metricKeys = Object.keys(series).filter((k) => !k.endsWith("_loss")).sort();
+    lossChart = chartOf(lossChart, lossKeys, "loss");
+    metricChart = chartOf(metricChart, metricKeys, "metrics");
+    const opts = { smoothing: Number(smooth.value), log: logBox.checked };
+    lossChart?.update(series, opts);
+    metricChart?.update(series, opts);
+  }
+  smooth.addEventListener("input", () => { smoothOut.textContent = Number(smooth.value).toFixed(2); drawCharts(); });
+  logBox.addEventListener("change", drawCharts);
 
   function draw() {
     const s = model.get("stats") || {};
@@ -148,10 +122,7 @@ function render({ model, el }) {
       ["elapsed", fmtTime(s.elapsed_s)],
     ];
     stats.replaceChildren(...items.map(([k, v]) => h("span", { "data-stat": k }, h("b", {}, `${k}: `), v)));
-    const series = model.get("series") || {};
-    const lossKeys = Object.keys(series).filter((k) => k.endsWith("_loss")).sort();
-    const metricKeys = Object.keys(series).filter((k) => !k.endsWith("_loss")).sort();
-    charts.innerHTML = chart(series, lossKeys, 420, 200) + (metricKeys.length ? chart(series, metricKeys, 420, 200) : "");
+    drawCharts();
     const g = model.get("grad_norms") || {};
     const gk = Object.keys(g);
     grads.textContent = gk.length ? `grad norms: ${gk.map((k) => `${k || "<root>"} ${g[k].toPrecision(3)}`).join(" · ")}` : "";
@@ -165,6 +136,8 @@ function render({ model, el }) {
   return () => {
     model.off("change:updates", draw);
     model.off("change:status", draw);
+    lossChart?.destroy();
+    metricChart?.destroy();
   };
 }
 

@@ -1,15 +1,30 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { pathOf, yRange } from "../src/dashboard.js";
+import { aligned, allPositive, dataRange, ema } from "../src/_series.js";
 
-test("yRange pads and ignores NaN", () => {
-  assert.deepEqual(yRange([]), [0, 1]);
-  assert.deepEqual(yRange([{ y: [2, NaN, 2] }]), [1.5, 2.5]);
-  const [lo, hi] = yRange([{ y: [0, 10] }]);
-  assert.ok(lo < 0 && hi > 10);
+test("ema is TensorBoard's debiased smoothing", () => {
+  // reference: TensorBoard's smoothing written out by hand for weight 0.5
+  // last = 0.5*last + 0.5*y; smoothed = last / (1 - 0.5^n)
+  const got = ema([1, 3, 2, NaN, 4], 0.5);
+  const l1 = 0.5, l2 = 0.25 + 1.5, l3 = l2 * 0.5 + 1, l4 = l3 * 0.5 + 2;
+  const want = [l1 / 0.5, l2 / 0.75, l3 / 0.875, NaN, l4 / 0.9375];
+  got.forEach((v, i) => (Number.isNaN(want[i]) ? assert.ok(Number.isNaN(v)) : assert.ok(Math.abs(v - want[i]) < 1e-12)));
+  assert.equal(ema([5, 5, 5], 0.9).every((v) => Math.abs(v - 5) < 1e-12), true); // no pull to 0
+  assert.deepEqual(ema([1, 2], 0), [1, 2]);
 });
 
-test("pathOf breaks the line at NaN", () => {
-  const d = pathOf([0, 1, 2, 3], [0, NaN, 1, 1], [0, 3], [0, 1], 30, 10);
-  assert.equal(d, "M0.0,10.0M20.0,0.0L30.0,0.0");
+test("aligned puts curves on one x axis with gaps", () => {
+  const series = { train_loss: { x: [1, 2, 3, 4], y: [4, 3, NaN, 1] }, val_loss: { x: [2, 4], y: [3.5, 1.5] } };
+  assert.deepEqual(aligned(series, ["train_loss", "val_loss"]), [[1, 2, 3, 4], [4, 3, null, 1], [null, 3.5, null, 1.5]]);
+});
+
+test("axis ranges come from the data, log only for positive values", () => {
+  const [lo, hi] = dataRange([[0.3, 0.5, null, 0.7]]);
+  assert.ok(Math.abs(lo - 0.28) < 1e-12 && Math.abs(hi - 0.72) < 1e-12); // a loss axis stays above 0
+  assert.deepEqual(dataRange([[2, 2]]), [1.9, 2.1]);
+  assert.deepEqual(dataRange([[]]), [0, 1]);
+  const [a, b] = dataRange([[0.01, 10]], true);
+  assert.ok(a > 0 && a < 0.01 && b > 10);
+  assert.equal(allPositive([[1, null, 2]]), true);
+  assert.equal(allPositive([[1, 0]]), false);
 });

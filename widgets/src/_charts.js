@@ -1,0 +1,131 @@
+// Time-series charts on uPlot (hover values in the legend under the plot, drag to zoom,
+// double-click to reset, log scale, TensorBoard-style EMA smoothing). Colours come from
+// the theme tokens (--lk-*), read again when JupyterLab's theme changes.
+import uPlot from "uplot";
+import UPLOT_CSS from "uplot/dist/uPlot.min.css";
+import { aligned, allPositive, dataRange, ema } from "./_series.js";
+import { h } from "./_ui.js";
+
+export const COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"];
+const HEIGHT = 210;
+
+function ensureCss() {
+  if (document.getElementById("labkit-uplot-css")) return;
+  const style = document.createElement("style");
+  style.id = "labkit-uplot-css";
+  style.textContent = `${UPLOT_CSS}
+.lk-chart .u-legend { font-size: 11px; color: var(--lk-fg); text-align: left; }
+.lk-chart .u-legend th { font-weight: 600; }
+.lk-chart .u-select { background: var(--lk-bg3); opacity: .4; }
+.lk-chart .u-title { font-size: 12px; font-weight: 600; color: var(--lk-fg); }`;
+  document.head.appendChild(style);
+}
+
+function tokens(el) {
+  const cs = getComputedStyle(el);
+  const v = (name, dflt) => cs.getPropertyValue(name).trim() || dflt;
+  return { fg: v("--lk-fg", "#222"), grid: v("--lk-border2", "#e0e0e0"), font: "11px sans-serif" };
+}
+
+/**
+ * A chart of the curves `keys` (validation curves as points, the rest as lines).
+ * `update(series, {smoothing, log})` redraws from the dashboard's `series` trait;
+ * a zoom the user made is kept across updates until a double-click resets it.
+ */
+export function timeChart(host, { keys, title }) {
+  ensureCss();
+  const wrap = h("div", { class: "lk-chart lk-dash-chart", "data-title": title });
+  host.appendChild(wrap);
+  let u = null;
+  let shape = "";
+  let zoom = null; // [x0, x1] chosen by the user
+  let last = null;
+
+  function build(data, cols, names, log) {
+    if (u) u.destroy();
+    const t = tokens(wrap);
+    const axis = { stroke: t.fg, font: t.font, grid: { stroke: t.grid, width: 1 }, ticks: { stroke: t.grid } };
+    const width = Math.max(280, wrap.clientWidth || host.clientWidth || 420);
+    u = new uPlot({
+      title, width, height: HEIGHT,
+      scales: {
+        x: { time: false, range: (self, lo, hi) => (zoom ? zoom : lo === hi ? [lo - 1, hi + 1] : [lo, hi]) },
+        y: { distr: log ? 3 : 1, range: () => dataRange(cols, log) },
+      },
+      axes: [{ ...axis, label: "step", labelFont: t.font }, { ...axis, size: 56 }],
+      series: [{ label: "step" }, ...names.map((s) => s.opts)],
+      cursor: { drag: { x: true, y: false } },
+      legend: { live: true },
+      hooks: {
+        setSelect: [(self) => {
+          if (self.select.width < 2) return;
+          zoom = [self.posToVal(self.select.left, "x"), self.posToVal(self.select.left + self.select.width, "x")];
+          self.setSelect({ left: 0, width: 0, top: 0, height: 0 }, false);
+          self.setScale("x", { min: zoom[0], max: zoom[1] });
+          wrap.dataset.zoom = zoom.map((z) => z.toFixed(2)).join(",");
+        }],
+      },
+    }, data, wrap);
+    u.over.addEventListener("dblclick", () => {
+      zoom = null;
+      delete wrap.dataset.zoom;
+      if (last) update(...last, true);
+    });
+  }
+
+  function update(series, { smoothing = 0, log = false } = {}, force = false) {
+    last = [series, { smoothing, log }];
+    const present = keys.filter((k) => series[k] && series[k].x.length);
+    const base = aligned(series, present);
+    const canLog = allPositive(base.slice(1));
+    const useLog = log && canLog;
+    const names = [];
+    const data = [base[0]];
+    present.forEach((k, i) => {
+      const color = COLORS[keys.indexOf(k) % COLORS.length];
+      const ys = base[i + 1];
+      const val = k.startsWith("val_");
+      if (!val && smoothing > 0) {
+        data.push(ys);
+        names.push({ key: `${k} (raw)`, opts: { label: `${k} (raw)`, stroke: `${color}55`, width: 1, spanGaps: true, points: { show: false } } });
+        data.push(ema(ys, smoothing));
+        names.push({ key: k, opts: { label: k, stroke: color, width: 1.6, spanGaps: true, points: { show: false } } });
+      } else {
+        data.push(ys);
+        names.push({ key: k, opts: { label: k, stroke: color, width: val ? 1.2 : 1.6, spanGaps: true,
+          points: { show: val, size: 6, fill: color } } });
+      }
+    });
+    const next = `${names.map((n) => n.key).join("|")}:${useLog}`;
+    if (force || next !== shape || !u) {
+      shape = next;
+      build(data, data.slice(1), names, useLog);
+    } else {
+      u.setData(data, true);
+    }
+    wrap.dataset.series = JSON.stringify(Object.fromEntries(present.map((k) => [k, series[k].x.length])));
+    wrap.dataset.log = String(useLog);
+    wrap.dataset.canLog = String(canLog);
+    wrap.dataset.yRange = JSON.stringify(dataRange(data.slice(1), useLog).map((v) => +v.toPrecision(4)));
+    wrap.dataset.lastX = String(base[0].length ? base[0][base[0].length - 1] : "");
+  }
+
+  const ro = new ResizeObserver(() => {
+    if (u && wrap.clientWidth && Math.abs(wrap.clientWidth - u.width) > 2) u.setSize({ width: wrap.clientWidth, height: HEIGHT });
+  });
+  ro.observe(wrap);
+  // the canvas does not read CSS variables: redraw with the new theme's colours
+  const themeWatch = new MutationObserver(() => last && update(...last, true));
+  themeWatch.observe(document.body, { attributes: true, attributeFilter: ["data-jp-theme-name"] });
+
+  return {
+    update,
+    el: wrap,
+    destroy() {
+      ro.disconnect();
+      themeWatch.disconnect();
+      if (u) u.destroy();
+      wrap.remove();
+    },
+  };
+}

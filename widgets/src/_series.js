@@ -1,0 +1,62 @@
+// Pure helpers of the time-series charts (dashboard): TensorBoard's smoothing, aligning
+// curves sampled at different steps, and axis ranges taken from the data. No DOM.
+
+/**
+ * TensorBoard's scalar smoothing: an exponential moving average, debiased so the first
+ * points are not pulled towards zero. weight in [0, 1): 0 = raw. Non-finite values pass
+ * through and do not enter the average.
+ */
+export function ema(ys, weight) {
+  if (!(weight > 0)) return ys.slice();
+  let last = 0;
+  let n = 0;
+  return ys.map((y) => {
+    if (y === null || !Number.isFinite(y)) return y;
+    last = last * weight + (1 - weight) * y;
+    n += 1;
+    return last / (1 - weight ** n);
+  });
+}
+
+/**
+ * Curves {key: {x, y}} on one sorted x axis, as uPlot wants them: [xs, ys_key1, ...] with
+ * null where a curve has no point at that x.
+ */
+export function aligned(series, keys) {
+  const xs = [...new Set(keys.flatMap((k) => (series[k] ? series[k].x : [])))].sort((a, b) => a - b);
+  const at = new Map(xs.map((x, i) => [x, i]));
+  const cols = keys.map((k) => {
+    const col = new Array(xs.length).fill(null);
+    const c = series[k];
+    if (c) c.x.forEach((x, i) => { col[at.get(x)] = Number.isFinite(c.y[i]) ? c.y[i] : null; });
+    return col;
+  });
+  return [xs, ...cols];
+}
+
+/**
+ * Axis range from the finite values: padded by 5% of the span (a loss that never goes
+ * below 0.3 gets an axis that does not either). Log scale: positive values only, padded
+ * by a factor. [0, 1] when there is nothing to show.
+ */
+export function dataRange(columns, log = false) {
+  let lo = Infinity;
+  let hi = -Infinity;
+  for (const col of columns) {
+    for (const y of col) {
+      if (y === null || !Number.isFinite(y) || (log && y <= 0)) continue;
+      if (y < lo) lo = y;
+      if (y > hi) hi = y;
+    }
+  }
+  if (!Number.isFinite(lo)) return log ? [0.1, 1] : [0, 1];
+  if (log) return [lo / 1.15, hi * 1.15];
+  if (lo === hi) return [lo - (Math.abs(lo) || 1) * 0.05, hi + (Math.abs(hi) || 1) * 0.05];
+  const pad = (hi - lo) * 0.05;
+  return [lo - pad, hi + pad];
+}
+
+/** Whether every finite value is positive (a log axis can show them). */
+export function allPositive(columns) {
+  return columns.every((col) => col.every((y) => y === null || !Number.isFinite(y) || y > 0));
+}
