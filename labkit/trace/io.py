@@ -7,6 +7,7 @@ import json
 import os
 import types
 import typing
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -97,32 +98,38 @@ def trace_from_dict(data: Any, *, source: str = "<dict>") -> Trace:
         )
     _validate.validate(data, source)
     try:
-        hints = _validate._hints(Trace)
-        return Trace(**{
-            f.name: _build(data[f.name], hints[f.name])
-            for f in dataclasses.fields(Trace) if f.name != "version" and f.name in data
-        }, version=version)  # fmt: skip
+        return _builder(Trace)({**data, "version": version})
     except (KeyError, TypeError, ValueError) as e:  # validate() should have said it already
         raise TraceFileError(f"{source}: malformed trace data ({type(e).__name__}: {e})") from e
 
 
-def _build(value: Any, hint: Any) -> Any:
-    """Plain JSON data as ``hint`` says: lists to tuples, objects to dataclasses.
+_BUILDERS: dict[Any, Callable[[Any], Any] | None] = {}
 
-    Keys a dataclass does not have (written by a newer labkit) are dropped.
+
+def _builder(hint: Any) -> Callable[[Any], Any] | None:
+    """How to turn JSON data into ``hint``: lists to tuples, objects to dataclasses.
+
+    Keys a dataclass does not have (written by a newer labkit) are dropped. ``None`` means
+    the data is used as it is. Compiled once per type.
     """
+    if hint in _BUILDERS:
+        return _BUILDERS[hint]
     origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if value is None:
-        return None
+    build: Callable[[Any], Any] | None = None
     if origin in (typing.Union, types.UnionType):
         inner = [a for a in args if a is not type(None)]
-        return _build(value, inner[0]) if len(inner) == 1 else value
-    if dataclasses.is_dataclass(hint) and isinstance(hint, type):
+        item = _builder(inner[0]) if len(inner) == 1 else None
+        if item is not None:
+            build = lambda v: None if v is None else item(v)  # noqa: E731
+    elif dataclasses.is_dataclass(hint) and isinstance(hint, type):
         types_ = _validate._hints(hint)
-        return hint(**{
-            f.name: _build(value[f.name], types_[f.name])
-            for f in dataclasses.fields(hint) if f.name in value
-        })  # fmt: skip
-    if origin is tuple:
-        return tuple(_build(v, args[0] if args else Any) for v in value)
-    return value
+        specs = [(f.name, _builder(types_[f.name])) for f in dataclasses.fields(hint)]
+
+        def build(v: dict[str, Any], cls: type = hint) -> Any:
+            return cls(**{n: (v[n] if b is None else b(v[n])) for n, b in specs if n in v})
+
+    elif origin is tuple:
+        item = _builder(args[0]) if args else None
+        build = tuple if item is None else (lambda v: tuple(map(item, v)))
+    _BUILDERS[hint] = build
+    return build
