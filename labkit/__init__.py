@@ -26,6 +26,9 @@ _LAZY = {
     "MemoryReport": "labkit.memory",
     "MemoryRecordError": "labkit.memory",
     "find_growth": "labkit.memory",
+    "plan": "labkit.plan",
+    "Plan": "labkit.plan",
+    "PlanError": "labkit.plan",
     "Recipe": "labkit.optimize",
     "compare": "labkit.optimize",
     "advise": "labkit.optimize",
@@ -37,5 +40,5 @@ _LAZY = {
 __all__ = ["__version__", *_LAZY]
 
 
-# labkit.trace and labkit.memory are callable packages; other names are module attributes
-__getattr__, __dir__ = lazy_exports(__name__, _LAZY, modules=("trace", "memory"))
+# labkit.trace, labkit.memory and labkit.plan are callable packages; other names are attributes
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, modules=("trace", "memory", "plan"))

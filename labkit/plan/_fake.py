@@ -1,0 +1,159 @@
+"""Fake copies of a model, its batch and its optimizer: the same shapes, no memory.
+
+A plan runs the step on ``torch._subclasses.fake_tensor`` tensors: every op computes
+its output's shape, dtype, strides and device and allocates nothing. The user's model is
+never touched; a shallow structural copy gets fake parameters and buffers (a real
+parameter becomes a fake one with its metadata; a meta one becomes a fake tensor on the
+planned device), so tied weights stay tied.
+"""
+
+from __future__ import annotations
+
+import copy
+import weakref
+from typing import Any
+
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+from labkit.trace._graph import GraphObserver
+from labkit.trace.instrument import Instrumentation
+
+
+def new_mode() -> FakeTensorMode:
+    """A fake-tensor mode that also accepts stray real tensors (constants in forward)."""
+    return FakeTensorMode(allow_non_fake_inputs=True)
+
+
+def model_device(model: torch.nn.Module) -> torch.device:
+    """Where the model's parameters live, ``cpu`` for a model on the meta device."""
+    for t in (*model.parameters(), *model.buffers()):
+        if t.device.type != "meta":
+            return t.device
+    return torch.device("cpu")
+
+
+def fake_tensor(t: torch.Tensor, mode: FakeTensorMode, device: torch.device) -> torch.Tensor:
+    """A fake tensor with ``t``'s shape, strides and dtype on ``device`` (no data copied)."""
+    if t.device.type != "meta" and t.device == device:
+        return mode.from_tensor(t)
+    with mode:
+        out = torch.empty_strided(tuple(t.shape), tuple(t.stride()), dtype=t.dtype, device=device)
+    return out.requires_grad_(t.requires_grad) if t.is_leaf and t.requires_grad else out
+
+
+def fake_model(model: torch.nn.Module, mode: FakeTensorMode, device: torch.device,
+               memo: dict[int, Any]) -> torch.nn.Module:  # fmt: skip
+    """A copy of ``model`` whose parameters and buffers are fake (``memo``: real id -> fake)."""
+    for t in (*model.parameters(), *model.buffers()):
+        if id(t) in memo:
+            continue  # a tied weight: one fake tensor for both modules
+        f = fake_tensor(t.detach(), mode, device)
+        if isinstance(t, torch.nn.Parameter):
+            f = torch.nn.Parameter(f, requires_grad=t.requires_grad)
+        memo[id(t)] = f
+    for p in model.parameters():
+        if p.grad is not None:
+            memo[id(p)].grad = fake_tensor(p.grad, mode, device)
+    return copy.deepcopy(model, memo)
+
+
+def fake_batch(batch: Any, mode: FakeTensorMode, device: torch.device) -> Any:
+    """The batch with every tensor fake on ``device``; a ``torch.Size`` becomes float32 zeros."""
+    if isinstance(batch, torch.Size):
+        with mode:
+            return torch.empty(batch, device=device)
+    if isinstance(batch, torch.Tensor):
+        return fake_tensor(batch, mode, device)
+    if isinstance(batch, dict):
+        return {k: fake_batch(v, mode, device) for k, v in batch.items()}
+    if isinstance(batch, tuple) and hasattr(batch, "_fields"):  # a named tuple
+        return type(batch)(*(fake_batch(v, mode, device) for v in batch))
+    if isinstance(batch, (list, tuple)):
+        return type(batch)(fake_batch(v, mode, device) for v in batch)
+    if hasattr(batch, "to_dict") and hasattr(batch, "from_dict"):  # a PyG Data / Batch
+        return type(batch).from_dict(
+            {k: fake_batch(v, mode, device) for k, v in batch.to_dict().items()}
+        )
+    return batch
+
+
+def fake_optimizer(optimizer: Any, fmodel: torch.nn.Module, mode: FakeTensorMode,
+                   device: torch.device, memo: dict[int, Any]) -> Any:  # fmt: skip
+    """The optimizer for the fake model: a factory is called on its parameters; an optimizer
+    is rebuilt with the same class, groups and hyperparameters (and fake state)."""
+    if optimizer is None:
+        return None
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        if not callable(optimizer):
+            raise TypeError(
+                "optimizer must be a torch.optim.Optimizer or a factory params -> optimizer "
+                f"(e.g. lambda ps: torch.optim.AdamW(ps, lr=1e-3)), got {type(optimizer).__name__}"
+            )
+        with mode:
+            return optimizer(fmodel.parameters())
+    groups = []
+    for g in optimizer.param_groups:
+        missing = [p for p in g["params"] if id(p) not in memo]
+        if missing:
+            raise ValueError(
+                f"{type(optimizer).__name__} holds {len(missing)} tensor(s) that are not "
+                "parameters of the model: give labkit.plan a factory instead "
+                "(optimizer=lambda ps: ...)"
+            )
+        groups.append({**g, "params": [memo[id(p)] for p in g["params"]]})
+    try:
+        with mode:
+            fopt = type(optimizer)(groups, **optimizer.defaults)
+    except TypeError as e:
+        raise TypeError(
+            f"could not rebuild {type(optimizer).__name__} for the plan ({e}): pass a factory "
+            "instead, optimizer=lambda params: ..."
+        ) from e
+    for p, state in optimizer.state.items():
+        fp = memo.get(id(p))
+        if fp is not None:
+            fopt.state[fp] = {
+                k: fake_tensor(v, mode, device) if isinstance(v, torch.Tensor) else v
+                for k, v in state.items()
+            }
+    return fopt
+
+
+class FakeGraphObserver(GraphObserver):
+    """The graph observer, identifying storages by object rather than by data pointer.
+
+    Fake storages have no data (their pointer is 0 for all and reading it warns), so the
+    bytes saved for backward are counted once per live storage object instead.
+    """
+
+    def start(self, inst: Instrumentation) -> None:
+        needs_saved, self.needs_saved = self.needs_saved, False
+        try:
+            super().start(inst)
+        finally:
+            self.needs_saved = needs_saved
+        self._live: dict[int, Any] = {}
+        for p in (*inst.model.parameters(), *inst.model.buffers()):
+            self._mark(p.untyped_storage(), param=True)
+
+    def _mark(self, st: Any, *, param: bool = False) -> bool:
+        """Remember ``st``; whether it was new (a parameter storage is never new)."""
+        key = id(st)
+        ref = self._live.get(key)
+        if ref is not None and ref[0]() is st:
+            return False
+        self._live[key] = (weakref.ref(st), param)
+        return not param
+
+    def saved(self, t: torch.Tensor) -> None:
+        inst = self._inst
+        if inst is None or not inst.stack:
+            return
+        st = t.untyped_storage()
+        if self._mark(st):
+            inst.stack[-1].saved_bytes += st.nbytes()
+
+    def stop(self, inst: Instrumentation) -> None:
+        super().stop(inst)
+        self._live = {}

@@ -1,0 +1,186 @@
+"""``labkit.plan(model, batch, ...)``: one training step predicted on fake tensors."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch._subclasses.fake_tensor import (
+    DataDependentOutputException,
+    DynamicOutputShapeException,
+    UnsupportedOperatorException,
+)
+
+from labkit.plan._fake import (
+    FakeGraphObserver,
+    fake_batch,
+    fake_model,
+    fake_optimizer,
+    model_device,
+    new_mode,
+)
+from labkit.plan.errors import PlanError
+from labkit.plan.model import PREDICTED_NOTE, Plan
+from labkit.trace.instrument import Instrumentation
+from labkit.trace.recorder import Recorder, check_model
+
+_FAKE_ERRORS = (DataDependentOutputException, DynamicOutputShapeException,
+                UnsupportedOperatorException)  # fmt: skip
+
+
+class _PlanRecorder(Recorder):
+    """A full-mode Recorder whose graph observer works on fake storages."""
+
+    def __init__(self, model: torch.nn.Module, memory: Any) -> None:
+        super().__init__(model, mode="full", memory=memory)
+        self.graph = FakeGraphObserver(ops=True, saved=True)
+        self.inst = Instrumentation(model, [self.graph, self.flops, self.memory], ops=True)
+
+
+def plan(
+    model: torch.nn.Module,
+    batch: Any,
+    *,
+    loss: Callable[[Any], torch.Tensor] | None = None,
+    optimizer: Any = None,
+    recipe: Any = None,
+    device: str | torch.device | None = None,
+    backward: bool = True,
+) -> Plan:
+    """Predict one training step's memory, FLOPs and graph without allocating it.
+
+    The step (forward, backward, ``optimizer.step()``) runs on a copy of the model whose
+    parameters are fake tensors (``torch._subclasses.fake_tensor``): every op computes
+    its output's shape, dtype and strides and allocates nothing. The same observers as
+    :func:`labkit.memory` watch it, so the plan carries what a measured step's trace
+    carries: the graph, FLOPs per module (``FlopCounterMode``'s formulas), the memory
+    timeline by category, module and phase, and the peak and where it is. The model,
+    its parameters and the optimizer given are not touched.
+
+    Args:
+        model: The model; it may live on the meta device (built under
+            ``torch.device("meta")``).
+        batch: The model's input as for :func:`labkit.memory`: a tensor, a tuple/list
+            (positional) or a dict (keywords). Tensors may be real or on the meta device;
+            a ``torch.Size`` stands for a float32 tensor of that shape.
+        loss: ``loss(output) -> scalar tensor``; without it, the sum of the outputs.
+        optimizer: An optimizer of ``model`` (rebuilt for the fake copy with the same
+            class and hyperparameters) or a factory ``params -> optimizer``.
+        recipe: A :class:`~labkit.optimize.Recipe` (precision, checkpointing) applied to
+            the fake copy, as ``labkit.optimize.apply`` applies it for a real run.
+        device: The device to plan for; default the model's (CPU for a meta model).
+            Planning for CUDA needs no GPU memory.
+        backward: Predict the backward pass too.
+
+    Returns:
+        A :class:`Plan`.
+
+    Raises:
+        PlanError: An op has no fake kernel or a data-dependent output (``nonzero``,
+            ``.item()``); the error names the op and the module.
+
+    Example:
+        >>> with torch.device("meta"):
+        ...     model = GPT(vocab=50257, d=768, layers=12)            # doctest: +SKIP
+        >>> p = labkit.plan(model, torch.Size([8, 1024]),
+        ...                 optimizer=lambda ps: torch.optim.AdamW(ps))  # doctest: +SKIP
+        >>> p.peak_bytes, p.peak_where                                  # doctest: +SKIP
+    """
+    check_model(model, "labkit.plan")
+    dev = torch.device(device) if device is not None else model_device(model)
+    t0 = time.perf_counter()
+    mode = new_mode()
+    memo: dict[int, Any] = {}
+    fmodel = fake_model(model, mode, dev, memo)
+    fopt = fake_optimizer(optimizer, fmodel, mode, dev, memo)
+    if recipe is not None:
+        from labkit.optimize.apply import apply
+
+        fmodel = apply(fmodel, recipe)
+    fbatch = fake_batch(batch, mode, dev)
+    args, kwargs = _split(fbatch)
+    trace = _record(model, fmodel, args, kwargs, loss, fopt, mode, backward)
+    seconds = time.perf_counter() - t0
+    notes = (
+        PREDICTED_NOTE,
+        f"planned for {dev} in {seconds:.2f} s"
+        + (f" with recipe {getattr(recipe, 'label', recipe)}" if recipe is not None else ""),
+        *trace.meta.notes,
+    )
+    meta = dataclasses.replace(trace.meta, mode="plan", device=str(dev), notes=notes,
+                               timing="not timed (predicted)")  # fmt: skip
+    mm = trace.memory_meta
+    if mm is not None:
+        mm = dataclasses.replace(mm, device=str(dev))
+    return Plan(trace.replace(meta=meta, memory_meta=mm), seconds=seconds)
+
+
+def _record(model: torch.nn.Module, fmodel: torch.nn.Module, args: tuple, kwargs: dict,
+            loss: Any, fopt: Any, mode: Any, backward: bool) -> Any:  # fmt: skip
+    from labkit.memory.tracker import MemoryTracker
+    from labkit.trace.api import _backward_target
+
+    tracker = MemoryTracker(fmodel, optimizers=(fopt,) if fopt is not None else (),
+                            inputs=(args, kwargs))  # fmt: skip
+    rec = _PlanRecorder(fmodel, tracker)
+    err: BaseException | None = None
+    try:
+        with mode, rec:
+            out = fmodel(*args, **kwargs)
+            if backward:
+                target = _backward_target(out, loss, rec.notes)
+                del out
+                if target is not None:
+                    target.backward()
+                del target
+            if fopt is not None:
+                fopt.step()
+    except Exception as e:
+        err = e
+    if err is not None:
+        raise PlanError(_failure(model, err, tracker, rec)) from None
+    assert rec.trace is not None
+    samples, meta = tracker.result()
+    return rec.trace.replace(memory=samples, memory_meta=meta)
+
+
+def _failure(model: torch.nn.Module, err: BaseException, tracker: Any, rec: Recorder) -> str:
+    cause = err
+    while cause.__cause__ is not None and not isinstance(cause, _FAKE_ERRORS):
+        cause = cause.__cause__
+    module = tracker.failed_module
+    if module is None and rec.inst.failed is not None:
+        module = rec.inst.failed.module or ""
+    where = f"module '{module}'" if module else "outside any module (the loss or the step)"
+    name = type(model).__name__
+    if isinstance(cause, _FAKE_ERRORS):
+        op = getattr(cause, "func", None)
+        why = {
+            DataDependentOutputException: "its result depends on the tensor's values "
+            "(.item(), .tolist(), a Python if on a tensor)",
+            DynamicOutputShapeException: "its output shape depends on the tensor's values",
+            UnsupportedOperatorException: "it has no fake (meta) kernel",
+        }[type(cause)]
+        return (
+            f"labkit.plan cannot predict {name}: op {op} in {where} stopped it: {why}. A plan "
+            "runs on fake tensors that have shapes but no values; measure a small batch "
+            "with labkit.memory(model, batch) instead, or move that op out of the training "
+            "step"
+        )
+    msg = str(err).split("\n")[0]
+    return (
+        f"labkit.plan failed for {name} in {where}: {type(err).__name__}: {msg}. The plan "
+        "runs the step on fake tensors; if the real step runs, measure it with "
+        "labkit.memory(model, batch) on a small batch"
+    )
+
+
+def _split(batch: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    if isinstance(batch, dict):
+        return (), dict(batch)
+    if isinstance(batch, (tuple, list)):
+        return tuple(batch), {}
+    return (batch,), {}

@@ -1,0 +1,201 @@
+"""The largest batch that fits: bisection over predicted peaks against a memory budget."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from labkit._format import fmt_bytes
+
+DEFAULT_MARGIN = 0.08  # of CUDA free memory: the allocator's rounding and cache, kernels' workspace
+
+
+@dataclass(frozen=True)
+class BatchSearch:
+    """Result of :func:`max_batch_size`.
+
+    Args:
+        batch: The largest batch size whose predicted peak fits (0: not even one).
+        peak_bytes: Its predicted peak.
+        budget: The bytes the peak had to fit in.
+        how: Where the budget came from.
+        tried: ``{batch size: predicted peak}`` for every plan made.
+        measured_bytes: With ``verify=True``, the peak measured in one real step at ``batch``.
+
+    Example:
+        >>> r = labkit.plan.max_batch_size(model, x, budget=2**30)   # doctest: +SKIP
+        >>> r.batch, r.tried                                          # doctest: +SKIP
+    """
+
+    batch: int
+    peak_bytes: int
+    budget: int
+    how: str
+    tried: dict[int, int] = field(default_factory=dict)
+    measured_bytes: int | None = None
+
+    def __repr__(self) -> str:
+        s = (
+            f"BatchSearch(batch={self.batch}, peak={fmt_bytes(self.peak_bytes)}, "
+            f"budget={fmt_bytes(self.budget)} ({self.how}), plans={len(self.tried)}"
+        )
+        if self.measured_bytes is not None:
+            err = (self.peak_bytes - self.measured_bytes) / max(1, self.measured_bytes)
+            s += f", measured={fmt_bytes(self.measured_bytes)} ({err:+.1%} predicted)"
+        return s + ")"
+
+    def __int__(self) -> int:
+        return self.batch
+
+
+def resolve_budget(budget: int | None, device: str, margin: float) -> tuple[int, str]:
+    """The bytes a step may use on ``device`` and how that was decided."""
+    if budget is not None:
+        if budget <= 0:
+            raise ValueError(f"budget must be a positive number of bytes, got {budget}")
+        return int(budget), "given"
+    dev = torch.device(device)
+    if dev.type != "cuda":
+        raise ValueError(
+            f"planning for {dev}: give budget= in bytes (e.g. budget=8 * 2**30); only on CUDA "
+            "is the budget read from the device"
+        )
+    free, total = torch.cuda.mem_get_info(dev)
+    return int(free * (1 - margin)), (
+        f"{fmt_bytes(free)} free of {fmt_bytes(total)} on {dev}, less {margin:.0%} for the "
+        "allocator's rounding and cache and kernels' workspace"
+    )
+
+
+def search(replan: Callable[[int], Any], budget: int | None, device: str, *,
+           margin: float = DEFAULT_MARGIN, limit: int = 1 << 20) -> BatchSearch:  # fmt: skip
+    """Bisection over ``replan(n).peak_bytes`` (assumed to grow with ``n``)."""
+    cap, how = resolve_budget(budget, device, margin)
+    tried: dict[int, int] = {}
+
+    def peak(n: int) -> int:
+        if n not in tried:
+            tried[n] = replan(n).peak_bytes
+        return tried[n]
+
+    # two plans give the line peak ~ a + b n; bracket around its answer, then bisect
+    p1, p2 = peak(1), peak(2)
+    if p1 > cap:
+        return BatchSearch(0, p1, cap, how, tried)
+    slope = max(1, p2 - p1)
+    guess = max(1, min(limit, 1 + (cap - p1) // slope))
+    lo, hi = 1, None  # lo fits; hi (when known) does not
+    n = guess
+    while hi is None:
+        if peak(n) <= cap:
+            lo = n
+            if n >= limit:
+                return BatchSearch(n, tried[n], cap, how, tried)
+            n = min(limit, max(n + 1, int(n * 1.05) + 1))
+        else:
+            hi = n
+            while lo < n - 1 and peak(max(lo, int(n / 1.05))) > cap:
+                n = hi = max(lo, int(n / 1.05))
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if peak(mid) <= cap:
+            lo = mid
+        else:
+            hi = mid
+    return BatchSearch(lo, tried[lo], cap, how, tried)
+
+
+def resize(batch: Any, n: int, size: int | None = None) -> Any:
+    """``batch`` with every tensor whose first dimension is the batch size cut or repeated to
+    ``n`` rows (values repeat cyclically; meta tensors and shapes just change shape)."""
+    size = size if size is not None else batch_size(batch)
+    if size is None:
+        raise ValueError("the batch has no tensor to take a batch size from")
+    if isinstance(batch, torch.Size):
+        return torch.Size((n, *batch[1:])) if batch and batch[0] == size else batch
+    if isinstance(batch, torch.Tensor):
+        if batch.dim() == 0 or batch.shape[0] != size:
+            return batch
+        if batch.device.type == "meta":
+            return torch.empty((n, *batch.shape[1:]), dtype=batch.dtype, device="meta")
+        return batch[torch.arange(n, device=batch.device) % size].requires_grad_(
+            batch.requires_grad
+        )
+    if isinstance(batch, dict):
+        return {k: resize(v, n, size) for k, v in batch.items()}
+    if isinstance(batch, tuple) and hasattr(batch, "_fields"):
+        return type(batch)(*(resize(v, n, size) for v in batch))
+    if isinstance(batch, (list, tuple)):
+        return type(batch)(resize(v, n, size) for v in batch)
+    return batch
+
+
+def batch_size(batch: Any) -> int | None:
+    """The first dimension of the batch's first tensor (or shape)."""
+    if isinstance(batch, torch.Size):
+        return batch[0] if batch else None
+    if isinstance(batch, torch.Tensor):
+        return batch.shape[0] if batch.dim() else None
+    values = batch.values() if isinstance(batch, dict) else batch
+    if isinstance(values, (list, tuple, type({}.values()))):
+        for v in values:
+            b = batch_size(v)
+            if b is not None:
+                return b
+    return None
+
+
+def max_batch_size(model: torch.nn.Module, batch: Any, budget: int | None = None, *,
+                   loss: Any = None, optimizer: Any = None, recipe: Any = None,
+                   device: str | torch.device | None = None, margin: float = DEFAULT_MARGIN,
+                   limit: int = 1 << 20, verify: bool = False) -> BatchSearch:  # fmt: skip
+    """The largest batch whose predicted training-step peak fits a memory budget.
+
+    Plans the step (:func:`labkit.plan`) at a few batch sizes: two give the line the peak
+    follows, then bisection finds the exact largest size that fits.
+
+    Args:
+        model: The model (it may live on the meta device).
+        batch: One batch (its tensors' first dimension is the batch size and is scaled),
+            or a function ``n -> batch``.
+        budget: Bytes the step's peak may use. On CUDA, default: the device's free memory
+            less ``margin``. On CPU it must be given.
+        loss, optimizer, recipe, device: As for :func:`labkit.plan`.
+        margin: Fraction of CUDA free memory kept back for the caching allocator's
+            rounding and cache and kernels' workspace (only when ``budget`` is ``None``).
+        limit: The largest batch size considered.
+        verify: Run one real step at the answer with :func:`labkit.memory` and keep its
+            measured peak in ``measured_bytes`` (needs a real model and batch).
+
+    Returns:
+        A :class:`BatchSearch`; ``int(result)`` is the batch size.
+
+    Example:
+        >>> r = labkit.plan.max_batch_size(model, torch.Size([1, 3, 224, 224]),
+        ...                                budget=4 * 2**30, optimizer=opt)  # doctest: +SKIP
+        >>> r.batch                                                         # doctest: +SKIP
+    """
+    from labkit.plan._fake import model_device
+    from labkit.plan.api import plan
+
+    make = batch if callable(batch) else (lambda n: resize(batch, n))
+    dev = torch.device(device) if device is not None else model_device(model)
+
+    def replan(n: int) -> Any:
+        return plan(model, make(n), loss=loss, optimizer=optimizer, recipe=recipe, device=dev)
+
+    result = search(replan, budget, str(dev), margin=margin, limit=limit)
+    if verify and result.batch:
+        from dataclasses import replace
+
+        import labkit.memory
+
+        opt = optimizer
+        if opt is not None and not isinstance(opt, torch.optim.Optimizer):
+            opt = opt(model.parameters())
+        real = labkit.memory(model, make(result.batch), loss=loss, optimizer=opt)
+        result = replace(result, measured_bytes=real.peak_bytes)
+    return result
