@@ -9,6 +9,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from labkit._paths import check_output_file
 from labkit.promote.analyze import Analysis, analyze
 from labkit.promote.checks import check
 from labkit.promote.errors import Problem, PromoteError
@@ -102,6 +103,8 @@ def promote(
     out = Path(output) if output is not None else default_output(nb.path)
     if out.resolve() == nb.path.resolve():
         raise PromoteError(out, [Problem("error", f"{out}: the output would replace the notebook")])
+    if not dry_run and out.is_dir():  # a folder: a clear error, not IsADirectoryError later
+        check_output_file(out, force=True, what="script", file_name=f"{nb.path.stem}.py")
     if not dry_run and out.exists() and not force:
         raise TargetExistsError(f"{out} exists; pass --force (force=True) to overwrite it")
     analysis = analyze(nb)

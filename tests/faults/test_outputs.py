@@ -57,3 +57,14 @@ def test_promote_into_a_folder_with_force_is_a_clear_error(
     assert f"the script (-o) {tmp_path / 'some_dir'} is a folder; give a file name " in err
     assert f"(e.g. {tmp_path / 'some_dir' / 'nb.py'})" in err
     assert "Traceback" not in err and list((tmp_path / "some_dir").iterdir()) == []
+
+
+def test_promote_library_call_into_a_folder_is_a_clear_error(tmp_path: Path) -> None:
+    from labkit._paths import OutputPathError
+    from labkit.promote import promote
+
+    nb = _marking_notebook(tmp_path)
+    (tmp_path / "some_dir").mkdir()
+    with pytest.raises(OutputPathError, match=r"the script .*some_dir is a folder; give a file"):
+        promote(nb, tmp_path / "some_dir", force=True)
+    assert list((tmp_path / "some_dir").iterdir()) == []
