@@ -20,6 +20,7 @@ from labkit.optimize.recipe import (
 )
 from labkit.widgets._assets import bundle_path
 from labkit.widgets._keep import KeepsPicture
+from labkit.widgets._measure_budget import loss_label, probe_step_s, spread, steps_for_budget
 
 _CHOICES = {
     "precision": list(PRECISIONS),
@@ -43,7 +44,11 @@ class OptimizePanel(KeepsPicture, anywidget.AnyWidget):
         recipe: Starting Recipe (default: fp32 eager).
         loss: ``loss(output) -> scalar`` for train mode.
         mode: ``"train"`` or ``"inference"``.
-        steps: Timed steps per recipe.
+        steps: Timed steps per recipe (ignored when ``budget_s`` is given).
+        budget_s: Seconds of timed steps for the whole measurement: the panel times the
+            model's forward on the batch first and picks the steps per recipe from it
+            (:func:`steps_for_budget`), so a big model is not run 5 times only and a small
+            one not thousands. Each step time is shown as a median with its IQR.
         warmup: Warm-up steps per recipe.
         on_apply: Called with the Recipe when "Apply" is pressed; without one, Apply
             records the Recipe in the notebook (``labkit.promote.record_recipe``) so that
@@ -67,6 +72,7 @@ class OptimizePanel(KeepsPicture, anywidget.AnyWidget):
     error = t.Unicode("").tag(sync=True)
     results = t.List().tag(sync=True)
     applied_label = t.Unicode("").tag(sync=True)
+    loss_label = t.Unicode("").tag(sync=True)
 
     @property
     def _esm(self) -> str:  # read by AnyWidget.__init__
@@ -82,6 +88,7 @@ class OptimizePanel(KeepsPicture, anywidget.AnyWidget):
         mode: str = "train",
         steps: int = 5,
         warmup: int = 1,
+        budget_s: float | None = None,
         on_apply: Callable[[Recipe], Any] | None = None,
         target: Any = None,
         **compare_kwargs: Any,
@@ -101,11 +108,16 @@ class OptimizePanel(KeepsPicture, anywidget.AnyWidget):
             )
         self.model, self.batch, self.loss = model, batch, loss
         self.steps, self.warmup, self.on_apply, self.target = steps, warmup, on_apply, target
+        self.budget_s = budget_s
+        if budget_s is not None:
+            steps_for_budget(budget_s, 1.0, 1)  # fails now, naming the argument
         self.compare_kwargs = compare_kwargs
         self.comparison: Any = None
         self._thread: threading.Thread | None = None
         self._last_valid = (recipe or Recipe()).to_dict()
-        super().__init__(recipe_state=self._last_valid, mode=mode)
+        super().__init__(
+            recipe_state=self._last_valid, mode=mode, loss_label=loss_label(mode, loss)
+        )
         self.on_msg(self._on_custom)
 
     # ----------------------------------------------------------------- recipe
@@ -178,13 +190,17 @@ class OptimizePanel(KeepsPicture, anywidget.AnyWidget):
 
         try:
             recipes = {recipe.label: recipe} if not recipe.is_default else []
+            steps = self.steps
+            if self.budget_s is not None:
+                per_step = probe_step_s(self.model, self.batch, self.mode)
+                steps = steps_for_budget(self.budget_s, per_step, 1 + len(recipes))
             cmp = compare(
                 self.model,
                 self.batch,
                 recipes,
                 loss=self.loss,
                 mode=self.mode,
-                steps=self.steps,
+                steps=steps,
                 warmup=self.warmup,
                 progress=progress,
                 **self.compare_kwargs,
@@ -239,7 +255,8 @@ def _rows(cmp: Any) -> list[dict[str, Any]]:
     )
     out = []
     for row in cmp.rows():
-        item = {k: row[k] for k in keys}
+        item = {k: row.get(k) for k in keys}
         item["notes"] = row["notes"]
+        item.update(spread(row.get("step_times") or ()))
         out.append(item)
     return out

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tests.browser._notebook import cell, notebook, open_and_run, rerun_cell, save_shot
@@ -59,6 +61,12 @@ def test_measure_and_apply_from_the_page(page):
     panel.get_by_test_id("opt-table").wait_for(timeout=120_000)
     rows = panel.get_by_test_id("opt-table").locator("tr")
     assert rows.count() == 3  # header, fp32, the recipe
+    heads = rows.first.locator("th").all_inner_texts()
+    assert heads[1:4] == ["step (median)", "IQR", "steps"], heads
+    assert "loss" not in " ".join(heads)  # inference without a loss: no loss column
+    for r in (1, 2):
+        cells = rows.nth(r).locator("td").all_inner_texts()
+        assert re.fullmatch(r"\S+ \S+ \u2013 \S+ \S+", cells[2]) and cells[3] == "2", cells
     assert panel.get_by_test_id("opt-chart").locator(".lk-bar").count() == 2
     panel.get_by_test_id("opt-apply").click()
     panel.get_by_test_id("opt-status").filter(has_text="applied:").wait_for()

@@ -90,3 +90,42 @@ def test_bad_input():
         OptimizePanel(target=object())
     with pytest.raises(TypeError, match=r"panel\.recipe must be a Recipe"):
         OptimizePanel().recipe = {"precision": "32"}
+
+
+def test_budget_picks_steps_and_rows_show_the_spread(mlp):
+    import statistics
+
+    from labkit.widgets._measure_budget import probe_step_s, spread, steps_for_budget
+
+    assert steps_for_budget(1.0, 0.001, 2) == 500 and steps_for_budget(1.0, 0.01, 2) == 50
+    assert steps_for_budget(0.01, 1.0, 2) == 5  # never fewer than 5 steps
+    with pytest.raises(ValueError, match="budget_s"):
+        OptimizePanel(mlp, torch.randn(4, 32), budget_s=0)
+    x = torch.randn(4, 32)
+    assert probe_step_s(mlp.eval(), x, "inference") > 0 and probe_step_s(mlp, x, "train") > 0
+    panel = OptimizePanel(mlp.eval(), x, mode="inference", recipe=Recipe(channels_last=True),
+                          budget_s=0.3, warmup=0, drift=False, memory=False)  # fmt: skip
+    panel.measure().join(timeout=120)
+    assert panel.error == "", panel.error
+    steps = panel.comparison.steps
+    assert 5 <= steps <= 500
+    for row, result in zip(panel.results, panel.comparison.results, strict=True):
+        times = sorted(result.step_times)
+        assert row["step_n"] == len(times) == steps
+        assert row["step_median"] == pytest.approx(statistics.median(times))
+        q = statistics.quantiles(times, n=4, method="inclusive")
+        assert (row["step_q1"], row["step_q3"]) == pytest.approx((q[0], q[2]))
+        assert row["step_q1"] <= row["step_median"] <= row["step_q3"]
+    assert spread([]) == {"step_median": None, "step_q1": None, "step_q3": None, "step_n": 0}
+
+
+@pytest.mark.parametrize(
+    ("mode", "loss", "label"),
+    [
+        ("train", None, "objective (no loss given: mean of the outputs)"),
+        ("train", lambda out: out.sum(), "loss (your loss)"),
+        ("inference", None, ""),
+    ],
+)
+def test_loss_column_says_what_it_holds(mlp, mode, loss, label):
+    assert OptimizePanel(mlp, torch.randn(4, 32), mode=mode, loss=loss).loss_label == label

@@ -118,16 +118,22 @@ function render({ model, el: root }) {
     results.replaceChildren();
     const rows = model.get("results") || [];
     if (!rows.length) return;
-    const head = ["recipe", "step", "speed-up", "compile", "break-even", "peak mem", "max abs", "cosine", "loss", "first drift"];
+    // step time: median of the timed steps with the interquartile range next to it
+    const lossHead = model.get("loss_label");
+    const head = ["recipe", "step (median)", "IQR", "steps", "speed-up", "compile", "break-even", "peak mem",
+      "max abs", "cosine", ...(lossHead ? [lossHead] : []), "first drift"];
     const table = el("table", { "data-testid": "opt-table" }, el("tr", {}, ...head.map((h) => el("th", { text: h }))));
     for (const r of rows) {
       const cells = r.error
         ? [r.label, "error: " + r.error]
         : [
-            r.label, num(r.step_time, fmtTime), num(r.speedup, fmtRatio), num(r.compile_time, fmtTime),
+            r.label, num(r.step_median ?? r.step_time, fmtTime),
+            r.step_q1 == null ? "-" : `${fmtTime(r.step_q1)} – ${fmtTime(r.step_q3)}`, String(r.step_n ?? "-"),
+            num(r.speedup, fmtRatio), num(r.compile_time, fmtTime),
             r.compile_time == null ? "-" : r.break_even == null ? "never" : `${Math.round(r.break_even)} steps`,
             num(r.peak_memory, fmtBytes), num(r.max_abs, (x) => x.toExponential(1)),
-            num(r.cosine, (x) => x.toFixed(5)), num(r.loss, (x) => x.toPrecision(4)), r.drift_path ?? "-",
+            num(r.cosine, (x) => x.toFixed(5)), ...(lossHead ? [num(r.loss, (x) => x.toPrecision(4))] : []),
+            r.drift_path ?? "-",
           ];
       table.append(el("tr", {}, ...cells.map((c) => el("td", { text: String(c) }))));
     }
