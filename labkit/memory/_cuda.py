@@ -8,6 +8,8 @@ from typing import Any
 
 import torch
 
+from labkit._format import fmt_bytes
+
 HISTORY_ENTRIES = 100_000
 
 
@@ -64,9 +66,14 @@ class CudaStats:
             "reserved": reserved,
             "peak_allocated": peak_alloc,
             "peak_reserved": peak_res,
-            "fragmentation_pct": _pct(reserved - allocated, reserved),
-            "peak_fragmentation_pct": _pct(peak_res - peak_alloc, peak_res),
+            # PyTorch's terms: fragmentation is inactive split bytes (free pieces of split
+            # blocks, unusable for larger requests) over reserved; reserved - allocated is
+            # the cache, free but kept for reuse
+            "cached": reserved - allocated,
             "inactive_split_bytes": get(s, "inactive_split_bytes.all.current"),
+            "peak_inactive_split_bytes": get(s, "inactive_split_bytes.all.peak"),
+            "fragmentation_pct": _pct(get(s, "inactive_split_bytes.all.current"), reserved),
+            "peak_fragmentation_pct": _pct(get(s, "inactive_split_bytes.all.peak"), peak_res),
             "largest_free_block": largest_free_block(self.device),
             "alloc_retries": get(s, "num_alloc_retries") - get(s0, "num_alloc_retries"),
             "ooms": get(s, "num_ooms") - get(s0, "num_ooms"),
@@ -76,6 +83,24 @@ class CudaStats:
             "untracked_at_start": get(s0, "allocated_bytes.all.current") - tracker.start_cuda,
             **({"history": history} if history else {}),
         }
+
+
+def allocator_lines(a: dict[str, Any]) -> list[str]:
+    """The allocator's figures for a summary, each with what it means."""
+    b = fmt_bytes
+    lines = [
+        "  CUDA allocator (PyTorch's terms):",
+        f"    peak allocated {b(a['peak_allocated'])} (bytes in live tensors' blocks)",
+        f"    peak reserved  {b(a['peak_reserved'])} (held from the driver: allocated + cache)",
+        f"    cached now     {b(a.get('cached', a['reserved'] - a['allocated']))} "
+        "(reserved, free, kept for reuse; not fragmentation)",
+        f"    fragmentation  {a['fragmentation_pct']:.1f}% now, {a['peak_fragmentation_pct']:.1f}%"
+        " at peak (inactive split bytes / reserved: free pieces of split blocks)",
+    ]
+    if a.get("alloc_retries") or a.get("ooms"):
+        lines.append(f"    retries {a.get('alloc_retries', 0)} (cudaMalloc failed, cache flushed "
+                     f"and retried), OOMs {a.get('ooms', 0)}")  # fmt: skip
+    return lines
 
 
 def largest_free_block(device: torch.device) -> int:

@@ -26,6 +26,7 @@ def memory(
     *,
     loss: Callable[[Any], torch.Tensor] | None = None,
     optimizer: torch.optim.Optimizer | None = None,
+    scaler: Any = None,
     backward: bool = True,
     max_samples: int = MAX_SAMPLES,
     cuda_history: str | os.PathLike[str] | None = None,
@@ -44,7 +45,10 @@ def memory(
             (``model(*batch)``) or a dict (``model(**batch)``). Its tensors count as
             inputs.
         loss: ``loss(output) -> scalar tensor``; without it, the sum of the outputs.
-        optimizer: Run ``optimizer.step()`` after backward; its state counts.
+        optimizer: Run ``optimizer.step()`` after backward; its state counts as optimizer
+            state from the moment it is allocated.
+        scaler: A ``torch.amp.GradScaler``: the loss is scaled, the step goes through
+            ``scaler.step`` and ``scaler.update``; its state counts as optimizer state.
         backward: Run the backward pass.
         max_samples: Keep at most about this many timeline samples (peaks kept).
         cuda_history: On CUDA, also record the caching allocator's own event history
@@ -64,6 +68,8 @@ def memory(
         >>> print(rep.summary())                           # doctest: +SKIP
     """
     check_model(model, "labkit.memory")
+    if scaler is not None and optimizer is None:
+        raise ValueError("scaler= needs optimizer=: a GradScaler steps an optimizer")
     if max_samples < 2:
         raise ValueError(f"max_samples must be at least 2, got {max_samples}")
     if cuda_history is not None and not any(p.is_cuda for p in model.parameters()):
@@ -79,8 +85,10 @@ def memory(
         optimizers=(optimizer,) if optimizer is not None else (),
         inputs=(args, kwargs),
         cuda_history=cuda_history,
+        scalers=(scaler,) if scaler is not None else (),
     )
-    rec = Recorder(model, mode="timing", observers=[tracker])
+    # the same recording as labkit.trace's full mode: the graph, its dataflow and FLOPs too
+    rec = Recorder(model, mode="full", memory=tracker)
     err: BaseException | None = None
     misuse: list[ValueError] = []
     try:
@@ -95,8 +103,11 @@ def memory(
                     raise
                 del out
                 if target is not None:
-                    target.backward()
-            if optimizer is not None:
+                    (scaler.scale(target) if scaler is not None else target).backward()
+            if optimizer is not None and scaler is not None:
+                scaler.step(optimizer)
+                scaler.update()
+            elif optimizer is not None:
                 optimizer.step()
     except Exception as e:
         if misuse and e is misuse[0]:
@@ -106,7 +117,8 @@ def memory(
     if err is None:
         report = _timed(report, model, args, kwargs)
     if err is not None:
-        raise MemoryRecordError(_failure_message(err, report), report, tracker.failed_module) from (
+        msg = _failure_message(err, report, tracker.failed_where)
+        raise MemoryRecordError(msg, report, tracker.failed_module) from (
             err.__cause__ if isinstance(err, TraceError) and err.__cause__ is not None else err
         )
     return report
@@ -136,13 +148,15 @@ def _split(batch: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
     return (batch,), {}
 
 
-def _failure_message(err: BaseException, report: MemoryReport) -> str:
+def _failure_message(err: BaseException, report: MemoryReport, where: str = "") -> str:
     m = report.meta
     last = report.samples[-1].bytes if report.samples else {}
     live = sum(last.values())
     cats = ", ".join(f"{c} {fmt_bytes(last[c])}" for c in CATEGORIES if last.get(c))
     top = ", ".join(f"'{r['module']}' {fmt_bytes(r['bytes'])}" for r in report.by_module(3))
     msg = str(err) if isinstance(err, TraceError) else f"{type(err).__name__}: {err}"
+    if where and not isinstance(err, TraceError):  # a TraceError names the module already
+        msg = f"failed in {where}: {msg}"
     hint = ""
     if isinstance(err, torch.OutOfMemoryError) or isinstance(err.__cause__, torch.OutOfMemoryError):
         hint = (
@@ -151,6 +165,7 @@ def _failure_message(err: BaseException, report: MemoryReport) -> str:
         )
     return (
         f"{msg}\nmemory when it failed: {fmt_bytes(live)} live ({cats or 'nothing'}); peak so far "
-        f"{fmt_bytes(m.peak_bytes)} in {m.peak_phase}; largest holders {top or 'none'}{hint}. "
+        f"{fmt_bytes(m.peak_bytes)} in {m.peak_phase} ({m.peak_where or 'at start'}); largest "
+        f"holders {top or 'none'}{hint}. "
         "The partial timeline is in error.report."
     )

@@ -42,12 +42,14 @@ def memory_meta(tracker: MemoryTracker, device: str = "cpu") -> MemoryMeta:
         peak_time=round(tracker.peak_time, 9),
         peak_phase=tracker.peak_phase,
         peak_module=tracker.peak_module,
+        peak_where=tracker.peak_where,
         start_bytes=tracker.start_bytes,
         end_bytes=tracker.total,
         peak_by_category={c: n for c, n in zip(CATEGORIES, tracker.peak_cat, strict=True) if n},
         peak_by_module=by_module,
         peak_fp32_by_category=fp32,
         saved_by_module=dict(sorted(tracker._saved.items())),
+        resident_before=tracker.resident_before,
         events=len(tracker.events),
         allocator=dict(tracker.cuda or {}),
         failed_module=tracker.failed_module,
@@ -83,10 +85,9 @@ class MemoryReport:
 
     def __repr__(self) -> str:
         m = self.meta
-        where = f"'{m.peak_module}'" if m.peak_module else "outside modules"
         return (
             f"MemoryReport(model={self.trace.meta.model}, device={m.device}, "
-            f"peak={fmt_bytes(m.peak_bytes)} in {m.peak_phase} at {where}, "
+            f"peak={fmt_bytes(m.peak_bytes)} in {m.peak_phase} at {_where(m)}, "
             f"samples={len(self.trace.memory)})"
         )
 
@@ -158,16 +159,28 @@ class MemoryReport:
 
         return whatif(self.trace, blocks=blocks)
 
+    @property
+    def process_peak_bytes(self) -> int:
+        """The step's peak plus what the inputs' storages held beyond the batch (a dataset
+        the batch is sliced from): the process's resident tensor bytes at the peak, as far
+        as the step can see them."""
+        return self.meta.peak_bytes + self.meta.resident_before
+
     def summary(self, top: int = 8) -> str:
         """A text report: peak, category breakdown, top modules, allocator, timeline."""
         m = self.meta
-        where = f"module '{m.peak_module}'" if m.peak_module else "outside any module"
         lines = [
-            f"{self.trace.meta.model} on {m.device}: peak {fmt_bytes(m.peak_bytes)} in "
-            f"{m.peak_phase}, {where}, at {fmt_time(m.peak_time)}",
+            f"{self.trace.meta.model} on {m.device}: step peak {fmt_bytes(m.peak_bytes)} in "
+            f"{m.peak_phase}, {_where(m)}, at {fmt_time(m.peak_time)}",
             f"  start {fmt_bytes(m.start_bytes)} -> end {fmt_bytes(m.end_bytes)}",
-            "  at the peak, by category:",
         ]
+        if m.resident_before:
+            lines.append(
+                f"  resident before the step, not counted: {fmt_bytes(m.resident_before)} "
+                "(the inputs' storages beyond the batch, e.g. the dataset it is sliced from); "
+                f"process peak {fmt_bytes(self.process_peak_bytes)}"
+            )
+        lines.append("  at the peak, by category:")
         lines += [f"    {c:<12} {fmt_bytes(n):>12}" for c, n in self.by_category().items()]
         lines.append("  at the peak, by module (self):")
         for r in self.by_module(top):
@@ -175,12 +188,9 @@ class MemoryReport:
             lines.append(f"    {r['module'] or '(outside modules)':<24} {fmt_bytes(r['bytes']):>12}"
                          f"  {cats}")  # fmt: skip
         if m.allocator:
-            a = m.allocator
-            lines.append(
-                f"  allocator: peak allocated {fmt_bytes(a['peak_allocated'])}, peak reserved "
-                f"{fmt_bytes(a['peak_reserved'])}, fragmentation {a['fragmentation_pct']:.1f}% "
-                f"now ({a['peak_fragmentation_pct']:.1f}% at peak), retries {a['alloc_retries']}"
-            )
+            from labkit.memory._cuda import allocator_lines
+
+            lines += allocator_lines(m.allocator)
         if m.error:
             lines.append(f"  ended by {m.error} in '{m.failed_module}'")
         line = sparkline(self.samples)
@@ -197,6 +207,12 @@ class MemoryReport:
     def load(cls, path: str | os.PathLike[str]) -> MemoryReport:
         """Read a report written by :meth:`save`."""
         return cls(Trace.load(path))
+
+
+def _where(m: MemoryMeta) -> str:
+    if m.peak_where:
+        return m.peak_where
+    return f"module '{m.peak_module}'" if m.peak_module else "outside any module"
 
 
 def _ancestors(path: str) -> list[str]:

@@ -39,6 +39,7 @@ class _Rec:
     __slots__ = (
         "cat",
         "dev",
+        "ev",
         "fp32",
         "module",
         "nbytes",
@@ -47,6 +48,7 @@ class _Rec:
         "ref",
         "sid",
         "site",
+        "snb",
         "step",
     )
 
@@ -65,6 +67,8 @@ class _Rec:
         self.op = op
         self.site: tuple[str, int, str] | None = None
         self.ref: Any = None
+        self.ev = 0  # index of the timeline event that counted it
+        self.snb = nbytes  # the storage's size when counted (a view input counts less)
 
 
 class MemoryTracker(Observer):
@@ -87,6 +91,12 @@ class MemoryTracker(Observer):
         inputs: Tensors (or nested containers) to count as inputs from the start.
         cuda_history: On CUDA, also record the caching allocator's event history and
             write its snapshot here (a pickle for https://pytorch.org/memory_viz).
+        scalers: ``torch.amp.GradScaler`` s whose scale and growth tracker count as
+            optimizer state (from their allocation, like an optimizer's).
+
+    Inputs count the bytes the batch's tensors use (a view counts its own extent); the
+    rest of their storages existed before the step and is kept apart in
+    ``resident_before``.
 
     Example:
         >>> mem = MemoryTracker(model)                                  # doctest: +SKIP
@@ -107,8 +117,10 @@ class MemoryTracker(Observer):
         optimizers: tuple[Any, ...] = (),
         inputs: Any = None,
         cuda_history: str | os.PathLike[str] | None = None,
+        scalers: tuple[Any, ...] = (),
     ) -> None:
         self.model = model
+        self._scalers = tuple(scalers)
         self.cuda_history = cuda_history
         self.stacks = stacks
         self._optimizers = tuple(optimizers)
@@ -139,15 +151,18 @@ class MemoryTracker(Observer):
         self.peak_time = 0.0
         self.peak_phase = _FWD
         self.peak_module = ""
+        self.peak_where = ""
+        self._peak_ev = 0
+        self.resident_before = 0
         self._dirty = False
         self.peak_cat: list[int] = [0] * 6
         self.peak_mod: dict[tuple[str, int], int] = {}
         self.peak_fp32: dict[tuple[str, int], int] = {}
         self._events: list[tuple[Any, ...]] = []
-        self._opt_created: list[_Rec] = []
         self.step = 0
         self.start_bytes = 0
         self.failed_module: str | None = None
+        self.failed_where = ""  # where the step was when it failed, in words
         self.error: str | None = None
         self.cuda: dict[str, Any] | None = None
         self._cuda_state: Any = None
@@ -173,21 +188,25 @@ class MemoryTracker(Observer):
                 self._track(p.grad, GRADS, inst.param_owner(p), _FWD)
         for opt in self._optimizers:
             self._adopt_optimizer(opt)
+        self._adopt_scalers()
         for _, t in named_tensors(self._initial_inputs):
             self._track(t, INPUTS, "", _FWD)
         self.start_bytes = self.total
         self.start_cuda = self.dev_peak = self.dev_total
         self.peak = self.total
+        self.peak_where = inst.where()
         self._snapshot()
 
     def stop(self, inst: Any) -> None:
         if inst.error is not None:
             self.failed_module = (inst.failed.module or "") if inst.failed is not None else ""
             self.error = f"{type(inst.error).__name__}: {inst.error}".strip()
+            self.failed_where = inst.where()
         try:
             if self.active:
                 if inst.stack and self.failed_module is None:  # left in the middle of a call
                     self.failed_module = inst.stack[-1].module or ""
+                self._adopt_scalers()
                 self._sample(self._phase(), self._module())
                 if self._dirty:
                     self._snapshot()
@@ -229,8 +248,9 @@ class MemoryTracker(Observer):
         n = st.nbytes()
         rec = self._by_sid.get(sid)
         if rec is not None:  # a view, or an in-place / out= op
-            if n != rec.nbytes:  # resize_ or an out= op grew it
-                self._adjust(rec, n - rec.nbytes)
+            if n != rec.snb:  # resize_ or an out= op grew it
+                delta, rec.snb = n - rec.snb, n
+                self._adjust(rec, delta)
             return
         if n == 0 or t.is_meta:
             return
@@ -246,9 +266,8 @@ class MemoryTracker(Observer):
         ref = rec.ref = weakref.ref(st, self._on_free)
         self._recs[id(ref)] = rec
         self._by_sid[sid] = rec
+        rec.ev = len(self._events)
         self._count(rec, n, phase, module)
-        if phase is _OPT:
-            self._opt_created.append(rec)
         if self.stacks:
             rec.site = _user_frame()
         self._events.append((time.perf_counter() - self._t0, phase, module, *self._cat))
@@ -268,19 +287,28 @@ class MemoryTracker(Observer):
         if rec is None:
             if t.device.type == "meta":
                 return None
-            rec = self._add(st, cat, module, phase, t.dtype == torch.float32)
+            n = st.nbytes()
+            if cat == INPUTS:  # the bytes the batch uses; the rest of its storage is apart
+                used = min(n, extent_bytes(t))
+                self.resident_before += n - used
+                n = used
+            rec = self._add(st, cat, module, phase, t.dtype == torch.float32, n)
         elif rec.cat != cat:
             self._move(rec, cat, module)
         return rec
 
-    def _add(self, st: Any, cat: int, module: str, phase: str, fp32: bool) -> _Rec | None:
-        n = st.nbytes()
-        if n == 0:
+    def _add(self, st: Any, cat: int, module: str, phase: str, fp32: bool,
+             n: int | None = None) -> _Rec | None:  # fmt: skip
+        snb = st.nbytes()
+        n = snb if n is None else n
+        if snb == 0:
             return None
         rec = _Rec(n, cat, module, phase, fp32, st.device.type != "cpu", id(st), self.step)
+        rec.snb = snb
         ref = rec.ref = weakref.ref(st, self._on_free)
         self._recs[id(ref)] = rec
         self._by_sid[rec.sid] = rec
+        rec.ev = len(self._events)
         self._count(rec, n)
         return rec
 
@@ -306,10 +334,48 @@ class MemoryTracker(Observer):
                 module = self._module(phase)
             self.peak_phase = phase
             self.peak_module = module
+            self.peak_where = self._inst.where()
+            self._peak_ev = len(self._events)  # the event about to be written
 
     def _adjust(self, rec: _Rec, delta: int) -> None:
         self._count(rec, delta)
         rec.nbytes += delta
+        self._sample(self._phase(), self._module())
+
+    def _reclassify(self, recs: list[tuple[_Rec, str]], cat: int) -> None:
+        """Move storages to ``cat`` as of their creation (the timeline and the peak too).
+
+        For what a storage *became*: state an optimizer or a GradScaler made counts as
+        such from the moment it was allocated, not from the end of the step.
+        """
+        recs = [(r, m) for r, m in recs if r.cat != cat and self._by_sid.get(r.sid) is r]
+        if not recs:
+            return
+        if self._dirty:
+            self._snapshot()
+        delta = [0] * (len(self._events) + 1)
+        for rec, module in recs:
+            old = rec.cat
+            n = rec.nbytes
+            if rec.ev <= self._peak_ev:  # alive at the peak: the peak's breakdown moves too
+                self.peak_cat[old] -= n
+                self.peak_cat[cat] += n
+                for table, on in ((self.peak_mod, True), (self.peak_fp32, rec.fp32)):
+                    if on:
+                        table[(rec.module, old)] = table.get((rec.module, old), 0) - n
+                        table[(module, cat)] = table.get((module, cat), 0) + n
+            self._count(rec, -n)
+            rec.cat, rec.module = cat, module
+            self._count(rec, n)
+            delta[rec.ev] += n
+        events, moved = self._events, 0
+        for i in range(min(r.ev for r, _ in recs), len(events)):
+            moved += delta[i]
+            if moved:
+                e = list(events[i])
+                e[3 + TEMPS] -= moved
+                e[3 + cat] += moved
+                events[i] = tuple(e)
         self._sample(self._phase(), self._module())
 
     def _move(self, rec: _Rec, cat: int, module: str | None = None) -> None:
@@ -386,10 +452,32 @@ class MemoryTracker(Observer):
             self._on_opt_post(opt)
 
     def _adopt_optimizer(self, opt: Any) -> None:
+        made: list[tuple[_Rec, str]] = []  # made during the recording, counted as temporaries
         for p, state in opt.state.items():
             owner = self._inst.param_owner(p)
             for _, t in named_tensors(state):
-                self._track(t, OPT, owner, _OPT)
+                self._adopt(t, owner, made)
+        self._reclassify(made, OPT)
+
+    def _adopt_scalers(self) -> None:
+        made: list[tuple[_Rec, str]] = []
+        for scaler in self._scalers:
+            for name in ("_scale", "_growth_tracker"):
+                t = getattr(scaler, name, None)
+                if isinstance(t, torch.Tensor):
+                    self._adopt(t, "", made)
+        self._reclassify(made, OPT)
+
+    def _adopt(self, t: torch.Tensor, owner: str, made: list[tuple[_Rec, str]]) -> None:
+        for inner in plain_tensors(t):
+            try:
+                rec = self._by_sid.get(id(inner.untyped_storage()))
+            except (RuntimeError, NotImplementedError):
+                continue
+            if rec is not None and rec.cat == TEMPS:
+                made.append((rec, owner))
+            else:
+                self._track(inner, OPT, owner, _OPT)
 
     def _on_opt_pre(self, opt: Any) -> None:
         if not self.active:
@@ -404,11 +492,8 @@ class MemoryTracker(Observer):
     def _on_opt_post(self, opt: Any) -> None:
         if not self.active:
             return
-        self._adopt_optimizer(opt)
-        for rec in self._opt_created:  # created in step() and still alive: state
-            if rec.cat == TEMPS and self._by_sid.get(rec.sid) is rec:
-                self._move(rec, OPT)
-        self._opt_created = []
+        self._adopt_optimizer(opt)  # state made in step() counts as state from its allocation
+        self._adopt_scalers()
         self._sample(self._phase(), self._module())
 
     # ------------------------------------------------------------ results
@@ -461,6 +546,16 @@ def plain_tensors(t: torch.Tensor) -> list[torch.Tensor]:
         if isinstance(inner, torch.Tensor):
             out.extend(plain_tensors(inner))
     return out
+
+
+def extent_bytes(t: torch.Tensor) -> int:
+    """Bytes of storage a tensor spans: its own extent, not the whole storage of a view."""
+    if t.numel() == 0:
+        return 0
+    if t.is_contiguous():
+        return t.numel() * t.element_size()
+    span = 1 + sum((n - 1) * abs(s) for n, s in zip(t.shape, t.stride(), strict=True))
+    return span * t.element_size()
 
 
 def _user_frame() -> tuple[str, int, str] | None:

@@ -45,10 +45,14 @@ class GraphObserver(Observer):
         self._reset()
         self._inst = inst
         if self.needs_saved:
-            self._param_storages = {
-                p.untyped_storage().data_ptr()
-                for p in (*inst.model.parameters(), *inst.model.buffers())
-            }
+            from labkit.memory.tracker import plain_tensors
+
+            for p in (*inst.model.parameters(), *inst.model.buffers()):
+                for t in plain_tensors(p):  # a quantized weight's real tensors
+                    try:
+                        self._param_storages.add(t.untyped_storage().data_ptr())
+                    except (RuntimeError, NotImplementedError):
+                        continue
 
     def stop(self, inst: Instrumentation) -> None:
         self._producer = Producers()  # no weak references outlive the recording

@@ -137,11 +137,39 @@ class Instrumentation:
 
     @property
     def phase(self) -> str:
-        """``"optimizer"`` inside ``Optimizer.step``, ``"backward"`` in an autograd pass, else
-        ``"forward"``."""
+        """``"optimizer"`` inside ``Optimizer.step``, ``"backward"`` in an autograd pass,
+        ``"forward"`` in a module call; between them, the phase last entered (the loss is
+        forward, gradient clipping is backward, ``zero_grad`` after a step is optimizer)."""
         if self._in_opt:
             return "optimizer"
-        return "backward" if _current_task() != -1 else "forward"
+        if _current_task() != -1:
+            return "backward"
+        return "forward" if self.stack else self._last_phase
+
+    def where(self) -> str:
+        """Where the step is, in words: the innermost module, else the phase and the call.
+
+        ``"module 'enc.0.fc'"``, ``"backward of 'enc.0.fc'"``, ``"AdamW.step"``,
+        ``"outside any module after the forward (the loss)"``, ...
+        """
+        if self._in_opt:
+            return f"{self.optimizer_name}.step"
+        if _current_task() != -1:
+            path = self.module_now()
+            if path or self.backward_owner() is not None:
+                return f"backward of '{path}'" if path else "backward of the root module"
+            return "backward outside any module (the loss's own ops)"
+        if self.stack:
+            path = self.stack[-1].module or ""
+            return f"module '{path}'" if path else "the root module"
+        last = self._last_phase
+        if last == "optimizer":
+            return f"after {self.optimizer_name}.step"
+        if last == "backward":
+            return "after backward, before any optimizer step"
+        if self.top_calls:
+            return "outside any module after the forward (the loss)"
+        return "outside any module before the forward"
 
     def backward_owner(self) -> RawNode | None:
         """The op node or module call that created the autograd node running now, or ``None``.
@@ -307,6 +335,8 @@ class Instrumentation:
         self._seg_t0: float | None = None
         self._seg_lost = 0.0
         self._in_opt = 0
+        self._last_phase = "forward"
+        self.optimizer_name = ""  # class of the optimizer last stepped
         self.op: RawNode | None = None  # the torch-level op running now (ops=True)
 
     def new_node(self, kind: str, name: str, type_: str, parent: RawNode | None) -> RawNode:
@@ -328,6 +358,7 @@ class Instrumentation:
         stack = self.stack
         parent = stack[-1] if stack else None
         if parent is None:
+            self._last_phase = "forward"
             for o in self.observers:
                 o.top_call(module, args, kwargs)
         node = RawNode(len(self.nodes), "module", path, type(module).__name__, parent)
@@ -440,6 +471,7 @@ class Instrumentation:
                     self._bwd_task = task
                     torch.autograd.Variable._execution_engine.queue_callback(self._end_backward)
                 self._seg_owner = owner
+                self._last_phase = "backward"
                 for o in self._seg_start_obs:
                     o.segment_start(owner)
                 t_out = _perf()
@@ -471,6 +503,8 @@ class Instrumentation:
     # ------------------------------------------------------------ optimizer, grads
     def _opt_pre(self, opt: Any, args: Any, kwargs: Any) -> None:
         if self.enabled:
+            self._last_phase = "optimizer"
+            self.optimizer_name = type(opt).__name__
             for o in self.observers:
                 o.optimizer(opt, True)
             self._in_opt += 1

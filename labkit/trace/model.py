@@ -190,6 +190,8 @@ class MemoryMeta:
         peak_time: When the peak happened, seconds since the recording started.
         peak_phase: ``"forward"``, ``"backward"`` or ``"optimizer"`` at the peak.
         peak_module: Module running at the peak (``""`` when none).
+        peak_where: Where the peak is, in words: the innermost module, else the phase and
+            the call (``"AdamW.step"``, ``"backward of 'enc.0'"``, the loss).
         start_bytes: Live bytes when the recording started (parameters, inputs, ...).
         end_bytes: Live bytes when it ended.
         peak_by_category: Bytes per category at the peak.
@@ -198,6 +200,8 @@ class MemoryMeta:
             to the module owning the parameter).
         peak_fp32_by_category: Of ``peak_by_category``, the float32 bytes.
         saved_by_module: Bytes saved for backward per module (each storage once).
+        resident_before: Bytes of the inputs' storages outside what the inputs use (a
+            batch sliced from a dataset): resident before the step, not counted in it.
         events: Allocation, free and re-categorisation events seen (before any
             down-sampling of ``Trace.memory``).
         allocator: CUDA caching-allocator figures (allocated, reserved, peaks,
@@ -216,12 +220,14 @@ class MemoryMeta:
     peak_time: float = 0.0
     peak_phase: str = "forward"
     peak_module: str = ""
+    peak_where: str = ""
     start_bytes: int = 0
     end_bytes: int = 0
     peak_by_category: dict[str, int] = field(default_factory=dict)
     peak_by_module: dict[str, dict[str, int]] = field(default_factory=dict)
     peak_fp32_by_category: dict[str, int] = field(default_factory=dict)
     saved_by_module: dict[str, int] = field(default_factory=dict)
+    resident_before: int = 0
     events: int = 0
     allocator: dict[str, Any] = field(default_factory=dict)
     failed_module: str | None = None

@@ -59,6 +59,8 @@ class Recorder:
         mode: ``"timing"`` or ``"full"``.
         observers: More observers for the same recording (e.g. a ``MemoryTracker``).
             Times are kept only when none of them works per op.
+        memory: In full mode, the ``MemoryTracker`` to use (its options: optimizers,
+            inputs, scalers, stacks); one with defaults otherwise.
 
     Example:
         >>> rec = Recorder(model, mode="timing")
@@ -68,7 +70,8 @@ class Recorder:
     """
 
     def __init__(self, model: torch.nn.Module, *, mode: str = "full",
-                 observers: tuple[Observer, ...] | list[Observer] = ()) -> None:  # fmt: skip
+                 observers: tuple[Observer, ...] | list[Observer] = (),
+                 memory: Any = None) -> None:  # fmt: skip
         check_model(model, "Recorder")
         if mode not in _PASS_MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
@@ -84,7 +87,9 @@ class Recorder:
         if mode == "full":
             from labkit.memory.tracker import MemoryTracker
 
-            self.memory = MemoryTracker(model)
+            self.memory = memory if memory is not None else MemoryTracker(model)
+        elif memory is not None:
+            raise ValueError("memory= is for mode='full'; pass the tracker in observers=")
         per_op = any(o.needs_dispatch for o in self.extra)
         self.timing = TimingObserver(cuda=_on_cuda(model)) if (
             mode != "full" and not per_op) else None  # fmt: skip
