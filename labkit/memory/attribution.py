@@ -198,6 +198,15 @@ class MemoryReport:
             lines.append(f"  timeline: {line}")
         return "\n".join(lines)
 
+    def show(self, **kwargs: Any) -> Any:
+        """The step's graph, per-module profile and memory timeline in linked tabs, opened on
+        the timeline and coloured by activation memory; see :class:`labkit.widgets.TraceView`."""
+        from labkit.widgets.show import TraceView
+
+        view = TraceView(self.trace, **{"metric": "activations", **kwargs})
+        view.selected_index = 2
+        return view
+
     # ----------------------------------------------------------------- files
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write the underlying trace (versioned JSON)."""

@@ -127,3 +127,22 @@ def test_a_step_that_fails_in_the_optimizer_says_where() -> None:
     assert last["optimizer"] == _state_bytes(opt)
     assert last["gradients"] == _param_bytes(model)
     assert_clean(model)
+
+
+def test_the_memory_trace_has_the_same_dataflow_as_a_trace() -> None:
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(16, 2, 32, batch_first=True)
+    encoder = nn.TransformerEncoder(layer, 1, enable_nested_tensor=False)
+    model = nn.Sequential(nn.Embedding(50, 16), encoder, nn.LayerNorm(16), nn.Linear(16, 50))
+    model.eval()
+    idx = torch.randint(0, 50, (2, 7))
+    rep = labkit.memory(model, idx)
+    ref = labkit.trace(model, idx, repeat=0)
+
+    def flow(t: labkit.Trace) -> set[tuple[str, str]]:
+        return {(t.nodes[e.src].key, t.nodes[e.dst].key) for e in t.edges}
+
+    assert flow(rep.trace) == flow(ref) and len(flow(ref)) > 10
+    assert rep.trace.total_flops == ref.total_flops
+    view = rep.show()
+    assert view.selected_index == 2 and view.graph.metric == "activations"
