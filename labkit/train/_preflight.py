@@ -3,14 +3,17 @@
 ``Lab.fit`` calls :func:`check_logdir` first thing: the logdir exists (or is created) and
 is writable, every file and folder labkit keeps there has the right kind (a file named
 ``checkpoints`` or a folder named ``last.ckpt`` is named, not found an epoch later), and
-the filesystem has room for the first checkpoint (the model's weights plus two optimizer
-states per parameter, as Adam keeps).
+the filesystem has room for the first checkpoint (the model's weights and buffers plus
+the optimizer's state: two tensors per parameter for the Adam family, one for SGD with
+momentum, RMSprop and the like, none for plain SGD).
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -24,12 +27,16 @@ FOLDERS = (CHECKPOINTS, TB_DIR, "traces")
 FILES = (f"{CHECKPOINTS}/{LAST}", "run.json", EVENTS_FILE, STOP_FILE)
 
 
-def check_logdir(logdir: str | os.PathLike[str], model: torch.nn.Module | None = None) -> Path:
+def check_logdir(logdir: str | os.PathLike[str], model: torch.nn.Module | None = None, *,
+                 optimizer: Any = None,
+                 optimizer_kwargs: Mapping[str, Any] | None = None) -> Path:  # fmt: skip
     """Check (and create) a fit's logdir before any work; see the module docstring.
 
     Args:
         logdir: The run directory.
         model: The model, to size the first checkpoint (skipped when None).
+        optimizer: The Lab's optimizer (a name or a class; ``None``: unknown, one state).
+        optimizer_kwargs: Its arguments (``momentum`` decides SGD's state).
 
     Returns:
         The logdir as a ``Path``.
@@ -55,14 +62,25 @@ def check_logdir(logdir: str | os.PathLike[str], model: torch.nn.Module | None =
                 f"the logdir {logdir} holds a folder {name!r} where labkit writes a file; "
                 f"move {path} away or choose another logdir", path)  # fmt: skip
     if model is not None:
-        check_free_space(logdir / CHECKPOINTS / LAST, first_checkpoint_bytes(model),
+        states = optimizer_states(optimizer, optimizer_kwargs or {})
+        check_free_space(logdir / CHECKPOINTS / LAST, first_checkpoint_bytes(model, states),
                          what="first checkpoint")  # fmt: skip
     return logdir
 
 
-def first_checkpoint_bytes(model: torch.nn.Module) -> int:
-    """Weights and buffers, plus two optimizer states per trainable parameter (Adam's)."""
+def optimizer_states(optimizer: Any, kwargs: Mapping[str, Any]) -> int:
+    """Tensors the optimizer keeps per parameter: 2 (Adam family), 0 (plain SGD), else 1."""
+    name = (optimizer if isinstance(optimizer, str) else getattr(optimizer, "__name__", "")).lower()
+    if "adam" in name:
+        return 2
+    if name == "sgd":
+        return 1 if kwargs.get("momentum") else 0
+    return 1
+
+
+def first_checkpoint_bytes(model: torch.nn.Module, states: int = 2) -> int:
+    """Weights and buffers, plus ``states`` optimizer tensors per trainable parameter."""
     params = sum(p.numel() * p.element_size() for p in model.parameters())
     buffers = sum(b.numel() * b.element_size() for b in model.buffers())
     trainable = sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
-    return params + buffers + 2 * trainable
+    return params + buffers + states * trainable

@@ -299,7 +299,9 @@ class Lab:
         logdir = Path(o.logdir) if o.logdir else self.logdir
         from labkit.train._preflight import check_logdir
 
-        check_logdir(logdir, self.model)  # created, writable, room: before any work
+        check_logdir(  # created, writable, room for the first checkpoint: before any work
+            logdir, self.model, optimizer=None if self._is_lightning() else self.optimizer,
+            optimizer_kwargs=self.optimizer_kwargs)  # fmt: skip
         plan = _launch.plan(
             devices=o.devices, strategy=o.strategy, num_nodes=o.num_nodes, launch=o.launch
         )
