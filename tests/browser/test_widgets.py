@@ -158,6 +158,19 @@ def test_memory_timeline_marks_the_peak(page):
         assert "peak" in m.locator(".lk-peak-label").text_content()
         m.locator("svg").hover()
         assert "total" in m.locator(".lk-tip").inner_text()
+        # drag across the second half: zoomed in time, the byte axis follows what is shown
+        full = float(m.get_attribute("data-ymax"))
+        box = m.locator("svg").bounding_box()
+        y = box["y"] + box["height"] / 2
+        page.mouse.move(box["x"] + box["width"] * 0.75, y)
+        page.mouse.down()
+        page.mouse.move(box["x"] + box["width"] * 0.95, y, steps=5)
+        page.mouse.up()
+        t0, t1 = (float(v) for v in m.get_attribute("data-zoom").split(","))
+        assert t0 < t1 and float(m.get_attribute("data-ymax")) <= full
+        m.locator("svg").dblclick()
+        assert m.get_attribute("data-zoom") is None
+        assert float(m.get_attribute("data-ymax")) == full
     save_shot(m, "memory", also=DOCS / "memory.png")
 
 

@@ -1,4 +1,6 @@
-// MemoryTimeline front end: stacked area of bytes by category, phases and peak marked.
+// MemoryTimeline front end: stacked area of bytes by category, phases and peak marked;
+// hover for the bytes at a moment, drag across to zoom into a time range (the byte axis
+// follows what is shown), double-click to see the whole step again.
 import { fmtBytes, fmtTime } from "./_shared.js";
 import { ensureStyles, esc, h, tooltip } from "./_ui.js";
 
@@ -51,14 +53,18 @@ export function phaseRuns(phases) {
   return runs;
 }
 
+let uids = 0;
+
 function render({ model, el }) {
   ensureStyles();
+  const uid = (uids += 1);
   const root = h("div", { class: "lk-view lk-memory" });
   const body = h("div", { class: "lk-canvas", style: "cursor:crosshair" });
   const legend = h("div", { class: "lk-toolbar lk-mem-legend" });
   root.append(legend, body);
   el.appendChild(root);
   const tip = tooltip(body);
+  let zoom = null; // [t0, t1] the user dragged across
 
   function draw() {
     root.style.height = `${model.get("height")}px`;
@@ -72,14 +78,25 @@ function render({ model, el }) {
     const W = body.clientWidth || 760;
     const H = (model.get("height") || 360) - 40;
     const m = { l: 64, r: 16, t: 16, b: 26 };
-    const t0 = s.time[0];
-    const t1 = s.time[n - 1] > t0 ? s.time[n - 1] : t0 + 1;
+    const full0 = s.time[0];
+    const full1 = s.time[n - 1] > full0 ? s.time[n - 1] : full0 + 1;
+    const [t0, t1] = zoom || [full0, full1];
     const stacks = stack(s.bytes);
     const peak = peakOf(s.bytes, n);
-    const ymax = peak.total || 1;
+    // the byte axis from what is shown: the largest total inside the time range
+    let shownMax = 0;
+    for (let i = 0; i < n; i++) {
+      const inside = s.time[i] >= t0 && s.time[i] <= t1;
+      const next = i + 1 < n && s.time[i + 1] >= t0 && s.time[i] < t0; // the step into view
+      if (inside || next) shownMax = Math.max(shownMax, stacks[stacks.length - 1][i]);
+    }
+    const ymax = shownMax || peak.total || 1;
+    root.dataset.ymax = String(ymax);
+    if (zoom) root.dataset.zoom = `${t0},${t1}`;
+    else delete root.dataset.zoom;
     const X = (t) => m.l + ((t - t0) / (t1 - t0)) * (W - m.l - m.r);
     const Y = (b) => H - m.b - (b / ymax) * (H - m.t - m.b) * 0.92;
-    let g = "";
+    let g = `<defs><clipPath id="lk-mem-clip-${uid}"><rect x="${m.l}" y="0" width="${W - m.l - m.r}" height="${H}"/></clipPath></defs><g clip-path="url(#lk-mem-clip-${uid})">`;
     for (const [phase, a, b] of phaseRuns(s.phase)) {
       const xa = X(s.time[a]);
       const xb = X(s.time[Math.min(b + 1, n - 1)]);
@@ -94,6 +111,7 @@ function render({ model, el }) {
       const cat = s.categories[c];
       g += `<path class="lk-area" data-cat="${esc(cat)}" d="${d}Z" fill="${CATEGORY_COLORS[cat] || "#bab0ac"}" fill-opacity=".85"/>`;
     });
+    g += "</g>";
     for (let j = 0; j <= 4; j++) {
       const b = (ymax * j) / 4;
       g += `<line x1="${m.l}" x2="${W - m.r}" y1="${Y(b)}" y2="${Y(b)}" style="stroke:var(--lk-fg)" stroke-opacity=".1"/>`;
@@ -102,19 +120,55 @@ function render({ model, el }) {
     g += `<text x="${m.l}" y="${H - 6}" font-size="10" style="fill:var(--lk-fg)">${esc(fmtTime(t0))}</text>`;
     g += `<text x="${W - m.r}" y="${H - 6}" font-size="10" text-anchor="end" style="fill:var(--lk-fg)">${esc(fmtTime(t1))}</text>`;
     const px = X(s.time[peak.index]);
+    const peakShown = s.time[peak.index] >= t0 && s.time[peak.index] <= t1;
     const mod = s.module[peak.index] || "-";
-    g += `<line class="lk-peak" x1="${px}" x2="${px}" y1="${m.t}" y2="${H - m.b}" style="stroke:var(--lk-error)" stroke-dasharray="4 3"/>`;
+    if (peakShown) g += `<line class="lk-peak" x1="${px}" x2="${px}" y1="${m.t}" y2="${H - m.b}" style="stroke:var(--lk-error)" stroke-dasharray="4 3"/>`;
     const peakText = `peak ${fmtBytes(peak.total)} · ${mod}`;
     const flip = px + 4 + peakText.length * 6 > W - m.r; // near the right edge: label on the left
-    g += `<text class="lk-peak-label" x="${flip ? px - 4 : px + 4}" y="${Y(peak.total) - 4}" font-size="10.5" text-anchor="${flip ? "end" : "start"}" style="fill:var(--lk-error)">${esc(peakText)}</text>`;
+    if (peakShown) g += `<text class="lk-peak-label" x="${flip ? px - 4 : px + 4}" y="${Y(peak.total) - 4}" font-size="10.5" text-anchor="${flip ? "end" : "start"}" style="fill:var(--lk-error)">${esc(peakText)}</text>`;
     g += `<line class="lk-cursor" x1="0" x2="0" y1="${m.t}" y2="${H - m.b}" style="stroke:var(--lk-fg)" stroke-opacity=".5" visibility="hidden"/>`;
-    body.innerHTML = `<svg width="100%" height="${H}" viewBox="0 0 ${W} ${H}">${g}</svg>`;
+    g += `<rect class="lk-brush" x="0" y="${m.t}" width="0" height="${H - m.t - m.b}" style="fill:var(--lk-accent);fill-opacity:.15" visibility="hidden"/>`;
+    body.innerHTML = `<svg width="100%" height="${H}" viewBox="0 0 ${W} ${H}"><title>drag across to zoom, double-click to see the whole step</title>${g}</svg>`;
     legend.innerHTML = s.categories
       .map((c) => `<span style="display:inline-flex;align-items:center;gap:3px"><span class="lk-swatch" style="background:${CATEGORY_COLORS[c] || "#bab0ac"}"></span>${esc(c)}</span>`)
       .join(" ") + `<span class="lk-spacer"></span><span>peak ${esc(fmtBytes(peak.total))} at ${esc(mod)} (${esc(s.phase[peak.index])})</span>`;
     const svgEl = body.querySelector("svg");
     const cursor = svgEl.querySelector(".lk-cursor");
+    const brush = svgEl.querySelector(".lk-brush");
+    const toX = (e) => {
+      const r = svgEl.getBoundingClientRect();
+      return Math.min(W - m.r, Math.max(m.l, ((e.clientX - r.left) / r.width) * W));
+    };
+    const toT = (x) => t0 + ((x - m.l) / (W - m.l - m.r)) * (t1 - t0);
+    let from = null;
+    svgEl.addEventListener("pointerdown", (e) => {
+      if (e.button !== 0) return;
+      from = toX(e);
+      svgEl.setPointerCapture(e.pointerId);
+    });
+    svgEl.addEventListener("pointerup", (e) => {
+      if (from === null) return;
+      const to = toX(e);
+      const [a, b] = [Math.min(from, to), Math.max(from, to)];
+      from = null;
+      brush.setAttribute("visibility", "hidden");
+      if (b - a < 4) return;
+      zoom = [toT(a), toT(b)];
+      draw();
+    });
+    svgEl.addEventListener("dblclick", () => {
+      zoom = null;
+      draw();
+    });
     svgEl.addEventListener("pointermove", (e) => {
+      if (from !== null && (e.buttons & 1)) {
+        const to = toX(e);
+        brush.setAttribute("x", Math.min(from, to));
+        brush.setAttribute("width", Math.abs(to - from));
+        brush.setAttribute("visibility", "visible");
+        tip.hide();
+        return;
+      }
       const r = svgEl.getBoundingClientRect();
       const x = ((e.clientX - r.left) / r.width) * W;
       let i = 0;
