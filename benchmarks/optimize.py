@@ -182,17 +182,21 @@ def _num(x: float | None) -> str:
     return "-" if x is None else f"{x:.3g}"
 
 
-def deploy(rounds: int) -> None:
-    """Encoder inference: eager vs torch.export vs ONNX Runtime, by labkit.compare."""
-    model = encoder(layers=4, dropout=0.1).eval()
-    x = torch.randn(8, 128, 256)
+def deploy(rounds: int, d: int = 256, layers: int = 4, seq: int = 128, rows: bool = True) -> None:
+    """Encoder inference: eager vs torch.export vs ONNX Runtime (``rows``: and int8, bf16)."""
+    model = encoder(d=d, layers=layers, dropout=0.1).eval()
+    x = torch.randn(8, seq, d)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # one thread each (ONNX Runtime takes torch's count): robust to load
     recipes = {
         "torch.export": Recipe(export="torch.export"),
         "onnxruntime": Recipe(export="onnxruntime"),
-        "int8-dynamic": Recipe(quantization="int8-dynamic"),
-        "bf16-mixed": Recipe(precision="bf16-mixed"),
     }
+    if rows:
+        recipes["int8-dynamic"] = Recipe(quantization="int8-dynamic")
+        recipes["bf16-mixed"] = Recipe(precision="bf16-mixed")
     cmp = compare(model, x, recipes, mode="inference", steps=rounds, warmup=2, batch_sizes=(1, 32))
+    torch.set_num_threads(threads)
     print(cmp.summary())
     print()
     for label in ("torch.export", "onnxruntime"):

@@ -103,6 +103,9 @@ class ExportedForward:
         proto = self.onnx_program.model_proto
         options = ort.SessionOptions()
         options.intra_op_num_threads = torch.get_num_threads()
+        # no busy-waiting between runs: compare interleaves recipes, and spinning threads
+        # would take the CPU from the next recipe's step
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         device = _device_type(self.module)
         providers = ["CPUExecutionProvider"]
         if device == "cuda" and "CUDAExecutionProvider" in ort.get_available_providers():
