@@ -118,6 +118,27 @@ test("nested layout: frames contain their children, ranks go down along edges", 
   assert.match(pathOf([{ x: 0, y: 0 }, { x: 10, y: 20 }]), /^M0\.0,0\.0C/);
 });
 
+test("a skip edge into a block runs down the block's margin, not through its boxes", () => {
+  const vis = visibleNodes(graph, new Set([1, 4, 5]));
+  const edges = liftEdges(graph, vis.boxOf);
+  const input = layoutInput(graph, vis, edges);
+  const lay = layoutNested(input, () => ({ w: 80, h: 30 }));
+  const i = edges.findIndex(([s, d]) => s === 2 && d === 8); // the stem -> the block's add
+  assert.ok(i >= 0, JSON.stringify(edges));
+  const pts = edgePoints(lay, input.route[i], 2, 8);
+  // every point but the two ends lies outside the boxes the edge passes (conv, relu)
+  for (const p of pts.slice(1, -1)) {
+    for (const k of [6, 7]) {
+      const r = lay.pos.get(k);
+      assert.ok(!(p.x >= r.x && p.x <= r.x + r.w && p.y >= r.y && p.y <= r.y + r.h), `${JSON.stringify(p)} in box ${k}`);
+    }
+  }
+  const frame = lay.pos.get(4);
+  assert.ok(pts.some((p) => Math.abs(p.x - (frame.x + frame.w - 5)) < 1e-9), "runs down the frame's right margin");
+  const last = pts[pts.length - 1];
+  assert.ok(Math.abs(last.y - lay.pos.get(8).y) < 1e-9);
+});
+
 test("layoutLevel: long edges get waypoints, no overlaps in a layer", () => {
   // diamond plus a long skip: 0->1->2->3, 0->3
   const lay = layoutLevel([0, 1, 2, 3, 4], () => ({ w: 50, h: 20 }), [[0, 1], [1, 2], [2, 3], [0, 3], [0, 4], [4, 3]]);
