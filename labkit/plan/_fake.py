@@ -58,6 +58,25 @@ def fake_model(model: torch.nn.Module, mode: FakeTensorMode, device: torch.devic
     return copy.deepcopy(model, memo)
 
 
+def meta_copy(model: torch.nn.Module) -> tuple[torch.nn.Module, dict[int, Any]]:
+    """A copy of ``model`` on the meta device (nothing allocated) and ``{id(real): meta}``."""
+    memo: dict[int, Any] = {}
+    for t in (*model.parameters(), *model.buffers()):
+        if id(t) not in memo:
+            m = torch.empty_strided(tuple(t.shape), tuple(t.stride()), dtype=t.dtype, device="meta")
+            if isinstance(t, torch.nn.Parameter):
+                m = torch.nn.Parameter(m, requires_grad=t.requires_grad)
+            memo[id(t)] = m
+    ids = dict(memo)
+    return copy.deepcopy(model, memo), ids
+
+
+def named_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """Every parameter and buffer by path, tied ones under each of their names."""
+    return {**dict(model.named_parameters(remove_duplicate=False)),
+            **dict(model.named_buffers(remove_duplicate=False))}  # fmt: skip
+
+
 def fake_batch(batch: Any, mode: FakeTensorMode, device: torch.device) -> Any:
     """The batch with every tensor fake on ``device``; a ``torch.Size`` becomes float32 zeros."""
     if isinstance(batch, torch.Size):

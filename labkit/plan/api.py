@@ -19,9 +19,12 @@ from labkit.plan._fake import (
     fake_batch,
     fake_model,
     fake_optimizer,
+    meta_copy,
     model_device,
+    named_state,
     new_mode,
 )
+from labkit.plan.batch import batch_size, resize
 from labkit.plan.errors import PlanError
 from labkit.plan.model import PREDICTED_NOTE, Plan
 from labkit.trace.instrument import Instrumentation
@@ -94,12 +97,11 @@ def plan(
     t0 = time.perf_counter()
     mode = new_mode()
     memo: dict[int, Any] = {}
-    fmodel = fake_model(model, mode, dev, memo)
-    fopt = fake_optimizer(optimizer, fmodel, mode, dev, memo)
     if recipe is not None:
-        from labkit.optimize.apply import apply
-
-        fmodel = apply(fmodel, recipe)
+        fmodel = _with_recipe(model, recipe, mode, dev, memo)
+    else:
+        fmodel = fake_model(model, mode, dev, memo)
+    fopt = fake_optimizer(optimizer, fmodel, mode, dev, memo)
     fbatch = fake_batch(batch, mode, dev)
     args, kwargs = _split(fbatch)
     trace = _record(model, fmodel, args, kwargs, loss, fopt, mode, backward)
@@ -115,7 +117,45 @@ def plan(
     mm = trace.memory_meta
     if mm is not None:
         mm = dataclasses.replace(mm, device=str(dev))
-    return Plan(trace.replace(meta=meta, memory_meta=mm), seconds=seconds)
+    replan = None
+    if not callable(batch) and batch_size(batch) is not None:
+
+        def replan(n: int) -> Plan:
+            return plan(model, resize(batch, n), loss=loss, optimizer=optimizer, recipe=recipe,
+                        device=dev, backward=backward)  # fmt: skip
+
+    return Plan(trace.replace(meta=meta, memory_meta=mm), seconds=seconds, replan=replan)
+
+
+def _with_recipe(model: torch.nn.Module, recipe: Any, mode: Any, dev: torch.device,
+                 memo: dict[int, Any]) -> torch.nn.Module:  # fmt: skip
+    """The fake copy with ``recipe`` applied; ``memo`` maps the real tensors to its fakes.
+
+    ``labkit.optimize.apply`` applies the model changes (checkpointing, fusion, ...) to a
+    meta copy, so its deep copy allocates nothing; precision and matmul precision wrap the
+    fake copy's forward as ``apply`` wraps a real one, for the planned device.
+    """
+    from labkit.optimize._runtime import AUTOCAST_DTYPES, RecipeForward
+    from labkit.optimize.apply import _as_recipe, apply
+
+    recipe = _as_recipe(recipe)
+    skeleton, _ = meta_copy(model)
+    work = apply(skeleton, dataclasses.replace(recipe, precision="32", matmul_precision="highest",
+                                               compile=None, export=None))  # fmt: skip
+    wmemo: dict[int, Any] = {}
+    fmodel = fake_model(work, mode, dev, wmemo)
+    dtype = AUTOCAST_DTYPES.get(recipe.precision)
+    if dtype is not None or recipe.matmul_precision != "highest":
+        fmodel.forward = RecipeForward(  # type: ignore[method-assign]
+            fmodel.forward, device_type=dev.type, dtype=dtype,
+            matmul_precision=recipe.matmul_precision,
+        )  # fmt: skip
+    real, applied = named_state(model), named_state(work)
+    for name, t in real.items():  # same paths: apply keeps the model's module paths
+        w = applied.get(name)
+        if w is not None and id(w) in wmemo:
+            memo[id(t)] = wmemo[id(w)]
+    return fmodel
 
 
 def _record(model: torch.nn.Module, fmodel: torch.nn.Module, args: tuple, kwargs: dict,
@@ -151,11 +191,12 @@ def _failure(model: torch.nn.Module, err: BaseException, tracker: Any, rec: Reco
     cause = err
     while cause.__cause__ is not None and not isinstance(cause, _FAKE_ERRORS):
         cause = cause.__cause__
-    module = tracker.failed_module
-    if module is None and rec.inst.failed is not None:
-        module = rec.inst.failed.module or ""
-    where = f"module '{module}'" if module else "outside any module (the loss or the step)"
     name = type(model).__name__
+    failed = rec.inst.failed
+    if failed is not None:
+        where = f"module '{failed.module}'" if failed.module else f"{name}.forward"
+    else:
+        where = "outside any module (the loss or the optimizer step)"
     if isinstance(cause, _FAKE_ERRORS):
         op = getattr(cause, "func", None)
         why = {

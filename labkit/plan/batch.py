@@ -81,31 +81,38 @@ def search(replan: Callable[[int], Any], budget: int | None, device: str, *,
             tried[n] = replan(n).peak_bytes
         return tried[n]
 
-    # two plans give the line peak ~ a + b n; bracket around its answer, then bisect
+    # two plans give the line peak ~ a + b n; widen steps from its answer until the
+    # largest size that fits is bracketed, then bisect
     p1, p2 = peak(1), peak(2)
     if p1 > cap:
         return BatchSearch(0, p1, cap, how, tried)
     slope = max(1, p2 - p1)
     guess = max(1, min(limit, 1 + (cap - p1) // slope))
-    lo, hi = 1, None  # lo fits; hi (when known) does not
-    n = guess
-    while hi is None:
-        if peak(n) <= cap:
-            lo = n
-            if n >= limit:
-                return BatchSearch(n, tried[n], cap, how, tried)
-            n = min(limit, max(n + 1, int(n * 1.05) + 1))
-        else:
-            hi = n
-            while lo < n - 1 and peak(max(lo, int(n / 1.05))) > cap:
-                n = hi = max(lo, int(n / 1.05))
+    lo, hi = 1, limit + 1  # lo fits; hi does not
+    step = max(1, guess // 50)
+    if peak(guess) <= cap:
+        lo = guess
+        while lo < limit:
+            n = min(limit, lo + step)
+            if peak(n) > cap:
+                hi = n
+                break
+            lo, step = n, step * 2
+    else:
+        hi = guess
+        while hi - 1 > lo:
+            n = max(lo, hi - step)
+            if peak(n) <= cap:
+                lo = n
+                break
+            hi, step = n, step * 2
     while hi - lo > 1:
         mid = (lo + hi) // 2
         if peak(mid) <= cap:
             lo = mid
         else:
             hi = mid
-    return BatchSearch(lo, tried[lo], cap, how, tried)
+    return BatchSearch(lo, peak(lo), cap, how, tried)
 
 
 def resize(batch: Any, n: int, size: int | None = None) -> Any:
