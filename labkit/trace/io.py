@@ -52,7 +52,7 @@ def save(trace: Trace, path: str | os.PathLike[str]) -> None:
             f"cannot save the trace to {path}: {where} is not a finite number (JSON has no "
             "NaN or Inf); the trace holds a broken figure"
         ) from e
-    with atomic_writer(path, "w", what="trace file", needed=len(data.encode())) as f:
+    with atomic_writer(path, "w", what="trace file", needed=len(data), fsync=False) as f:
         f.write(data)
 
 
