@@ -132,11 +132,20 @@ def fake_optimizer(optimizer: Any, fmodel: torch.nn.Module, mode: FakeTensorMode
     for p, state in optimizer.state.items():
         fp = memo.get(id(p))
         if fp is not None:
-            fopt.state[fp] = {
-                k: fake_tensor(v, mode, device) if isinstance(v, torch.Tensor) else v
-                for k, v in state.items()
-            }
+            fopt.state[fp] = {k: _fake_state(v, mode, device) for k, v in state.items()}
     return fopt
+
+
+def _fake_state(v: Any, mode: FakeTensorMode, device: torch.device) -> Any:
+    """Optimizer state for the fake optimizer; a one-element CPU tensor (Adam's step count)
+    keeps its value, since the step reads it with ``.item()``."""
+    if not isinstance(v, torch.Tensor):
+        return v
+    if v.numel() == 1 and v.device.type == "cpu":
+        value = v.item()
+        with mode:
+            return torch.tensor(value, dtype=v.dtype).reshape(v.shape)
+    return fake_tensor(v, mode, device)
 
 
 class FakeGraphObserver(GraphObserver):

@@ -75,6 +75,9 @@ class GPT(nn.Module):
 
 def gpt_loss(vocab: int = 100):
     def loss(logits: torch.Tensor) -> torch.Tensor:
-        return F.cross_entropy(logits.flatten(0, 1), torch.zeros(
-            logits.shape[0] * logits.shape[1], dtype=torch.long, device=logits.device))
+        return F.cross_entropy(
+            logits.flatten(0, 1),
+            torch.zeros(logits.shape[0] * logits.shape[1], dtype=torch.long, device=logits.device),
+        )
+
     return loss
