@@ -13,8 +13,7 @@ from labkit.memory.attribution import MemoryReport
 from labkit.memory.errors import MemoryRecordError
 from labkit.memory.timeline import MAX_SAMPLES
 from labkit.memory.tracker import CATEGORIES, MemoryTracker
-from labkit.trace._passes import time_forward
-from labkit.trace.api import _backward_target, _ModelState, check_devices
+from labkit.trace.api import _backward_target, check_devices
 from labkit.trace.errors import TraceError
 from labkit.trace.model import Trace
 from labkit.trace.recorder import Recorder, check_model
@@ -114,8 +113,6 @@ def memory(
             raise
         err = e
     report = _report(rec, tracker, max_samples)
-    if err is None:
-        report = _timed(report, model, args, kwargs)
     if err is not None:
         msg = _failure_message(err, report, tracker.failed_where)
         raise MemoryRecordError(msg, report, tracker.failed_module) from (
@@ -129,15 +126,6 @@ def _report(rec: Recorder, tracker: MemoryTracker, max_samples: int) -> MemoryRe
     assert rec.trace is not None
     trace: Trace = rec.trace.replace(memory=samples, memory_meta=meta)
     return MemoryReport(trace)
-
-
-def _timed(report: MemoryReport, model: torch.nn.Module, args: tuple, kwargs: dict) -> MemoryReport:
-    """The report with forward times from forward-only timing passes (what-if recompute costs)."""
-    saved = _ModelState(model)
-    try:
-        return MemoryReport(time_forward(report.trace, model, lambda: model(*args, **kwargs)))
-    finally:
-        saved.restore()
 
 
 def _split(batch: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:

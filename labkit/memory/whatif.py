@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from labkit._format import fmt_bytes, fmt_time
+from labkit._format import fmt_bytes, fmt_count, fmt_time
 from labkit.trace.model import Trace
 
 _CAST_TYPES = ("Linear", "Conv1d", "Conv2d", "Conv3d", "Bilinear", "LazyLinear")
@@ -33,7 +33,9 @@ class Estimate:
         kind: ``"checkpoint"`` or ``"bf16"``.
         saving: Estimated bytes off the peak.
         peak_after: Estimated peak afterwards.
-        extra_time: Estimated extra seconds per step (recomputation), 0 for bf16.
+        extra_time: Estimated extra seconds per step (the block's forward time, when the
+            trace has times; 0 for bf16 and for untimed memory recordings).
+        extra_flops: Forward FLOPs recomputed per step (from the trace's FLOPs).
         note: How it was estimated.
 
     Example:
@@ -46,6 +48,7 @@ class Estimate:
     saving: int
     peak_after: int
     extra_time: float = 0.0
+    extra_flops: int = 0
     note: str = ""
 
 
@@ -78,11 +81,13 @@ class WhatIf:
         raise KeyError(f"no estimate {name!r}; have {[e.name for e in self.estimates]}")
 
     def table(self) -> str:
-        """Text table: change, saving, peak after, extra time."""
-        rows = [f"{'change':<36} {'saving':>11} {'peak after':>11} {'extra time':>10}"]
+        """Text table: change, saving, peak after, extra compute (time when known, FLOPs)."""
+        rows = [f"{'change':<36} {'saving':>11} {'peak after':>11} {'extra compute':>14}"]
         for e in self.estimates:
+            extra = (fmt_time(e.extra_time) if e.extra_time else
+                     f"{fmt_count(e.extra_flops)}FLOP" if e.extra_flops else "-")  # fmt: skip
             rows.append(f"{e.name:<36} {fmt_bytes(e.saving):>11} {fmt_bytes(e.peak_after):>11} "
-                        f"{fmt_time(e.extra_time):>10}")  # fmt: skip
+                        f"{extra:>14}")  # fmt: skip
         return "\n".join(rows)
 
 
@@ -123,15 +128,17 @@ def whatif(trace: Trace, blocks: list[str] | None = None) -> WhatIf:
         saving = min(raw, acts_at_peak) if lowers else 0
         per.append((saving, inner))
         extra = sum(c.fwd_time for c in calls)
+        flops = int(sum(trace.total(c.id, "flops_fwd") for c in calls))
         out.append(Estimate(f"checkpoint '{path}'", "checkpoint", saving, peak - saving, extra,
-                            f"saves {fmt_bytes(inner)} for backward, keeps its input "
+                            flops, f"saves {fmt_bytes(inner)} for backward, keeps its input "
                             f"{fmt_bytes(kept)}"))  # fmt: skip
     if len(per) > 1:
         total = sum(s for s, _ in per) - max(i for _, i in per)
         total = max(0, min(total, acts_at_peak)) if lowers else 0
         extra = sum(e.extra_time for e in out)
+        flops = sum(e.extra_flops for e in out)
         out.append(Estimate(f"checkpoint all {len(per)} blocks", "checkpoint", total,
-                            peak - total, extra,
+                            peak - total, extra, flops,
                             "one block's activations are rebuilt at a time"))  # fmt: skip
     fp32 = meta.peak_fp32_by_category
     halved = (fp32.get("activations", 0) + fp32.get("temporaries", 0)) // 2 if lowers else 0
@@ -141,7 +148,7 @@ def whatif(trace: Trace, blocks: list[str] | None = None) -> WhatIf:
         f"half of {fmt_bytes(2 * halved)} float32 activations and temporaries at the peak, "
         f"less bf16 weight copies {fmt_bytes(weights // 2)}"
     )
-    out.append(Estimate("bf16 activations (autocast)", "bf16", bf16, peak - bf16, 0.0, note))
+    out.append(Estimate("bf16 activations (autocast)", "bf16", bf16, peak - bf16, note=note))
     out.sort(key=lambda e: -e.saving)
     return WhatIf(peak, tuple(out))
 

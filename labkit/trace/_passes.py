@@ -53,32 +53,15 @@ def record_step(model: torch.nn.Module, step: Step, *, mode: str, warmup: int, r
     return _with_times(base, steps, ops, warmup)
 
 
-def time_forward(base: Trace, model: torch.nn.Module, forward: Callable[[], None], *,
-                 warmup: int = 1, repeat: int = 3) -> Trace:  # fmt: skip
-    """``base`` with forward times from forward-only timing passes (no backward is run).
-
-    For recordings that run a real step once (``labkit.memory``): the step's own clock
-    is not the model's, and the step cannot be repeated, but its forward can.
-    """
-    devices = [p.device.index or 0 for p in model.parameters() if p.is_cuda][:1]
-    with torch.random.fork_rng(devices=devices):
-        steps = _passes(model, lambda notes: forward(), "step", warmup, repeat, None,
-                        clear_grads=False)  # fmt: skip
-    timed = _with_times(base, steps, [], warmup)
-    how = timed.meta.timing.replace("timing-only passes", "forward-only timing passes")
-    return timed.replace(meta=dataclasses.replace(timed.meta, timing=how))
-
-
 def _passes(model: torch.nn.Module, step: Step, mode: str, warmup: int, repeat: int,
-            budget: float | None, *, clear_grads: bool = True) -> list[Trace]:  # fmt: skip
+            budget: float | None) -> list[Trace]:  # fmt: skip
     rec = Recorder(model, mode=mode).attach()
     out: list[Trace] = []
     t_end = None if budget is None else time.perf_counter() + budget
     try:
         for i in range(warmup + repeat):
-            if clear_grads:
-                for p in model.parameters():
-                    p.grad = None  # each pass is the same step: gradients made, not accumulated
+            for p in model.parameters():
+                p.grad = None  # each pass is the same step: gradients made, not accumulated
             rec.start()
             try:
                 step([])

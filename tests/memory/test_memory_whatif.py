@@ -30,7 +30,12 @@ def test_checkpoint_estimate_is_close_to_the_measured_saving() -> None:
     # is kept by the checkpoint, so each drops the two 256 x 256 float32 tensors
     assert w.get("checkpoint 'blocks.2'").saving == 2 * 256 * 256 * 4
     assert all(e.peak_after == w.peak - e.saving for e in w.estimates)
-    assert all(e.extra_time > 0 for e in w.estimates if e.kind == "checkpoint")
+    # the recomputed forward, from the trace's FLOPs: each block's own forward FLOPs
+    for i in range(4):
+        e = w.get(f"checkpoint 'blocks.{i}'")
+        call = rep.trace.calls_of(f"blocks.{i}")[0]
+        assert e.extra_flops == rep.trace.total(call.id, "flops_fwd") > 0
+    assert "FLOP" in w.table()
     estimate = w.get("checkpoint all 4 blocks").saving
     ckpt = CheckpointedStack(d=64, n=4)
     ckpt.load_state_dict(model.state_dict())
@@ -56,7 +61,7 @@ def test_table_repr_and_chosen_blocks() -> None:
     assert [e.name for e in w.estimates if e.kind == "checkpoint"] == ["checkpoint 'blocks.1'"]
     assert repr(w).startswith("WhatIf(peak=") and "estimates=2" in repr(w)
     table = w.table()
-    assert table.splitlines()[0].split() == ["change", "saving", "peak", "after", "extra", "time"]
+    assert table.splitlines()[0].split() == ["change", "saving", "peak", "after", "extra", "compute"]
     assert "checkpoint 'blocks.1'" in table
     with pytest.raises(KeyError, match="no estimate"):
         w.get("nope")
