@@ -24,6 +24,7 @@ from labkit.plan._fake import (
     named_state,
     new_mode,
 )
+from labkit.plan._values import IndexValues, seed_values
 from labkit.plan.batch import batch_size, resize
 from labkit.plan.errors import PlanError
 from labkit.plan.model import PREDICTED_NOTE, Plan
@@ -103,8 +104,13 @@ def plan(
         fmodel = fake_model(model, mode, dev, memo)
     fopt = fake_optimizer(optimizer, fmodel, mode, dev, memo)
     fbatch = fake_batch(batch, mode, dev)
+    values = IndexValues(mode)
+    seed_values(values, fbatch, batch)
+    for t in (*model.parameters(), *model.buffers()):
+        if id(t) in memo and t.device.type != "meta":
+            values.know(memo[id(t)], t.detach().clone())
     args, kwargs = _split(fbatch)
-    trace = _record(model, fmodel, args, kwargs, loss, fopt, mode, backward)
+    trace = _record(model, fmodel, args, kwargs, loss, fopt, (mode, values), backward)
     seconds = time.perf_counter() - t0
     notes = (
         PREDICTED_NOTE,
@@ -159,7 +165,7 @@ def _with_recipe(model: torch.nn.Module, recipe: Any, mode: Any, dev: torch.devi
 
 
 def _record(model: torch.nn.Module, fmodel: torch.nn.Module, args: tuple, kwargs: dict,
-            loss: Any, fopt: Any, mode: Any, backward: bool) -> Any:  # fmt: skip
+            loss: Any, fopt: Any, modes: tuple[Any, Any], backward: bool) -> Any:  # fmt: skip
     from labkit.memory.tracker import MemoryTracker
     from labkit.trace.api import _backward_target
 
@@ -168,7 +174,7 @@ def _record(model: torch.nn.Module, fmodel: torch.nn.Module, args: tuple, kwargs
     rec = _PlanRecorder(fmodel, tracker)
     err: BaseException | None = None
     try:
-        with mode, rec:
+        with modes[0], modes[1], rec:
             out = fmodel(*args, **kwargs)
             if backward:
                 target = _backward_target(out, loss, rec.notes)

@@ -1,0 +1,122 @@
+"""Index values alongside fake tensors, so value-dependent shapes can be planned.
+
+A graph network's step selects edges with masks (``edge_index[:, mask]``) and sizes
+scatters with ``index.max() + 1``: the output shape depends on the values of integer
+and boolean tensors, which fake tensors do not have. :class:`IndexValues` keeps a real
+copy of every integer or boolean tensor whose inputs are all known (the batch's index
+tensors, integer buffers, ``arange``...), computes the same op on the copies, and so
+answers ``nonzero``, boolean-mask indexing and ``.item()`` with the true shapes and
+numbers. Floating-point tensors stay fake; an op that needs their values still stops
+the plan (the caller names it).
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+import torch
+from torch._subclasses.fake_tensor import (
+    DataDependentOutputException,
+    DynamicOutputShapeException,
+    FakeTensorMode,
+    unset_fake_temporarily,
+)
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten, tree_map
+
+MAX_NUMEL = 1 << 22  # real copies above this many elements are not kept (memory)
+_VALUE_ERRORS = (DataDependentOutputException, DynamicOutputShapeException)
+
+
+def _indexlike(t: Any) -> bool:
+    return isinstance(t, torch.Tensor) and not (t.is_floating_point() or t.is_complex())
+
+
+class IndexValues(TorchDispatchMode):
+    """Real copies of integer/boolean fake tensors, computed op by op (enter inside the
+    fake mode: ``with fake, IndexValues(fake):``).
+
+    Args:
+        fake: The fake-tensor mode the step runs under.
+    """
+
+    def __init__(self, fake: FakeTensorMode) -> None:
+        super().__init__()
+        self.fake = fake
+        self._values: dict[int, tuple[Any, torch.Tensor]] = {}
+        self.computed = 0  # ops computed on real copies
+
+    def __repr__(self) -> str:
+        return f"IndexValues(known={len(self._values)}, computed={self.computed})"
+
+    def know(self, fake_t: torch.Tensor, real: torch.Tensor) -> None:
+        """Record ``real`` as the value of ``fake_t`` (an integer or boolean tensor)."""
+        if _indexlike(fake_t) and real.numel() <= MAX_NUMEL:
+            key = id(fake_t)
+            self._values[key] = (weakref.ref(fake_t, lambda _r, k=key: self._drop(k)), real)
+
+    def _drop(self, key: int) -> None:
+        self._values.pop(key, None)
+
+    def value(self, t: Any) -> torch.Tensor | None:
+        entry = self._values.get(id(t))
+        if entry is not None and entry[0]() is t:
+            return entry[1]
+        return None
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[override]
+        kwargs = kwargs or {}
+        flat, _ = tree_flatten((args, kwargs))
+        tensors = [a for a in flat if isinstance(a, torch.Tensor)]
+        known = all(self.value(t) is not None for t in tensors)
+        if not known and func._schema.is_mutable:
+            for t in tensors:  # written from unknown values: its copy would be stale
+                self._drop(id(t))
+        try:
+            out = func(*args, **kwargs)
+        except _VALUE_ERRORS:
+            if not known:
+                raise
+            real = self._real(func, args, kwargs)
+            if not isinstance(real, torch.Tensor):
+                return real  # .item() of a known tensor
+            out = self.fake.from_tensor(real)
+            self.know(out, real)
+            return out
+        outs = [o for o in tree_flatten(out)[0] if isinstance(o, torch.Tensor)]
+        if known and outs and all(_indexlike(o) and o.numel() <= MAX_NUMEL for o in outs):
+            real = self._real(func, args, kwargs)
+            self._pair(out, real)
+        return out
+
+    def _real(self, func: Any, args: Any, kwargs: Any) -> Any:
+        self.computed += 1
+
+        def unwrap(a: Any) -> Any:
+            return self.value(a) if isinstance(a, torch.Tensor) else a
+
+        with unset_fake_temporarily():
+            return func(*tree_map(unwrap, args), **tree_map(unwrap, kwargs))
+
+    def _pair(self, out: Any, real: Any) -> None:
+        outs, _ = tree_flatten(out)
+        reals, _ = tree_flatten(real)
+        for o, r in zip(outs, reals, strict=False):
+            if isinstance(o, torch.Tensor) and isinstance(r, torch.Tensor):
+                self.know(o, r)
+
+
+def seed_values(values: IndexValues, fake: Any, real: Any) -> None:
+    """Record the real integer/boolean tensors of a batch for their fakes (same structure)."""
+    if isinstance(real, torch.Tensor):
+        if isinstance(fake, torch.Tensor) and real.device.type != "meta":
+            values.know(fake, real.detach().clone())
+    elif isinstance(real, dict) and isinstance(fake, dict):
+        for k, v in real.items():
+            seed_values(values, fake.get(k), v)
+    elif isinstance(real, (list, tuple)) and isinstance(fake, (list, tuple)):
+        for a, b in zip(fake, real, strict=False):
+            seed_values(values, a, b)
+    elif hasattr(real, "to_dict") and hasattr(fake, "to_dict"):  # PyG Data
+        seed_values(values, fake.to_dict(), real.to_dict())
