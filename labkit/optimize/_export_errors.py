@@ -28,15 +28,26 @@ class ExportError(RuntimeError):
     """
 
     def __init__(
-        self, target: str, construct: str, module: str | None, module_type: str, source: str
+        self,
+        target: str,
+        construct: str,
+        module: str | None,
+        module_type: str,
+        source: str,
+        issues: tuple[str, ...] = (),
     ) -> None:
         self.target, self.construct, self.module = target, construct, module
-        self.module_type, self.source = module_type, source
+        self.module_type, self.source, self.issues = module_type, source, issues
         where = ""
         if module is not None:
             where = f" in module '{module or '(model)'}' ({module_type})"
         at = f" at {source}" if source else ""
-        super().__init__(f"{target} could not export the model: {construct}{where}{at}")
+        more = ""
+        if len(issues) > 1:
+            more = f"; torch.export's draft export found {len(issues)} issues: " + "; ".join(
+                issues[:5]
+            )
+        super().__init__(f"{target} could not export the model: {construct}{where}{at}{more}")
 
 
 _DATA_DEPENDENT = (
@@ -63,6 +74,48 @@ def export_error(
         return ExportError(target, f"no ONNX conversion for operator {op}", module, mtype, source)
     module, mtype, source = _frame_place(exc, paths)
     return ExportError(target, _construct(exc, text, op), module, mtype, source)
+
+
+_KINDS = {
+    "DATA_DEPENDENT_ERROR": "data-dependent value",
+    "CONSTRAINT_VIOLATION_ERROR": "shape constraint violated",
+    "MISMATCHED_FAKE_KERNEL": "fake kernel does not match the real one",
+}
+
+
+def draft_issues(
+    module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[str, ...]:
+    """Every problem ``torch.export.draft_export`` finds, one phrase each (empty if it fails)."""
+    import contextlib
+    import gc
+    import io
+    import warnings
+
+    with warnings.catch_warnings():
+        # draft_export's trace-capturing log handler leaves its file for the garbage
+        # collector (torch's own ResourceWarning): collect it here, with the warning muted
+        warnings.simplefilter("ignore", ResourceWarning)
+        try:
+            with (
+                contextlib.redirect_stdout(io.StringIO()),
+                contextlib.redirect_stderr(io.StringIO()),
+            ):
+                program = torch.export.draft_export(module, args, kwargs or None)
+            failures = list(program._report.failures)
+            del program
+        except Exception:
+            failures = []
+        gc.collect()
+    out = []
+    for f in failures:
+        kind = _KINDS.get(f.failure_type.name, f.failure_type.name.lower().replace("_", " "))
+        data = f.data if isinstance(f.data, dict) else {}
+        stack = data.get("user_stack") or []
+        frame = stack[-1] if stack else {}
+        where = f" at line {frame['line']}: {frame['loc']}" if frame.get("loc") else ""
+        out.append(f"{kind}{where}")
+    return tuple(out)
 
 
 def _construct(exc: BaseException, text: str, op: str | None) -> str:

@@ -24,7 +24,7 @@ from typing import Any
 import torch
 import torch.utils._pytree as pytree
 
-from labkit.optimize._export_errors import ExportError, export_error
+from labkit.optimize._export_errors import ExportError, draft_issues, export_error
 
 TARGETS = ("torch.export", "onnxruntime")
 ONNX_FIX = "pip install 'labkit[export]' (onnx, onnxruntime, onnxscript)"
@@ -83,7 +83,11 @@ class ExportedForward:
                     dynamic_shapes=dynamic_batch(self.module, args, kwargs),
                 )
             except Exception as exc:
-                raise export_error(exc, self.module, self.target) from None
+                err = export_error(exc, self.module, self.target)
+                issues = draft_issues(self.module, args, kwargs)
+                raise ExportError(
+                    err.target, err.construct, err.module, err.module_type, err.source, issues
+                ) from None
             n_ops = sum(1 for n in self.program.graph.nodes if n.op == "call_function")
             self.notes.append(f"torch.export: {n_ops} ops in the graph, {_batch_note(self)}")
             if self.target == "torch.export":

@@ -27,6 +27,14 @@ class Gate(nn.Module):
         return x
 
 
+class TwoIssues(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.sum() > 0:
+            x = x * 2
+        n = int(x.abs().max())
+        return x[:n]
+
+
 class Eig(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.linalg.eigvalsh(x @ x.mT)  # no ONNX conversion for eigh
@@ -128,3 +136,16 @@ def test_export_recipes_are_inference_only(mlp, x):
     assert (
         "model.eval()" in apply(mlp.train(), Recipe(export="torch.export"))._labkit_applied.notes[0]
     )
+
+
+def test_draft_export_lists_every_issue():
+    torch.manual_seed(0)
+    cand = apply(Blocked(TwoIssues()).eval(), Recipe(export="torch.export"))
+    with pytest.raises(ExportError) as err:
+        cand(torch.randn(4, 8))
+    first = inspect.getsourcelines(TwoIssues.forward)[1] + 1
+    assert err.value.issues == (
+        f"data-dependent value at line {first}: if x.sum() > 0:",
+        f"data-dependent value at line {first + 2}: n = int(x.abs().max())",
+    )
+    assert "; torch.export's draft export found 2 issues: " in str(err.value)
