@@ -175,7 +175,9 @@ def max_batch_size(model: torch.nn.Module, batch: Any, budget: int | None = None
             rounding and cache and kernels' workspace (only when ``budget`` is ``None``).
         limit: The largest batch size considered.
         verify: Run one real step at the answer with :func:`labkit.memory` and keep its
-            measured peak in ``measured_bytes`` (needs a real model and batch).
+            measured peak in ``measured_bytes`` (needs a real model and batch). It is a
+            training step: the optimizer updates the weights; gradients are set to ``None``
+            afterwards.
 
     Returns:
         A :class:`BatchSearch`; ``int(result)`` is the batch size.
@@ -203,6 +205,9 @@ def max_batch_size(model: torch.nn.Module, batch: Any, budget: int | None = None
         opt = optimizer
         if opt is not None and not isinstance(opt, torch.optim.Optimizer):
             opt = opt(model.parameters())
-        real = labkit.memory(model, make(result.batch), loss=loss, optimizer=opt)
+        try:
+            real = labkit.memory(model, make(result.batch), loss=loss, optimizer=opt)
+        finally:
+            model.zero_grad(set_to_none=True)  # as planned: the next step starts without .grad
         result = replace(result, measured_bytes=real.peak_bytes)
     return result

@@ -62,12 +62,15 @@ class Plan(MemoryReport):
         return m.peak_where or (f"module '{m.peak_module}'" if m.peak_module else m.peak_phase)
 
     def flops_by_module(self) -> dict[str, tuple[int, int]]:
-        """``{module path: (forward FLOPs, backward FLOPs)}`` over all its calls."""
+        """``{module path: (forward FLOPs, backward FLOPs)}``, submodules included, over
+        all its calls."""
+        t = self.trace
         out: dict[str, tuple[int, int]] = {}
-        for n in self.trace.nodes:
+        for n in t.nodes:
             if n.kind == "module":
                 f, b = out.get(n.module or "", (0, 0))
-                out[n.module or ""] = (f + n.flops_fwd, b + n.flops_bwd)
+                out[n.module or ""] = (f + int(t.total(n.id, "flops_fwd")),
+                                       b + int(t.total(n.id, "flops_bwd")))  # fmt: skip
         return out
 
     def summary(self, top: int = 8) -> str:
