@@ -13,6 +13,7 @@ from labkit.optimize.advise import Advice, Suggestion, advise
 from labkit.optimize.apply import Applied, Step, applied, apply, grad_scaler, is_compiled
 from labkit.optimize.compare import Comparison, RecipeResult, compare
 from labkit.optimize.drift import LayerDrift, layer_drift
+from labkit.optimize.export import ExportError
 from labkit.optimize.recipe import Recipe, RecipeError
 from labkit.optimize.step import RecipeStep
 
@@ -20,6 +21,7 @@ __all__ = [
     "Advice",
     "Applied",
     "Comparison",
+    "ExportError",
     "LayerDrift",
     "Recipe",
     "RecipeError",

@@ -1,6 +1,7 @@
 """Deployment targets (torch.export, ONNX Runtime) measured by compare like any recipe."""
 
 import inspect
+import json
 
 import pytest
 import torch
@@ -69,6 +70,7 @@ def test_exports_run_with_fp32_deviation_and_per_batch_latency(encoder_cmp):
         assert any("batch dimension dynamic" in n for n in r.notes)
     assert any(n.startswith("ONNX: ") and "CPUExecutionProvider" in n for n in ort.notes)
     assert [b["speedup"] for b in base.per_batch] == [1.0, 1.0]
+    json.dumps(encoder_cmp.to_dict())  # plain data, per-batch rows included
     text = encoder_cmp.summary()
     assert "export" in text.splitlines()[1].split()
     assert "latency per batch" in text and "batch 6" in text
@@ -78,7 +80,9 @@ def test_onnx_layer_drift_lines_up_with_module_paths():
     model = encoder()
     x = torch.randn(2, 10, 32)
     cand = apply(model, Recipe(export="onnxruntime"))
+    assert repr(exported(cand)) == "ExportedForward(onnxruntime, not exported yet)"
     cand(x)
+    assert repr(exported(cand)).startswith("ExportedForward(onnxruntime, exported in ")
     rows = onnx_drift(model, exported(cand), (x,), {})
     paths = [r.path for r in rows]
     assert {"layers.0.linear1", "layers.0.linear2", "layers.1.norm2", ""} <= set(paths)
