@@ -46,11 +46,9 @@ def encoder(d: int = 256, layers: int = 4, dropout: float = 0.0) -> nn.Module:
 
 
 def infer(model: nn.Module, x: torch.Tensor):  # type: ignore[no-untyped-def]
-    def run() -> torch.Tensor:
-        with torch.no_grad():
-            return model(x)
-
-    return run
+    """labkit's inference step (no_grad forward), the same code compare times."""
+    step = RecipeStep(model, Recipe(), mode="inference")
+    return lambda: step(x)[0]
 
 
 def train_step(model: nn.Module, x: torch.Tensor, recipe: Recipe | None = None):  # type: ignore[no-untyped-def]

@@ -15,6 +15,7 @@ from labkit.optimize.apply import applied, apply
 from labkit.optimize.comparison import RecipeResult
 from labkit.optimize.drift import deviation, first_drift, flat, fp16_risks, layer_drift
 from labkit.optimize.export import exported
+from labkit.optimize.recipe import Recipe
 from labkit.optimize.step import RecipeStep
 
 
@@ -309,8 +310,8 @@ def _validate(model: torch.nn.Module, val, metric_fn, channels_last: bool) -> fl
     was = model.training
     model.eval()
     try:
-        with torch.no_grad():
-            return float(metric_fn(model(*args, **kwargs), targets))
+        out, _ = RecipeStep(model, Recipe(), mode="inference")(*args, **kwargs)
+        return float(metric_fn(out, targets))
     finally:
         model.train(was)
 
