@@ -17,7 +17,7 @@ The tables print time ratios (below 1 is faster); the lines after them print spe
    Jan 2020: 17x on a distilled 3-layer BERT, against their previous serving stack).
 
 5. On a CUDA device (``--cuda``): fp16-mixed with a GradScaler, bf16-mixed and
-   compile, training and inference.
+   compile, training and inference, and torch.export / ONNX Runtime for inference.
 
 Run: ``python -m benchmarks.optimize`` (``--quick`` for fewer rounds, ``--cuda`` on a GPU,
 ``--deploy`` for section 6 only).
@@ -227,7 +227,15 @@ def cuda_main(quick: bool = False) -> None:
     train = compare(model.train(), x, recipes, steps=steps, warmup=3)
     print(train.summary())
     print()
-    infer_cmp = compare(model.eval(), x, recipes, mode="inference", steps=steps, warmup=3)
+    deploy_rows = {
+        "torch.export": Recipe(export="torch.export"),
+        # ONNX Runtime's CUDA execution provider needs the onnxruntime-gpu wheel; with
+        # the CPU wheel the row runs on the CPU provider and its note says so
+        "onnxruntime": Recipe(export="onnxruntime"),
+    }
+    infer_cmp = compare(
+        model.eval(), x, {**recipes, **deploy_rows}, mode="inference", steps=steps, warmup=3
+    )
     print(infer_cmp.summary())
 
 
