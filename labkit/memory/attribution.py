@@ -50,6 +50,7 @@ def memory_meta(tracker: MemoryTracker, device: str = "cpu") -> MemoryMeta:
         peak_fp32_by_category=fp32,
         saved_by_module=dict(sorted(tracker._saved.items())),
         resident_before=tracker.resident_before,
+        largest=tuple(tracker.largest()),
         events=len(tracker.events),
         allocator=dict(tracker.cuda or {}),
         failed_module=tracker.failed_module,
@@ -149,6 +150,18 @@ class MemoryReport:
         rows.sort(key=lambda r: (-r["bytes"], r["module"]))
         return rows if top is None else rows[:top]
 
+    def live_between(self, start: float | None = None, end: float | None = None,
+                     top: int = 10) -> list[dict[str, Any]]:  # fmt: skip
+        """The largest storages alive at some moment of ``[start, end]`` (seconds since the
+        recording began; default: at the peak), with category, module, op and the Python
+        line when recorded with stacks. Drawn from the recording's biggest storages.
+        """
+        lo = self.meta.peak_time if start is None else start
+        hi = lo if end is None else end
+        rows = [r for r in self.meta.largest
+                if r["start"] <= hi and (r["end"] is None or r["end"] >= lo)]  # fmt: skip
+        return [dict(r) for r in rows[:top]]
+
     def saved_by_module(self) -> dict[str, int]:
         """Activation bytes saved for backward per module (each storage once)."""
         return dict(sorted(self.meta.saved_by_module.items(), key=lambda kv: -kv[1]))
@@ -191,6 +204,12 @@ class MemoryReport:
             from labkit.memory._cuda import allocator_lines
 
             lines += allocator_lines(m.allocator)
+        live = self.live_between(top=5)
+        if live:
+            lines.append("  largest storages live at the peak:")
+            lines += [f"    {fmt_bytes(r['bytes']):>12}  {r['category']:<12} "
+                      f"{r['module'] or '(outside modules)'} {r['op']} {r['site']}".rstrip()
+                      for r in live]  # fmt: skip
         if m.error:
             lines.append(f"  ended by {m.error} in '{m.failed_module}'")
         line = sparkline(self.samples)

@@ -11,6 +11,7 @@ freed. Each storage is counted once, however many views share it.
 
 from __future__ import annotations
 
+import heapq
 import os
 import sys
 import time
@@ -25,6 +26,7 @@ from labkit.trace.instrument import Observer
 CATEGORIES = ("parameters", "gradients", "optimizer", "activations", "temporaries", "inputs")
 PARAMS, GRADS, OPT, ACTS, TEMPS, INPUTS = range(6)
 PHASES = ("forward", "backward", "optimizer")
+LARGEST = 32  # storages kept with their lifetimes for "what was live then" queries
 _FWD, _BWD, _OPT = PHASES
 
 _TORCH_DIR = os.path.dirname(torch.__file__)
@@ -39,6 +41,7 @@ class _Rec:
     __slots__ = (
         "cat",
         "dev",
+        "died",
         "ev",
         "fp32",
         "module",
@@ -68,6 +71,7 @@ class _Rec:
         self.site: tuple[str, int, str] | None = None
         self.ref: Any = None
         self.ev = 0  # index of the timeline event that counted it
+        self.died = -1  # index of the event that saw it freed; -1 while alive
         self.snb = nbytes  # the storage's size when counted (a view input counts less)
 
 
@@ -160,6 +164,9 @@ class MemoryTracker(Observer):
         self.peak_fp32: dict[tuple[str, int], int] = {}
         self._events: list[tuple[Any, ...]] = []
         self.step = 0
+        self._big: list[tuple[int, int, _Rec]] = []  # min-heap of the biggest storages
+        self._big_min = 0
+        self._big_seq = 0
         self.start_bytes = 0
         self.failed_module: str | None = None
         self.failed_where = ""  # where the step was when it failed, in words
@@ -268,6 +275,8 @@ class MemoryTracker(Observer):
         self._by_sid[sid] = rec
         rec.ev = len(self._events)
         self._count(rec, n, phase, module)
+        if n > self._big_min:
+            self._keep_big(rec)
         if self.stacks:
             rec.site = _user_frame()
         self._events.append((time.perf_counter() - self._t0, phase, module, *self._cat))
@@ -310,7 +319,32 @@ class MemoryTracker(Observer):
         self._by_sid[rec.sid] = rec
         rec.ev = len(self._events)
         self._count(rec, n)
+        if n > self._big_min:
+            self._keep_big(rec)
         return rec
+
+    def _keep_big(self, rec: _Rec) -> None:
+        """Keep the ``LARGEST`` biggest storages of the recording (for range queries)."""
+        self._big_seq += 1
+        if len(self._big) < LARGEST:
+            heapq.heappush(self._big, (rec.nbytes, self._big_seq, rec))
+        else:
+            heapq.heapreplace(self._big, (rec.nbytes, self._big_seq, rec))
+        if len(self._big) == LARGEST:
+            self._big_min = self._big[0][0]
+
+    def largest(self) -> list[dict[str, Any]]:
+        """The biggest storages of the recording, largest first, with their lifetimes."""
+        ev = self._events
+        out = []
+        for n, _, r in sorted(self._big, key=lambda item: (-item[0], item[1])):
+            site = f"{r.site[0]}:{r.site[1]}" if r.site else ""
+            out.append({
+                "bytes": n, "category": CATEGORIES[r.cat], "module": r.module, "op": r.op,
+                "phase": r.phase, "start": round(ev[r.ev][0], 9) if r.ev < len(ev) else 0.0,
+                "end": round(ev[r.died][0], 9) if 0 <= r.died < len(ev) else None, "site": site,
+            })  # fmt: skip
+        return out
 
     def _count(self, rec: _Rec, n: int, phase: str | None = None, module: str = "") -> None:
         if n < 0 and self._dirty:
@@ -394,6 +428,7 @@ class MemoryTracker(Observer):
         if rec is None or not self.active:
             return
         self._by_sid.pop(rec.sid, None)
+        rec.died = len(self._events)  # the sample written just below
         self._count(rec, -rec.nbytes, "")  # a free never sets a peak: no need to know where
         self._sample(self._phase(), self._module())
 

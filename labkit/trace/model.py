@@ -200,6 +200,9 @@ class MemoryMeta:
             to the module owning the parameter).
         peak_fp32_by_category: Of ``peak_by_category``, the float32 bytes.
         saved_by_module: Bytes saved for backward per module (each storage once).
+        largest: The biggest storages of the recording, largest first: ``bytes``,
+            ``category``, ``module``, ``op``, ``phase``, ``start`` and ``end`` (seconds;
+            ``None`` while alive at the end) and ``site`` (``file:line`` with stacks).
         resident_before: Bytes of the inputs' storages outside what the inputs use (a
             batch sliced from a dataset): resident before the step, not counted in it.
         events: Allocation, free and re-categorisation events seen (before any
@@ -228,6 +231,7 @@ class MemoryMeta:
     peak_fp32_by_category: dict[str, int] = field(default_factory=dict)
     saved_by_module: dict[str, int] = field(default_factory=dict)
     resident_before: int = 0
+    largest: tuple[dict[str, Any], ...] = ()
     events: int = 0
     allocator: dict[str, Any] = field(default_factory=dict)
     failed_module: str | None = None

@@ -202,6 +202,8 @@ def memory_payload(trace: Trace) -> dict:
         "module": [s.module for s in samples],
         "categories": cats,
         "bytes": [[int(s.bytes.get(c, 0)) for s in samples] for c in cats],
+        # the biggest storages with their lifetimes: what was live in a selected range
+        "largest": [dict(r) for r in trace.memory_meta.largest] if trace.memory_meta else [],
     }
 
 

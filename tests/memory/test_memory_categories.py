@@ -146,3 +146,24 @@ def test_the_memory_trace_has_the_same_dataflow_as_a_trace() -> None:
     assert rep.trace.total_flops == ref.total_flops
     view = rep.show()
     assert view.selected_index == 2 and view.graph.metric == "activations"
+
+
+def test_largest_storages_with_lifetimes_answer_what_was_live_then(tmp_path) -> None:
+    model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 8))
+    opt = torch.optim.Adam(model.parameters())
+    rep = labkit.memory(model, torch.randn(32, 64), optimizer=opt)
+    big = rep.meta.largest
+    assert [r["bytes"] for r in big] == sorted((r["bytes"] for r in big), reverse=True)
+    assert big[0]["bytes"] == 256 * 64 * 4  # the first weight, its grad and Adam's moments
+    at_peak = rep.live_between()
+    cats = {r["category"] for r in at_peak}
+    assert {"parameters", "gradients", "optimizer"} <= cats
+    # a storage freed before the peak is not "live at the peak"
+    for r in at_peak:
+        assert r["start"] <= rep.meta.peak_time and (
+            r["end"] is None or r["end"] >= rep.meta.peak_time
+        )
+    assert rep.live_between(-1.0, -0.5) == []
+    assert "largest storages live at the peak" in rep.summary()
+    rep.save(tmp_path / "m.json")
+    assert type(rep).load(tmp_path / "m.json") == rep

@@ -61,7 +61,8 @@ def test_table_repr_and_chosen_blocks() -> None:
     assert [e.name for e in w.estimates if e.kind == "checkpoint"] == ["checkpoint 'blocks.1'"]
     assert repr(w).startswith("WhatIf(peak=") and "estimates=2" in repr(w)
     table = w.table()
-    assert table.splitlines()[0].split() == ["change", "saving", "peak", "after", "extra", "compute"]
+    head = table.splitlines()[0].split()
+    assert head == ["change", "saving", "peak", "after", "extra", "compute"]
     assert "checkpoint 'blocks.1'" in table
     with pytest.raises(KeyError, match="no estimate"):
         w.get("nope")

@@ -89,8 +89,9 @@ def test_memory_payload(memory_trace, cnn_trace):
     assert m["categories"] == ["parameters", "gradients", "optimizer", "activations", "temporaries"]
     assert m["time"] == [0, 0.1, 0.2, 0.3]
     assert m["bytes"][m["categories"].index("optimizer")] == [0, 0, 0, 2000]
-    empty = memory_payload(cnn_trace.replace(memory=()))
-    assert empty == {"time": [], "phase": [], "module": [], "categories": [], "bytes": []}
+    empty = memory_payload(cnn_trace.replace(memory=(), memory_meta=None))
+    assert empty == {"time": [], "phase": [], "module": [], "categories": [], "bytes": [],
+                     "largest": []}  # fmt: skip
 
 
 def test_bytes_per_node_stay_small(cnn_trace):
