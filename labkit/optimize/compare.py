@@ -74,6 +74,7 @@ def compare(
             ``losses`` (train mode).
         batch_sizes: Inference only: also time every recipe at these batch sizes (the
             batch cut or repeated along dim 0), reported in ``RecipeResult.per_batch``.
+        progress: ``progress(fraction, message)`` callback, or True for a terminal bar.
 
     Randomness: the timed steps run the model as it is (dropout on in train mode).
     Output deviation, per-layer drift and the losses come from separate untimed passes
@@ -81,7 +82,6 @@ def compare(
     with dropout switched off (``nn.Dropout`` modules, attention dropout, functional
     dropout), so a difference shown is the recipe's, not the dropout masks'.
     ``Comparison.randomness`` says what was switched off.
-        progress: ``progress(fraction, message)`` callback, or True for a terminal bar.
 
     Returns:
         A :class:`Comparison`.
@@ -112,7 +112,7 @@ def compare(
     batch = _batch_size(args, kwargs)
     if batch_sizes and batch is None:
         raise ValueError("compare(batch_sizes=...) needs a tensor input with a batch dimension")
-    total = len(runs) * (2 + warmup + steps + len(batch_sizes) * (1 + steps))
+    total = len(runs) * (3 + warmup + steps + len(batch_sizes) * (1 + steps))
     done = 0
 
     def tick(msg: str) -> None:
@@ -168,8 +168,9 @@ def compare(
     )
 
 
-# recipe JSON -> (speedup, mode, device) of the last compare() in this process: advise()
-# reads it so that it never suggests, without saying so, what was measured slower here
+# recipe JSON -> (speedup, mode, device, graph breaks) from the last compare() in this
+# process that measured it: advise() reads it so that it never suggests, without saying
+# so, what was measured slower here
 MEASURED: dict[str, tuple[float, str, str, tuple[dict[str, Any], ...]]] = {}
 
 
