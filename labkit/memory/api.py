@@ -14,7 +14,7 @@ from labkit.memory.errors import MemoryRecordError
 from labkit.memory.timeline import MAX_SAMPLES
 from labkit.memory.tracker import CATEGORIES, MemoryTracker
 from labkit.trace.api import _backward_target, check_devices
-from labkit.trace.errors import TraceError
+from labkit.trace.errors import LossError, TraceError
 from labkit.trace.model import Trace
 from labkit.trace.recorder import Recorder, check_model
 
@@ -89,17 +89,11 @@ def memory(
     # the same recording as labkit.trace's full mode: the graph, its dataflow and FLOPs too
     rec = Recorder(model, mode="full", memory=tracker)
     err: BaseException | None = None
-    misuse: list[ValueError] = []
     try:
         with rec:
             out = model(*args, **kwargs)
             if backward:
-                try:
-                    target = _backward_target(out, loss, rec.notes)
-                except ValueError as e:
-                    if str(e).startswith("loss must return"):  # not a scalar: the caller's to fix
-                        misuse.append(e)
-                    raise
+                target = _backward_target(out, loss, rec.notes)
                 del out
                 if target is not None:
                     (scaler.scale(target) if scaler is not None else target).backward()
@@ -108,9 +102,9 @@ def memory(
                 scaler.update()
             elif optimizer is not None:
                 optimizer.step()
+    except LossError:
+        raise  # the loss returned no scalar: the caller's to fix, not a step that failed
     except Exception as e:
-        if misuse and e is misuse[0]:
-            raise
         err = e
     report = _report(rec, tracker, max_samples)
     if err is not None:

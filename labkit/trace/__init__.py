@@ -11,7 +11,7 @@ from typing import Any
 
 from labkit.trace.api import trace
 from labkit.trace.diff import TraceDiff, diff
-from labkit.trace.errors import TraceError, TraceFileError
+from labkit.trace.errors import LossError, TraceError, TraceFileError
 from labkit.trace.model import (
     SCHEMA_VERSION,
     Edge,
@@ -28,6 +28,7 @@ from labkit.trace.recorder import Recorder
 __all__ = [
     "SCHEMA_VERSION",
     "Edge",
+    "LossError",
     "MemoryMeta",
     "MemorySample",
     "ModuleInfo",

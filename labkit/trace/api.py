@@ -10,6 +10,7 @@ import torch
 from labkit.trace._graph import bind as _bind
 from labkit.trace._passes import record_step
 from labkit.trace._tree import named_tensors
+from labkit.trace.errors import LossError
 from labkit.trace.recorder import MODES, Recorder, check_model
 
 
@@ -106,7 +107,7 @@ def _backward_target(out: Any, loss: Any, notes: list[str]) -> torch.Tensor | No
         value = loss(out)
         if not isinstance(value, torch.Tensor) or value.numel() != 1:
             got = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
-            raise ValueError(f"loss must return a scalar tensor, got {got}")
+            raise LossError(f"loss must return a scalar tensor, got {got}")
         if not value.requires_grad:
             notes.append("no backward pass: the loss does not require grad")
             return None

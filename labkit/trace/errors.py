@@ -9,3 +9,8 @@ class TraceError(RuntimeError):
 
 class TraceFileError(ValueError):
     """A trace file could not be read; the message names the file and the problem."""
+
+
+class LossError(ValueError):
+    """The loss function returned something that cannot start a backward pass (not a
+    scalar tensor); the message says what it returned."""
