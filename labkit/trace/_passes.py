@@ -49,7 +49,9 @@ def record_step(model: torch.nn.Module, step: Step, *, mode: str, warmup: int, r
     devices = [p.device.index or 0 for p in model.parameters() if p.is_cuda][:1]
     with torch.random.fork_rng(devices=devices):  # the passes draw no numbers the user sees
         steps = _passes(model, step, "step", warmup, repeat, budget)
-        ops = _passes(model, step, "ops", 0, repeat, budget) if mode == "full" else []
+        # op times are host times around each op: meaningful on the CPU only
+        cuda = any(p.is_cuda for p in model.parameters())
+        ops = _passes(model, step, "ops", 0, repeat, budget) if mode == "full" and not cuda else []
     return _with_times(base, steps, ops, warmup)
 
 
@@ -127,7 +129,9 @@ def _with_times(base: Trace, steps: list[Trace], ops: list[Trace], warmup: int) 
     clock = "CUDA events (GPU time)" if "CUDA events" in steps[0].meta.timing else (
         "host clock, labkit's hook cost subtracted")  # fmt: skip
     how = (f"median (IQR) of {len(steps)} timing-only passes after {warmup} warm-up; {clock}"
-           + (f"; op times from {len(ops)} op-only passes" if ops else ""))  # fmt: skip
+           + (f"; op times from {len(ops)} op-only passes" if ops else
+              "; op nodes untimed (on CUDA only module times are GPU times)"
+              if "CUDA" in clock and base.meta.mode == "full" else ""))  # fmt: skip
     meta = dataclasses.replace(base.meta, forward_time=fwd, backward_time=bwd,
                                outside_bwd_time=outside, forward_iqr=fwd_iqr,
                                backward_iqr=bwd_iqr, timing=how)  # fmt: skip
