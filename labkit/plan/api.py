@@ -95,6 +95,11 @@ def plan(
     """
     check_model(model, "labkit.plan")
     dev = torch.device(device) if device is not None else model_device(model)
+    if dev.type == "cuda" and not torch.backends.cuda.is_built():
+        raise ValueError(
+            f"planning for {dev} needs a PyTorch built with CUDA (this one is CPU-only; no GPU "
+            "is needed, only the build): plan for device='cpu', or install a CUDA build"
+        )
     t0 = time.perf_counter()
     mode = new_mode()
     memo: dict[int, Any] = {}

@@ -82,3 +82,9 @@ def test_not_a_module_and_a_bad_optimizer() -> None:
     foreign = torch.optim.SGD(other.parameters())
     with pytest.raises(ValueError, match=r"not parameters of the model: give labkit\.plan a"):
         labkit.plan(nn.Linear(2, 2), torch.randn(1, 2), optimizer=foreign)
+
+
+@pytest.mark.skipif(torch.backends.cuda.is_built(), reason="this PyTorch can plan for CUDA")
+def test_planning_for_cuda_on_a_cpu_only_build_says_what_is_missing() -> None:
+    with pytest.raises(ValueError, match=r"needs a PyTorch built with CUDA \(this one is CPU-only"):
+        labkit.plan(nn.Linear(2, 2), torch.randn(1, 2), device="cuda")
