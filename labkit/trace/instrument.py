@@ -118,6 +118,7 @@ class Instrumentation:
         self.clock = any(o.needs_segments for o in self.observers)
         self.enabled = False
         self._module_handles: list[Any] = []
+        self._auto_attached = False
         self._paths: dict[int, str] = {}
         self._owners: dict[int, str] = {}
         self._reset()

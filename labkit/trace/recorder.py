@@ -95,7 +95,6 @@ class Recorder:
             mode != "full" and not per_op) else None  # fmt: skip
         obs = [o for o in (self.timing, self.graph, self.flops, self.memory) if o is not None]
         self.inst = Instrumentation(model, [*obs, *self.extra], ops=mode in ("full", "ops"))
-        self._auto_attached = False
 
     def __repr__(self) -> str:
         return (
@@ -137,25 +136,16 @@ class Recorder:
         return self.trace
 
     def __enter__(self) -> Recorder:
-        self._auto_attached = not self.attached
-        try:
-            self.start()
-        except BaseException:
-            if self._auto_attached:
-                self.detach()
-            raise
+        if self.enabled:
+            raise RuntimeError("this Recorder is already recording; call stop() first")
+        self.notes = []
+        self.inst.__enter__()  # attaches first when needed, and detaches again on exit
         return self
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
         failing = self.inst.stack[-1] if self.inst.stack else None
-        self.inst.failed = failing if exc is not None else None
-        self.inst.error = exc
-        try:
-            self.stop()
-        finally:
-            if self._auto_attached:
-                self.detach()
-                self._auto_attached = False
+        self.inst.__exit__(exc_type, exc, tb)
+        self.trace = self._build()
         if isinstance(exc, Exception) and failing is not None and not isinstance(exc, TraceError):
             raise TraceError(self._failure_message(failing, exc)) from exc
         return False
