@@ -14,6 +14,7 @@ Targets (issue 19): error within 5%, FLOPs exact, GPT-2 plan <= 5 s and < 1% of 
 from __future__ import annotations
 
 import argparse
+import json
 import resource
 import time
 
@@ -23,6 +24,7 @@ from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
 import labkit
+from benchmarks._harness import RESULTS_DIR
 
 OPTIMIZERS = {
     "SGD": lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9),
@@ -105,11 +107,12 @@ def _flops(model, batch, loss) -> int:
     return fc.get_total_flops()
 
 
-def accuracy(device: str) -> None:
+def accuracy(device: str) -> list[dict]:
     print(f"predicted vs measured peak, one training step on {device}")
     head = f"{'model':<12} {'opt':<6} {'predicted':>12} {'measured':>12} {'error':>8}"
     cuda = device == "cuda"
     print(head + (f" {'cuda max':>12} {'error':>8}" if cuda else "") + "   plan s  flops")
+    rows: list[dict] = []
     for name, model, batch, loss in models(device):
         model, batch = model.to(device), _to(batch, device)
         exact = None
@@ -132,12 +135,16 @@ def accuracy(device: str) -> None:
                 real = torch.cuda.max_memory_allocated() - base
                 line += f" {real:>12,} {(plan.peak_bytes - real) / real:>+8.3%}"
             print(f"{line}   {secs:6.2f}  {exact}")
+            rows.append({"model": name, "optimizer": oname, "predicted": plan.peak_bytes,
+                         "measured": rep.peak_bytes, "error": err, "plan_s": secs,
+                         "flops": exact})  # fmt: skip
             model.zero_grad(set_to_none=True)
             del opt
     print("anchor: within 5% of the measured peak (issue 19); FLOPs equal FlopCounterMode's")
+    return rows
 
 
-def gpt2(device: str) -> None:
+def gpt2(device: str) -> dict:
     with torch.device("meta"):
         model = GPT(vocab=50257, d=768, layers=12, heads=12, ctx=1024)
     n = sum(p.numel() for p in model.parameters())
@@ -159,6 +166,8 @@ def gpt2(device: str) -> None:
         "predicted peak   (anchor: < 1%)"
     )
     print("  " + "\n  ".join(plan.summary(top=5).splitlines()[3:12]) + "\n")
+    return {"params": n, "predicted": plan.peak_bytes, "plan_s": secs, "rss_grown": grown,
+            "flops": plan.total_flops}  # fmt: skip
 
 
 def main() -> None:
@@ -166,9 +175,12 @@ def main() -> None:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--skip-gpt2", action="store_true")
     args = ap.parse_args()
+    out: dict = {"device": args.device}
     if not args.skip_gpt2:  # first: the process's peak RSS is not yet raised by real steps
-        gpt2(args.device)
-    accuracy(args.device)
+        out["gpt2_124m_8x1024"] = gpt2(args.device)
+    out["accuracy"] = accuracy(args.device)
+    RESULTS_DIR.mkdir(exist_ok=True)
+    (RESULTS_DIR / "plan.json").write_text(json.dumps(out, indent=1))
 
 
 if __name__ == "__main__":
