@@ -24,25 +24,30 @@
     return c && c[3] > 0 ? c : null;
   };
   const pageBg = parse(getComputedStyle(document.body).backgroundColor) || [255, 255, 255, 1];
+  // What a text is painted on, by paint order rather than hit testing (pointer-events and
+  // the notebook's windowing make hit tests unreliable): the backgrounds of the view's
+  // ancestors, then every element before the text in document order (SVG paints in that
+  // order; HTML ancestors precede their children) whose box holds the point.
+  const order = [...root.querySelectorAll("*")];
+  const index = new Map(order.map((e, i) => [e, i]));
+  const outside = [];
+  for (let e = root; e; e = e.parentElement) outside.unshift(e);
   const backdrop = (el, x, y) => {
-    const stack = document.elementsFromPoint(x, y);
-    let start = stack.indexOf(el);
-    if (el instanceof SVGElement) start += 1;  // the text itself is not its background
-    const layers = [];
-    const from = start >= 0 ? stack.slice(start) : [];
-    if (start < 0) for (let e = el; e; e = e.parentElement) from.push(e);
     const names = [];
-    for (const e of from) {
+    let bg = [...pageBg.slice(0, 3), 1];
+    // an HTML element's own background lies under its text; an SVG text's fill is the text
+    const upto = index.get(el) + (el instanceof SVGElement ? 0 : 1);
+    const under = [...outside, ...order.slice(0, upto)];
+    for (const e of under) {
+      const r = e.getBoundingClientRect();
+      if (x < r.left || x > r.right || y < r.top || y > r.bottom) continue;
       const c = layerColor(e);
-      if (c) {
-        layers.push(c);
-        names.push(`${e.tagName}.${String(e.className.baseVal ?? e.className).split(" ")[0]}`);
-        if (c[3] >= 0.999) break;
-      }
+      if (!c) continue;
+      if (c[3] >= 0.999) names.length = 0;
+      names.push(`${e.tagName}.${String(e.className.baseVal ?? e.className).split(" ")[0]}`);
+      bg = over(c, bg);
     }
     backdrop.names = names.join(" < ");
-    let bg = [...pageBg.slice(0, 3), 1];
-    for (const c of layers.reverse()) bg = over(c, bg);
     return bg;
   };
   const clipped = (el, x, y) => {

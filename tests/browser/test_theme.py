@@ -72,6 +72,16 @@ def test_views_meet_wcag_aa_in_light_and_dark_and_follow_a_live_switch(page):
     views = {i: _view(page, i) for i in VIEWS}
     for v in views.values():  # mark the DOM: a live switch must not need a re-render
         v.evaluate("el => { el.__lkMark = 1; }")
+    # the checker finds a bad pair: grey on grey, inside a view, on top of its own box
+    probe = views[2].evaluate_handle(
+        "el => { const d = document.createElement('div'); d.textContent = 'probe';"
+        " d.style.cssText = 'color:#777;background:#888;position:relative';"
+        " el.prepend(d); return d; }"
+    )
+    found = [it for it in text_contrast(views[2]) if it["text"] == "probe"]
+    probe.evaluate("d => d.remove()")
+    assert found and found[0]["ratio"] == pytest.approx(ratio([119] * 3, [136] * 3), abs=0.01)
+    assert found[0]["ratio"] < AA
     report = {}
     for theme, dark in (("JupyterLab Light", False), ("JupyterLab Dark", True)):
         set_theme(page, theme)
