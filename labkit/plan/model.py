@@ -107,6 +107,16 @@ class Plan(MemoryReport):
             rows[cat] = _row(pc.get(cat, 0), mc.get(cat, 0))
         return rows
 
+    def beside(self, measured: MemoryReport) -> str:
+        """A monospace table of :meth:`compare`: predicted, measured and error per row."""
+        lines = [f"{'':<12} {'predicted':>12} {'measured':>12} {'error':>8}"]
+        for what, (pred, real, err) in self.compare(measured).items():
+            lines.append(f"{what:<12} {fmt_bytes(pred):>12} {fmt_bytes(real):>12} {err:>+8.2%}")
+        m = measured.meta
+        lines.append(f"peak where   predicted {self.peak_where}; measured "
+                     f"{m.peak_where or m.peak_module or m.peak_phase}")  # fmt: skip
+        return "\n".join(lines)
+
     def max_batch_size(self, budget: int | None = None, *, margin: float = 0.08,
                        limit: int = 1 << 20) -> int:  # fmt: skip
         """The largest batch whose predicted peak fits ``budget``; see

@@ -77,3 +77,16 @@ def test_nothing_of_the_predicted_size_is_allocated() -> None:
     grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - before
     assert plan.peak_bytes > 1 << 30
     assert grown < plan.peak_bytes // 50, f"the process grew {grown} B for a plan of {plan}"
+
+
+def test_beside_puts_predicted_next_to_measured(cnn_plan) -> None:
+    model, x, plan = cnn_plan
+    measured = labkit.memory(model, x, optimizer=torch.optim.SGD(model.parameters(), lr=0.1))
+    model.zero_grad(set_to_none=True)
+    rows = plan.beside(measured).splitlines()
+    assert rows[0].split() == ["predicted", "measured", "error"]
+    peak = rows[1].split()
+    assert peak[0] == "peak" and peak[-1] == "+0.00%"
+    assert " ".join(peak[1:3]) == " ".join(peak[3:5])  # the same size, as printed
+    assert len(rows) == 2 + len(measured.meta.peak_by_category) + 1
+    assert rows[-1].startswith("peak where   predicted backward of")
