@@ -128,6 +128,12 @@ class FitOptions:
         0, "Weight and gradient histograms every N steps (0: never).", "int"
     )
     log_every: int = _opt(10, "TensorBoard scalar interval in steps.", "int")
+    rank_stats: bool = _opt(
+        True,
+        "With several processes: time each rank's step (data, compute, all-reduce) and "
+        "name stragglers at each epoch end.",
+        "bool",
+    )
     ddp_timeout: float = _opt(
         120.0, "Seconds a collective may wait for a peer before failing.", "float"
     )

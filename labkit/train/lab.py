@@ -426,6 +426,10 @@ class Lab:
         progress = RankProgress(plan.processes) if plan.mode == "fork" else None
         if progress is not None:  # names the rank that hung when a collective times out
             callbacks.append(progress)
+        if o.rank_stats and (plan.processes * o.num_nodes > 1 or _launch.under_launcher()):
+            from labkit.train._ranks import RankStats  # per-rank step breakdown, stragglers
+
+            callbacks.insert(1, RankStats(sink))
         if o.guard:
             callbacks.append(NonFiniteGuard(
                 check_grads=self.recipe.precision != "16-mixed",

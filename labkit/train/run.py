@@ -37,6 +37,11 @@ class Run:
         traces: Paths of the labkit traces sampled during training.
         error: The error message when ``status == "failed"``.
         notes: Plain sentences about choices labkit made (launch mode, resume, ...).
+        ranks: With several processes, one dict per gathering (each epoch end): ``epoch``,
+            ``step``, ``ranks`` (per-rank means per step: ``data_time``, ``forward_time``,
+            ``backward_time``, ``comm_wait``, ``optimizer_time``, ``comm_time``,
+            ``buckets``, ``bucket_bytes``, ...) and ``stragglers`` (see
+            ``labkit.train._ranks``).
 
     Example:
         >>> run = Run(logdir="runs/a", config={"max_epochs": 1})
@@ -56,6 +61,7 @@ class Run:
     traces: list[str] = field(default_factory=list)
     error: str | None = None
     notes: list[str] = field(default_factory=list)
+    ranks: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._done = threading.Event()
@@ -84,6 +90,8 @@ class Run:
             self.checkpoints.append(event["path"])
         elif kind == "trace":
             self.traces.append(event["path"])
+        elif kind == "ranks":
+            self.ranks.append({k: v for k, v in event.items() if k != "type"})
         elif kind == "end":
             self.status = event.get("status", "finished")
             self.error = event.get("error")
@@ -93,6 +101,27 @@ class Run:
     def losses(self) -> list[float]:
         """Training loss of every recorded step, in step order."""
         return [s["loss"] for s in self.steps]
+
+    @property
+    def stragglers(self) -> list[dict[str, Any]]:
+        """Stragglers named at the last per-rank gathering (empty on one process)."""
+        return list(self.ranks[-1]["stragglers"]) if self.ranks else []
+
+    def summary(self) -> str:
+        """The record in a few lines; with several processes, the per-rank step breakdown."""
+        lines = [repr(self)]
+        if self.ranks:
+            from labkit.train._ranks import table
+
+            last = self.ranks[-1]
+            lines += [f"per rank, epoch {last['epoch']} (to step {last['step']}):",
+                      table(last["ranks"])]  # fmt: skip
+            lines += [s["text"] for s in last["stragglers"]] or [
+                f"no straggler (margin {last['margin']:.0%} of the others' median, at "
+                f"least {1e3 * last['min_s']:g} ms per step)"]  # fmt: skip
+        if self.error:
+            lines.append(f"error: {self.error}")
+        return "\n".join(lines)
 
     @property
     def last_checkpoint(self) -> str | None:
@@ -142,6 +171,7 @@ class Run:
             "traces": self.traces,
             "error": self.error,
             "notes": self.notes,
+            "ranks": self.ranks,
         }
 
     @classmethod
@@ -177,7 +207,8 @@ class Run:
 
     def __repr__(self) -> str:
         last = f", loss={self.steps[-1]['loss']:.4g}" if self.steps else ""
+        slow = "".join(f", straggler=rank {s['rank']} ({s['cause']})" for s in self.stragglers)
         return (
             f"Run(status={self.status!r}, steps={len(self.steps)}, epochs={len(self.epochs)}"
-            f"{last}, checkpoints={len(self.checkpoints)}, logdir={self.logdir!r})"
+            f"{last}, checkpoints={len(self.checkpoints)}{slow}, logdir={self.logdir!r})"
         )

@@ -1,0 +1,289 @@
+"""Per-rank step breakdown of a multi-process fit, and the stragglers it names.
+
+Every rank times each step at Lightning's hooks (a ``perf_counter`` read each, no
+collective): waiting for data (the previous step's end to this batch's start), forward,
+backward, optimizer, and the gradient communication, through a DDP communication hook
+that wraps the default all-reduce (``ddp_comm_hooks.default_hooks.allreduce_hook``) and
+notes when each bucket was launched and when its future completed, with the bucket count
+and bytes. Two communication figures come out of it:
+
+- ``comm_wait``: the part of backward spent waiting for the all-reduce after the last
+  bucket was launched (the communication not hidden behind backward compute, including
+  waiting for a slower peer to send its gradients);
+- ``comm_time``: the buckets' time in flight, launch to completion (it overlaps backward).
+
+``backward_time`` is backward without ``comm_wait``, so ``data_time + forward_time +
+backward_time + comm_wait + optimizer_time`` covers the step up to Lightning's own work
+between hooks. On CUDA (NCCL) ``comm_time`` comes from CUDA events recorded in the hook
+and its future, resolved one step later (never a synchronize per bucket); the host
+clocks then measure launch, not GPU, time for the other figures.
+
+Rank 0 gathers the ranks' sums at each epoch end in one collective
+(``torch.distributed.all_gather`` of one vector per rank) and emits a ``ranks`` event.
+Synchronous DDP makes every rank's wall step equal (a fast rank waits in the all-reduce),
+so a straggler is found by its own work: a rank whose median step's own work (the step
+without ``comm_wait``) exceeds the median of the other ranks' by ``margin`` (a fraction,
+and at least ``min_s``) is named with the part whose mean exceeds most (``"data wait"``
+or ``"compute"``) and the ranks that waited for it in the all-reduce.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import lightning.pytorch as pl
+import torch
+
+SUMS = ("step_time", "data_time", "forward_time", "backward_time", "optimizer_time",
+        "comm_wait", "comm_time", "buckets", "bucket_bytes")  # fmt: skip
+MARGIN = 0.20  # a straggler's own work exceeds the others' median by 20% ...
+MIN_S = 0.005  # ... and by at least 5 ms per step (a busy shared CPU jitters by a few ms)
+CAUSES = {"data_time": "data wait", "compute_time": "compute"}
+
+
+class RankStats(pl.Callback):
+    """Times every step on every rank; rank 0 gathers the means at epoch ends.
+
+    Args:
+        sink: Receives the ``ranks`` events (rank 0 only).
+        margin: Straggler margin, a fraction of the other ranks' median own work per step.
+        min_s: Straggler margin's floor in seconds per step.
+        skip: Steps left out at the fit's start (DDP builds its buckets in the first one).
+
+    Example:
+        >>> RankStats(print)
+        RankStats(margin=0.2, min_s=0.005, skip=1)
+    """
+
+    def __init__(self, sink: Callable[[dict[str, Any]], None], *, margin: float = MARGIN,
+                 min_s: float = MIN_S, skip: int = 1) -> None:  # fmt: skip
+        self.sink = sink
+        self.margin = margin
+        self.min_s = min_s
+        self.skip = skip
+        self.hooked = False
+        self._sums = dict.fromkeys(SUMS, 0.0)
+        self._n = 0
+        self._own: list[float] = []  # each step's own work (data + compute), for its median
+        self._seen = 0
+        self._t = [0.0] * 5  # previous end, start, before backward, after backward, before opt
+        self._launches: list[float] = []  # host launch times of this step's buckets
+        self._done: list[float] = []  # host completion times (gloo/CPU)
+        self._events: list[Any] = []  # this step's CUDA (start, end) event pairs
+        self._last_events: list[Any] = []  # the previous step's, resolved this step
+        self._bytes = 0
+        self._active = False
+
+    # ------------------------------------------------------------------ comm hook
+    # no annotations: DDP checks them against dist.GradBucket, and they are strings here
+    def _hook(self, process_group, bucket):  # type: ignore[no-untyped-def]
+        from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+
+        buf = bucket.buffer()
+        self._bytes += buf.numel() * buf.element_size()
+        self._launches.append(time.perf_counter())
+        if buf.is_cuda:
+            start = torch.cuda.Event(enable_timing=True)
+            start.record()
+            pair = [start, None]
+            self._events.append(pair)
+
+            def cuda_done(fut: Any) -> torch.Tensor:
+                end = torch.cuda.Event(enable_timing=True)
+                end.record()  # on the stream the all-reduce result is synchronised with
+                pair[1] = end
+                return fut.value()
+
+            return allreduce_hook(process_group, bucket).then(cuda_done)
+
+        done = self._done
+
+        def host_done(fut: Any) -> torch.Tensor:
+            done.append(time.perf_counter())
+            return fut.value()
+
+        return allreduce_hook(process_group, bucket).then(host_done)
+
+    # ------------------------------------------------------------------ hooks
+    def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._active = trainer.world_size > 1
+        model = trainer.strategy.model
+        if self._active and isinstance(model, torch.nn.parallel.DistributedDataParallel):
+            try:
+                model.register_comm_hook(model.process_group, self._hook)
+                self.hooked = True
+            except RuntimeError:  # the strategy already has a comm hook (ddp_comm_hook=...)
+                self.hooked = False
+
+    def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._t[0] = time.perf_counter()
+
+    def on_train_batch_start(self, trainer: pl.Trainer, *args: Any) -> None:
+        self._t[1] = time.perf_counter()
+        self._launches.clear()
+        self._done.clear()
+        self._bytes = 0
+
+    def on_before_backward(self, trainer: pl.Trainer, *args: Any) -> None:
+        self._t[2] = time.perf_counter()
+
+    def on_after_backward(self, trainer: pl.Trainer, *args: Any) -> None:
+        self._t[3] = time.perf_counter()
+
+    def on_before_optimizer_step(self, trainer: pl.Trainer, *args: Any) -> None:
+        self._t[4] = time.perf_counter()
+
+    def on_train_batch_end(self, trainer: pl.Trainer, *args: Any) -> None:
+        now = time.perf_counter()
+        prev, start, before_bwd, after_bwd, before_opt = self._t
+        self._t[0] = now
+        self._seen += 1
+        if not self._active or self._seen <= self.skip:
+            self._events, self._last_events = [], self._events
+            return
+        wait = max(0.0, after_bwd - self._launches[-1]) if self._launches else 0.0
+        wait = min(wait, after_bwd - before_bwd)
+        s = self._sums
+        s["step_time"] += now - prev
+        s["data_time"] += start - prev
+        s["forward_time"] += before_bwd - start
+        s["backward_time"] += after_bwd - before_bwd - wait
+        s["optimizer_time"] += now - before_opt
+        s["comm_wait"] += wait
+        s["comm_time"] += self._in_flight()
+        s["buckets"] += len(self._launches)
+        s["bucket_bytes"] += self._bytes
+        self._own.append(now - prev - wait)
+        self._n += 1
+
+    def _in_flight(self) -> float:
+        """This step's bucket time in flight (host clock), or the previous step's CUDA time."""
+        if not self._events and not self._last_events:
+            return sum(d - t for t, d in zip(self._launches, self._done, strict=False))
+        total = 0.0
+        pairs = [p for p in self._last_events if p[1] is not None]
+        if pairs:
+            pairs[-1][1].synchronize()  # one wait per step, on a step that has ended
+            total = sum(a.elapsed_time(b) for a, b in pairs) / 1000.0
+        self._events, self._last_events = [], self._events
+        return total
+
+    def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._gather(trainer)
+
+    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if self._n:  # steps since the last epoch end (a fit stopped by max_steps mid-epoch)
+            self._gather(trainer)
+
+    def _gather(self, trainer: pl.Trainer) -> None:
+        """One ``all_gather`` of every rank's sums; rank 0 emits the ``ranks`` event."""
+        if not self._active:
+            return
+        own = statistics.median(self._own) if self._own else 0.0
+        vec = torch.tensor([float(self._n), own, *self._sums.values()], dtype=torch.float64,
+                           device=trainer.strategy.root_device)  # fmt: skip
+        parts = [torch.empty_like(vec) for _ in range(trainer.world_size)]
+        torch.distributed.all_gather(parts, vec)  # the one collective of the gathering
+        rows = torch.stack(parts).cpu().tolist()
+        self._sums = dict.fromkeys(SUMS, 0.0)
+        self._n = 0
+        self._own = []
+        if not trainer.is_global_zero:
+            return
+        ranks = [per_rank(r, row) for r, row in enumerate(rows)]
+        self.sink({
+            "type": "ranks", "t": time.time(), "epoch": trainer.current_epoch,
+            "step": trainer.global_step, "comm_hook": self.hooked,
+            "margin": self.margin, "min_s": self.min_s, "ranks": ranks,
+            "stragglers": stragglers(ranks, margin=self.margin, min_s=self.min_s),
+        })  # fmt: skip
+
+    def __repr__(self) -> str:
+        return f"RankStats(margin={self.margin}, min_s={self.min_s}, skip={self.skip})"
+
+
+def per_rank(rank: int, row: list[float]) -> dict[str, Any]:
+    """A rank's gathered vector ``[steps, median own work, *sums]`` as per-step means."""
+    n = int(row[0])
+    d: dict[str, Any] = {"rank": rank, "steps": n, "own_median": row[1]}
+    for name, total in zip(SUMS, row[2:], strict=True):
+        d[name] = total / n if n else 0.0
+    d["buckets"] = round(d["buckets"], 3)
+    d["bucket_bytes"] = round(d["bucket_bytes"])
+    d["compute_time"] = d["forward_time"] + d["backward_time"] + d["optimizer_time"]
+    return d
+
+
+def stragglers(ranks: list[dict[str, Any]], *, margin: float = MARGIN,
+               min_s: float = MIN_S) -> list[dict[str, Any]]:  # fmt: skip
+    """Ranks whose own work per step exceeds the other ranks' median, with the cause.
+
+    Args:
+        ranks: Per-rank figures (:func:`per_rank`): ``own_median`` (the median step's own
+            work, data + compute; without it the means' sum), ``data_time``,
+            ``compute_time``, ``comm_wait`` (means per step).
+        margin: Fraction of the others' median own work to exceed.
+        min_s: The excess must also be at least this many seconds per step.
+
+    Returns:
+        One dict per straggler: ``rank``, ``cause`` (``"data wait"`` or ``"compute"``),
+        ``excess`` (seconds per step over the others' median), ``own`` and ``others``
+        (own work per step, its and the others' median), ``waited_by`` (ranks whose
+        all-reduce wait is at least half the excess) and ``text``, a sentence.
+
+    Example:
+        >>> r = [{"rank": 0, "data_time": 0.001, "compute_time": 0.01, "comm_wait": 0.03},
+        ...      {"rank": 1, "data_time": 0.031, "compute_time": 0.01, "comm_wait": 0.0}]
+        >>> stragglers(r)[0]["cause"]
+        'data wait'
+    """
+    out = []
+    for me in ranks:
+        others = [r for r in ranks if r["rank"] != me["rank"] and r.get("steps", 1)]
+        if not others or not me.get("steps", 1):
+            continue
+
+        def med(key: str, rows: list[dict[str, Any]] = others) -> float:
+            return statistics.median(r[key] for r in rows)
+
+        own = _own(me)
+        base = statistics.median(_own(r) for r in others)
+        excess = own - base
+        if excess <= max(margin * base, min_s):
+            continue
+        parts = {k: me[k] - med(k) for k in CAUSES}
+        key = max(parts, key=parts.__getitem__)
+        waited = [r["rank"] for r in others if r["comm_wait"] >= excess / 2]
+        text = (f"rank {me['rank']} is a straggler: {1e3 * own:.1f} ms/step of its own work vs "
+                f"{1e3 * base:.1f} ms on the others (median), +{1e3 * excess:.1f} ms, mostly "
+                f"{CAUSES[key]} (+{1e3 * parts[key]:.1f} ms)")  # fmt: skip
+        if waited:
+            w = ", ".join(str(r) for r in waited)
+            ms = 1e3 * med("comm_wait", [r for r in others if r["rank"] in waited])
+            who = f"ranks {w} wait" if len(waited) > 1 else f"rank {w} waits"
+            text += f"; {who} for it in the all-reduce ({ms:.1f} ms/step)"
+        out.append({"rank": me["rank"], "cause": CAUSES[key], "excess": excess, "own": own,
+                    "others": base, "waited_by": waited, "text": text})  # fmt: skip
+    return out
+
+
+def _own(r: dict[str, Any]) -> float:
+    """A rank's own work per step: the median step's, else the mean data + compute."""
+    if r.get("own_median"):
+        return float(r["own_median"])
+    return float(r["data_time"] + r["compute_time"])
+
+
+def table(ranks: list[dict[str, Any]]) -> str:
+    """Per-rank means as a monospace table (milliseconds per step)."""
+    cols = ("step_time", "data_time", "forward_time", "backward_time", "comm_wait",
+            "optimizer_time", "comm_time")  # fmt: skip
+    heads = ("step", "data", "forward", "backward", "comm wait", "optimizer", "in flight")
+    lines = ["rank " + " ".join(f"{h:>10}" for h in heads) + "    buckets       bytes"]
+    for r in ranks:
+        cells = " ".join(f"{1e3 * r[c]:>10.2f}" for c in cols)
+        lines.append(f"{r['rank']:>4} {cells} {r['buckets']:>10.1f} {r['bucket_bytes']:>11,}")
+    return "\n".join(lines) + "\n(ms per step, means over the epoch's steps after warm-up)"

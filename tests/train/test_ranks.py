@@ -1,0 +1,135 @@
+"""Per-rank step breakdown and stragglers: real DDP fits, 2 CPU processes over gloo."""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import time
+
+import pytest
+from torch.utils.data import Dataset
+
+from labkit.train import Lab
+from labkit.train._ranks import RankStats, per_rank, stragglers
+from labkit.train.run import Run
+from tests.train._helpers import LOSS, datasets, mlp
+
+SLEEP = 0.03  # rank 1's planted delay per step
+
+
+def _rank1() -> bool:
+    return os.environ.get("LOCAL_RANK") == "1"
+
+
+class SlowOnRank1(Dataset):
+    """The training set, with a 30 ms pause per batch in rank 1's data path (8 per batch)."""
+
+    def __init__(self, base: Dataset) -> None:
+        self.base = base
+
+    def __len__(self) -> int:
+        return len(self.base)  # type: ignore[arg-type]
+
+    def __getitem__(self, i: int):  # type: ignore[no-untyped-def]
+        if _rank1():
+            time.sleep(SLEEP / 8)
+        return self.base[i]
+
+
+class SlowForwardOnRank1(mlp().__class__):
+    """The MLP, sleeping 30 ms in each training forward on rank 1."""
+
+    def __init__(self) -> None:
+        super().__init__(*mlp())
+
+    def forward(self, x):  # type: ignore[override]
+        if self.training and _rank1():
+            time.sleep(SLEEP)
+        return super().forward(x)
+
+
+def _fit(tmp_path, model, data, **kw):  # type: ignore[no-untyped-def]
+    lab = Lab(model, data, loss=LOSS, batch_size=8, logdir=tmp_path)
+    kw = {"max_epochs": 1, **kw}
+    return lab.fit(devices=2, accelerator="cpu", dashboard=False, dry_run=False,
+                   trainer_kwargs={"enable_progress_bar": False}, **kw)  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("where", ["data", "forward"])
+def test_planted_straggler_is_named_with_its_cause(tmp_path, where):
+    train, val = datasets(256)  # 192 train samples: 12 steps of 8 per rank
+    model = mlp() if where == "data" else SlowForwardOnRank1()
+    if where == "data":
+        train = SlowOnRank1(train)
+    run = _fit(tmp_path, model, (train, val))
+    assert run.status == "finished"
+    gathered = run.ranks[-1]
+    ranks = gathered["ranks"]
+    assert [r["rank"] for r in ranks] == [0, 1] and all(r["steps"] == 11 for r in ranks)
+    assert gathered["comm_hook"] is True
+    for r in ranks:  # the parts add up to the step, measured end to end, within 5%
+        parts = (r["data_time"] + r["forward_time"] + r["backward_time"] + r["comm_wait"]
+                 + r["optimizer_time"])  # fmt: skip
+        assert parts == pytest.approx(r["step_time"], rel=0.05), r
+        # the tiny MLP's gradients fit one bucket: 16*8+16+2*16+2 floats
+        assert r["buckets"] == 1 and r["bucket_bytes"] == 4 * (8 * 16 + 16 + 16 * 2 + 2)
+        assert r["comm_time"] > 0
+    slow, fast = ranks[1], ranks[0]
+    key = "data_time" if where == "data" else "forward_time"
+    assert slow[key] - fast[key] == pytest.approx(SLEEP, abs=0.015)
+    assert fast["comm_wait"] > SLEEP * 0.6  # rank 0 waits for rank 1 in the all-reduce
+    cause = "data wait" if where == "data" else "compute"
+    assert [(s["rank"], s["cause"]) for s in run.stragglers] == [(1, cause)]
+    assert run.stragglers[0]["waited_by"] == [0]
+    assert f"straggler=rank 1 ({cause})" in repr(run)
+    assert "rank 1 is a straggler" in run.summary() and "rank 0 waits" in run.summary()
+    # the event stream and run.json keep the gathering
+    events = [json.loads(ln) for ln in (tmp_path / "events.jsonl").read_text().splitlines()]
+    assert [e["epoch"] for e in events if e["type"] == "ranks"] == [0]
+    assert Run.load(tmp_path).ranks == run.ranks
+
+
+@pytest.mark.slow
+def test_even_ranks_have_no_straggler_and_option_turns_it_off(tmp_path):
+    run = _fit(tmp_path / "a", mlp(), datasets(128), max_epochs=2)
+    assert [g["epoch"] for g in run.ranks] == [0, 1] and run.stragglers == []
+    assert "no straggler" in run.summary()
+    off = _fit(tmp_path / "b", mlp(), datasets(128), rank_stats=False)
+    assert off.status == "finished" and off.ranks == []
+
+
+def _row(rank: int, data: float, compute: float, wait: float) -> dict:
+    return {"rank": rank, "steps": 10, "data_time": data, "compute_time": compute,
+            "comm_wait": wait}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("rows", "expected"),
+    [
+        ([_row(0, 0.001, 0.010, 0.02), _row(1, 0.001, 0.030, 0.0)], [(1, "compute")]),
+        ([_row(0, 0.020, 0.010, 0.0), _row(1, 0.001, 0.010, 0.02)], [(0, "data wait")]),
+        ([_row(0, 0.010, 0.030, 0.0), _row(1, 0.010, 0.0379, 0.0)], []),  # under 20%
+        ([_row(0, 0.0001, 0.001, 0.0), _row(1, 0.0001, 0.0055, 0.0)], []),  # under 5 ms
+        (
+            [_row(r, 0.001, 0.010, 0.03) for r in range(3)] + [_row(3, 0.031, 0.010, 0.0)],
+            [(3, "data wait")],
+        ),
+    ],
+)
+def test_straggler_rule(rows, expected):
+    found = stragglers(rows)
+    assert [(s["rank"], s["cause"]) for s in found] == expected
+    for s in found:  # excess is against the others' median of data + compute
+        others = [r["data_time"] + r["compute_time"] for r in rows if r["rank"] != s["rank"]]
+        assert s["excess"] == pytest.approx(s["own"] - statistics.median(others))
+
+
+def test_per_rank_means_and_repr():
+    row = [4.0, 0.09, 0.4, 0.04, 0.08, 0.16, 0.04, 0.08, 0.02, 4.0, 4096.0]
+    d = per_rank(1, row)
+    assert d["steps"] == 4 and d["own_median"] == 0.09 and d["step_time"] == pytest.approx(0.1)
+    assert d["compute_time"] == pytest.approx(0.02 + 0.04 + 0.01)
+    assert d["buckets"] == 1.0 and d["bucket_bytes"] == 1024
+    assert repr(RankStats(print)) == "RankStats(margin=0.2, min_s=0.005, skip=1)"
