@@ -172,7 +172,7 @@ def max_batch_size(model: torch.nn.Module, batch: Any, budget: int | None = None
             less ``margin``. On CPU it must be given.
         loss, optimizer, recipe, device: As for :func:`labkit.plan`. A loss that closes
             over targets of one batch size cannot follow the batch: build the targets from
-            the output, or pass ``batch`` as a function and the targets with it.
+            the output's shape instead.
         margin: Fraction of CUDA free memory kept back for the caching allocator's
             rounding and cache and kernels' workspace (only when ``budget`` is ``None``).
         limit: The largest batch size considered.
