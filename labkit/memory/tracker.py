@@ -301,18 +301,19 @@ class MemoryTracker(Observer):
                 used = min(n, extent_bytes(t))
                 self.resident_before += n - used
                 n = used
-            rec = self._add(st, cat, module, phase, t.dtype == torch.float32, n)
+            rec = self._add(st, cat, module, phase, t.dtype == torch.float32, n, not t.is_cpu)
         elif rec.cat != cat:
             self._move(rec, cat, module)
         return rec
 
     def _add(self, st: Any, cat: int, module: str, phase: str, fp32: bool,
-             n: int | None = None) -> _Rec | None:  # fmt: skip
+             n: int | None = None, dev: bool = False) -> _Rec | None:  # fmt: skip
         snb = st.nbytes()
         n = snb if n is None else n
         if snb == 0:
             return None
-        rec = _Rec(n, cat, module, phase, fp32, st.device.type != "cpu", id(st), self.step)
+        # the tensor's device, not the storage's: a fake tensor's storage is on "meta"
+        rec = _Rec(n, cat, module, phase, fp32, dev, id(st), self.step)
         rec.snb = snb
         ref = rec.ref = weakref.ref(st, self._on_free)
         self._recs[id(ref)] = rec

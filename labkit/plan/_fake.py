@@ -10,14 +10,10 @@ planned device), so tied weights stay tied.
 from __future__ import annotations
 
 import copy
-import weakref
 from typing import Any
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
-
-from labkit.trace._graph import GraphObserver
-from labkit.trace.instrument import Instrumentation
 
 
 def new_mode() -> FakeTensorMode:
@@ -146,42 +142,3 @@ def _fake_state(v: Any, mode: FakeTensorMode, device: torch.device) -> Any:
         with mode:
             return torch.tensor(value, dtype=v.dtype).reshape(v.shape)
     return fake_tensor(v, mode, device)
-
-
-class FakeGraphObserver(GraphObserver):
-    """The graph observer, identifying storages by object rather than by data pointer.
-
-    Fake storages have no data (their pointer is 0 for all and reading it warns), so the
-    bytes saved for backward are counted once per live storage object instead.
-    """
-
-    def start(self, inst: Instrumentation) -> None:
-        needs_saved, self.needs_saved = self.needs_saved, False
-        try:
-            super().start(inst)
-        finally:
-            self.needs_saved = needs_saved
-        self._live: dict[int, Any] = {}
-        for p in (*inst.model.parameters(), *inst.model.buffers()):
-            self._mark(p.untyped_storage(), param=True)
-
-    def _mark(self, st: Any, *, param: bool = False) -> bool:
-        """Remember ``st``; whether it was new (a parameter storage is never new)."""
-        key = id(st)
-        ref = self._live.get(key)
-        if ref is not None and ref[0]() is st:
-            return False
-        self._live[key] = (weakref.ref(st), param)
-        return not param
-
-    def saved(self, t: torch.Tensor) -> None:
-        inst = self._inst
-        if inst is None or not inst.stack:
-            return
-        st = t.untyped_storage()
-        if self._mark(st):
-            inst.stack[-1].saved_bytes += st.nbytes()
-
-    def stop(self, inst: Instrumentation) -> None:
-        super().stop(inst)
-        self._live = {}

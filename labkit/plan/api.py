@@ -15,7 +15,6 @@ from torch._subclasses.fake_tensor import (
 )
 
 from labkit.plan._fake import (
-    FakeGraphObserver,
     fake_batch,
     fake_model,
     fake_optimizer,
@@ -28,20 +27,10 @@ from labkit.plan._values import IndexValues, seed_values
 from labkit.plan.batch import batch_size, resize
 from labkit.plan.errors import PlanError
 from labkit.plan.model import PREDICTED_NOTE, Plan
-from labkit.trace.instrument import Instrumentation
 from labkit.trace.recorder import Recorder, check_model
 
 _FAKE_ERRORS = (DataDependentOutputException, DynamicOutputShapeException,
                 UnsupportedOperatorException)  # fmt: skip
-
-
-class _PlanRecorder(Recorder):
-    """A full-mode Recorder whose graph observer works on fake storages."""
-
-    def __init__(self, model: torch.nn.Module, memory: Any) -> None:
-        super().__init__(model, mode="full", memory=memory)
-        self.graph = FakeGraphObserver(ops=True, saved=True)
-        self.inst = Instrumentation(model, [self.graph, self.flops, self.memory], ops=True)
 
 
 def plan(
@@ -176,7 +165,7 @@ def _record(model: torch.nn.Module, fmodel: torch.nn.Module, args: tuple, kwargs
 
     tracker = MemoryTracker(fmodel, optimizers=(fopt,) if fopt is not None else (),
                             inputs=(args, kwargs))  # fmt: skip
-    rec = _PlanRecorder(fmodel, tracker)
+    rec = Recorder(fmodel, mode="full", memory=tracker)
     err: BaseException | None = None
     try:
         with modes[0], modes[1], rec:

@@ -8,6 +8,7 @@ that produced its tensor, and counts the bytes each call saved for backward.
 from __future__ import annotations
 
 import inspect
+import weakref
 from typing import Any
 
 import torch
@@ -37,8 +38,9 @@ class GraphObserver(Observer):
         self.edges: list[tuple[int, int, Any, Any]] = []
         self._producer = Producers()
         self._io_counts: dict[str, int] = {}
-        self._saved_ptrs: set[int] = set()
-        self._param_storages: set[int] = set()
+        # storages already counted, by object (fake and meta storages have no data
+        # pointer); a weak reference tells a recycled id from the storage that died
+        self._seen: dict[int, tuple[weakref.ref, bool]] = {}
         self._inst: Instrumentation | None = None
 
     def start(self, inst: Instrumentation) -> None:
@@ -50,12 +52,13 @@ class GraphObserver(Observer):
             for p in (*inst.model.parameters(), *inst.model.buffers()):
                 for t in plain_tensors(p):  # a quantized weight's real tensors
                     try:
-                        self._param_storages.add(t.untyped_storage().data_ptr())
+                        self._mark(t.untyped_storage(), param=True)
                     except (RuntimeError, NotImplementedError):
                         continue
 
     def stop(self, inst: Instrumentation) -> None:
         self._producer = Producers()  # no weak references outlive the recording
+        self._seen = {}
 
     # ------------------------------------------------------------ module calls
     def top_call(self, module: Any, args: Any, kwargs: Any) -> None:
@@ -132,10 +135,21 @@ class GraphObserver(Observer):
         inst = self._inst
         if inst is None or not inst.stack:
             return
-        ptr = t.untyped_storage().data_ptr()
-        if ptr not in self._param_storages and ptr not in self._saved_ptrs:
-            self._saved_ptrs.add(ptr)
-            inst.stack[-1].saved_bytes += t.untyped_storage().nbytes()
+        try:
+            st = t.untyped_storage()
+        except (RuntimeError, NotImplementedError):
+            return
+        if self._mark(st):
+            inst.stack[-1].saved_bytes += st.nbytes()
+
+    def _mark(self, st: Any, *, param: bool = False) -> bool:
+        """Remember storage ``st``; whether it is new and not a parameter's."""
+        key = id(st)
+        entry = self._seen.get(key)
+        if entry is not None and entry[0]() is st:
+            return False
+        self._seen[key] = (weakref.ref(st), param)
+        return not param
 
 
 _SIGNATURES: dict[type, inspect.Signature | None] = {}
