@@ -41,6 +41,7 @@ SUMS = ("step_time", "data_time", "forward_time", "backward_time", "optimizer_ti
         "comm_wait", "comm_time", "buckets", "bucket_bytes")  # fmt: skip
 MARGIN = 0.20  # a straggler's own work exceeds the others' median by 20% ...
 MIN_S = 0.005  # ... and by at least 5 ms per step (a busy shared CPU jitters by a few ms)
+SKIP = 1  # steps left out at a fit's start: DDP builds its buckets in the first
 CAUSES = {"data_time": "data wait", "compute_time": "compute"}
 
 
@@ -59,7 +60,7 @@ class RankStats(pl.Callback):
     """
 
     def __init__(self, sink: Callable[[dict[str, Any]], None], *, margin: float = MARGIN,
-                 min_s: float = MIN_S, skip: int = 1) -> None:  # fmt: skip
+                 min_s: float = MIN_S, skip: int = SKIP) -> None:  # fmt: skip
         self.sink = sink
         self.margin = margin
         self.min_s = min_s
@@ -287,3 +288,35 @@ def table(ranks: list[dict[str, Any]]) -> str:
         cells = " ".join(f"{1e3 * r[c]:>10.2f}" for c in cols)
         lines.append(f"{r['rank']:>4} {cells} {r['buckets']:>10.1f} {r['bucket_bytes']:>11,}")
     return "\n".join(lines) + "\n(ms per step, means over the epoch's steps after warm-up)"
+
+
+def advice(r: dict[str, Any], *, share: float = 0.25) -> list[str]:
+    """What to try when all-reduce wait or data wait takes over ``share`` of the step.
+
+    Args:
+        r: Means per step: ``step_time``, ``comm_wait``, ``data_time``.
+        share: The share of the step above which a part is called dominant.
+
+    Returns:
+        Sentences (empty when neither dominates).
+
+    Example:
+        >>> advice({"step_time": 0.01, "comm_wait": 0.004, "data_time": 0.0})[0][:33]
+        'waiting for the all-reduce is 40%'
+    """
+    out = []
+    step = r.get("step_time") or 0.0
+    if step and r.get("comm_wait", 0.0) / step > share:
+        out.append(
+            f"waiting for the all-reduce is {r['comm_wait'] / step:.0%} of the step: compare "
+            "runs with Lightning's DDPStrategy(bucket_cap_mb=..., gradient_as_bucket_view=True, "
+            "static_graph=True, ddp_comm_hook=default_hooks.bf16_compress_hook), fewer "
+            "all-reduces through trainer_kwargs={'accumulate_grad_batches': k}, or a larger "
+            "batch per process; find_unused_parameters=True adds a graph walk per step"
+        )  # fmt: skip
+    if step and r.get("data_time", 0.0) / step > share:
+        out.append(
+            f"waiting for data is {r['data_time'] / step:.0%} of the step: load in workers "
+            "(Lab(num_workers=N)) and pin memory for a GPU (DataLoader(pin_memory=True))"
+        )  # fmt: skip
+    return out

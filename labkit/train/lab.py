@@ -593,6 +593,20 @@ class Lab:
         return finder
 
     @exploration
+    def scaling(self, *, devices: Any = (1, 2), steps: int = 30, **kwargs: Any) -> Any:
+        """Short fits at each process count in ``devices``: throughput, efficiency, comm share.
+
+        See :func:`labkit.train.scaling.scaling` (``accelerator``, ``logdir``, ``threads``
+        and ``Lab.fit`` options go in ``kwargs``). ``lab.model`` is left as it was.
+
+        Returns:
+            A :class:`~labkit.train.scaling.Scaling`; ``print(result.summary())``.
+        """
+        from labkit.train.scaling import scaling
+
+        return scaling(self, devices=devices, steps=steps, **kwargs)
+
+    @exploration
     def tensorboard(self) -> str:
         """Where the TensorBoard logs are and how to open them (printed and returned)."""
         from labkit.train._tensorboard import how_to_open

@@ -111,7 +111,7 @@ class Run:
         """The record in a few lines; with several processes, the per-rank step breakdown."""
         lines = [repr(self)]
         if self.ranks:
-            from labkit.train._ranks import table
+            from labkit.train._ranks import advice, table
 
             last = self.ranks[-1]
             lines += [f"per rank, epoch {last['epoch']} (to step {last['step']}):",
@@ -119,6 +119,10 @@ class Run:
             lines += [s["text"] for s in last["stragglers"]] or [
                 f"no straggler (margin {last['margin']:.0%} of the others' median, at "
                 f"least {1e3 * last['min_s']:g} ms per step)"]  # fmt: skip
+            if not last["stragglers"]:  # a straggler's peers wait for it, not for the network
+                rows = last["ranks"]
+                lines += advice({k: sum(r[k] for r in rows) / len(rows)
+                                 for k in ("step_time", "comm_wait", "data_time")})  # fmt: skip
         if self.error:
             lines.append(f"error: {self.error}")
         return "\n".join(lines)
