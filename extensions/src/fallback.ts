@@ -23,6 +23,7 @@ export class LabkitRenderer extends Panel implements IRenderMime.IRenderer {
   private _static = new Panel();
   private _observer: MutationObserver | null = null;
   private _timer = 0;
+  private _modelId = '';
 
   constructor(
     private _options: IRenderMime.IRendererOptions,
@@ -42,6 +43,13 @@ export class LabkitRenderer extends Panel implements IRenderMime.IRenderer {
       this._show(false);
       return;
     }
+    const modelId = (data[WIDGET_MIME] as { model_id?: string }).model_id ?? '';
+    if (this._live && modelId === this._modelId && this.node.dataset.labkit === 'live') {
+      // the same widget re-sent with a newer picture (a fit ended): keep the live view as
+      // it is (zoom, toggles), only the picture behind it changes
+      return;
+    }
+    this._modelId = modelId;
     if (!this._live) {
       this._live = new Panel();
       this._live.addClass('lk-live');

@@ -88,6 +88,7 @@ def test_dashboard_updates_and_stop_keeps_a_checkpoint(browser, lab_server):
         save_shot(dash, "dashboard-running", also=DOCS / "dashboard.png")
 
         # Stop: the step finishes, a checkpoint is kept, the run says "stopped"
+        dash.evaluate("el => { el.__lkMark = 1; }")
         dash.locator("button.lk-dash-stop").click()
         dash.locator(".lk-dash-status[data-status='stopped']").wait_for(timeout=60_000)
         assert dash.locator("button.lk-dash-stop").inner_text() == "Stopped"
@@ -97,6 +98,12 @@ def test_dashboard_updates_and_stop_keeps_a_checkpoint(browser, lab_server):
 
         out = rerun_cell(page, READBACK_CELL, "STATUS stopped", timeout_ms=90_000)
         assert "STATUS stopped CKPT True" in out, out
+        # the final picture reached the output (for a saved notebook) ...
+        output = cell(page, FIT_CELL).locator(".lk-output")
+        output.locator(".lk-static .lk-final[data-status='stopped']").wait_for(state="attached")
+        # ... without re-creating the live view the user is looking at
+        assert dash.evaluate("el => el.__lkMark") == 1
+        assert output.get_attribute("data-labkit") == "live"
         _check_chart_controls(page, dash)
     finally:
         context.close()
@@ -106,7 +113,9 @@ def _check_chart_controls(page, dash) -> None:
     """uPlot chart: axes from the data, hover values, smoothing, log scale, zoom, resize."""
     chart = dash.locator(".lk-dash-chart[data-title='loss']")
     lo, hi = json.loads(chart.get_attribute("data-y-range"))
-    assert 0 < lo < hi, (lo, hi)  # cross-entropy > 0: the axis does not dip below zero
+    assert 0 <= lo < hi, (lo, hi)  # cross-entropy >= 0: the axis does not dip below zero
+    # the drawn axis follows the data as it grows (not the first update's range)
+    assert json.loads(chart.get_attribute("data-y-scale")) == pytest.approx([lo, hi], rel=1e-3)
     labels = chart.locator(".u-legend .u-label").all_inner_texts()
     assert labels[:3] == ["step", "train_loss (raw)", "train_loss"], labels  # smoothed + raw
     over = chart.locator(".u-over")

@@ -8,6 +8,7 @@ import { h } from "./_ui.js";
 
 export const COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"];
 const HEIGHT = 210;
+const STEP_INCRS = [1, 2, 5].flatMap((m) => [1, 10, 100, 1e3, 1e4, 1e5, 1e6].map((p) => m * p)).sort((a, b) => a - b);
 
 function ensureCss() {
   if (document.getElementById("labkit-uplot-css")) return;
@@ -40,8 +41,9 @@ export function timeChart(host, { keys, title }) {
   let shape = "";
   let zoom = null; // [x0, x1] chosen by the user
   let last = null;
+  let cols = []; // the y columns shown now: the y range is taken from them on every update
 
-  function build(data, cols, names, log) {
+  function build(data, names, log) {
     if (u) u.destroy();
     const t = tokens(wrap);
     const axis = { stroke: t.fg, font: t.font, grid: { stroke: t.grid, width: 1 }, ticks: { stroke: t.grid } };
@@ -52,11 +54,16 @@ export function timeChart(host, { keys, title }) {
         x: { time: false, range: (self, lo, hi) => (zoom ? zoom : lo === hi ? [lo - 1, hi + 1] : [lo, hi]) },
         y: { distr: log ? 3 : 1, range: () => dataRange(cols, log) },
       },
-      axes: [{ ...axis, label: "step", labelFont: t.font }, { ...axis, size: 56 }],
+      // steps are whole numbers: no 2.5 ticks
+      axes: [{ ...axis, label: "step", labelFont: t.font, incrs: STEP_INCRS }, { ...axis, size: 56 }],
       series: [{ label: "step" }, ...names.map((s) => s.opts)],
       cursor: { drag: { x: true, y: false } },
       legend: { live: true },
       hooks: {
+        // the y scale uPlot draws with (tests compare it with the range of the data)
+        setScale: [(self, key) => {
+          if (key === "y") wrap.dataset.yScale = JSON.stringify([self.scales.y.min, self.scales.y.max].map((v) => +v.toPrecision(4)));
+        }],
         setSelect: [(self) => {
           if (self.select.width < 2) return;
           zoom = [self.posToVal(self.select.left, "x"), self.posToVal(self.select.left + self.select.width, "x")];
@@ -99,8 +106,10 @@ export function timeChart(host, { keys, title }) {
     const next = `${names.map((n) => n.key).join("|")}:${useLog}`;
     if (force || next !== shape || !u) {
       shape = next;
-      build(data, data.slice(1), names, useLog);
+      cols = data.slice(1);
+      build(data, names, useLog);
     } else {
+      cols = data.slice(1);
       u.setData(data, true);
     }
     wrap.dataset.series = JSON.stringify(Object.fromEntries(present.map((k) => [k, series[k].x.length])));

@@ -36,7 +36,7 @@ export function aligned(series, keys) {
 
 /**
  * Axis range from the finite values: padded by 5% of the span (a loss that never goes
- * below 0.3 gets an axis that does not either). Log scale: positive values only, padded
+ * below 0.3 gets an axis that does not either), never below zero for values >= 0. Log scale: positive values only, padded
  * by a factor. [0, 1] when there is nothing to show.
  */
 export function dataRange(columns, log = false) {
@@ -53,7 +53,8 @@ export function dataRange(columns, log = false) {
   if (log) return [lo / 1.15, hi * 1.15];
   if (lo === hi) return [lo - (Math.abs(lo) || 1) * 0.05, hi + (Math.abs(hi) || 1) * 0.05];
   const pad = (hi - lo) * 0.05;
-  return [lo - pad, hi + pad];
+  // padding never takes a non-negative quantity (a loss, a rate) below zero
+  return [lo >= 0 ? Math.max(0, lo - pad) : lo - pad, hi + pad];
 }
 
 /** Whether every finite value is positive (a log axis can show them). */

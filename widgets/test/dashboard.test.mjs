@@ -22,6 +22,8 @@ test("axis ranges come from the data, log only for positive values", () => {
   const [lo, hi] = dataRange([[0.3, 0.5, null, 0.7]]);
   assert.ok(Math.abs(lo - 0.28) < 1e-12 && Math.abs(hi - 0.72) < 1e-12); // a loss axis stays above 0
   assert.deepEqual(dataRange([[2, 2]]), [1.9, 2.1]);
+  assert.equal(dataRange([[0.001, 1]])[0], 0); // padding stops at zero for a loss near 0
+  assert.ok(dataRange([[-1, 1]])[0] < -1);
   assert.deepEqual(dataRange([[]]), [0, 1]);
   const [a, b] = dataRange([[0.01, 10]], true);
   assert.ok(a > 0 && a < 0.01 && b > 10);
