@@ -1,0 +1,25 @@
+"""The DDP scaling benchmark runs end to end and reports every figure (never timing values)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from benchmarks import ddp_scaling as ds
+
+pytestmark = pytest.mark.slow
+
+
+def test_one_round_reports_scaling_and_overhead():
+    threads = torch.get_num_threads()
+    try:
+        result, scale = ds.bench(steps=6, rounds=1, scaling_steps=6)
+    finally:
+        torch.set_num_threads(threads)
+    assert [r.name for r in result.rows] == ["2 processes, rank_stats off",
+                                             "2 processes, rank_stats on"]  # fmt: skip
+    assert all(r.median_s > 0 and r.samples == 1 for r in result.rows)
+    assert [p.processes for p in scale.points] == [1, 2]
+    assert result.meta["efficiency_2"] == scale.point(2).efficiency
+    assert result.meta["paired_on_off"] > 0 and result.meta["best_on_off"] > 0
+    assert "2 processes: the step takes" in scale.summary()
