@@ -1,7 +1,8 @@
 """Side-by-side benchmark harness shared by every script in ``benchmarks/``.
 
 Variants run interleaved (A B C A B C ...) after a warm-up, so drift in the
-machine (thermal, other processes, allocator state) hits every variant alike.
+machine (thermal, other processes, allocator state) hits every variant alike
+(:func:`labkit._interleave.interleaved`, which ``labkit.compare`` times with too).
 Each figure is the median of its rounds, printed as a ratio to a baseline next
 to the anchor it is compared to (a published figure or a target).
 
@@ -27,6 +28,9 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from labkit._format import fmt_time
+from labkit._interleave import interleaved
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
@@ -92,7 +96,8 @@ class BenchResult:
             "| --- | ---: | ---: | --- |",
         ]
         for r in self.rows:
-            lines.append(f"| {r.name} | {_fmt_seconds(r.median_s)} | {r.ratio:.2f}x | {r.anchor} |")
+            median = fmt_time(r.median_s, digits=3)
+            lines.append(f"| {r.name} | {median} | {r.ratio:.2f}x | {r.anchor} |")
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, object]:
@@ -191,13 +196,13 @@ class Bench:
                 f"Bench({self.name!r}): baseline {baseline!r} is not one of "
                 f"{[v.name for v in self.variants]}"
             )
-        for _ in range(self.warmup):
-            for v in self.variants:
-                self._sample(v.fn)
-        samples: dict[str, list[float]] = {v.name: [] for v in self.variants}
-        for _ in range(self.rounds):
-            for v in self.variants:
-                samples[v.name].append(self._sample(v.fn))
+        times = interleaved(
+            self.variants,
+            lambda v, _i, _timed: self._sample(v.fn),
+            warmup=self.warmup,
+            rounds=self.rounds,
+        )
+        samples = {v.name: t for v, t in zip(self.variants, times, strict=True)}
         medians = {k: statistics.median(s) for k, s in samples.items()}
         base = medians[baseline]
         rows = tuple(
@@ -235,11 +240,3 @@ def report(result: BenchResult, directory: str | os.PathLike[str] | None = None)
     path = result.save(directory)
     print(f"\nwrote {path}")
     return path
-
-
-def _fmt_seconds(s: float) -> str:
-    if s >= 1:
-        return f"{s:.3f} s"
-    if s >= 1e-3:
-        return f"{s * 1e3:.3f} ms"
-    return f"{s * 1e6:.1f} us"

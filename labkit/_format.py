@@ -26,15 +26,22 @@ def fmt_bytes(n: float) -> str:
     return f"{int(n)} B"
 
 
-def fmt_time(seconds: float) -> str:
-    """Seconds as the unit that reads best: ``0.00123 -> '1.23 ms'``."""
+def fmt_time(seconds: float, digits: int = 2) -> str:
+    """Seconds as the unit that reads best: ``0.00123 -> '1.23 ms'``.
+
+    ``digits`` decimals for seconds and milliseconds (microseconds keep one).
+
+    Example:
+        >>> fmt_time(0.00123), fmt_time(1.5, digits=3), fmt_time(2.5e-5)
+        ('1.23 ms', '1.500 s', '25.0 us')
+    """
     if seconds == 0:
         return "0"
     a = abs(seconds)
     if a >= 1:
-        return f"{seconds:.2f} s"
+        return f"{seconds:.{digits}f} s"
     if a >= 1e-3:
-        return f"{seconds * 1e3:.2f} ms"
+        return f"{seconds * 1e3:.{digits}f} ms"
     return f"{seconds * 1e6:.1f} us"
 
 

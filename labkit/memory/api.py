@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from labkit._format import fmt_bytes
+from labkit._tensors import split_batch
 from labkit.memory.attribution import MemoryReport
 from labkit.memory.errors import MemoryRecordError
 from labkit.memory.timeline import MAX_SAMPLES
@@ -77,7 +78,7 @@ def memory(
             f"{type(model).__name__} are not on a CUDA device: drop cuda_history or move the "
             "model with model.cuda()"
         )
-    args, kwargs = _split(batch)
+    args, kwargs = split_batch(batch)
     check_devices(model, args, kwargs)
     tracker = MemoryTracker(
         model,
@@ -120,14 +121,6 @@ def _report(rec: Recorder, tracker: MemoryTracker, max_samples: int) -> MemoryRe
     assert rec.trace is not None
     trace: Trace = rec.trace.replace(memory=samples, memory_meta=meta)
     return MemoryReport(trace)
-
-
-def _split(batch: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    if isinstance(batch, dict):
-        return (), dict(batch)
-    if isinstance(batch, (tuple, list)):
-        return tuple(batch), {}
-    return (batch,), {}
 
 
 def _failure_message(err: BaseException, report: MemoryReport, where: str = "") -> str:

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from labkit.trace.model import MemorySample
+from labkit.trace.model import MEMORY_CATEGORIES, MemorySample
 
-CATEGORIES = ("parameters", "gradients", "optimizer", "activations", "temporaries", "inputs")
+CATEGORIES = MEMORY_CATEGORIES  # labkit.memory.CATEGORIES
 
 MAX_SAMPLES = 4000
 

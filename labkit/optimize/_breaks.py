@@ -19,6 +19,8 @@ from typing import Any
 
 import torch
 
+from labkit._tensors import model_device
+
 
 @dataclass(frozen=True)
 class GraphBreak:
@@ -61,7 +63,7 @@ def graph_breaks(
     """(graphs, breaks) of ``fn`` (``model``'s forward) traced by Dynamo on these inputs."""
     import torch._dynamo as dynamo
 
-    device = next((p.device.type for p in model.parameters()), "cpu")
+    device = model_device(model).type
     with contextlib.ExitStack() as stack:
         if autocast is not None:
             stack.enter_context(torch.autocast(device, dtype=autocast))

@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from labkit._format import fmt_bytes
+from labkit._tensors import held_bytes, model_device
 from labkit.optimize.step import RecipeStep
 
 
@@ -33,7 +34,7 @@ def peak_memory(run: Any, eager_recipe: Any) -> tuple[int | None, str | None]:
     note = None
     if run.recipe.compile:
         note = "peak memory measured on the eager model (compiled graphs are opaque to the tracker)"
-    device = next((p.device for p in model.parameters()), torch.device("cpu"))
+    device = model_device(model)
     try:
         if device.type == "cuda":
             return _cuda_peak(run, model, device), note
@@ -48,15 +49,7 @@ def _has_subclass_weights(model: torch.nn.Module) -> bool:
 
 def weight_bytes(model: torch.nn.Module) -> int:
     """Bytes held by parameters, looking inside tensor subclasses (torchao int8 weights)."""
-    return sum(_tensor_bytes(p) for p in model.parameters())
-
-
-def _tensor_bytes(t: torch.Tensor) -> int:
-    flatten = getattr(t, "__tensor_flatten__", None)
-    if flatten is not None and type(t) not in (torch.Tensor, torch.nn.Parameter):
-        names, _ = flatten()
-        return sum(_tensor_bytes(getattr(t, n)) for n in names)
-    return t.numel() * t.element_size()
+    return sum(held_bytes(p) for p in model.parameters())
 
 
 def _fresh_step(run: Any, model: torch.nn.Module) -> RecipeStep:

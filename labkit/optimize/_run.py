@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Mapping
 from dataclasses import asdict, replace
 from typing import Any
 
 import torch
 
+from labkit._tensors import model_device, split_batch
 from labkit.optimize import _breaks, _cpu, _deploy, _measure
 from labkit.optimize.apply import applied, apply
 from labkit.optimize.comparison import RecipeResult
@@ -36,7 +36,7 @@ class _Run:
         self.first_time: float | None = None
         self.ref_out: torch.Tensor | None = None
         self.k = 0
-        self.device_type = _device_type(base_model)
+        self.device_type = model_device(base_model).type
 
     def setup(self) -> None:
         try:
@@ -289,10 +289,6 @@ def _batch_size(args: tuple[Any, ...], kwargs: dict[str, Any]) -> int | None:
     return None
 
 
-def _device_type(model: torch.nn.Module) -> str:
-    return next((p.device.type for p in model.parameters()), "cpu")
-
-
 def _to_channels_last(args: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple(
         a.contiguous(memory_format=torch.channels_last)
@@ -304,7 +300,7 @@ def _to_channels_last(args: tuple[Any, ...]) -> tuple[Any, ...]:
 
 def _validate(model: torch.nn.Module, val, metric_fn, channels_last: bool) -> float:  # type: ignore[no-untyped-def]
     inputs, targets = val
-    args, kwargs = _split_batch(inputs)
+    args, kwargs = split_batch(inputs, strict="compare(val=...) inputs")
     if channels_last:
         args = _to_channels_last(args)
     was = model.training
@@ -314,16 +310,3 @@ def _validate(model: torch.nn.Module, val, metric_fn, channels_last: bool) -> fl
         return float(metric_fn(out, targets))
     finally:
         model.train(was)
-
-
-def _split_batch(batch: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    if isinstance(batch, torch.Tensor):
-        return (batch,), {}
-    if isinstance(batch, Mapping):
-        return (), dict(batch)
-    if isinstance(batch, (tuple, list)):
-        return tuple(batch), {}
-    raise TypeError(
-        f"compare(batch=...) must be a tensor, a tuple of positional inputs or a dict of "
-        f"keyword inputs, got {type(batch).__name__}"
-    )

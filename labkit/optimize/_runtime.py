@@ -99,10 +99,3 @@ def compile_fn(fn: Callable[..., Any], mode: str) -> Callable[..., Any]:
         import torch._inductor.compile_fx
 
     return torch.compile(fn, mode=mode)
-
-
-def model_device_type(model: torch.nn.Module) -> str:
-    """Device type of the model's first parameter or buffer (``"cpu"`` when it has none)."""
-    for t in (*model.parameters(), *model.buffers()):
-        return t.device.type
-    return "cpu"

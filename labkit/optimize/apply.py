@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from labkit._tensors import model_device
 from labkit.optimize import _checkpoint, _cpu, _fuse, _quantize, _runtime
 from labkit.optimize.recipe import Recipe, RecipeError
 
@@ -285,7 +286,7 @@ def _apply_export(work: torch.nn.Module, target: str) -> Step:
 
 def _apply_runtime(work: torch.nn.Module, recipe: Recipe) -> list[Step]:
     steps: list[Step] = []
-    device_type = _runtime.model_device_type(work)
+    device_type = model_device(work).type
     dtype = _runtime.AUTOCAST_DTYPES.get(recipe.precision)
     if dtype is not None:
         if device_type not in ("cpu", "cuda", "xpu", "mps"):

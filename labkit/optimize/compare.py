@@ -10,9 +10,11 @@ from typing import Any
 
 import torch
 
+from labkit._interleave import interleaved
+from labkit._tensors import model_device, split_batch
 from labkit.optimize import _cpu, _deploy
 from labkit.optimize._random import stochastic_modules
-from labkit.optimize._run import _batch_size, _Run, _split_batch
+from labkit.optimize._run import _batch_size, _Run
 from labkit.optimize.comparison import Comparison, RecipeResult
 from labkit.optimize.recipe import Recipe
 
@@ -100,11 +102,11 @@ def compare(
     if not all(isinstance(n, int) and n >= 1 for n in batch_sizes):
         raise ValueError(f"compare(batch_sizes=...) must be ints >= 1, got {batch_sizes!r}")
     report = _progress_fn(progress)
-    args, kwargs = _split_batch(batch)
+    args, kwargs = split_batch(batch, strict="compare(batch=...)")
     metric_name, metric_fn = _metric(metric, val)
     base_model = copy.deepcopy(model)
     base_model.train(mode == "train")
-    device = str(next((p.device for p in base_model.parameters()), torch.device("cpu")))
+    device = str(model_device(base_model))
     runs = [
         _Run(label, recipe, base_model, mode, args, kwargs, loss, lr, seed, loss_steps)
         for label, recipe in recipe_map.items()
@@ -125,20 +127,21 @@ def compare(
         run.setup()
         tick(f"{run.label}: first call")
         run.first()
-    for i in range(warmup):
-        for run in runs:
-            run.step()
-            tick(f"warm-up {i + 1}/{warmup}: {run.label}")
-    for i in range(steps):
-        for run in runs:
-            run.step(timed=True)
-            tick(f"step {i + 1}/{steps}: {run.label}")
+
+    def step(run: _Run, i: int, timed: bool) -> None:
+        run.step(timed=timed)  # the run keeps its own times (and errors)
+        what = f"step {i + 1}/{steps}" if timed else f"warm-up {i + 1}/{warmup}"
+        tick(f"{what}: {run.label}")
+
+    interleaved(runs, step, warmup=warmup, rounds=steps)
     for n in batch_sizes:
-        b_args, b_kwargs = _deploy.resize_batch(args, kwargs, n, batch)
-        for i in range(1 + steps):
-            for run in runs:
-                run.timed_at(n, b_args, b_kwargs, timed=i > 0)
-                tick(f"batch {n}, step {i + 1}/{1 + steps}: {run.label}")
+        resized = (n, *_deploy.resize_batch(args, kwargs, n, batch))
+
+        def at_size(run: _Run, i: int, timed: bool, size: tuple[Any, ...] = resized) -> None:
+            run.timed_at(*size, timed=timed)
+            tick(f"batch {size[0]}, step {i + 1 + timed}/{1 + steps}: {run.label}")
+
+        interleaved(runs, at_size, warmup=1, rounds=steps)
     results = []
     base_run = runs[0]
     for run in runs:

@@ -15,8 +15,8 @@ from typing import Any
 
 import torch
 
+from labkit._tensors import named_tensors
 from labkit.optimize._random import held_randomness
-from labkit.trace._tree import named_tensors
 
 FP16_MAX = 65504.0
 

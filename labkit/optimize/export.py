@@ -24,6 +24,7 @@ from typing import Any
 import torch
 import torch.utils._pytree as pytree
 
+from labkit._tensors import model_device
 from labkit.optimize._export_errors import ExportError, draft_issues, export_error
 
 TARGETS = ("torch.export", "onnxruntime")
@@ -110,7 +111,7 @@ class ExportedForward:
         # no busy-waiting between runs: compare interleaves recipes, and spinning threads
         # would take the CPU from the next recipe's step
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        device = _device_type(self.module)
+        device = model_device(self.module).type
         providers = ["CPUExecutionProvider"]
         if device == "cuda" and "CUDAExecutionProvider" in ort.get_available_providers():
             providers.insert(0, "CUDAExecutionProvider")
@@ -175,10 +176,6 @@ def dynamic_batch(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[s
 def _batch_note(fwd: ExportedForward) -> str:
     dynamic = bool(fwd.program.range_constraints)
     return "batch dimension dynamic" if dynamic else "static shapes (the model fixes the batch)"
-
-
-def _device_type(module: torch.nn.Module) -> str:
-    return next((p.device.type for p in module.parameters()), "cpu")
 
 
 def _require_onnx() -> None:

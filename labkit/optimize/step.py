@@ -17,9 +17,11 @@ from typing import Any
 
 import torch
 
+from labkit._tensors import model_device, named_tensors
 from labkit.optimize._random import held_randomness
 from labkit.optimize.apply import grad_scaler
 from labkit.optimize.recipe import Recipe
+from labkit.trace.errors import scalar_loss
 
 MODES = ("train", "inference")
 
@@ -56,7 +58,7 @@ class RecipeStep:
         if mode not in MODES:
             raise ValueError(f"RecipeStep(mode=...) must be one of {MODES}, got {mode!r}")
         self.model, self.recipe, self.mode, self.loss_fn = model, recipe, mode, loss
-        self.device_type = next((p.device.type for p in model.parameters()), "cpu")
+        self.device_type = model_device(model).type
         self.scaler = grad_scaler(recipe, self.device_type) if mode == "train" else None
         self.opt = optimizer
         if mode == "train" and optimizer is None:
@@ -107,15 +109,10 @@ class RecipeStep:
 
 
 def loss_of(out: Any, loss_fn: Callable[[Any], torch.Tensor] | None) -> torch.Tensor:
-    """``loss_fn(out)`` checked to be a scalar, or the sum of the means of ``out``'s floats."""
+    """``loss_fn(out)`` checked to be a scalar (:class:`~labkit.trace.LossError` if not), or
+    the sum of the means of ``out``'s floats."""
     if loss_fn is not None:
-        value = loss_fn(out)
-        if not isinstance(value, torch.Tensor) or value.numel() != 1:
-            got = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
-            raise ValueError(f"loss must return a scalar tensor, got {got}")
-        return value.float()
-    from labkit.trace._tree import named_tensors
-
+        return scalar_loss(loss_fn(out)).float()
     vec = [t.float().mean() for _, t in named_tensors(out) if t.is_floating_point()]
     if not vec:
         raise ValueError("the model output has no floating-point tensor to train on; pass loss=")

@@ -16,7 +16,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import flop_registry
 
-from labkit.trace._tree import flat_tensors
+from labkit._tensors import flat_tensors
 
 if TYPE_CHECKING:
     from labkit.trace.instrument import Instrumentation

@@ -7,10 +7,10 @@ from typing import Any
 
 import torch
 
+from labkit._tensors import named_tensors
 from labkit.trace._graph import bind as _bind
 from labkit.trace._passes import record_step
-from labkit.trace._tree import named_tensors
-from labkit.trace.errors import LossError
+from labkit.trace.errors import scalar_loss
 from labkit.trace.recorder import MODES, Recorder, check_model
 
 
@@ -104,10 +104,7 @@ def _backward_target(out: Any, loss: Any, notes: list[str]) -> torch.Tensor | No
         notes.append("no backward pass: gradients are disabled (no_grad or inference_mode)")
         return None
     if loss is not None:
-        value = loss(out)
-        if not isinstance(value, torch.Tensor) or value.numel() != 1:
-            got = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
-            raise LossError(f"loss must return a scalar tensor, got {got}")
+        value = scalar_loss(loss(out))
         if not value.requires_grad:
             notes.append("no backward pass: the loss does not require grad")
             return None

@@ -21,9 +21,9 @@ from typing import Any
 import torch
 from torch._C._autograd import _get_sequence_nr
 
+from labkit._tensors import named_tensors
 from labkit.trace import _dispatch
 from labkit.trace._raw import CallIndex, RawNode
-from labkit.trace._tree import named_tensors
 
 PHASES = ("forward", "backward", "optimizer")
 _perf = time.perf_counter

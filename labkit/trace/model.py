@@ -162,6 +162,11 @@ class ModuleInfo:
     calls: int = 0
 
 
+#: The memory categories of :attr:`MemorySample.bytes`, in the order every view stacks
+#: them (the memory tracker counts into a list indexed in this order).
+MEMORY_CATEGORIES = ("parameters", "gradients", "optimizer", "activations", "temporaries", "inputs")
+
+
 @dataclass(frozen=True)
 class MemorySample:
     """Live bytes by category at one moment of a recorded step.
@@ -170,8 +175,8 @@ class MemorySample:
         time: Seconds since the recording started.
         phase: ``"forward"``, ``"backward"`` or ``"optimizer"``.
         module: Module path running at that moment (``""`` when none).
-        bytes: Bytes per category (parameters, gradients, optimizer, activations,
-            temporaries, inputs).
+        bytes: Bytes per category (:data:`MEMORY_CATEGORIES`: parameters, gradients,
+            optimizer, activations, temporaries, inputs).
     """
 
     time: float

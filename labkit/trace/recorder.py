@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from labkit._format import fmt_shape
+from labkit._tensors import model_device
 from labkit.trace._flops import FlopObserver
 from labkit.trace._graph import GraphObserver
 from labkit.trace._raw import RawNode, build_trace, freeze_meta
@@ -162,7 +163,7 @@ class Recorder:
                 n.fwd_time = 0.0
         elif timing.cuda:
             notes.append("CUDA: times are GPU times from CUDA events, resolved once per step")
-        dev = next((str(p.device) for p in self.model.parameters()), "cpu")
+        dev = str(model_device(self.model))
         flops = self.flops
         meta = {
             "model": type(self.model).__name__,

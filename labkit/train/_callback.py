@@ -21,6 +21,7 @@ import lightning.pytorch as pl
 import torch
 
 from labkit.train import _tensorboard
+from labkit.train.checkpoint import LAST
 
 Sink = Callable[[dict[str, Any]], None]
 FILE_CHECK_S = 0.1  # a Stop through the stop file is seen within this (a stat per step costs)
@@ -184,12 +185,12 @@ class LabCallback(pl.Callback):
                 self.stopped = True
                 trainer.should_stop = True
                 if self.logdir is not None:
-                    trainer.save_checkpoint(str(self.logdir / "checkpoints" / "last.ckpt"))
+                    trainer.save_checkpoint(str(self.logdir / "checkpoints" / LAST))
                     self._emit(
                         trainer,
                         {
                             "type": "checkpoint",
-                            "path": str(self.logdir / "checkpoints" / "last.ckpt"),
+                            "path": str(self.logdir / "checkpoints" / LAST),
                         },
                     )
 
@@ -278,7 +279,7 @@ class LabCheckpoint(pl.Callback):
     def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if (trainer.current_epoch + 1) % self.every_n_epochs or trainer.sanity_checking:
             return
-        paths = [self.dirpath / "last.ckpt"]
+        paths = [self.dirpath / LAST]
         if self.keep_epochs:
             paths.insert(0, self.dirpath / f"epoch={trainer.current_epoch:03d}.ckpt")
         for path in paths:

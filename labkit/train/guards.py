@@ -23,7 +23,8 @@ from typing import Any
 import lightning.pytorch as pl
 import torch
 
-from labkit.trace.errors import TraceError
+from labkit._tensors import named_tensors
+from labkit.trace.errors import LossError, TraceError, scalar_loss
 from labkit.trace.recorder import Recorder
 
 
@@ -106,11 +107,13 @@ def dry_run(
                     f"output {_shape(out)} and target {_shape(target)}: {type(exc).__name__}: {exc}"
                 ) from exc
             _check_broadcast(loss, out, target, value, caught, stage)
-            if not isinstance(value, torch.Tensor) or value.numel() != 1:
+            try:
+                scalar_loss(value)
+            except LossError as exc:
                 raise ShapeCheckError(
                     f"the loss must return a scalar tensor; on one {stage} batch it returned "
                     f"{_shape(value)} for output {_shape(out)} and target {_shape(target)}"
-                )
+                ) from exc
     finally:
         model.train(was_training)
 
@@ -224,16 +227,9 @@ def locate_nonfinite(
     bad_grad: list[tuple[str, str]] = []
     handles = []
 
-    def _tensors(x: Any) -> list[torch.Tensor]:
-        if isinstance(x, torch.Tensor):
-            return [x]
-        if isinstance(x, tuple | list):
-            return [t for v in x for t in _tensors(v)]
-        return []
-
     def post(module: torch.nn.Module, args: Any, output: Any) -> None:
         path = paths.get(id(module), "?")
-        for t in _tensors(output):
+        for _, t in named_tensors(output):
             if t.is_floating_point() and not bool(torch.isfinite(t).all()):
                 bad_out.append((path, f"{type(module).__name__} output {_shape(t)}"))
             if t.requires_grad:

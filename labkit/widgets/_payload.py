@@ -11,6 +11,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from labkit.trace.graph import DEFAULT_DEPTH, Canon, canonicalize, default_expanded
+from labkit.trace.model import MEMORY_CATEGORIES
 
 if TYPE_CHECKING:
     from labkit.trace.model import TensorMeta, Trace
@@ -32,7 +33,6 @@ METRIC_UNITS: dict[str, str] = {
     "activations": "bytes",
 }
 KIND_CODES = {"input": "i", "output": "o", "module": "m", "op": "p"}
-MEMORY_CATEGORIES = ("parameters", "gradients", "optimizer", "activations", "temporaries", "inputs")
 
 
 def _round(x: float) -> float | int:

@@ -17,7 +17,7 @@ ZOO = zoo()
 
 def _step(model: nn.Module, args: tuple, kwargs: dict) -> torch.Tensor:
     out = model(*args, **kwargs)
-    tensors = [t for _, t in labkit.trace._tree.named_tensors(out) if t.is_floating_point()]
+    tensors = [t for _, t in labkit._tensors.named_tensors(out) if t.is_floating_point()]
     return torch.stack([t.sum() for t in tensors]).sum()
 
 
