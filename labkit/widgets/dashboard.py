@@ -124,6 +124,7 @@ class Dashboard(KeepsPicture, anywidget.AnyWidget):
         self._error = ""
         self._notes: list[str] = []
         self._norms: dict[str, float] = {}
+        self._ranks: dict[str, Any] = {}  # the last per-rank gathering (several processes)
         self.observe(self._stop_clicked, names="stop_requested")
 
     # ------------------------------------------------------------------ events in
@@ -152,6 +153,12 @@ class Dashboard(KeepsPicture, anywidget.AnyWidget):
             self._epochs.append({k: v for k, v in event.items() if k not in ("type", "t")})
         elif kind == "grads":
             self._norms = dict(event.get("norms", {}))
+        elif kind == "ranks":  # per-rank step breakdown at an epoch end (labkit.train._ranks)
+            keys = ("rank", "step_time", "data_time", "compute_time", "comm_wait")
+            self._ranks = {
+                "ranks": [{k: r[k] for k in keys} for r in event["ranks"]],
+                "stragglers": [s["text"] for s in event.get("stragglers", [])],
+            }
         elif kind == "end":
             self._status = event.get("status", "finished")
             self._error = event.get("error") or ""
@@ -161,7 +168,7 @@ class Dashboard(KeepsPicture, anywidget.AnyWidget):
         """Show the final state of ``run`` (status, error, notes) at once."""
         self._status = run.status
         self._error = run.error or ""
-        self._notes = list(run.notes)
+        self._notes = list(run.notes) + [s["text"] for s in getattr(run, "stragglers", [])]
         self._unregister()
         self._throttle.submit(None)
         self._throttle.flush()
@@ -226,6 +233,8 @@ class Dashboard(KeepsPicture, anywidget.AnyWidget):
             "elapsed_s": now - self._t0,
             "eta_s": eta,
             "loss": self._losses[-1] if self._losses else None,
+            "ranks": self._ranks.get("ranks", []),
+            "stragglers": self._ranks.get("stragglers", []),
         }
 
     def _series(self) -> dict[str, Any]:

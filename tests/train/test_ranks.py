@@ -13,6 +13,7 @@ from torch.utils.data import Dataset
 from labkit.train import Lab
 from labkit.train._ranks import RankStats, per_rank, stragglers
 from labkit.train.run import Run
+from labkit.widgets.dashboard import Dashboard
 from tests.train._helpers import LOSS, datasets, mlp
 
 SLEEP = 0.03  # rank 1's planted delay per step
@@ -89,6 +90,15 @@ def test_planted_straggler_is_named_with_its_cause(tmp_path, where):
     events = [json.loads(ln) for ln in (tmp_path / "events.jsonl").read_text().splitlines()]
     assert [e["epoch"] for e in events if e["type"] == "ranks"] == [0]
     assert Run.load(tmp_path).ranks == run.ranks
+    # the dashboard's state carries the per-rank bars and names the straggler
+    dash = Dashboard(throttle=0.05)
+    for e in events:
+        dash.push(e)
+    dash.finish(run)
+    assert [r["rank"] for r in dash.stats["ranks"]] == [0, 1]
+    assert dash.stats["ranks"][1]["data_time"] == ranks[1]["data_time"]
+    assert dash.stats["stragglers"] == [run.stragglers[0]["text"]]
+    assert run.stragglers[0]["text"] in dash.notes
 
 
 @pytest.mark.slow

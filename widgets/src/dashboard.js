@@ -61,8 +61,9 @@ function render({ model, el }) {
     h("span", {}, "drag across a chart to zoom, double-click to reset"));
   const charts = h("div", { class: "lk-dash-charts", style: "display:grid;grid-template-columns:repeat(auto-fit,minmax(320px,1fr));gap:8px" });
   const grads = h("div", { class: "lk-dash-grads", style: "font-size:11px;color:var(--lk-fg2)" });
+  const ranks = h("div", { class: "lk-dash-ranks", style: "font-size:11px;display:grid;grid-template-columns:auto 1fr auto;gap:2px 8px;align-items:center;padding:2px 0" });
   const error = h("pre", { class: "lk-dash-error", style: "color:var(--lk-error);white-space:pre-wrap;margin:4px 0" });
-  const root = h("div", { class: "lk-view lk-dashboard", style: "padding:6px" }, top, stats, chartBar, charts, grads, error);
+  const root = h("div", { class: "lk-view lk-dashboard", style: "padding:6px" }, top, stats, ranks, chartBar, charts, grads, error);
   el.appendChild(root);
 
   const stopNote = h("div", { class: "lk-dash-stopnote lk-error-text", style: "font-size:11px" });
@@ -101,8 +102,33 @@ function render({ model, el }) {
   smooth.addEventListener("input", () => { smoothOut.textContent = Number(smooth.value).toFixed(2); drawCharts(); });
   logBox.addEventListener("change", drawCharts);
 
+  // per-rank bars (several processes): data wait | compute | all-reduce wait, per step
+  const PARTS = [["data_time", "data wait", "var(--lk-accent2)"], ["compute_time", "compute", "var(--lk-accent)"],
+    ["comm_wait", "all-reduce wait", "var(--lk-fg2)"]];
+  function drawRanks(s) {
+    const rows = s.ranks || [];
+    if (!rows.length) { ranks.replaceChildren(); return; }
+    const max = Math.max(...rows.map((r) => PARTS.reduce((a, [k]) => a + (r[k] || 0), 0)), 1e-9);
+    const slow = new Set((s.stragglers || []).map((t) => Number((t.match(/^rank (\d+)/) || [])[1])));
+    const cells = [];
+    for (const r of rows) {
+      const segs = PARTS.map(([k, name, color]) => h("div", {
+        "data-part": k, title: `${name}: ${fmtTime(r[k] || 0)} per step`,
+        style: `height:100%;width:${(100 * (r[k] || 0) / max).toFixed(2)}%;background:${color}` }));
+      cells.push(h("span", { "data-rank": String(r.rank) }, `rank ${r.rank}${slow.has(r.rank) ? " (straggler)" : ""}`),
+        h("div", { style: "display:flex;height:8px;background:var(--lk-bg2);border-radius:2px;overflow:hidden" }, ...segs),
+        h("span", {}, `${fmtTime(r.step_time)}/step`));
+    }
+    const legend = h("span", { style: "grid-column:1/-1;color:var(--lk-fg)" },
+      ...PARTS.map(([, name, color]) => h("span", { style: "margin-right:10px" },
+        h("span", { style: `display:inline-block;width:8px;height:8px;margin-right:3px;background:${color}` }), name)),
+      s.stragglers?.length ? ` · ${s.stragglers.join("; ")}` : "per step, means over the last epoch");
+    ranks.replaceChildren(...cells, legend);
+  }
+
   function draw() {
     const s = model.get("stats") || {};
+    drawRanks(s);
     const st = model.get("status");
     status.textContent = st;
     status.dataset.status = st;
