@@ -4,7 +4,7 @@
   :func:`call_tensors`, :func:`named_args`;
 - a batch as a call's ``(args, kwargs)``: :func:`split_batch`;
 - the real tensors inside a tensor subclass (torchao's quantized weights):
-  :func:`plain_tensors`, and the bytes they hold: :func:`held_bytes`;
+  :func:`is_wrapper`, :func:`plain_tensors`, and the bytes they hold: :func:`held_bytes`;
 - where a model lives: :func:`model_device`.
 
 Example:
@@ -138,13 +138,18 @@ def split_batch(batch: Any, *, strict: str | None = None) -> tuple[tuple[Any, ..
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 
 
+def is_wrapper(t: torch.Tensor) -> bool:
+    """True for a wrapper tensor subclass, whose real tensors ``__tensor_flatten__`` names."""
+    return type(t) not in _PLAIN and hasattr(t, "__tensor_flatten__")
+
+
 def plain_tensors(t: torch.Tensor) -> list[torch.Tensor]:
     """The tensors that hold ``t``'s memory: itself, or a wrapper subclass's inner tensors.
 
     A wrapper subclass (torchao's quantized weights, for one) reports a storage of its
     logical size; its real bytes are in the tensors ``__tensor_flatten__`` names.
     """
-    if type(t) in _PLAIN or not hasattr(t, "__tensor_flatten__"):
+    if not is_wrapper(t):
         return [t]
     names, _ = t.__tensor_flatten__()
     out: list[torch.Tensor] = []

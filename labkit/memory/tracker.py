@@ -20,10 +20,11 @@ from typing import Any
 
 import torch
 
-from labkit.trace._tree import named_tensors
+from labkit._tensors import is_wrapper, model_device, named_tensors, plain_tensors
 from labkit.trace.instrument import Observer
+from labkit.trace.model import MEMORY_CATEGORIES
 
-CATEGORIES = ("parameters", "gradients", "optimizer", "activations", "temporaries", "inputs")
+CATEGORIES = MEMORY_CATEGORIES  # the order of the counts in _cat
 PARAMS, GRADS, OPT, ACTS, TEMPS, INPUTS = range(6)
 PHASES = ("forward", "backward", "optimizer")
 LARGEST = 32  # storages kept with their lifetimes for "what was live then" queries
@@ -180,7 +181,7 @@ class MemoryTracker(Observer):
         self._inst = inst
         model = self.model
         self._t0 = time.perf_counter()
-        device = next((p.device for p in model.parameters()), torch.device("cpu"))
+        device = model_device(model)
         if device.type == "cuda":
             from labkit.memory._cuda import CudaStats
 
@@ -283,7 +284,7 @@ class MemoryTracker(Observer):
 
     def _track(self, t: torch.Tensor, cat: int, module: str, phase: str) -> _Rec | None:
         """Count ``t``'s storage as ``cat`` (moving it there if already counted)."""
-        if type(t) not in _PLAIN and hasattr(t, "__tensor_flatten__"):
+        if is_wrapper(t):
             rec = None
             for inner in plain_tensors(t):  # e.g. torchao's int8 data, scales and zero points
                 rec = self._track(inner, cat, module, phase)
@@ -550,7 +551,7 @@ class MemoryTracker(Observer):
         from labkit.memory.attribution import memory_meta
         from labkit.memory.timeline import MAX_SAMPLES, to_samples
 
-        dev = next((str(p.device) for p in self.model.parameters()), "cpu")
+        dev = str(model_device(self.model))
         samples = to_samples(self._events, max_samples or MAX_SAMPLES)
         return samples, memory_meta(self, dev)
 
@@ -562,26 +563,6 @@ class MemoryTracker(Observer):
     def events(self) -> list[tuple[Any, ...]]:
         """Raw samples ``(time, phase, module, *bytes per category)``, one per change."""
         return self._events
-
-
-_PLAIN = (torch.Tensor, torch.nn.Parameter)
-
-
-def plain_tensors(t: torch.Tensor) -> list[torch.Tensor]:
-    """The tensors that hold ``t``'s memory: itself, or a wrapper subclass's inner tensors.
-
-    A wrapper subclass (torchao's quantized weights, for one) reports a storage of its
-    logical size; its real bytes are in the tensors ``__tensor_flatten__`` names.
-    """
-    if type(t) in _PLAIN or not hasattr(t, "__tensor_flatten__"):
-        return [t]
-    names, _ = t.__tensor_flatten__()
-    out: list[torch.Tensor] = []
-    for name in names:
-        inner = getattr(t, name)
-        if isinstance(inner, torch.Tensor):
-            out.extend(plain_tensors(inner))
-    return out
 
 
 def extent_bytes(t: torch.Tensor) -> int:

@@ -21,14 +21,6 @@ def new_mode() -> FakeTensorMode:
     return FakeTensorMode(allow_non_fake_inputs=True)
 
 
-def model_device(model: torch.nn.Module) -> torch.device:
-    """Where the model's parameters live, ``cpu`` for a model on the meta device."""
-    for t in (*model.parameters(), *model.buffers()):
-        if t.device.type != "meta":
-            return t.device
-    return torch.device("cpu")
-
-
 def fake_tensor(t: torch.Tensor, mode: FakeTensorMode, device: torch.device) -> torch.Tensor:
     """A fake tensor with ``t``'s shape, strides and dtype on ``device`` (no data copied)."""
     if t.device.type != "meta" and t.device == device:

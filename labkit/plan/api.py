@@ -14,12 +14,12 @@ from torch._subclasses.fake_tensor import (
     UnsupportedOperatorException,
 )
 
+from labkit._tensors import model_device, split_batch
 from labkit.plan._fake import (
     fake_batch,
     fake_model,
     fake_optimizer,
     meta_copy,
-    model_device,
     named_state,
     new_mode,
 )
@@ -103,7 +103,7 @@ def plan(
     for t in (*model.parameters(), *model.buffers()):
         if id(t) in memo and t.device.type != "meta":
             values.know(memo[id(t)], t.detach().clone())
-    args, kwargs = _split(fbatch)
+    args, kwargs = split_batch(fbatch)
     trace = _record(model, fmodel, args, kwargs, loss, fopt, (mode, values), backward)
     seconds = time.perf_counter() - t0
     notes = (
@@ -217,11 +217,3 @@ def _failure(model: torch.nn.Module, err: BaseException, tracker: Any, rec: Reco
         "runs the step on fake tensors; if the real step runs, measure it with "
         "labkit.memory(model, batch) on a small batch"
     )
-
-
-def _split(batch: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    if isinstance(batch, dict):
-        return (), dict(batch)
-    if isinstance(batch, (tuple, list)):
-        return tuple(batch), {}
-    return (batch,), {}

@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from labkit._format import fmt_bytes
+from labkit._tensors import model_device
 
 DEFAULT_MARGIN = 0.08  # of CUDA free memory: the allocator's rounding and cache, kernels' workspace
 
@@ -189,7 +190,6 @@ def max_batch_size(model: torch.nn.Module, batch: Any, budget: int | None = None
         ...                                budget=4 * 2**30, optimizer=opt)  # doctest: +SKIP
         >>> r.batch                                                         # doctest: +SKIP
     """
-    from labkit.plan._fake import model_device
     from labkit.plan.api import plan
 
     make = batch if callable(batch) else (lambda n: resize(batch, n))

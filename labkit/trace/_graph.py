@@ -13,8 +13,8 @@ from typing import Any
 
 import torch
 
+from labkit._tensors import call_tensors, flat_tensors, named_args, named_tensors, plain_tensors
 from labkit.trace._raw import Producers, RawNode, raw_meta
-from labkit.trace._tree import call_tensors, flat_tensors, named_args, named_tensors
 from labkit.trace.instrument import Instrumentation, Observer
 
 
@@ -47,8 +47,6 @@ class GraphObserver(Observer):
         self._reset()
         self._inst = inst
         if self.needs_saved:
-            from labkit.memory.tracker import plain_tensors
-
             for p in (*inst.model.parameters(), *inst.model.buffers()):
                 for t in plain_tensors(p):  # a quantized weight's real tensors
                     try:

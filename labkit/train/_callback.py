@@ -21,7 +21,7 @@ import lightning.pytorch as pl
 import torch
 
 from labkit.train import _tensorboard
-from labkit.train.checkpoint import LAST
+from labkit.train.checkpoint import CHECKPOINTS, LAST
 
 Sink = Callable[[dict[str, Any]], None]
 FILE_CHECK_S = 0.1  # a Stop through the stop file is seen within this (a stat per step costs)
@@ -185,12 +185,12 @@ class LabCallback(pl.Callback):
                 self.stopped = True
                 trainer.should_stop = True
                 if self.logdir is not None:
-                    trainer.save_checkpoint(str(self.logdir / "checkpoints" / LAST))
+                    trainer.save_checkpoint(str(self.logdir / CHECKPOINTS / LAST))
                     self._emit(
                         trainer,
                         {
                             "type": "checkpoint",
-                            "path": str(self.logdir / "checkpoints" / LAST),
+                            "path": str(self.logdir / CHECKPOINTS / LAST),
                         },
                     )
 

@@ -20,9 +20,8 @@ import torch
 from labkit._paths import OutputPathError, check_folder, check_free_space
 from labkit.train._events import EVENTS_FILE, STOP_FILE
 from labkit.train._tensorboard import TB_DIR
-from labkit.train.checkpoint import LAST
+from labkit.train.checkpoint import CHECKPOINTS, LAST
 
-CHECKPOINTS = "checkpoints"
 FOLDERS = (CHECKPOINTS, TB_DIR, "traces")
 FILES = (f"{CHECKPOINTS}/{LAST}", "run.json", EVENTS_FILE, STOP_FILE)
 

@@ -25,7 +25,8 @@ from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 
 from labkit._paths import atomic_writer, check_folder
 
-LAST = "last.ckpt"
+CHECKPOINTS = "checkpoints"  # the folder under a run's logdir
+LAST = "last.ckpt"  # the checkpoint Lab writes after every epoch, and resumes from
 
 
 class CheckpointError(RuntimeError):
