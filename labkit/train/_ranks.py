@@ -29,9 +29,13 @@ or ``"compute"``) and the ranks that waited for it in the all-reduce.
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
 import statistics
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import lightning.pytorch as pl
@@ -53,6 +57,8 @@ class RankStats(pl.Callback):
         margin: Straggler margin, a fraction of the other ranks' median own work per step.
         min_s: Straggler margin's floor in seconds per step.
         skip: Steps left out at the fit's start (DDP builds its buckets in the first one).
+        logdir: Run directory: every rank appends its own figures to
+            ``<logdir>/ranks/rank_<N>.jsonl`` at each gathering (kept if rank 0 dies).
 
     Example:
         >>> RankStats(print)
@@ -60,8 +66,10 @@ class RankStats(pl.Callback):
     """
 
     def __init__(self, sink: Callable[[dict[str, Any]], None], *, margin: float = MARGIN,
-                 min_s: float = MIN_S, skip: int = SKIP) -> None:  # fmt: skip
+                 min_s: float = MIN_S, skip: int = SKIP,
+                 logdir: str | os.PathLike[str] | None = None) -> None:  # fmt: skip
         self.sink = sink
+        self.logdir = Path(logdir) if logdir is not None else None
         self.margin = margin
         self.min_s = min_s
         self.skip = skip
@@ -184,6 +192,7 @@ class RankStats(pl.Callback):
         if not self._active:
             return
         own = statistics.median(self._own) if self._own else 0.0
+        self._write_own(trainer, own)
         vec = torch.tensor([float(self._n), own, *self._sums.values()], dtype=torch.float64,
                            device=trainer.strategy.root_device)  # fmt: skip
         parts = [torch.empty_like(vec) for _ in range(trainer.world_size)]
@@ -201,6 +210,18 @@ class RankStats(pl.Callback):
             "margin": self.margin, "min_s": self.min_s, "ranks": ranks,
             "stragglers": stragglers(ranks, margin=self.margin, min_s=self.min_s),
         })  # fmt: skip
+
+    def _write_own(self, trainer: pl.Trainer, own: float) -> None:
+        """This rank's figures, appended to its own file (one line per gathering)."""
+        if self.logdir is None:
+            return
+        row = per_rank(trainer.global_rank, [float(self._n), own, *self._sums.values()])
+        path = self.logdir / "ranks" / f"rank_{trainer.global_rank}.jsonl"
+        with contextlib.suppress(OSError):  # a full disk must not stop the fit here
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(path, "a") as fh:
+                fh.write(json.dumps({"epoch": trainer.current_epoch,
+                                     "step": trainer.global_step, **row}) + "\n")  # fmt: skip
 
     def __repr__(self) -> str:
         return f"RankStats(margin={self.margin}, min_s={self.min_s}, skip={self.skip})"

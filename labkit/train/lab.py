@@ -298,6 +298,7 @@ class Lab:
         o = FitOptions.build(options, overrides)
         logdir = Path(o.logdir) if o.logdir else self.logdir
         from labkit.train._preflight import check_logdir
+        from labkit.train.checkpoint import CHECKPOINTS, LAST
 
         check_logdir(  # created, writable, room for the first checkpoint: before any work
             logdir, self.model, optimizer=None if self._is_lightning() else self.optimizer,
@@ -305,7 +306,7 @@ class Lab:
         plan = _launch.plan(
             devices=o.devices, strategy=o.strategy, num_nodes=o.num_nodes, launch=o.launch
         )
-        last = logdir / "checkpoints" / "last.ckpt"
+        last = logdir / CHECKPOINTS / LAST
         # ckpt_path="last" is labkit's own last checkpoint (Lightning's "last" looks for
         # its ModelCheckpoint, which Lab does not use): the same as resume=True
         resume = o.resume or _is_last(o)
@@ -401,7 +402,7 @@ class Lab:
         from labkit.train._callback_group import CallbackGroup
         from labkit.train._progress import RankProgress
         from labkit.train._tensorboard import TB_DIR, hparams_of
-        from labkit.train.checkpoint import AtomicCheckpointIO
+        from labkit.train.checkpoint import CHECKPOINTS, AtomicCheckpointIO
         from labkit.train.guards import NonFiniteGuard, check_loaders
 
         seed_all(o.seed)
@@ -421,7 +422,7 @@ class Lab:
         callbacks: list[Any] = [
             lab_cb,
             EpochSeed(o.seed),
-            LabCheckpoint(sink, dirpath=logdir / "checkpoints"),
+            LabCheckpoint(sink, dirpath=logdir / CHECKPOINTS),
         ]
         progress = RankProgress(plan.processes) if plan.mode == "fork" else None
         if progress is not None:  # names the rank that hung when a collective times out
@@ -429,7 +430,7 @@ class Lab:
         if o.rank_stats and (plan.processes * o.num_nodes > 1 or _launch.under_launcher()):
             from labkit.train._ranks import RankStats  # per-rank step breakdown, stragglers
 
-            callbacks.insert(1, RankStats(sink))
+            callbacks.insert(1, RankStats(sink, logdir=logdir))
         if o.guard:
             callbacks.append(NonFiniteGuard(
                 check_grads=self.recipe.precision != "16-mixed",
@@ -617,9 +618,9 @@ class Lab:
 
     def load(self, path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
         """Load a checkpoint's weights into ``lab.model`` (default: the last one); returns it."""
-        from labkit.train.checkpoint import load_checkpoint
+        from labkit.train.checkpoint import CHECKPOINTS, LAST, load_checkpoint
 
-        p = Path(path) if path else self.logdir / "checkpoints" / "last.ckpt"
+        p = Path(path) if path else self.logdir / CHECKPOINTS / LAST
         ckpt = load_checkpoint(p)
         state = ckpt["state_dict"]
         if not self._is_lightning():

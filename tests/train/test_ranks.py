@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import statistics
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 from torch.utils.data import Dataset
@@ -143,3 +147,37 @@ def test_per_rank_means_and_repr():
     assert d["compute_time"] == pytest.approx(0.02 + 0.04 + 0.01)
     assert d["buckets"] == 1.0 and d["bucket_bytes"] == 1024
     assert repr(RankStats(print)) == "RankStats(margin=0.2, min_s=0.005, skip=1)"
+
+
+SCRIPT = """
+from labkit.train import Lab, fit_from_args
+from tests.train._helpers import LOSS, datasets, mlp
+
+lab = Lab(mlp(), datasets(256), loss=LOSS, batch_size=8)
+fit_from_args(lab, max_epochs=1, dry_run=False)
+"""
+
+
+@pytest.mark.slow
+def test_under_torchrun_each_rank_writes_its_file(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    root = Path(__file__).resolve().parents[2]
+    path = os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])
+    env = {**os.environ, "PYTHONWARNINGS": "ignore", "OMP_NUM_THREADS": "1", "PYTHONPATH": path}
+    logdir = tmp_path / "run"
+    cmd = [str(Path(sys.executable).with_name("torchrun")), "--nproc-per-node", "2",
+           "--master-addr", "127.0.0.1", "--master-port", str(port), str(script),
+           "--devices", "2", "--strategy", "ddp", "--logdir", str(logdir)]  # fmt: skip
+    done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=180)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    gathered = Run.load(logdir).ranks
+    assert len(gathered) == 1 and [r["rank"] for r in gathered[0]["ranks"]] == [0, 1]
+    for r in (0, 1):  # each rank's own file holds what rank 0 gathered from it
+        lines = (logdir / "ranks" / f"rank_{r}.jsonl").read_text().splitlines()
+        (own,) = [json.loads(ln) for ln in lines]
+        assert own == {"epoch": 0, "step": gathered[0]["step"], **gathered[0]["ranks"][r]}
