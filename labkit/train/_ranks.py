@@ -89,32 +89,38 @@ class RankStats(pl.Callback):
     # ------------------------------------------------------------------ comm hook
     # no annotations: DDP checks them against dist.GradBucket, and they are strings here
     def _hook(self, process_group, bucket):  # type: ignore[no-untyped-def]
-        from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+        """The default all-reduce (``default_hooks.allreduce_hook``: divide, all-reduce),
+        noting the launch, the completion (host clock, or CUDA events) and the bytes."""
+        import torch.distributed as dist
 
+        group = process_group if process_group is not None else dist.group.WORLD
         buf = bucket.buffer()
         self._bytes += buf.numel() * buf.element_size()
         self._launches.append(time.perf_counter())
+        pair: list[Any] = []
         if buf.is_cuda:
-            start = torch.cuda.Event(enable_timing=True)
-            start.record()
-            pair = [start, None]
+            pair.append(torch.cuda.Event(enable_timing=True))
+            pair[0].record()
+            pair.append(None)
             self._events.append(pair)
+        buf.div_(group.size())
+        fut = dist.all_reduce(buf, group=group, async_op=True).get_future()
+        if pair:
 
-            def cuda_done(fut: Any) -> torch.Tensor:
+            def cuda_done(f: Any) -> torch.Tensor:
                 end = torch.cuda.Event(enable_timing=True)
                 end.record()  # on the stream the all-reduce result is synchronised with
                 pair[1] = end
-                return fut.value()
+                return f.value()[0]
 
-            return allreduce_hook(process_group, bucket).then(cuda_done)
-
+            return fut.then(cuda_done)
         done = self._done
 
-        def host_done(fut: Any) -> torch.Tensor:
+        def host_done(f: Any) -> torch.Tensor:
             done.append(time.perf_counter())
-            return fut.value()
+            return f.value()[0]
 
-        return allreduce_hook(process_group, bucket).then(host_done)
+        return fut.then(host_done)  # one callback, as allreduce_hook has
 
     # ------------------------------------------------------------------ hooks
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:

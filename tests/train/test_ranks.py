@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 from torch.utils.data import Dataset
 
 from labkit.train import Lab
@@ -110,8 +111,18 @@ def test_even_ranks_have_no_straggler_and_option_turns_it_off(tmp_path):
     run = _fit(tmp_path / "a", mlp(), datasets(128), max_epochs=2)
     assert [g["epoch"] for g in run.ranks] == [0, 1] and run.stragglers == []
     assert "no straggler" in run.summary()
-    off = _fit(tmp_path / "b", mlp(), datasets(128), rank_stats=False)
-    assert off.status == "finished" and off.ranks == []
+    on_model, off_model = mlp(), mlp()
+    on = _fit(tmp_path / "b", on_model, datasets(128))
+    off = _fit(tmp_path / "c", off_model, datasets(128), rank_stats=False)
+    assert on.ranks and off.status == "finished" and off.ranks == []
+    # the timed all-reduce averages exactly as DDP's own: the same weights, bit for bit
+    assert all(
+        torch.equal(a, b)
+        for a, b in zip(
+            on_model.state_dict().values(), off_model.state_dict().values(), strict=True
+        )
+    )
+    assert not (tmp_path / "c" / "ranks").exists()
 
 
 def _row(rank: int, data: float, compute: float, wait: float) -> dict:
