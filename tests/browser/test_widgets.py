@@ -183,6 +183,22 @@ def test_show_links_graph_and_profile(page):
     row = tabs.locator(".lk-profile tr.lk-selected")
     row.wait_for()
     assert row.get_attribute("data-path") == "stem"
+    # and back: a row picked in the profile selects the node and brings it into sight in
+    # the graph, though the graph's tab was hidden when it happened
+    g = tabs.locator(".lk-graph")
+    tabs.locator(".lm-TabBar-tab", has_text="Graph").click()
+    for _ in range(5):  # zoom in on the middle: the head is out of sight
+        g.locator("button[title='zoom in']").click()
+    head_y = _box(g.locator(".lk-node", has_text="head"))["y"]
+    assert head_y > _box(g.locator(".lk-canvas"))["y"] + 420
+    tabs.locator(".lm-TabBar-tab", has_text="Profile").click()
+    tabs.locator(".lk-profile tbody tr[data-path='head']").click()
+    tabs.locator(".lm-TabBar-tab", has_text="Graph").click()
+    head = g.locator(".lk-node.lk-selected", has_text="head")
+    head.wait_for()
+    c, r = _box(g.locator(".lk-canvas")), _box(head)
+    assert c["x"] <= r["x"] and r["x"] + r["w"] <= c["x"] + c["w"], (c, r)
+    assert c["y"] <= r["y"] and r["y"] + r["h"] <= c["y"] + c["h"], (c, r)
 
 
 def _box(locator) -> dict:

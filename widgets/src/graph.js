@@ -293,11 +293,17 @@ function render({ model, el }) {
   }
 
   /** Pan (and zoom in to a legible size) so box k is in sight; no move when it is. */
+  let pendingReveal = null; // a node to show once a hidden view (a tab) gets a size
   function reveal(k) {
     const p = S && S.layout.pos.get(k);
     if (!p) return;
     const cw = canvas.clientWidth;
     const ch = canvas.clientHeight;
+    if (!cw || !ch) {
+      pendingReveal = k;
+      return;
+    }
+    pendingReveal = null;
     const x0 = view.x + p.x * view.k;
     const y0 = view.y + p.y * view.k;
     const inside = x0 >= 0 && y0 >= 0 && x0 + p.w * view.k <= cw && y0 + p.h * view.k <= ch;
@@ -496,10 +502,11 @@ function render({ model, el }) {
   let lastW = 0;
   const ro = new ResizeObserver(() => {
     const w = canvas.clientWidth;
-    if (w && w !== lastW) {
-      lastW = w;
-      if (!userMoved) fit();
-    }
+    if (w === lastW) return;
+    lastW = w; // 0 while hidden (a tab): showing it again counts as a resize
+    if (!w) return;
+    if (!userMoved) fit();
+    if (pendingReveal !== null) reveal(pendingReveal);
   });
   ro.observe(canvas);
   relayout(true);
