@@ -42,7 +42,11 @@ def lab_exploration_methods() -> dict[str, str | None]:
                 continue
             unless = None
             for kw in call.keywords if call else ():
-                if kw.arg == "unless" and isinstance(kw.value, ast.Constant):
+                if (
+                    kw.arg == "unless"
+                    and isinstance(kw.value, ast.Constant)
+                    and isinstance(kw.value.value, str)
+                ):
                     unless = kw.value.value
             methods[node.name] = unless
     return methods

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import builtins
 import symtable
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 __all__ = ["BUILTIN_NAMES", "IPYTHON_NAMES", "StatementNames", "statement_names"]
@@ -90,7 +91,7 @@ def _child(
         _child(child, uses, deferred, defines, deferred_scope=later)
 
 
-def _walk_module_level(node: ast.AST):
+def _walk_module_level(node: ast.AST) -> Iterator[ast.AST]:
     """Like :func:`ast.walk`, without entering function, lambda or class bodies."""
     todo = [node]
     while todo:

@@ -118,7 +118,8 @@ def indent_code(text: str, prefix: str) -> str:
     if tree is not None:
         for node in ast.walk(tree):
             is_str = isinstance(node, ast.Constant) and isinstance(node.value, str | bytes)
-            if (is_str or isinstance(node, ast.JoinedStr)) and node.end_lineno:
+            text_node = is_str or isinstance(node, ast.JoinedStr)
+            if isinstance(node, ast.expr) and text_node and node.end_lineno:
                 inside.update(range(node.lineno + 1, node.end_lineno + 1))
     out = []
     for number, line in enumerate(text.split("\n"), start=1):

@@ -22,6 +22,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from labkit.promote._lab_methods import lab_exploration_methods
@@ -361,12 +362,12 @@ def _classify(
             return "explore", f"uses exploration result {sorted(names.uses & tainted)[0]!r}"
         return "code", ""
     if isinstance(stmt, ast.Assign | ast.AnnAssign | ast.AugAssign | ast.With):
-        values = (
+        values: list[ast.expr | None] = (
             [i.context_expr for i in stmt.items] if isinstance(stmt, ast.With) else [stmt.value]
         )
-        for value in values:
-            if isinstance(value, ast.Call):
-                why = _explore_call(value, aliases, labs)
+        for made in values:
+            if isinstance(made, ast.Call):
+                why = _explore_call(made, aliases, labs)
                 if why:
                     return "explore", why
         # a new variable made from an exploration result is exploration; a mutation
@@ -402,12 +403,15 @@ def _target_roots(stmt: ast.stmt) -> set[str]:
 def _explore_call(call: ast.Call, aliases: dict[str, str], labs: set[str]) -> str:
     func = call.func
     # ``lab.trace(...)`` and friends on a Lab variable
-    on_lab = isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)
-    if on_lab and func.value.id in labs:  # type: ignore[union-attr]
+    if (
+        isinstance(func, ast.Attribute)
+        and isinstance(func.value, ast.Name)
+        and func.value.id in labs
+    ):
         methods = lab_exploration_methods()  # the methods Lab marks @exploration
-        attr = func.attr  # type: ignore[union-attr]
+        attr = func.attr
         if attr in methods and not _keeps(call, methods[attr]):
-            return f"{func.value.id}.{attr}() (Lab exploration method)"  # type: ignore[union-attr]
+            return f"{func.value.id}.{attr}() (Lab exploration method)"
     qualname = _qualname(func, aliases)
     if qualname is None:
         return ""
@@ -455,7 +459,7 @@ def _import_target(stmt: ast.Import | ast.ImportFrom, alias: ast.alias) -> str:
     return f"{stmt.module or ''}.{alias.name}".lstrip(".")
 
 
-def _aliases(statements) -> dict[str, str]:
+def _aliases(statements: Iterable[ast.stmt]) -> dict[str, str]:
     out: dict[str, str] = {}
     for stmt in statements:
         if isinstance(stmt, ast.Import):
@@ -468,7 +472,7 @@ def _aliases(statements) -> dict[str, str]:
     return out
 
 
-def _lab_names(statements, aliases: dict[str, str]) -> set[str]:
+def _lab_names(statements: Iterable[ast.stmt], aliases: dict[str, str]) -> set[str]:
     labs: set[str] = set()
     for stmt in statements:
         if (

@@ -8,6 +8,7 @@ execution count and outputs.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -90,7 +91,7 @@ class Notebook:
         return f"Notebook({str(self.path)!r}, cells={len(self.cells)}, code={len(self.code_cells)})"
 
 
-def read_notebook(path: str | Path) -> Notebook:
+def read_notebook(path: str | os.PathLike[str]) -> Notebook:
     """Read ``path`` as a Jupyter notebook (nbformat 4) and validate it.
 
     Args:

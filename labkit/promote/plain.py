@@ -247,8 +247,8 @@ def _main_source(
     apply_after: Statement | None,
     plan: FabricPlan | None,
 ) -> str:
-    defined = set().union(*(s.names.defines for s in body)) if body else set()
-    defined = sorted(defined | ({"fabric"} if plan else set()))
+    names: set[str] = set().union(*(s.names.defines for s in body)) if body else set()
+    defined = sorted(names | ({"fabric"} if plan else set()))
     argv = "argv" if "argv" not in defined else "_labkit_argv"
     lines = [
         f"def main({argv}: list[str] | None = None) -> None:",

@@ -76,14 +76,17 @@ def _defaults(source: str) -> dict[str, Any]:
     """Names the parameters cell assigns, with their literal defaults (``...`` if not literal)."""
     out: dict[str, Any] = {}
     for stmt in ast.parse(source).body:
-        targets = []
+        targets: list[ast.Name] = []
+        value: ast.expr | None = None
         if isinstance(stmt, ast.Assign):
             targets = [t for t in stmt.targets if isinstance(t, ast.Name)]
         elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
             targets = [stmt.target]
+        if isinstance(stmt, ast.Assign | ast.AnnAssign):
+            value = stmt.value
         for target in targets:
             try:
-                out[target.id] = ast.literal_eval(stmt.value) if stmt.value else ...
+                out[target.id] = ast.literal_eval(value) if value else ...
             except ValueError:
                 out[target.id] = ...
     return out
