@@ -46,6 +46,7 @@ export function timeChart(host, { keys, title }) {
   function build(data, names, log) {
     if (u) u.destroy();
     const t = tokens(wrap);
+    wrap.dataset.ink = t.fg; // the axis colour drawn on the canvas (tests read it per theme)
     const axis = { stroke: t.fg, font: t.font, grid: { stroke: t.grid, width: 1 }, ticks: { stroke: t.grid } };
     const width = Math.max(280, wrap.clientWidth || host.clientWidth || 420);
     u = new uPlot({
