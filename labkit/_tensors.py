@@ -151,7 +151,7 @@ def plain_tensors(t: torch.Tensor) -> list[torch.Tensor]:
     """
     if not is_wrapper(t):
         return [t]
-    names, _ = t.__tensor_flatten__()
+    names, _ = t.__tensor_flatten__()  # type: ignore[attr-defined]  # is_wrapper checked it
     out: list[torch.Tensor] = []
     for name in names:
         inner = getattr(t, name)

@@ -140,7 +140,13 @@ class _FunctionMode(TorchFunctionMode):
         super().__init__()
         self.inst = inst
 
-    def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[override]
+    def __torch_function__(
+        self,
+        func: Any,
+        types: Any,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
         kwargs = kwargs or {}
         inst = self.inst
         if not inst.enabled or not inst.stack or inst.op is not None:
@@ -191,7 +197,13 @@ class _DispatchMode(TorchDispatchMode):
         self.obs = tuple(o for o in inst.observers if o.needs_dispatch)
         self.decompose = any(o.decompose for o in self.obs)
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[override]
+    def __torch_dispatch__(
+        self,
+        func: Any,
+        types: Any,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
         kwargs = kwargs or {}
         if self.decompose:
             try:

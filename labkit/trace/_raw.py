@@ -62,7 +62,7 @@ class RawNode:
         self.name = name
         self.type = type
         self.parent = parent
-        self.depth = 0 if parent is None else parent.depth + 1
+        self.depth: int = 0 if parent is None else parent.depth + 1
         self.module: str | None = None
         self.key = ""
         self.call = 0
@@ -78,7 +78,7 @@ class RawNode:
         self.t0 = 0.0
         self.lost0 = 0.0
         self.leaf = True  # no child nodes recorded (yet)
-        self.pending: list[tuple[int, torch.Size, torch.dtype]] = []
+        self.pending: list[tuple[int, tuple[int, ...], torch.dtype]] = []
 
 
 class Producers:

@@ -162,7 +162,7 @@ def _typed(value: Any, hint: Any, where: str, source: str, non_neg: bool) -> Non
             return
         (inner,) = [a for a in args if a is not type(None)] or [Any]
         _typed(value, inner, where, source, non_neg)
-    elif dataclasses.is_dataclass(hint):
+    elif isinstance(hint, type) and dataclasses.is_dataclass(hint):
         _record(value, hint, where, source)
     elif origin in (tuple, list):
         if not isinstance(value, list):

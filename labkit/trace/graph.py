@@ -115,7 +115,9 @@ def canonicalize(trace: Trace, *, rolled: bool = True) -> Canon:
     return Canon(tuple(alias), tuple(count), tuple(names), tuple(edges))
 
 
-def _pair_subtrees(a: int, b: int, kids: dict[int | None, tuple[int, ...]], alias: list[int]):
+def _pair_subtrees(
+    a: int, b: int, kids: dict[int | None, tuple[int, ...]], alias: list[int]
+) -> None:
     """Alias ``a`` and its subtree onto ``b``'s, child by child (same structure)."""
     stack = [(a, b)]
     while stack:

@@ -16,6 +16,7 @@ spent inside labkit's hooks, so a call's time can exclude the recorder's cost.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -109,7 +110,14 @@ class Instrumentation:
         >>> [n.key for n in inst.nodes]                    # doctest: +SKIP
     """
 
-    def __init__(self, model: torch.nn.Module, observers: list[Observer] | tuple = (),
+    # set by _reset() (per recording); declared here so the methods above it see the types
+    failed: RawNode | None  # the call running when the recording failed
+    error: BaseException | None
+    _contexts: list[Any]
+    _handles: list[Any]
+    _bwd_handles: list[Any]
+
+    def __init__(self, model: torch.nn.Module, observers: Sequence[Observer] = (),
                  *, ops: bool = False) -> None:  # fmt: skip
         self.model = model
         self.observers = tuple(observers)
@@ -321,14 +329,14 @@ class Instrumentation:
         self.lost = 0.0  # seconds spent inside labkit's hooks
         self.t0 = 0.0
         self.top_calls = 0
-        self.failed: RawNode | None = None  # the call running when the recording failed
-        self.error: BaseException | None = None
+        self.failed = None
+        self.error = None
         self.backward_passes = 0
         self._call_counts: dict[str, int] = {}
         self._op_counts: dict[tuple[int, str], int] = {}
-        self._contexts: list[Any] = []
-        self._handles: list[Any] = []
-        self._bwd_handles: list[Any] = []
+        self._contexts = []
+        self._handles = []
+        self._bwd_handles = []
         self._hooked_seq: set[int] = set()
         self._seg_hooks: dict[int, Any] = {}
         self._bwd_task: int | None = None
@@ -438,7 +446,7 @@ class Instrumentation:
     def _hook_graph(self, output: Any) -> None:
         roots = [t.grad_fn for _, t in named_tensors(output) if t.grad_fn is not None]
         found: list[tuple[int, RawNode | None, Any]] = []
-        todo = list(roots)
+        todo: list[Any] = list(roots)  # next_functions hold None for inputs without grad
         while todo:
             fn = todo.pop()
             if fn is None or hasattr(fn, "variable"):  # AccumulateGrad: no segment of its own

@@ -97,8 +97,10 @@ def trace_from_dict(data: Any, *, source: str = "<dict>") -> Trace:
             f"reads version {SCHEMA_VERSION} (upgrade labkit or re-record the trace)"
         )
     _validate.validate(data, source)
+    build = _builder(Trace)
+    assert build is not None  # a dataclass always gets a builder
     try:
-        return _builder(Trace)({**data, "version": version})
+        return build({**data, "version": version})
     except (KeyError, TypeError, ValueError) as e:  # validate() should have said it already
         raise TraceFileError(f"{source}: malformed trace data ({type(e).__name__}: {e})") from e
 

@@ -7,6 +7,7 @@ Every view (tables, widgets, files, diffs) is a function of it.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -403,7 +404,10 @@ class Trace:
         """A static PNG of ``"graph"``, ``"profile"`` or ``"memory"`` (matplotlib)."""
         from labkit.widgets import _static
 
-        draw = {"graph": _static.graph_png, "profile": _static.profile_png}
+        draw: dict[str, Callable[..., bytes]] = {
+            "graph": _static.graph_png,
+            "profile": _static.profile_png,
+        }
         draw["memory"] = _static.memory_png
         if view not in draw:
             raise ValueError(f"view must be one of {list(draw)}, got {view!r}")

@@ -143,13 +143,12 @@ class Recorder:
         self.inst.__enter__()  # attaches first when needed, and detaches again on exit
         return self
 
-    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         failing = self.inst.stack[-1] if self.inst.stack else None
         self.inst.__exit__(exc_type, exc, tb)
         self.trace = self._build()
         if isinstance(exc, Exception) and failing is not None and not isinstance(exc, TraceError):
             raise TraceError(self._failure_message(failing, exc)) from exc
-        return False
 
     # ------------------------------------------------------------ results
     def _build(self) -> Trace:

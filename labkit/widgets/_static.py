@@ -9,7 +9,7 @@ from __future__ import annotations
 import html
 import io
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from labkit._format import fmt_bytes, fmt_count, fmt_time
@@ -33,7 +33,11 @@ CATEGORY_COLORS = {
     "activations": "#76b7b2", "temporaries": "#59a14f", "inputs": "#edc948",
 }  # fmt: skip
 PHASE_COLORS = {"forward": "#e8f0fb", "backward": "#fdf0e6", "optimizer": "#f0f0f0"}
-_FORMAT = {"time": fmt_time, "count": fmt_count, "bytes": fmt_bytes}
+_FORMAT: dict[str, Callable[[float], str]] = {
+    "time": fmt_time,
+    "count": fmt_count,
+    "bytes": fmt_bytes,
+}
 
 
 def fmt_metric(metric: str, value: float) -> str:
