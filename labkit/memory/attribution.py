@@ -146,7 +146,9 @@ class MemoryReport:
                     for c, n in cats.items():
                         row[c] = row.get(c, 0) + n
             own = acc
-        rows = [{"module": m, "bytes": sum(c.values()), **c} for m, c in own.items()]
+        rows: list[dict[str, Any]] = [
+            {"module": m, "bytes": sum(c.values()), **c} for m, c in own.items()
+        ]
         rows.sort(key=lambda r: (-r["bytes"], r["module"]))
         return rows if top is None else rows[:top]
 

@@ -16,6 +16,7 @@ import os
 import sys
 import time
 import weakref
+from types import FrameType
 from typing import Any
 
 import torch
@@ -577,7 +578,7 @@ def extent_bytes(t: torch.Tensor) -> int:
 
 def _user_frame() -> tuple[str, int, str] | None:
     """The innermost frame outside torch and labkit: where the user's code made a tensor."""
-    f = sys._getframe(2)
+    f: FrameType | None = sys._getframe(2)
     while f is not None:
         fn = f.f_code.co_filename
         if not (

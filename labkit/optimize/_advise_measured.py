@@ -47,12 +47,13 @@ def name_costliest_break(found: list[Suggestion], trace: Trace) -> list[Suggesti
     out = []
     for s in found:
         got = MEASURED.get(s.recipe().to_json()) if "compile" in s.change else None
-        breaks = [b for b in (got[3] if got else ()) if b.get("module") is not None]
+        found_breaks = got[3] if got else ()
+        breaks = [b for b in found_breaks if b.get("module") is not None]
         if breaks:
             worst = max(breaks, key=lambda b: times.get(b["module"], 0.0))
             share = times.get(worst["module"], 0.0) / total if total > 0 else 0.0
             where = worst["module"] or "(model)"
-            n = sum(b["count"] for b in got[3])
+            n = sum(b["count"] for b in found_breaks)
             s = replace(
                 s,
                 title=f"{s.title}; {n} graph breaks, the costliest in {where}",

@@ -102,7 +102,7 @@ def draft_issues(
                 contextlib.redirect_stderr(io.StringIO()),
             ):
                 program = torch.export.draft_export(module, args, kwargs or None)
-            failures = list(program._report.failures)
+            failures = list(program._report.failures)  # type: ignore[attr-defined]  # draft_export's report: private, untyped
             del program
         except Exception:
             failures = []

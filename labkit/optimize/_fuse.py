@@ -26,7 +26,7 @@ def find_pairs(model: nn.Module) -> list[tuple[str, str]]:
     uses: dict[str, int] = {}
     for node in graph.nodes:
         if node.op == "call_module":
-            uses[node.target] = uses.get(node.target, 0) + 1
+            uses[str(node.target)] = uses.get(str(node.target), 0) + 1
     pairs = []
     for node in graph.nodes:
         if node.op != "call_module" or not isinstance(mods.get(node.target), _BNS):
@@ -37,8 +37,8 @@ def find_pairs(model: nn.Module) -> list[tuple[str, str]]:
             and src.op == "call_module"
             and isinstance(mods.get(src.target), _CONVS)
             and len(src.users) == 1
-            and uses[src.target] == 1
-            and uses[node.target] == 1
+            and uses[str(src.target)] == 1
+            and uses[str(node.target)] == 1
         ):
             pairs.append((str(src.target), str(node.target)))
     return [p for p in pairs if _fusable(mods[p[0]], mods[p[1]])]
@@ -68,7 +68,9 @@ def _fusable(conv: nn.Module, bn: nn.Module) -> bool:
 def fuse(model: nn.Module, pairs: list[tuple[str, str]]) -> None:
     """Replace each conv by its fused form and its BatchNorm by ``nn.Identity`` (model in eval)."""
     for conv_path, bn_path in pairs:
-        fused = fuse_conv_bn_eval(model.get_submodule(conv_path), model.get_submodule(bn_path))
+        conv, bn = model.get_submodule(conv_path), model.get_submodule(bn_path)
+        assert isinstance(conv, _CONVS) and isinstance(bn, _BNS)  # as fusable_pairs found them
+        fused = fuse_conv_bn_eval(conv, bn)
         model.set_submodule(conv_path, fused)
         model.set_submodule(bn_path, nn.Identity())
 

@@ -101,7 +101,7 @@ class _Run:
 
     def _graph_breaks(self, notes: list[str]) -> dict[str, Any]:
         """Dynamo's graphs and breaks of this compiled forward (run after all timing)."""
-        fwd = self.model.__dict__.get("forward")
+        fwd: Any = self.model.__dict__.get("forward")  # the RecipeForward apply() set
         try:
             graphs, breaks = _breaks.graph_breaks(
                 self.model,

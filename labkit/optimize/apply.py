@@ -206,7 +206,7 @@ def _apply_channels_last(work: torch.nn.Module) -> Step:
             False,
             "no 4-D weights (Conv2d) to reorder; channels_last would change nothing",
         )
-    work.to(memory_format=torch.channels_last)
+    work.to(memory_format=torch.channels_last)  # type: ignore[call-overload]  # runtime takes it; stubs omit
     return Step("channels_last", True, True, f"{len(four_d)} 4-D weights stored channels-last")
 
 
@@ -279,7 +279,7 @@ def _apply_export(work: torch.nn.Module, target: str) -> Step:
             f"{target} is a deployment target for inference and the model is in training "
             "mode: call model.eval() first (labkit.compare(..., mode='inference') does)",
         )
-    work.forward = ExportedForward(work, target)  # type: ignore[method-assign]
+    work.forward = ExportedForward(work, target)
     how = "the torch.export graph" if target == "torch.export" else "ONNX Runtime"
     return Step("export", target, True, f"exported on the first call, then run by {how}")
 
@@ -330,7 +330,7 @@ def _apply_runtime(work: torch.nn.Module, recipe: Recipe) -> list[Step]:
             note += "; reduce-overhead uses CUDA graphs, so on CPU it acts like 'default'"
         steps.append(Step("compile", recipe.compile, True, note))
     if dtype is not None or recipe.matmul_precision != "highest" or recipe.compile:
-        work.forward = _runtime.RecipeForward(  # type: ignore[method-assign]
+        work.forward = _runtime.RecipeForward(
             fn,
             device_type=device_type,
             dtype=dtype,

@@ -22,6 +22,7 @@ __all__ = ["MEASURED", "Comparison", "RecipeResult", "compare"]
 
 MODES = ("train", "inference")
 Progress = Callable[[float, str], None]
+Sized = tuple[int, tuple[Any, ...], dict[str, Any]]  # batch size, args, kwargs
 
 
 # ---------------------------------------------------------------------- compare
@@ -135,9 +136,9 @@ def compare(
 
     interleaved(runs, step, warmup=warmup, rounds=steps)
     for n in batch_sizes:
-        resized = (n, *_deploy.resize_batch(args, kwargs, n, batch))
+        b_args, b_kwargs = _deploy.resize_batch(args, kwargs, n, batch)
 
-        def at_size(run: _Run, i: int, timed: bool, size: tuple[Any, ...] = resized) -> None:
+        def at_size(run: _Run, i: int, timed: bool, size: Sized = (n, b_args, b_kwargs)) -> None:
             run.timed_at(*size, timed=timed)
             tick(f"batch {size[0]}, step {i + 1 + timed}/{1 + steps}: {run.label}")
 
@@ -219,6 +220,7 @@ def _check(model, recipes, mode, steps, warmup, tolerance, baseline) -> dict[str
         raise ValueError(f"compare(warmup=...) must be an int >= 0, got {warmup!r}")
     if not tolerance > 0:
         raise ValueError(f"compare(tolerance=...) must be > 0, got {tolerance!r}")
+    named: dict[Any, Recipe]  # keyed by label; an item without one is reported below
     if isinstance(recipes, Recipe):
         named = {recipes.label: recipes}
     elif isinstance(recipes, Mapping):

@@ -54,7 +54,11 @@ class IndexValues(TorchDispatchMode):
         """Record ``real`` as the value of ``fake_t`` (an integer or boolean tensor)."""
         if _indexlike(fake_t) and real.numel() <= MAX_NUMEL:
             key = id(fake_t)
-            self._values[key] = (weakref.ref(fake_t, lambda _r, k=key: self._drop(k)), real)
+
+            def forget(_ref: Any, k: int = key) -> None:
+                self._drop(k)
+
+            self._values[key] = (weakref.ref(fake_t, forget), real)
 
     def _drop(self, key: int) -> None:
         self._values.pop(key, None)
@@ -65,7 +69,13 @@ class IndexValues(TorchDispatchMode):
             return entry[1]
         return None
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[override]
+    def __torch_dispatch__(
+        self,
+        func: Any,
+        types: Any,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
         kwargs = kwargs or {}
         flat, _ = tree_flatten((args, kwargs))
         tensors = [a for a in flat if isinstance(a, torch.Tensor)]

@@ -146,7 +146,7 @@ def _with_recipe(model: torch.nn.Module, recipe: Any, mode: Any, dev: torch.devi
     fmodel = fake_model(work, mode, dev, wmemo)
     dtype = AUTOCAST_DTYPES.get(recipe.precision)
     if dtype is not None or recipe.matmul_precision != "highest":
-        fmodel.forward = RecipeForward(  # type: ignore[method-assign]
+        fmodel.forward = RecipeForward(
             fmodel.forward, device_type=dev.type, dtype=dtype,
             matmul_precision=recipe.matmul_precision,
         )  # fmt: skip

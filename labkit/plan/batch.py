@@ -202,13 +202,13 @@ def max_batch_size(model: torch.nn.Module, batch: Any, budget: int | None = None
     if verify and result.batch:
         from dataclasses import replace
 
-        import labkit.memory
+        from labkit.memory.api import memory
 
         opt = optimizer
         if opt is not None and not isinstance(opt, torch.optim.Optimizer):
             opt = opt(model.parameters())
         try:
-            real = labkit.memory(model, make(result.batch), loss=loss, optimizer=opt)
+            real = memory(model, make(result.batch), loss=loss, optimizer=opt)
         finally:
             model.zero_grad(set_to_none=True)  # as planned: the next step starts without .grad
         result = replace(result, measured_bytes=real.peak_bytes)
