@@ -156,6 +156,9 @@ def test_memory_timeline_marks_the_peak(page):
     else:
         assert m.locator(".lk-area").count() >= 1
         assert "peak" in m.locator(".lk-peak-label").text_content()
+        live = m.locator(".lk-mem-live")
+        assert "largest storages live at the peak" in live.inner_text()
+        assert "KiB" in live.inner_text() or "MiB" in live.inner_text()
         m.locator("svg").hover()
         assert "total" in m.locator(".lk-tip").inner_text()
         # drag across the second half: zoomed in time, the byte axis follows what is shown
@@ -168,6 +171,7 @@ def test_memory_timeline_marks_the_peak(page):
         page.mouse.up()
         t0, t1 = (float(v) for v in m.get_attribute("data-zoom").split(","))
         assert t0 < t1 and float(m.get_attribute("data-ymax")) <= full
+        assert "largest storages live in" in live.inner_text()
         m.locator("svg").dblclick()
         assert m.get_attribute("data-zoom") is None
         assert float(m.get_attribute("data-ymax")) == full

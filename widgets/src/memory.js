@@ -53,6 +53,11 @@ export function phaseRuns(phases) {
   return runs;
 }
 
+/** The largest storages alive at some moment of [t0, t1], biggest first (at most top). */
+export function liveIn(largest, t0, t1, top = 8) {
+  return (largest || []).filter((r) => r.start <= t1 && (r.end === null || r.end === undefined || r.end >= t0)).slice(0, top);
+}
+
 let uids = 0;
 
 function render({ model, el }) {
@@ -61,7 +66,8 @@ function render({ model, el }) {
   const root = h("div", { class: "lk-view lk-memory" });
   const body = h("div", { class: "lk-canvas", style: "cursor:crosshair" });
   const legend = h("div", { class: "lk-toolbar lk-mem-legend" });
-  root.append(legend, body);
+  const live = h("div", { class: "lk-mem-live", style: "font-family:var(--jp-code-font-family,monospace);font-size:11px;padding:2px 8px;color:var(--lk-fg)" });
+  root.append(legend, body, live);
   el.appendChild(root);
   const tip = tooltip(body);
   let zoom = null; // [t0, t1] the user dragged across
@@ -101,7 +107,8 @@ function render({ model, el }) {
       const xa = X(s.time[a]);
       const xb = X(s.time[Math.min(b + 1, n - 1)]);
       g += `<rect class="lk-phase" data-phase="${esc(phase)}" x="${xa}" y="${m.t}" width="${Math.max(1, xb - xa)}" height="${H - m.t - m.b}" style="fill:${PHASE_COLORS[phase] || "var(--lk-fg2)"};fill-opacity:.08"/>`;
-      g += `<text x="${(xa + xb) / 2}" y="${m.t + 11}" font-size="10" text-anchor="middle" style="fill:var(--lk-fg)">${esc(phase)}</text>`;
+      // a label only where the band can hold it (never a cut-off "forwar")
+      if (xb - xa >= phase.length * 6 + 4) g += `<text x="${(xa + xb) / 2}" y="${m.t + 11}" font-size="10" text-anchor="middle" style="fill:var(--lk-fg)">${esc(phase)}</text>`;
     }
     stacks.forEach((top, c) => {
       const below = c ? stacks[c - 1] : null;
@@ -132,6 +139,12 @@ function render({ model, el }) {
     legend.innerHTML = s.categories
       .map((c) => `<span style="display:inline-flex;align-items:center;gap:3px"><span class="lk-swatch" style="background:${CATEGORY_COLORS[c] || "#bab0ac"}"></span>${esc(c)}</span>`)
       .join(" ") + `<span class="lk-spacer"></span><span>peak ${esc(fmtBytes(peak.total))} at ${esc(mod)} (${esc(s.phase[peak.index])})</span>`;
+    // what was live in the range shown: the recording's biggest storages with their lifetimes
+    const rows = zoom ? liveIn(s.largest, t0, t1) : liveIn(s.largest, s.time[peak.index], s.time[peak.index]);
+    live.innerHTML = rows.length
+      ? `<div style="opacity:.8">largest storages live ${zoom ? `in ${esc(fmtTime(t0))} – ${esc(fmtTime(t1))}` : "at the peak"}:</div>` +
+        rows.map((r) => `<div>${esc(fmtBytes(r.bytes).padStart(11))}  ${esc(r.category.padEnd(12))} ${esc(r.module || "(outside modules)")} ${esc(r.op || "")} ${esc(r.site || "")}</div>`).join("")
+      : "";
     const svgEl = body.querySelector("svg");
     const cursor = svgEl.querySelector(".lk-cursor");
     const brush = svgEl.querySelector(".lk-brush");

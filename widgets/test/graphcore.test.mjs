@@ -15,7 +15,7 @@ import {
   visibleNodes,
 } from "../src/_graphcore.js";
 import { edgePoints, layoutLevel, layoutNested, pathOf } from "../src/_layout.js";
-import { peakOf, phaseRuns, stack } from "../src/memory.js";
+import { liveIn, peakOf, phaseRuns, stack } from "../src/memory.js";
 import { sortRows, topRows } from "../src/profile.js";
 
 // x -> Net[ stem[conv], blocks[ b0[conv, relu], (b1 rolled away) ], head ] -> out
@@ -216,4 +216,16 @@ test("fitting never goes below a legible scale", () => {
   assert.equal(fitScale(1000, 560, 20000, 90000), MIN_SCALE); // the 1,038-box unrolled view
   assert.equal(fitScale(1000, 560, 500, 280), 1.4); // small graphs are not blown up past 1.4
   assert.equal(fitScale(1000, 560, 1000, 700), 0.8);
+});
+
+test("memory: the largest storages live in a time range", () => {
+  const largest = [
+    { bytes: 400, category: "activations", start: 0.1, end: 0.5 },
+    { bytes: 300, category: "parameters", start: 0, end: null },
+    { bytes: 200, category: "temporaries", start: 0.6, end: 0.7 },
+  ];
+  assert.deepEqual(liveIn(largest, 0.2, 0.3).map((r) => r.bytes), [400, 300]);
+  assert.deepEqual(liveIn(largest, 0.55, 0.58).map((r) => r.bytes), [300]);
+  assert.deepEqual(liveIn(largest, 0.65, 0.9).map((r) => r.bytes), [300, 200]);
+  assert.deepEqual(liveIn(largest, 0, 1, 1).map((r) => r.bytes), [400]);
 });
