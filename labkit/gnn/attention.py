@@ -100,7 +100,8 @@ def attention_map(model: nn.Module, data: Any) -> AttentionMap:
             f"attention_map: {type(model).__name__} has no attention_weights(x, "
             f"edge_index) method; use labkit.gnn.GAT or GATv2"
         )
-    layers = model.attention_weights(data.x, data.edge_index)
+    # hasattr checked above; nn.Module.__getattr__ is typed as returning a Tensor or Module
+    layers = model.attention_weights(data.x, data.edge_index)  # type: ignore[operator]
     y = getattr(data, "y", None)
     return AttentionMap(
         num_nodes=int(data.num_nodes),

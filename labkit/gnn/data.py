@@ -136,8 +136,14 @@ class GraphDataModule(pl.LightningDataModule):
         graph.seed_mask = mask
         world, rank = self._world()
         # one item; every rank gets it (the sampler pads), so Lightning adds no sampler of its own
-        sampler = DistributedSampler(range(1), num_replicas=world, rank=rank, shuffle=False)
-        return DataLoader([graph], batch_size=1, sampler=sampler, collate_fn=_first)
+        # a sampler needs only len() and a loader only [i]: range and list do (not Dataset types)
+        sampler: DistributedSampler[int] = DistributedSampler(
+            range(1),  # type: ignore[arg-type]
+            num_replicas=world,
+            rank=rank,
+            shuffle=False,
+        )
+        return DataLoader([graph], batch_size=1, sampler=sampler, collate_fn=_first)  # type: ignore[arg-type]
 
     def train_dataloader(self) -> Any:
         if self.full_batch:
@@ -145,17 +151,24 @@ class GraphDataModule(pl.LightningDataModule):
         from labkit.gnn.sampler import neighbor_loader
 
         world, rank = self._world()
-        if self.batch_size % world:
+        batch_size = self.batch_size
+        assert batch_size is not None  # not full_batch
+        if batch_size % world:
             raise ValueError(
                 f"GraphDataModule: the global batch_size={self.batch_size} does not "
                 f"split evenly over {world} processes"
             )
         seeds = self.data.train_mask.nonzero().view(-1)
-        sampler = DistributedSampler(range(seeds.numel()), num_replicas=world, rank=rank,
-                                     shuffle=self.shuffle, seed=self.seed,
-                                     drop_last=self.drop_last)  # fmt: skip
+        sampler: DistributedSampler[int] = DistributedSampler(
+            range(seeds.numel()),  # type: ignore[arg-type]  # a sampler needs only len()
+            num_replicas=world,
+            rank=rank,
+            shuffle=self.shuffle,
+            seed=self.seed,
+            drop_last=self.drop_last,
+        )
         return neighbor_loader(self.data, self.num_neighbors, input_nodes=seeds,
-                               batch_size=self.batch_size // world, sampler=sampler,
+                               batch_size=batch_size // world, sampler=sampler,
                                drop_last=self.drop_last)  # fmt: skip
 
     def val_dataloader(self) -> Any:

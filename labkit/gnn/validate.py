@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 from torch import Tensor
@@ -14,7 +14,7 @@ class GraphDataError(ValueError):
     """A graph that cannot be trained on; the message names the tensor and the bad value."""
 
 
-def _fail(where: str, msg: str) -> None:
+def _fail(where: str, msg: str) -> NoReturn:
     raise GraphDataError(f"{where}: {msg}")
 
 
