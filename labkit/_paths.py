@@ -232,7 +232,7 @@ def atomic_writer(path: str | os.PathLike[str], mode: str = "w", *, what: str = 
     except OSError as exc:
         raise _translate(exc, path, what, needed) from exc
     try:
-        kwargs = {"encoding": "utf-8"} if "b" not in mode else {}
+        kwargs: dict[str, Any] = {"encoding": "utf-8"} if "b" not in mode else {}
         with os.fdopen(fd, mode, **kwargs) as fh:
             yield fh
             fh.flush()

@@ -19,10 +19,11 @@ import importlib.util
 import json
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from labkit.widgets._assets import BUILD_FIX, check_assets
 
@@ -105,7 +106,7 @@ def check() -> list[Check]:
     return checks
 
 
-def _guarded(name, fn, *args):
+def _guarded(name: str, fn: Callable[..., Any], *args: Any) -> Any:
     """Run one piece's check; an unexpected error becomes a "broken" line, not a traceback."""
     try:
         return fn(*args)

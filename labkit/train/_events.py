@@ -74,7 +74,7 @@ class EventLog:
         return {"path": self.path}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["path"])
+        type(self).__init__(self, state["path"])
 
     def __repr__(self) -> str:
         return f"EventLog(path={str(self.path)!r})"

@@ -8,7 +8,7 @@ Lab itself.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 __all__ = ["MARK", "exploration"]
 
@@ -16,7 +16,13 @@ MARK = "__labkit_exploration__"
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def exploration(fn: F | None = None, *, unless: str | None = None) -> Any:
+@overload
+def exploration(fn: F, *, unless: str | None = None) -> F: ...
+@overload
+def exploration(fn: None = None, *, unless: str | None = None) -> Callable[[F], F]: ...
+
+
+def exploration(fn: F | None = None, *, unless: str | None = None) -> F | Callable[[F], F]:
     """Mark a Lab method as exploration: a promoted script leaves its calls out.
 
     Args:

@@ -86,7 +86,7 @@ def _describe(loader: Any) -> str:
     if loader is None:
         return "None"
     try:
-        n = len(loader)
+        n: int | str = len(loader)
     except TypeError:
         n = "?"
     bs = getattr(loader, "batch_size", None)
@@ -136,7 +136,8 @@ def resumable(loader: Any, seed: int) -> Any:
         return loader  # the user chose the randomness: keep it
     return DataLoader(
         loader.dataset, batch_size=loader.batch_size, drop_last=loader.drop_last,
-        sampler=EpochShuffleSampler(len(loader.dataset), seed), num_workers=loader.num_workers,
+        sampler=EpochShuffleSampler(len(loader.dataset), seed),  # type: ignore[arg-type]  # map-style: sized
+        num_workers=loader.num_workers,
         collate_fn=loader.collate_fn, pin_memory=loader.pin_memory, timeout=loader.timeout,
         worker_init_fn=loader.worker_init_fn, persistent_workers=loader.persistent_workers,
     )  # fmt: skip
@@ -148,14 +149,15 @@ def _loader(obj: Any, *, batch_size: int, shuffle: bool, num_workers: int, pyg: 
         return resumable(obj, seed) if shuffle else obj
     if obj is None or not isinstance(obj, Dataset | list):
         return obj
+    data: Any = obj  # a map-style Dataset has __len__, which torch's Dataset type omits
     if pyg:
         from torch_geometric.loader import DataLoader as PygLoader
 
-        return PygLoader(obj, batch_size=batch_size, shuffle=shuffle, num_workers=num_workers)
-    if shuffle and not isinstance(obj, IterableDataset):
-        sampler = EpochShuffleSampler(len(obj), seed)
-        return DataLoader(obj, batch_size=batch_size, sampler=sampler, num_workers=num_workers)
-    return DataLoader(obj, batch_size=batch_size, num_workers=num_workers)
+        return PygLoader(data, batch_size=batch_size, shuffle=shuffle, num_workers=num_workers)
+    if shuffle and not isinstance(data, IterableDataset):
+        sampler = EpochShuffleSampler(len(data), seed)
+        return DataLoader(data, batch_size=batch_size, sampler=sampler, num_workers=num_workers)
+    return DataLoader(data, batch_size=batch_size, num_workers=num_workers)
 
 
 def as_datamodule(
@@ -185,9 +187,9 @@ def as_datamodule(
     else:
         train, val = data, None
     pyg = _is_pyg_dataset(train)
-    kw = {"batch_size": batch_size, "num_workers": num_workers, "pyg": pyg, "seed": seed}
-    train_loader = _loader(train, shuffle=True, **kw)
-    val_loader = _loader(val, shuffle=False, **kw)
+    kw: dict[str, Any] = {"batch_size": batch_size, "num_workers": num_workers, "seed": seed}
+    train_loader = _loader(train, shuffle=True, pyg=pyg, **kw)
+    val_loader = _loader(val, shuffle=False, pyg=pyg, **kw)
     for name, obj in (("train", train_loader), ("val", val_loader)):
         if obj is not None and not hasattr(obj, "__iter__"):
             raise TypeError(

@@ -308,7 +308,7 @@ class NonFiniteGuard(pl.Callback):
             grads = [p.grad for p in params if p.grad is not None]
         # fast path, one device-side reduction and one host sync per step: the sum of the
         # loss and every gradient's norm is finite when all of them are
-        parts = torch._foreach_norm(grads) if grads else []
+        parts = list(torch._foreach_norm(grads)) if grads else []
         if loss is not None:
             parts = [*parts, loss.detach().float().sum()]
         if not parts or bool(torch.isfinite(torch.stack(parts).sum())):

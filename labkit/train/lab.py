@@ -28,7 +28,7 @@ from labkit.train._exploration import exploration
 from labkit.train.fit_options import FitOptions
 from labkit.train.run import Run
 
-_PRECISION = {"32": "32-true", "bf16-mixed": "bf16-mixed", "16-mixed": "16-mixed"}
+_PRECISION: dict[str, Any] = {"32": "32-true", "bf16-mixed": "bf16-mixed", "16-mixed": "16-mixed"}
 _QUIET_LOGGERS = ("lightning.pytorch", "lightning.fabric", "lightning.pytorch.utilities.rank_zero")
 
 
@@ -185,7 +185,7 @@ class Lab:
         if self._is_lightning():
             return net
         return LabModule(
-            net, loss=self.loss, optimizer=self.optimizer, lr=self.lr,
+            net, loss=self._plain_loss(), optimizer=self.optimizer, lr=self.lr,
             optimizer_kwargs=self.optimizer_kwargs, metrics=self.metrics, step=self.step,
             recipe=self.recipe.to_dict(),
         )  # fmt: skip
@@ -198,6 +198,12 @@ class Lab:
             raise ValueError("this Lab has no data: Lab(model, (train, val), loss=...)")
         return as_datamodule(self.data, batch_size=self.batch_size, num_workers=self.num_workers,
                              seed=seed)  # fmt: skip
+
+    def _plain_loss(self) -> Callable[[Any, Any], torch.Tensor]:
+        """The loss of a plain ``nn.Module`` (``__init__`` requires one for it)."""
+        if self.loss is None:
+            raise ValueError("this Lab has no loss: Lab(model, data, loss=...)")
+        return self.loss
 
     @exploration
     def check(self, dm: Any = None) -> None:
@@ -215,14 +221,15 @@ class Lab:
         dm = dm if dm is not None else self.datamodule()
         with torch.random.fork_rng(devices=[]):
             train = first_batch(dm.train_dataloader())
-        dry_run(self.model, train, step=self.step or default_step, loss=self.loss, stage="train")
+        loss = self._plain_loss()
+        dry_run(self.model, train, step=self.step or default_step, loss=loss, stage="train")
         val_loader = getattr(dm, "val", None) if hasattr(dm, "train") else None
         if val_loader is None and not hasattr(dm, "train"):
             val_loader = dm.val_dataloader() if _overrides(dm, "val_dataloader") else None
         if val_loader is not None and not (isinstance(val_loader, list) and not val_loader):
             with torch.random.fork_rng(devices=[]):
                 val = first_batch(val_loader)
-            dry_run(self.model, val, step=self.step or default_step, loss=self.loss, stage="val")
+            dry_run(self.model, val, step=self.step or default_step, loss=loss, stage="val")
 
     @exploration
     def trace(self, *, mode: str = "full", warmup: int = 1, repeat: int = 5) -> Any:
@@ -240,10 +247,11 @@ class Lab:
         with torch.random.fork_rng(devices=[]):
             batch = first_batch(self.datamodule().train_dataloader())
         step = self.step or default_step
+        loss = self._plain_loss()
 
         def run(notes: list[str]) -> None:
             out, target = step(self.model, batch)
-            self.loss(out, target).backward()
+            loss(out, target).backward()
 
         saved = _ModelState(self.model)
         try:
@@ -568,7 +576,7 @@ class Lab:
             Lightning's ``_LRFinder`` (``results``, ``suggestion()``, ``plot()``).
         """
         import lightning.pytorch as pl
-        from lightning.pytorch.tuner import Tuner
+        from lightning.pytorch.tuner.tuning import Tuner
 
         from labkit.train._callback import seed_all
 
@@ -589,8 +597,9 @@ class Lab:
             finder = Tuner(trainer).lr_find(module, datamodule=self.datamodule(seed), min_lr=min_lr,
                                             max_lr=max_lr, num_training=num_training,
                                             update_attr=False, **kwargs)  # fmt: skip
-        if apply and finder is not None and finder.suggestion() is not None:
-            self.lr = float(finder.suggestion())
+        suggested = finder.suggestion() if finder is not None else None
+        if apply and suggested is not None:
+            self.lr = float(suggested)
         return finder
 
     @exploration

@@ -179,7 +179,7 @@ class LabModule(pl.LightningModule):
         epoch means (``train_<name>_epoch``, ``val_<name>``) are.
         """
         trainer, step, means = self.trainer, self.global_step, self._means["train"]
-        every = trainer.log_every_n_steps
+        every = trainer.log_every_n_steps  # type: ignore[attr-defined]  # set by Lightning at run time, undeclared
         if means.last is None or not self.loggers or not every or step == self._logged_step:
             return
         if step % every and not trainer.should_stop:

@@ -49,7 +49,7 @@ def curves_png(series: dict[str, dict[str, list[float]]], title: str) -> bytes:
         ax = fig.add_subplot(1, len(panels), i + 1)
         for j, key in enumerate(keys):
             xs, ys = series[key]["x"], series[key]["y"]
-            style = {"marker": "o", "ms": 3} if key.startswith("val_") else {}
+            style: dict[str, Any] = {"marker": "o", "ms": 3} if key.startswith("val_") else {}
             ax.plot(xs, ys, color=COLORS[j % len(COLORS)], lw=1.2, label=key, **style)
         ax.set_xlabel("step", fontsize=8)
         ax.tick_params(labelsize=7)

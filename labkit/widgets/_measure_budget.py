@@ -37,12 +37,9 @@ def probe_step_s(model: Any, batch: Any, mode: str, repeats: int = 3) -> float:
 
     import torch
 
-    if isinstance(batch, dict):
-        args, kwargs = (), batch
-    elif isinstance(batch, tuple):
-        args, kwargs = batch, {}
-    else:
-        args, kwargs = (batch,), {}
+    from labkit._tensors import split_batch  # torch stays unimported until a probe runs
+
+    args, kwargs = split_batch(batch)  # as labkit.compare splits it
     times = []
     with torch.no_grad():
         model(*args, **kwargs)  # warm-up

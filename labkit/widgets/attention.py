@@ -144,9 +144,9 @@ class AttentionView(KeepsPicture, anywidget.AnyWidget):
         for i, n in enumerate(v["nodes"]):
             x, y = pos[n]
             label = v["labels"][i] if v["labels"] else None
-            color = "#999" if label is None else palette[label % len(palette)]
+            fill = "#999" if label is None else palette[label % len(palette)]
             size = 260 if n == v["node"] else 120
-            ax.scatter([x], [y], s=size, color=color, edgecolors="#222" if n == v["node"] else
+            ax.scatter([x], [y], s=size, color=fill, edgecolors="#222" if n == v["node"] else
                        "white", zorder=2)  # fmt: skip
             ax.text(x, y, str(n), ha="center", va="center", fontsize=6, color="white", zorder=3)
         head = "mean over heads" if self.head < 0 else f"head {self.head}"

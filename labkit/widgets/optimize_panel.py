@@ -70,7 +70,7 @@ class OptimizePanel(KeepsPicture, anywidget.AnyWidget):
     progress = t.Float(0.0).tag(sync=True)
     status = t.Unicode("").tag(sync=True)
     error = t.Unicode("").tag(sync=True)
-    results = t.List().tag(sync=True)
+    results: t.List[dict[str, Any]] = t.List().tag(sync=True)
     applied_label = t.Unicode("").tag(sync=True)
     loss_label = t.Unicode("").tag(sync=True)
 
@@ -189,7 +189,7 @@ class OptimizePanel(KeepsPicture, anywidget.AnyWidget):
                     self.progress, self.status = frac, msg
 
         try:
-            recipes = {recipe.label: recipe} if not recipe.is_default else []
+            recipes = {recipe.label: recipe} if not recipe.is_default else {}
             steps = self.steps
             if self.budget_s is not None:
                 per_step = probe_step_s(self.model, self.batch, self.mode)
