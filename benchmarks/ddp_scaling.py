@@ -95,33 +95,39 @@ def overhead(steps: int, rounds: int, root: Path) -> dict[str, dict[str, list[fl
     return samples
 
 
-def _hook_worker(rank: int, port: int, steps: int, out: str) -> None:
-    """Forward + backward under DDP, the built-in all-reduce vs labkit's timed hook."""
-    import torch.distributed as dist
+def _hook_steps(steps: int) -> dict[str, float]:
+    """Median thread CPU of forward + backward: DDP's built-in all-reduce vs the hook."""
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     from labkit.train._ranks import RankStats
+
+    stats = RankStats(lambda e: None)
+    models = {"built-in": DDP(mlp()), "labkit hook": DDP(mlp())}
+    models["labkit hook"].register_comm_hook(None, stats._hook)
+    x, y = torch.randn(BS, 784), torch.randint(0, 10, (BS,))
+    cpu: dict[str, list[float]] = {k: [] for k in models}
+    for i in range(steps):
+        for name in list(models)[:: 1 if i % 2 else -1]:  # A B B A ...
+            t0 = time.thread_time()
+            F.cross_entropy(models[name](x), y).backward()
+            cpu[name].append(time.thread_time() - t0)
+            models[name].zero_grad()
+            stats._launches.clear()
+            stats._done.clear()
+    return {k: statistics.median(v[2:]) for k, v in cpu.items()}
+
+
+def _hook_worker(rank: int, port: int, steps: int, out: str) -> None:
+    import torch.distributed as dist
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
                             world_size=2)  # fmt: skip
     try:
-        stats = RankStats(lambda e: None)
-        models = {"built-in": DDP(mlp()), "labkit hook": DDP(mlp())}
-        models["labkit hook"].register_comm_hook(None, stats._hook)
-        g = torch.Generator().manual_seed(rank)
-        x, y = torch.randn(BS, 784, generator=g), torch.randint(0, 10, (BS,), generator=g)
-        cpu: dict[str, list[float]] = {k: [] for k in models}
-        for i in range(steps):
-            for name in list(models)[:: 1 if i % 2 else -1]:  # A B B A ...
-                t0 = time.thread_time()
-                F.cross_entropy(models[name](x), y).backward()
-                cpu[name].append(time.thread_time() - t0)
-                models[name].zero_grad()
-                stats._launches.clear()
-                stats._done.clear()
+        cpu = _hook_steps(steps)  # the DDP models are gone before the group is destroyed
         if rank == 0:
-            Path(out).write_text(json.dumps({k: statistics.median(v[2:]) for k, v in cpu.items()}))
+            Path(out).write_text(json.dumps(cpu))
+        dist.barrier()
     finally:
         dist.destroy_process_group()
 
