@@ -182,7 +182,7 @@ def _widget_assets() -> Check:
     return Check("widget assets", status, "; ".join(report.problems), fix=BUILD_FIX)
 
 
-def _read_json(path: Path) -> dict:
+def _read_json(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError):

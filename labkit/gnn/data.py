@@ -131,7 +131,7 @@ class GraphDataModule(pl.LightningDataModule):
             return 1, 0
         return int(trainer.world_size), int(trainer.global_rank)
 
-    def _masked(self, mask: Tensor) -> DataLoader:
+    def _masked(self, mask: Tensor) -> DataLoader[Any]:
         graph = copy.copy(self.data)
         graph.seed_mask = mask
         world, rank = self._world()

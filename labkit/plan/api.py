@@ -158,8 +158,9 @@ def _with_recipe(model: torch.nn.Module, recipe: Any, mode: Any, dev: torch.devi
     return fmodel
 
 
-def _record(model: torch.nn.Module, fmodel: torch.nn.Module, args: tuple, kwargs: dict,
-            loss: Any, fopt: Any, modes: tuple[Any, Any], backward: bool) -> Any:  # fmt: skip
+def _record(model: torch.nn.Module, fmodel: torch.nn.Module, args: tuple[Any, ...],
+            kwargs: dict[str, Any], loss: Any, fopt: Any, modes: tuple[Any, Any],
+            backward: bool) -> Any:  # fmt: skip
     from labkit.memory.tracker import MemoryTracker
     from labkit.trace.api import _backward_target
 

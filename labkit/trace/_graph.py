@@ -40,7 +40,7 @@ class GraphObserver(Observer):
         self._io_counts: dict[str, int] = {}
         # storages already counted, by object (fake and meta storages have no data
         # pointer); a weak reference tells a recycled id from the storage that died
-        self._seen: dict[int, tuple[weakref.ref, bool]] = {}
+        self._seen: dict[int, tuple[weakref.ref[Any], bool]] = {}
         self._inst: Instrumentation | None = None
 
     def start(self, inst: Instrumentation) -> None:
@@ -86,7 +86,9 @@ class GraphObserver(Observer):
         self._io_counts[base] = k + 1
         return base if k == 0 else f"{base}#{k}"
 
-    def _top_inputs(self, module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict) -> None:
+    def _top_inputs(
+        self, module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> None:
         assert self._inst is not None
         for name, value in bind(module, args, kwargs):
             for tname, t in named_tensors(value, name):
@@ -153,7 +155,9 @@ class GraphObserver(Observer):
 _SIGNATURES: dict[type, inspect.Signature | None] = {}
 
 
-def bind(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict) -> list[tuple[str, Any]]:
+def bind(
+    module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> list[tuple[str, Any]]:
     """Argument names for a top-level call, from ``forward``'s signature when it binds."""
     cls = type(module)
     if cls not in _SIGNATURES:

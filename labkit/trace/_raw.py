@@ -14,7 +14,7 @@ _DTYPE_NAMES: dict[torch.dtype, str] = {}
 _DEVICE_NAMES: dict[torch.device, str] = {}
 
 
-RawMeta = tuple  # (torch.Size, torch.dtype, torch.device, name): cheap to take in a hook
+RawMeta = tuple[torch.Size, torch.dtype, torch.device, str]  # cheap to take in a hook
 
 
 def raw_meta(t: torch.Tensor, name: str = "") -> RawMeta:
@@ -92,7 +92,7 @@ class Producers:
     __slots__ = ("_map",)
 
     def __init__(self) -> None:
-        self._map: dict[int, tuple[weakref.ref, int]] = {}
+        self._map: dict[int, tuple[weakref.ref[Any], int]] = {}
 
     def get(self, t: torch.Tensor) -> int | None:
         entry = self._map.get(id(t))

@@ -180,7 +180,9 @@ def _hung_rank(exc: Any, last: str) -> DDPWorkerError | None:
 
 
 # ---------------------------------------------------------------- subprocess mode
-def run_in_subprocess(lab: Any, fit_kwargs: dict[str, Any], logdir: Path) -> subprocess.Popen:
+def run_in_subprocess(
+    lab: Any, fit_kwargs: dict[str, Any], logdir: Path
+) -> subprocess.Popen[bytes]:
     """Pickle ``lab`` (cloudpickle) and start ``python -m labkit.train._launch`` on it."""
     import cloudpickle
 
@@ -195,7 +197,7 @@ def run_in_subprocess(lab: Any, fit_kwargs: dict[str, Any], logdir: Path) -> sub
     return subprocess.Popen([sys.executable, "-m", "labkit.train._launch", str(work)], env=env)
 
 
-def subprocess_result(proc: subprocess.Popen, logdir: Path) -> dict[str, Any]:
+def subprocess_result(proc: subprocess.Popen[bytes], logdir: Path) -> dict[str, Any]:
     """Wait for the subprocess; return its trained state_dict or raise its error."""
     rc = proc.wait()
     work = logdir / "launch"

@@ -34,7 +34,7 @@ class KeepsPicture:
         """The static mimetypes for this view now."""
         raise NotImplementedError
 
-    def _repr_mimebundle_(self, **kwargs: Any) -> tuple[dict, dict] | None:
+    def _repr_mimebundle_(self, **kwargs: Any) -> tuple[dict[str, Any], dict[str, Any]] | None:
         bundle = super()._repr_mimebundle_(**kwargs)  # type: ignore[misc]
         if bundle is None:
             return None

@@ -59,7 +59,9 @@ def structure_key(trace: Trace, *, rolled: bool = True) -> str:
     return h.hexdigest()[:16]
 
 
-def graph_payload(trace: Trace, *, rolled: bool = True, canon: Canon | None = None) -> dict:
+def graph_payload(
+    trace: Trace, *, rolled: bool = True, canon: Canon | None = None
+) -> dict[str, Any]:
     """The structure a GraphView lays out: nodes, nesting, shapes and lifted-ready edges.
 
     Only nodes that are drawn at some expansion are sent (calls rolled into a block's
@@ -111,7 +113,9 @@ def graph_payload(trace: Trace, *, rolled: bool = True, canon: Canon | None = No
     }
 
 
-def node_metrics(trace: Trace, *, rolled: bool = True, canon: Canon | None = None) -> dict:
+def node_metrics(
+    trace: Trace, *, rolled: bool = True, canon: Canon | None = None
+) -> dict[str, Any]:
     """Per drawn node, each metric of :data:`METRICS` (rolled calls summed into their block).
 
     Returns:
@@ -136,7 +140,7 @@ def node_metrics(trace: Trace, *, rolled: bool = True, canon: Canon | None = Non
 
 def graph_state(
     trace: Trace, *, rolled: bool = True, depth: int = DEFAULT_DEPTH
-) -> tuple[dict, dict, list[int]]:
+) -> tuple[dict[str, Any], dict[str, Any], list[int]]:
     """``(graph, metrics, expanded ids)`` for a GraphView, computing the rolling once."""
     canon = canonicalize(trace, rolled=rolled)
     graph = graph_payload(trace, rolled=rolled, canon=canon)
@@ -160,7 +164,7 @@ PROFILE_METRIC_COLUMNS = {
 }
 
 
-def profile_payload(trace: Trace) -> dict:
+def profile_payload(trace: Trace) -> dict[str, Any]:
     """Per-module rows for a ProfileView, as columns plus one row array per module.
 
     Returns:
@@ -186,7 +190,7 @@ def profile_payload(trace: Trace) -> dict:
             "timing": trace.meta.timing, "runs": trace.meta.runs}  # fmt: skip
 
 
-def memory_payload(trace: Trace) -> dict:
+def memory_payload(trace: Trace) -> dict[str, Any]:
     """Memory samples as parallel arrays: times, phases, modules and bytes per category.
 
     Categories are the known ones present in the samples, in :data:`MEMORY_CATEGORIES`
