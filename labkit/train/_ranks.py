@@ -94,6 +94,7 @@ class RankStats(pl.Callback):
         import torch.distributed as dist
 
         group = process_group if process_group is not None else dist.group.WORLD
+        assert group is not None  # DDP calls the hook only once the default group exists
         buf = bucket.buffer()
         self._bytes += buf.numel() * buf.element_size()
         self._launches.append(time.perf_counter())
