@@ -17,9 +17,11 @@ lab: setup
 	@mkdir -p notebooks
 	$(VENV)/bin/jupyter lab notebooks/ $(ROOT_ARG) $(LAB_ARGS)
 
+# ruff (lint, complexity, format) and mypy (configured in pyproject.toml: labkit/, typed defs)
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 
 test: lint
 	cd widgets && node --test --test-reporter=spec test/

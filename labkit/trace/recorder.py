@@ -64,10 +64,16 @@ class Recorder:
             inputs, scalers, stacks); one with defaults otherwise.
 
     Example:
-        >>> rec = Recorder(model, mode="timing")
-        >>> with rec:                      # doctest: +SKIP
-        ...     loss = model(x).sum(); loss.backward(); opt.step()
-        >>> rec.trace.top(3)               # doctest: +SKIP
+        >>> import torch
+        >>> from torch import nn
+        >>> model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+        >>> opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        >>> with Recorder(model, mode="timing") as rec:
+        ...     loss = model(torch.randn(3, 4)).sum(); loss.backward(); opt.step()
+        >>> [n.name for n in rec.trace.nodes]
+        ['input', '', '0', '1', '2', 'output']
+        >>> sorted(r["path"] for r in rec.trace.top(3))
+        ['0', '1', '2']
     """
 
     def __init__(self, model: torch.nn.Module, *, mode: str = "full",

@@ -87,6 +87,8 @@ class LabModule(pl.LightningModule):
         recipe: The Recipe as a dict, stored in every checkpoint.
 
     Example:
+        >>> from torch import nn
+        >>> import torch.nn.functional as F
         >>> m = LabModule(nn.Linear(4, 2), loss=F.cross_entropy, optimizer="sgd", lr=0.1)
         >>> m
         LabModule(net=Linear, loss=cross_entropy, optimizer='sgd', lr=0.1, metrics=[])
