@@ -18,7 +18,9 @@ def _fail(where: str, msg: str) -> NoReturn:
     raise GraphDataError(f"{where}: {msg}")
 
 
-def validate_graph(data: Any, *, name: str = "data", require_train_mask: bool = True) -> None:
+def validate_graph(  # noqa: C901 - one flat check per field, each naming what to fix
+    data: Any, *, name: str = "data", require_train_mask: bool = True
+) -> None:
     """Check the tensors of a node-classification graph; raise before training if one is bad.
 
     Checks: ``x`` is a 2-D floating tensor; ``edge_index`` is an int64 tensor of shape

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import asdict, replace
 from typing import Any
 
@@ -165,7 +166,16 @@ class _Run:
         if timed:
             self.times.append(elapsed)
 
-    def result(self, base, memory, drift, tolerance, val, metric_fn, base_model) -> RecipeResult:  # type: ignore[no-untyped-def]
+    def result(  # noqa: C901 - one optional figure after another, each with its own note
+        self,
+        base: _Run,
+        memory: bool,
+        drift: bool,
+        tolerance: float,
+        val: Any,
+        metric_fn: Callable[[Any, Any], Any] | None,
+        base_model: torch.nn.Module,
+    ) -> RecipeResult:
         r = RecipeResult(label=self.label, recipe=self.recipe.to_dict(), notes=tuple(self.notes))
         if self.error:
             return _with(r, error=self.error)
@@ -298,7 +308,9 @@ def _to_channels_last(args: tuple[Any, ...]) -> tuple[Any, ...]:
     )
 
 
-def _validate(model: torch.nn.Module, val, metric_fn, channels_last: bool) -> float:  # type: ignore[no-untyped-def]
+def _validate(
+    model: torch.nn.Module, val: Any, metric_fn: Callable[[Any, Any], Any], channels_last: bool
+) -> float:
     inputs, targets = val
     args, kwargs = split_batch(inputs, strict="compare(val=...) inputs")
     if channels_last:

@@ -210,7 +210,7 @@ def strip_magics(source: str) -> tuple[str, tuple[str, ...], frozenset[str], str
     return "\n".join(lines), tuple(stripped), frozenset(a for a in assigned if a), ""
 
 
-def analyze(notebook: Notebook) -> Analysis:
+def analyze(notebook: Notebook) -> Analysis:  # noqa: C901 - one pass over cells, kind by kind
     """Classify every statement of ``notebook`` for promotion (runs none of them).
 
     Args:
@@ -329,7 +329,7 @@ def analyze(notebook: Notebook) -> Analysis:
     return Analysis(notebook, tuple(plans), tuple(never_run), fit, lab_name, tuple(problems))
 
 
-def _classify(
+def _classify(  # noqa: C901 - the statement kinds, in the order they are told apart
     cell: Cell,
     stmt: ast.stmt,
     names: StatementNames,

@@ -30,7 +30,7 @@ def kept_statements(analysis: Analysis) -> list[Statement]:
     ]
 
 
-def check(analysis: Analysis) -> list[Problem]:
+def check(analysis: Analysis) -> list[Problem]:  # noqa: C901 - a flat list of independent checks
     """All problems: the analysis' own, plus undefined and out-of-order names.
 
     Args:

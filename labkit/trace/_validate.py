@@ -153,7 +153,9 @@ def _non_negative(name: str) -> bool:
     return _NON_NEGATIVE.search(name) is not None
 
 
-def _typed(value: Any, hint: Any, where: str, source: str, non_neg: bool) -> None:
+def _typed(  # noqa: C901 - one branch per kind of type hint
+    value: Any, hint: Any, where: str, source: str, non_neg: bool
+) -> None:
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if hint is Any:
         _any(value, where, source, non_neg)
