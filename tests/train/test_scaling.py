@@ -36,6 +36,9 @@ def test_scaling_one_and_two_processes(tmp_path):
         assert getattr(two, key) == pytest.approx(sum(r[key] for r in ranks) / 2)
     assert two.samples_per_s == pytest.approx(32 / two.step_time)
     assert one.efficiency == 1.0 and one.comm_wait == 0.0 and one.bucket_bytes == 0
+    # one process: no per-rank timing attached (the single-process loop is unchanged)
+    assert Run.load(tmp_path / "scaling" / "devices_1").ranks == []
+    assert not (tmp_path / "scaling" / "devices_1" / "ranks").exists()
     assert two.efficiency == pytest.approx(two.samples_per_s / (2 * one.samples_per_s))
     assert two.comm_time > 0 and 0 <= two.comm_share < 1
     assert two.bucket_bytes == 4 * sum(p.numel() for p in model.parameters())
