@@ -93,7 +93,7 @@ def sample_neighbors(
             n_nodes, n_edges)  # fmt: skip
 
 
-class TorchNeighborSampler(_sampler_base()):  # type: ignore[misc]
+class TorchNeighborSampler(_sampler_base()):  # type: ignore[misc]  # PyG base, found at run time
     """PyG's ``NeighborSampler`` with its homogeneous sampling done in plain PyTorch.
 
     Args:

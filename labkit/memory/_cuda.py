@@ -39,7 +39,7 @@ class CudaStats:
         if not self._recording:
             return None
         try:
-            path = str(Path(self.history).expanduser())  # type: ignore[arg-type]
+            path = str(Path(self.history).expanduser())  # type: ignore[arg-type]  # set when recording
             torch.cuda.memory._dump_snapshot(path)
             return path
         finally:

@@ -95,7 +95,7 @@ class MemoryReport:
     def __eq__(self, other: object) -> bool:
         return isinstance(other, MemoryReport) and self.trace == other.trace
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None  # type: ignore[assignment]  # unhashable, as Python spells it
 
     # ----------------------------------------------------------------- figures
     @property

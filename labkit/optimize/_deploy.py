@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -88,13 +89,19 @@ def onnx_drift(
     return rows
 
 
-def _eager_outputs(base, args, kwargs, seed, skip):  # type: ignore[no-untyped-def]
+def _eager_outputs(
+    base: torch.nn.Module,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    seed: int,
+    skip: tuple[str, ...],
+) -> tuple[list[str], dict[str, torch.Tensor], dict[str, str]]:
     order: list[str] = []
     out: dict[str, torch.Tensor] = {}
     types: dict[str, str] = {}
     handles = []
 
-    def record(path: str):  # type: ignore[no-untyped-def]
+    def record(path: str) -> Callable[[torch.nn.Module, Any, Any], None]:
         def hook(module: torch.nn.Module, inputs: Any, output: Any) -> None:
             vec = flat(output) if path not in out else None
             if vec is not None:
@@ -132,7 +139,9 @@ def _last_value_per_module(graph: Any) -> dict[str, str]:
     return last
 
 
-def resize_batch(args: tuple[Any, ...], kwargs: dict[str, Any], size: int, batch: int):  # type: ignore[no-untyped-def]
+def resize_batch(
+    args: tuple[Any, ...], kwargs: dict[str, Any], size: int, batch: int
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """Inputs with every tensor whose dim 0 is ``batch`` cut or repeated to ``size`` rows."""
 
     def fit(t: Any) -> Any:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 QUANT_FIX = "pip install torchao"
 
 
-def _config(kind: str):  # type: ignore[no-untyped-def]
+def _config(kind: str) -> Any:  # a torchao config (torchao is untyped)
     import torchao.quantization as q
 
     if kind == "int8-dynamic":

@@ -69,7 +69,13 @@ class _NoDropout(TorchFunctionMode):
         super().__init__()
         self.held = held
 
-    def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+    def __torch_function__(
+        self,
+        func: Any,
+        types: Any,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
         kwargs = kwargs or {}
         if func in _IDENTITY:
             p = args[1] if len(args) > 1 else kwargs.get("p", 0.5)

@@ -23,7 +23,19 @@ from labkit.optimize.step import RecipeStep
 class _Run:
     """One recipe's model, optimizer and measurements during :func:`labkit.compare`."""
 
-    def __init__(self, label, recipe, base_model, mode, args, kwargs, loss, lr, seed, loss_steps):  # type: ignore[no-untyped-def]
+    def __init__(
+        self,
+        label: str,
+        recipe: Recipe,
+        base_model: torch.nn.Module,
+        mode: str,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        loss: Callable[[Any], torch.Tensor] | None,
+        lr: float,
+        seed: int,
+        loss_steps: int,
+    ) -> None:
         self.label, self.recipe, self.base_model, self.mode = label, recipe, base_model, mode
         self.args, self.kwargs, self.loss_fn, self.lr, self.seed = args, kwargs, loss, lr, seed
         self.loss_steps = loss_steps

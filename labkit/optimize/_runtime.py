@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -77,7 +77,7 @@ class RecipeForward:
 
 
 @contextlib.contextmanager
-def _matmul_precision(value: str):  # type: ignore[no-untyped-def]
+def _matmul_precision(value: str) -> Iterator[None]:
     before = torch.get_float32_matmul_precision()
     torch.set_float32_matmul_precision(value)
     try:

@@ -8,6 +8,7 @@ The advisor only reads a :class:`~labkit.trace.Trace` (plain data); each
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -124,7 +125,7 @@ class Advice:
             out.setdefault(r.label, r)
         return out
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> Iterator[Suggestion]:
         return iter(self.suggestions)
 
     def __len__(self) -> int:
@@ -259,7 +260,9 @@ def _gemms(ops: list[Any], trace: Trace, inference: bool) -> list[Suggestion]:
 SMALL_ROWS = 16  # at most this many rows per Linear call: weight loading dominates
 
 
-def _int8(linears: list[Any], share: float, figures: str, where: tuple[str, ...], on_cpu: bool):  # type: ignore[no-untyped-def]
+def _int8(
+    linears: list[Any], share: float, figures: str, where: tuple[str, ...], on_cpu: bool
+) -> list[Suggestion]:
     """Both torchao int8 configs, the one that fits the Linear shapes first."""
     rows = sorted(_rows(n) for n in linears)
     m = rows[len(rows) // 2] if rows else 0

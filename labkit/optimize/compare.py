@@ -209,7 +209,9 @@ def _randomness(model: torch.nn.Module, mode: str, seed: int, loss_steps: int) -
 
 
 # ---------------------------------------------------------------------- helpers
-def _check(model, recipes, mode, steps, warmup, tolerance, baseline) -> dict[str, Recipe]:  # type: ignore[no-untyped-def]
+def _check(
+    model: Any, recipes: Any, mode: str, steps: int, warmup: int, tolerance: float, baseline: Any
+) -> dict[str, Recipe]:
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"compare() needs a torch.nn.Module as model, got {type(model).__name__}")
     if mode not in MODES:
@@ -253,7 +255,7 @@ def _check(model, recipes, mode, steps, warmup, tolerance, baseline) -> dict[str
     return out
 
 
-def _metric(metric, val):  # type: ignore[no-untyped-def]
+def _metric(metric: Any, val: Any) -> tuple[str | None, Callable[[Any, Any], float] | None]:
     if val is None:
         if metric is not None:
             raise ValueError("compare(metric=...) needs val=(inputs, targets) to score on")

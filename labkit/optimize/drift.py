@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -116,7 +117,7 @@ def layer_drift(
     base_out: dict[str, torch.Tensor] = {}
     results: dict[str, LayerDrift] = {}
 
-    def record(path: str):  # type: ignore[no-untyped-def]
+    def record(path: str) -> Callable[[torch.nn.Module, Any, Any], None]:
         def hook(module: torch.nn.Module, inputs: Any, output: Any) -> None:
             if path in base_out:
                 return
@@ -127,7 +128,7 @@ def layer_drift(
 
         return hook
 
-    def check(path: str):  # type: ignore[no-untyped-def]
+    def check(path: str) -> Callable[[torch.nn.Module, Any, Any], None]:
         def hook(module: torch.nn.Module, inputs: Any, output: Any) -> None:
             if path in results or path not in base_out:
                 return
@@ -149,7 +150,15 @@ def layer_drift(
     return [results[p] for p in order if p in results]
 
 
-def _run_hooked(model, make_hook, skip, seed, hold_random, args, kwargs) -> None:  # type: ignore[no-untyped-def]
+def _run_hooked(
+    model: torch.nn.Module,
+    make_hook: Callable[[str], Callable[[torch.nn.Module, Any, Any], None]],
+    skip: tuple[str, ...],
+    seed: int,
+    hold_random: bool,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> None:
     handles = []
     try:
         for path, mod in model.named_modules():

@@ -324,7 +324,7 @@ def analyze(notebook: Notebook) -> Analysis:  # noqa: C901 - one pass over cells
     plans, fit = _pick_fit(plans, problems)
     lab_name = None
     if fit is not None:
-        receiver = _call(fit.node).func.value  # type: ignore[union-attr]
+        receiver = _call(fit.node).func.value  # type: ignore[union-attr]  # _pick_fit: x.fit(...)
         lab_name = receiver.id if isinstance(receiver, ast.Name) else None
     return Analysis(notebook, tuple(plans), tuple(never_run), fit, lab_name, tuple(problems))
 

@@ -208,7 +208,7 @@ def _replace_backward(s: Statement, calls: list[ast.Call]) -> str:
     lines = [line.encode("utf-8") for line in s.source.split("\n")]
     base_line, base_col = s.node.lineno, s.node.col_offset
     if getattr(s.node, "decorator_list", None):
-        base_line = min(d.lineno for d in s.node.decorator_list)  # type: ignore[attr-defined]
+        base_line = min(d.lineno for d in s.node.decorator_list)  # type: ignore[attr-defined]  # checked
         base_col = 0
 
     def offset(lineno: int, col: int) -> tuple[int, int]:
@@ -227,7 +227,7 @@ def _replace_backward(s: Statement, calls: list[ast.Call]) -> str:
 
     edits = []
     for call in calls:
-        receiver = call.func.value  # type: ignore[attr-defined]
+        receiver = call.func.value  # type: ignore[attr-defined]  # calls are x.method(...)
         args = [segment(receiver)] + [segment(a) for a in call.args]
         args += [f"{k.arg}={segment(k.value)}" if k.arg else f"**{segment(k.value)}"
                  for k in call.keywords]  # fmt: skip

@@ -127,7 +127,7 @@ def _literal(value: Any) -> str:
 
 
 def _notebook_kwargs(fit: Statement) -> tuple[list[str], list[tuple[str | None, str]]]:
-    call = fit.node.value  # type: ignore[attr-defined]
+    call = fit.node.value  # type: ignore[attr-defined]  # the fit statement is an Expr call
     positional = [ast.unparse(a) for a in call.args]
     keywords = [(kw.arg, ast.unparse(kw.value)) for kw in call.keywords]
     return positional, keywords

@@ -98,7 +98,7 @@ def diff(a: Trace, b: Trace) -> TraceDiff:
     rows = []
     for path in [*ra, *(p for p in rb if p not in ra)]:
         x, y = ra.get(path), rb.get(path)
-        row: dict[str, Any] = {"path": path, "type": (y or x)["type"]}  # type: ignore[index]
+        row: dict[str, Any] = {"path": path, "type": (y or x)["type"]}  # type: ignore[index]  # one side has it
         for f in _FIGURES:
             row[f] = ((x or {}).get(f, 0), (y or {}).get(f, 0))
         sx = x["output_shapes"] if x else None

@@ -458,7 +458,7 @@ class Trace:
             other.memory_meta,
         )  # fmt: skip
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None  # type: ignore[assignment]  # unhashable, as Python spells it
 
     def __repr__(self) -> str:
         calls = sum(1 for n in self.nodes if n.kind == "module")

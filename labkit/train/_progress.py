@@ -50,7 +50,7 @@ class RankProgress(pl.Callback):
 
     def attach(self, exc: BaseException) -> None:
         """Keep the snapshot on ``exc`` for :func:`labkit.train._launch.worker_error`."""
-        exc.labkit_progress = self.snapshot()  # type: ignore[attr-defined]
+        exc.labkit_progress = self.snapshot()  # type: ignore[attr-defined]  # carried to the parent
 
     def __repr__(self) -> str:
         return f"RankProgress(world_size={self.world_size})"

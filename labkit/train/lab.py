@@ -653,7 +653,7 @@ def _is_last(o: FitOptions) -> bool:
 
 
 # Lab.fit's keywords and their docs are FitOptions' fields (written once, in fit_options.py)
-Lab.fit.__signature__ = FitOptions.signature(  # type: ignore[attr-defined]
+Lab.fit.__signature__ = FitOptions.signature(  # type: ignore[attr-defined]  # inspect reads it
     [
         inspect.Parameter("self", inspect.Parameter.POSITIONAL_ONLY),
         inspect.Parameter("options", inspect.Parameter.POSITIONAL_ONLY, default=None),

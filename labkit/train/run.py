@@ -207,7 +207,7 @@ class Run:
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Run) and self.to_dict() == other.to_dict()
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None  # type: ignore[assignment]  # unhashable, as Python spells it
 
     def __repr__(self) -> str:
         last = f", loss={self.steps[-1]['loss']:.4g}" if self.steps else ""

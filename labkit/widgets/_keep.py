@@ -35,7 +35,7 @@ class KeepsPicture:
         raise NotImplementedError
 
     def _repr_mimebundle_(self, **kwargs: Any) -> tuple[dict[str, Any], dict[str, Any]] | None:
-        bundle = super()._repr_mimebundle_(**kwargs)  # type: ignore[misc]
+        bundle = super()._repr_mimebundle_(**kwargs)  # type: ignore[misc]  # ipywidgets: untyped
         if bundle is None:
             return None
         data, meta = bundle if isinstance(bundle, tuple) else (bundle, {})
