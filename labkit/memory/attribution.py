@@ -69,10 +69,16 @@ class MemoryReport:
         trace: A trace recorded with memory (``labkit.memory(...)`` or full mode).
 
     Example:
-        >>> rep = labkit.memory(model, (x, y), loss=loss_fn, optimizer=opt)  # doctest: +SKIP
-        >>> rep.peak_bytes, rep.peak_module                                  # doctest: +SKIP
-        >>> print(rep.summary())                                             # doctest: +SKIP
-        >>> rep.by_module(top=5)                                             # doctest: +SKIP
+        >>> import torch, labkit
+        >>> import torch.nn.functional as F
+        >>> from torch import nn
+        >>> model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+        >>> x, y = torch.randn(32, 8), torch.randint(0, 4, (32,))
+        >>> opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        >>> rep = labkit.memory(model, x, loss=lambda out: F.cross_entropy(out, y), optimizer=opt)
+        >>> rep.peak_bytes > 0, len(rep.by_module(top=2))
+        (True, 2)
+        >>> print(rep.summary())  # doctest: +SKIP
     """
 
     def __init__(self, trace: Trace) -> None:

@@ -40,9 +40,13 @@ class RecipeStep:
         optimizer: Use this optimizer instead of making an SGD one.
 
     Example:
-        >>> fast = apply(model, Recipe(precision="16-mixed"))           # doctest: +SKIP
-        >>> step = RecipeStep(fast, Recipe(precision="16-mixed"), mode="train")  # doctest: +SKIP
-        >>> out, loss = step(x, seed=0)                                  # doctest: +SKIP
+        >>> import torch
+        >>> from labkit.optimize import Recipe, apply
+        >>> model, x = torch.nn.Linear(8, 4), torch.randn(32, 8)
+        >>> step = RecipeStep(apply(model, Recipe()), Recipe(), mode="train")
+        >>> out, loss = step(x, seed=0)
+        >>> tuple(out.shape), isinstance(loss, float)
+        ((32, 4), True)
     """
 
     def __init__(

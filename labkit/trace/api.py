@@ -56,10 +56,20 @@ def trace(
         A :class:`Trace` when inputs were given, else a :class:`Recorder`.
 
     Example:
-        >>> t = labkit.trace(model, x, loss=lambda out: F.cross_entropy(out, y))  # doctest: +SKIP
-        >>> with labkit.trace(model) as rec:                                        # doctest: +SKIP
+        >>> import torch, labkit
+        >>> import torch.nn.functional as F
+        >>> from torch import nn
+        >>> model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+        >>> x, y = torch.randn(32, 8), torch.randint(0, 4, (32,))
+        >>> t = labkit.trace(model, x, loss=lambda out: F.cross_entropy(out, y))
+        >>> [r["path"] for r in t.rows()]
+        ['', '0', '1', '2']
+        >>> t.rows()[0]["flops_fwd"]  # 2 * 32 * (8 * 16 + 16 * 4)
+        12288
+        >>> opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        >>> with labkit.trace(model) as rec:
         ...     opt.zero_grad(); model(x).sum().backward(); opt.step()
-        >>> rec.trace.summary(depth=2)                                              # doctest: +SKIP
+        >>> print(rec.trace.summary(depth=2))  # doctest: +SKIP
     """
     check_model(model)
     if mode not in MODES:
