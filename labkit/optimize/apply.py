@@ -98,10 +98,13 @@ def apply(
         The optimized copy, with its report readable by :func:`applied`.
 
     Example:
-        >>> from labkit.optimize import Recipe, apply, applied
-        >>> fast = apply(model, Recipe(precision="bf16-mixed"))  # doctest: +SKIP
-        >>> applied(fast).ok  # doctest: +SKIP
-        True
+        >>> import torch
+        >>> from labkit.optimize import Recipe
+        >>> from labkit.optimize.apply import apply, applied
+        >>> model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU())
+        >>> fast = apply(model, Recipe(precision="bf16-mixed"))
+        >>> applied(fast).ok, applied(fast).notes
+        (True, ["precision: forward runs under torch.autocast('cpu', dtype=bfloat16)"])
     """
     recipe = _as_recipe(recipe)
     if not isinstance(model, torch.nn.Module):

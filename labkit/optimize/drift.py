@@ -109,7 +109,8 @@ def layer_drift(
     Example:
         >>> import torch
         >>> from torch import nn
-        >>> from labkit.optimize import apply, Recipe, layer_drift
+        >>> from labkit.optimize import Recipe, layer_drift
+        >>> from labkit.optimize.apply import apply
         >>> model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
         >>> x = torch.randn(32, 8)
         >>> fast = apply(model, Recipe(precision="bf16-mixed"))

@@ -41,7 +41,8 @@ class RecipeStep:
 
     Example:
         >>> import torch
-        >>> from labkit.optimize import Recipe, apply
+        >>> from labkit.optimize import Recipe
+        >>> from labkit.optimize.apply import apply
         >>> model, x = torch.nn.Linear(8, 4), torch.randn(32, 8)
         >>> step = RecipeStep(apply(model, Recipe()), Recipe(), mode="train")
         >>> out, loss = step(x, seed=0)

@@ -27,7 +27,14 @@ class Plan(MemoryReport):
         replan: ``batch size -> Plan`` for :meth:`max_batch_size` (not saved with the file).
 
     Example:
-        >>> p = labkit.plan(model, x, optimizer=opt)          # doctest: +SKIP
+        >>> import torch, labkit
+        >>> from torch import nn
+        >>> model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+        >>> x = torch.randn(32, 8)
+        >>> opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        >>> p = labkit.plan(model, x, optimizer=opt)
+        >>> p.peak_bytes == labkit.memory(model, x, optimizer=opt).peak_bytes  # as measured
+        True
         >>> print(p.summary())                                 # doctest: +SKIP
         >>> p.max_batch_size(budget=8 * 2**30)                 # doctest: +SKIP
     """
