@@ -33,9 +33,11 @@ class AttentionMap:
         A frozen dataclass; :func:`node_attention` reads it.
 
     Example:
-        >>> amap = attention_map(model, data)           # doctest: +SKIP
-        >>> amap.num_layers, amap.heads                 # doctest: +SKIP
-        (2, [4, 1])
+        >>> from labkit.gnn import GAT, karate
+        >>> data = karate()
+        >>> amap = attention_map(GAT(data.num_features, 4, 4, heads=2), data)
+        >>> amap.num_layers, amap.heads
+        (2, [2, 1])
     """
 
     num_nodes: int
@@ -131,9 +133,12 @@ class NodeAttention:
         A frozen dataclass; :meth:`to_dict` gives the widget payload.
 
     Example:
-        >>> view = node_attention(amap, 0, hops=2)      # doctest: +SKIP
-        >>> view.head_sums()                            # doctest: +SKIP
-        [1.0, 1.0]
+        >>> from labkit.gnn import GAT, karate
+        >>> data = karate()
+        >>> amap = attention_map(GAT(data.num_features, 4, 4, heads=2), data)
+        >>> view = node_attention(amap, 0, hops=2)
+        >>> [round(s, 6) for s in view.head_sums()]
+        [1.0]
     """
 
     node: int
