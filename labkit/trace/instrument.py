@@ -105,9 +105,12 @@ class Instrumentation:
         ops: Record torch-level op calls as op nodes (in ``nodes``, under their module call).
 
     Example:
-        >>> with Instrumentation(model, [obs]) as inst:    # doctest: +SKIP
-        ...     model(x).sum().backward()
-        >>> [n.key for n in inst.nodes]                    # doctest: +SKIP
+        >>> import torch
+        >>> model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU())
+        >>> with Instrumentation(model, []) as inst:  # observers: e.g. [TimingObserver()]
+        ...     model(torch.randn(2, 4)).sum().backward()
+        >>> [n.key for n in inst.nodes]  # one node per module call: path#call
+        ['#0', '0#0', '1#0']
     """
 
     # set by _reset() (per recording); declared here so the methods above it see the types
