@@ -220,8 +220,11 @@ class MemoryMeta:
         notes: Plain-language caveats.
 
     Example:
-        >>> m = labkit.memory(model, x).trace.memory_meta    # doctest: +SKIP
-        >>> m.peak_bytes, m.peak_phase, m.peak_module         # doctest: +SKIP
+        >>> import torch, labkit
+        >>> model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU())
+        >>> m = labkit.memory(model, torch.randn(2, 4)).trace.memory_meta
+        >>> m.peak_phase, m.peak_module
+        ('backward', '0')
     """
 
     device: str = "cpu"
@@ -308,7 +311,15 @@ class Trace:
         >>> t = labkit.trace(model, torch.randn(2, 4))
         >>> t.total_params
         40
-        >>> print(t.summary(columns=("type", "params")))  # doctest: +SKIP
+        >>> print(t.summary(columns=("type", "params")))
+        Module            Type  Params
+        ----------  ----------  ------
+        Sequential  Sequential      40
+          0             Linear      40
+          1               ReLU       0
+        ----------  ----------  ------
+        Total                       40
+        Params: 40 (40 trainable), 160 B; mode=full
     """
 
     meta: TraceMeta
