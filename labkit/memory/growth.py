@@ -124,10 +124,17 @@ def find_growth(
         A :class:`GrowthReport`; falsy when nothing grows.
 
     Example:
+        >>> import torch, labkit
+        >>> import torch.nn.functional as F
+        >>> model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Linear(8, 1))
+        >>> x, y = torch.randn(16, 4), torch.randn(16, 1)
         >>> losses = []
-        >>> def step():                                    # doctest: +SKIP
+        >>> def step():  # keeps every step's loss tensor alive
         ...     loss = F.mse_loss(model(x), y); loss.backward(); losses.append(loss)
-        >>> print(labkit.find_growth(model, step))         # doctest: +SKIP
+        >>> rep = labkit.find_growth(model, step, steps=5)
+        >>> rep.growing, rep.sites[0].op
+        (True, 'mse_loss.default')
+        >>> print(rep)                                     # doctest: +SKIP
     """
     check_model(model, "find_growth")
     if warmup < 0 or steps < warmup + 2:
