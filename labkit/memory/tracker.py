@@ -105,10 +105,16 @@ class MemoryTracker(Observer):
     ``resident_before``.
 
     Example:
-        >>> mem = MemoryTracker(model)                                  # doctest: +SKIP
-        >>> with Recorder(model, mode="timing", observers=[mem]):       # doctest: +SKIP
+        >>> import torch
+        >>> from labkit.trace import Recorder
+        >>> model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU())
+        >>> x = torch.randn(2, 4)
+        >>> mem = MemoryTracker(model)
+        >>> with Recorder(model, mode="timing", observers=[mem]):
         ...     model(x).sum().backward()
-        >>> mem.peak, mem.events[-1]                                    # doctest: +SKIP
+        >>> t, phase, module, *counts = mem.events[-1]  # the last change, in the backward
+        >>> counts  # in CATEGORIES order; (4*8 + 8) float32 = 160 B, input 2*4 float32 = 32 B
+        [160, 160, 0, 0, 0, 32]
     """
 
     needs_dispatch = True
