@@ -90,7 +90,15 @@ def diff(a: Trace, b: Trace) -> TraceDiff:
     since time is noisy: read the ``fwd_time``/``bwd_time`` pairs for those.
 
     Example:
-        >>> d = labkit.diff(trace_before, trace_after)   # doctest: +SKIP
+        >>> import torch, labkit
+        >>> model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU())
+        >>> before = labkit.trace(model, torch.randn(2, 4))
+        >>> after = labkit.trace(model.append(torch.nn.Linear(8, 2)), torch.randn(2, 4))
+        >>> d = labkit.diff(before, after)
+        >>> [(r["path"], r["status"]) for r in d.rows]
+        [('', 'changed'), ('0', 'same'), ('1', 'same'), ('2', 'added')]
+        >>> d.rows[0]["params"]  # 4*8 + 8, then + 8*2 + 2
+        (40, 58)
         >>> print(d.summary())                           # doctest: +SKIP
     """
     ra = {r["path"]: r for r in module_rows(a)}
