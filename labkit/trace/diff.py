@@ -94,7 +94,7 @@ def diff(a: Trace, b: Trace) -> TraceDiff:
         >>> model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU())
         >>> before = labkit.trace(model, torch.randn(2, 4))
         >>> after = labkit.trace(model.append(torch.nn.Linear(8, 2)), torch.randn(2, 4))
-        >>> d = labkit.diff(before, after)
+        >>> d = diff(before, after)  # labkit.diff
         >>> [(r["path"], r["status"]) for r in d.rows]
         [('', 'changed'), ('0', 'same'), ('1', 'same'), ('2', 'added')]
         >>> d.rows[0]["params"]  # 4*8 + 8, then + 8*2 + 2
