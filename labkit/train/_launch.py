@@ -165,7 +165,9 @@ def _hung_rank(exc: Any, last: str) -> DDPWorkerError | None:
     from labkit.train._progress import describe, is_timeout, laggards
 
     progress = getattr(exc, "labkit_progress", None)
-    if not progress or not is_timeout(last):
+    # the timeout can be reported inside a comm hook's callback, whose traceback ends on
+    # the hook's line: look for it in the whole report, not only its last line
+    if not progress or not (is_timeout(last) or "timed out" in str(exc).lower()):
         return None
     behind = laggards(progress)
     if not behind:
