@@ -110,6 +110,8 @@ def graph_payload(
         "tensors": list(tensors),
         "runs": [n.runs for n in nodes],
         "total_runs": trace.meta.runs,
+        # metric key -> [label, unit]: the browser's names and formatters come from here
+        "metrics": {m: [label, METRIC_UNITS[m]] for m, label in METRICS.items()},
     }
 
 
