@@ -128,7 +128,7 @@ class JupyterProcess:
         )
 
     def request(self, path: str, *, method: str = "GET", token: bool = True, body=None):
-        data = None if body is None else json.dumps(body).encode()
+        data = body if isinstance(body, bytes) or body is None else json.dumps(body).encode()
         req = urllib.request.Request(self.base_url + path.lstrip("/"), data=data, method=method)
         if token:
             req.add_header("Authorization", f"token {self.token}")
@@ -137,6 +137,20 @@ class JupyterProcess:
     def get_json(self, path: str, **kwargs):
         with self.request(path, **kwargs) as resp:
             return json.loads(resp.read())
+
+    def post(self, path: str, body, *, token: bool = True) -> tuple[int, dict]:
+        """(status, answer) of a POST; ``body`` is JSON-encoded unless it is bytes. An error
+        status is returned, not raised; an answer that is not JSON comes as ``{"raw": text}``."""
+        try:
+            with self.request(path, method="POST", body=body, token=token) as resp:
+                return resp.status, json.loads(resp.read())
+        except urllib.error.HTTPError as exc:
+            with exc:
+                text = exc.read()
+            try:
+                return exc.code, json.loads(text)
+            except ValueError:
+                return exc.code, {"raw": text.decode(errors="replace")[:500]}
 
     def descendants(self) -> list[psutil.Process]:
         """Live processes started by the server (kernels included), remembered across calls."""

@@ -31,18 +31,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterProcess]
 
 
 def _post(server: JupyterProcess, route: str, data: bytes) -> tuple[int, dict]:
-    req = urllib.request.Request(server.base_url + route, data=data, method="POST")
-    req.add_header("Authorization", f"token {server.token}")
-    try:
-        with urllib.request.urlopen(req, timeout=60) as resp:
-            return resp.status, json.loads(resp.read())
-    except urllib.error.HTTPError as exc:
-        with exc:
-            text = exc.read()
-        try:
-            return exc.code, json.loads(text)
-        except ValueError:
-            return exc.code, {"raw": text.decode(errors="replace")[:500]}
+    return server.post(route, data)
 
 
 @pytest.mark.parametrize(

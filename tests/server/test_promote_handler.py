@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import urllib.error
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,16 +31,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterProcess]
 
 
 def _post(server: JupyterProcess, body: dict, *, token: bool = True) -> tuple[int, dict]:
-    try:
-        with server.request(ROUTE, method="POST", body=body, token=token) as resp:
-            return resp.status, json.loads(resp.read())
-    except urllib.error.HTTPError as exc:
-        with exc:
-            text = exc.read()
-        try:
-            return exc.code, json.loads(text)
-        except ValueError:
-            return exc.code, {"raw": text.decode(errors="replace")}
+    return server.post(ROUTE, body, token=token)
 
 
 def _scripts(root: Path) -> list[str]:

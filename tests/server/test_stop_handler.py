@@ -3,8 +3,6 @@ creates that fit's stop file, and nothing else."""
 
 from __future__ import annotations
 
-import json
-import urllib.error
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,16 +28,7 @@ def _registry(server: JupyterProcess) -> Path:
 
 
 def _post(server: JupyterProcess, body, *, token: bool = True) -> tuple[int, dict]:
-    try:
-        with server.request(ROUTE, method="POST", body=body, token=token) as resp:
-            return resp.status, json.loads(resp.read())
-    except urllib.error.HTTPError as exc:
-        with exc:
-            text = exc.read()
-        try:
-            return exc.code, json.loads(text)
-        except ValueError:
-            return exc.code, {"raw": text.decode(errors="replace")}
+    return server.post(ROUTE, body, token=token)
 
 
 def test_registered_token_creates_the_stop_file(server, tmp_path):
