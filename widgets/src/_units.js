@@ -1,0 +1,17 @@
+// Unit -> formatter: the payloads name each figure's unit (labkit/widgets/_contract.py
+// UNITS: "text", "int", "count", "time", "bytes"), and the views format it from here, so
+// labels and units are written once, in Python. Pure; tested by widgets/test/profile.test.mjs.
+import { fmtBytes, fmtCount, fmtTime } from "./_shared.js";
+
+const asText = (v) => (v === null || v === undefined ? "" : String(v));
+const asInt = (v) => (typeof v === "number" && Number.isFinite(v) ? String(v) : "-");
+
+/** The formatter of each unit the payloads use. */
+export const FORMATTERS = { text: asText, int: asInt, count: fmtCount, time: fmtTime, bytes: fmtBytes };
+
+/** The formatter of a unit; an unknown unit is an error naming the known ones. */
+export function formatterOf(unit) {
+  const f = FORMATTERS[unit];
+  if (!f) throw new Error(`labkit: unknown unit ${JSON.stringify(unit)} in a payload (known: ${Object.keys(FORMATTERS).join(", ")})`);
+  return f;
+}
