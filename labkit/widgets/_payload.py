@@ -12,9 +12,19 @@ from typing import TYPE_CHECKING, Any
 
 from labkit.trace.graph import DEFAULT_DEPTH, Canon, canonicalize, default_expanded
 from labkit.trace.model import MEMORY_CATEGORIES
+from labkit.widgets._contract import (
+    GraphPayload,
+    LargestStorage,
+    MemoryPayload,
+    NodeMetrics,
+    ProfilePayload,
+)
 
 if TYPE_CHECKING:
     from labkit.trace.model import TensorMeta, Trace
+
+# The labels and units of every figure the views show are written here, once, and sent
+# in the payloads (the JS formats by unit: widgets/src/_units.js; units: _contract.UNITS).
 
 #: Metrics a view can colour or rank by: key -> label.
 METRICS: dict[str, str] = {
@@ -24,7 +34,7 @@ METRICS: dict[str, str] = {
     "params": "parameters",
     "activations": "activation memory",
 }
-#: How each metric is formatted in the browser (see widgets/src/_shared.js).
+#: The unit of each metric (:data:`labkit.widgets._contract.UNITS`).
 METRIC_UNITS: dict[str, str] = {
     "fwd_time": "time",
     "bwd_time": "time",
@@ -59,9 +69,7 @@ def structure_key(trace: Trace, *, rolled: bool = True) -> str:
     return h.hexdigest()[:16]
 
 
-def graph_payload(
-    trace: Trace, *, rolled: bool = True, canon: Canon | None = None
-) -> dict[str, Any]:
+def graph_payload(trace: Trace, *, rolled: bool = True, canon: Canon | None = None) -> GraphPayload:
     """The structure a GraphView lays out: nodes, nesting, shapes and lifted-ready edges.
 
     Only nodes that are drawn at some expansion are sent (calls rolled into a block's
@@ -73,7 +81,7 @@ def graph_payload(
         canon: A precomputed :func:`labkit.trace.graph.canonicalize` result.
 
     Returns:
-        A JSON-ready dict of parallel arrays.
+        A :class:`~labkit.widgets._contract.GraphPayload`: JSON-ready parallel arrays.
     """
     canon = canon or canonicalize(trace, rolled=rolled)
     keep = [n.id for n in trace.nodes if canon.is_canonical(n.id)]
@@ -115,9 +123,7 @@ def graph_payload(
     }
 
 
-def node_metrics(
-    trace: Trace, *, rolled: bool = True, canon: Canon | None = None
-) -> dict[str, Any]:
+def node_metrics(trace: Trace, *, rolled: bool = True, canon: Canon | None = None) -> NodeMetrics:
     """Per drawn node, each metric of :data:`METRICS` (rolled calls summed into their block).
 
     Returns:
@@ -142,7 +148,7 @@ def node_metrics(
 
 def graph_state(
     trace: Trace, *, rolled: bool = True, depth: int = DEFAULT_DEPTH
-) -> tuple[dict[str, Any], dict[str, Any], list[int]]:
+) -> tuple[GraphPayload, NodeMetrics, list[int]]:
     """``(graph, metrics, expanded ids)`` for a GraphView, computing the rolling once."""
     canon = canonicalize(trace, rolled=rolled)
     graph = graph_payload(trace, rolled=rolled, canon=canon)
@@ -164,20 +170,39 @@ PROFILE_METRIC_COLUMNS = {
     "params": ("params", "params_self"),
     "activations": ("saved_bytes", "saved_bytes_self"),
 }
+#: The columns the profile table shows, in order: column -> (header, unit). The others
+#: (depth, the self figures the bar chart reads) are sent but not shown.
+PROFILE_HEADERS: dict[str, tuple[str, str]] = {
+    "path": ("Module", "text"),
+    "type": ("Type", "text"),
+    "calls": ("Calls", "int"),
+    "runs": ("Runs", "int"),
+    "params": ("Params", "count"),
+    "fwd_time": ("Fwd", "time"),
+    "fwd_iqr": ("Fwd IQR", "time"),
+    "fwd_self_time": ("Fwd self", "time"),
+    "bwd_time": ("Bwd", "time"),
+    "bwd_iqr": ("Bwd IQR", "time"),
+    "bwd_self_time": ("Bwd self", "time"),
+    "flops": ("FLOPs", "count"),
+    "activation_bytes": ("Out bytes", "bytes"),
+    "saved_bytes": ("Saved", "bytes"),
+}
 
 
-def profile_payload(trace: Trace) -> dict[str, Any]:
+def profile_payload(trace: Trace) -> ProfilePayload:
     """Per-module rows for a ProfileView, as columns plus one row array per module.
 
     Returns:
-        ``{"model", "columns": [...], "rows": [[...], ...], "output": [shape text per row]}``.
+        A :class:`~labkit.widgets._contract.ProfilePayload`: ``columns``, one row list per
+        module, the headers and units of the shown columns and the metrics' labels.
     """
     rows = [
         dict(r, flops=r["flops_fwd"] + r["flops_bwd"],
              flops_self=r["flops_fwd_self"] + r["flops_bwd_self"])
         for r in trace.rows()
     ]  # fmt: skip
-    out_rows = []
+    out_rows: list[list[str | int | float]] = []
     shapes = []
     for r in rows:
         out_rows.append([r[c] if isinstance(r[c], str) else _round(r[c]) for c in PROFILE_COLUMNS])
@@ -188,11 +213,20 @@ def profile_payload(trace: Trace) -> dict[str, Any]:
     for row, r in zip(out_rows, rows, strict=True):
         if trace.meta.runs > 1:
             row.insert(columns.index("runs"), r["runs"])
-    return {"model": trace.meta.model, "columns": columns, "rows": out_rows, "output": shapes,
-            "timing": trace.meta.timing, "runs": trace.meta.runs}  # fmt: skip
+    return {
+        "model": trace.meta.model,
+        "columns": columns,
+        "rows": out_rows,
+        "output": shapes,
+        "timing": trace.meta.timing,
+        "runs": trace.meta.runs,
+        "headers": {c: list(PROFILE_HEADERS[c]) for c in PROFILE_HEADERS if c in columns},
+        "metrics": {m: [label, METRIC_UNITS[m]] for m, label in METRICS.items()},
+        "metric_columns": {m: list(cols) for m, cols in PROFILE_METRIC_COLUMNS.items()},
+    }
 
 
-def memory_payload(trace: Trace) -> dict[str, Any]:
+def memory_payload(trace: Trace) -> MemoryPayload:
     """Memory samples as parallel arrays: times, phases, modules and bytes per category.
 
     Categories are the known ones present in the samples, in :data:`MEMORY_CATEGORIES`
@@ -209,7 +243,22 @@ def memory_payload(trace: Trace) -> dict[str, Any]:
         "categories": cats,
         "bytes": [[int(s.bytes.get(c, 0)) for s in samples] for c in cats],
         # the biggest storages with their lifetimes: what was live in a selected range
-        "largest": [dict(r) for r in trace.memory_meta.largest] if trace.memory_meta else [],
+        "largest": [_storage(r) for r in trace.memory_meta.largest] if trace.memory_meta else [],
+    }
+
+
+def _storage(r: dict[str, Any]) -> LargestStorage:
+    """One ``MemoryMeta.largest`` record as the contract types it (a trace file may lack
+    ``site``, written only with stacks)."""
+    return {
+        "bytes": int(r["bytes"]),
+        "category": str(r["category"]),
+        "module": str(r.get("module") or ""),
+        "op": str(r.get("op") or ""),
+        "phase": str(r.get("phase") or ""),
+        "start": float(r.get("start") or 0.0),
+        "end": None if r.get("end") is None else float(r["end"]),
+        "site": str(r.get("site") or ""),
     }
 
 

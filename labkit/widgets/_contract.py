@@ -1,0 +1,272 @@
+"""The front-end contract: what each widget's dict traits carry to ``widgets/src/*.js``.
+
+Written once, as TypedDicts: field names, units and shapes. The JS reads these names
+only, and takes labels and units from the payload itself (``metrics``, ``headers``), so
+a label or unit changes here and in :mod:`labkit.widgets._payload`, nowhere else.
+
+Conventions:
+
+- Arrays are parallel: element ``k`` of every per-node (per-row, per-sample) list is
+  node (row, sample) ``k``.
+- Times are seconds, memory is bytes, FLOPs and parameters are counts.
+- A unit is one of :data:`UNITS`; ``widgets/src/_units.js`` maps each to a formatter.
+
+:func:`problems` checks a value against one of these types (the payload tests run it on
+what the views send for real traces).
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from typing import Any, TypedDict, Union
+
+#: The units a payload may name, with how the browser writes them (widgets/src/_units.js).
+UNITS: dict[str, str] = {
+    "text": "as is",
+    "int": "a plain integer (calls, runs)",
+    "count": "1.23M (FLOPs, parameters)",
+    "time": "seconds, written 12.3 ms",
+    "bytes": "bytes, written 1.5 KiB",
+}
+
+#: A figure per drawn node: metric key -> value per payload node (in ``ids`` order).
+NodeMetrics = dict[str, list[float | int]]
+
+
+class GraphPayload(TypedDict):
+    """``GraphView.graph``: the drawn nodes of a trace (``_payload.graph_payload``)."""
+
+    key: str  #: hash of what the layout depends on (nodes, nesting, edges, rolling)
+    model: str  #: the model's class name
+    ids: list[int]  #: trace node id of payload node k
+    kind: str  #: one letter per node: i(nput), o(utput), m(odule call), p (op)
+    parent: list[int]  #: payload index of the enclosing call, -1 at the top
+    name: list[str]  #: module path or op name
+    type: list[str]  #: module class or op type
+    ins: list[list[int]]  #: per node, indices into ``tensors`` of its inputs
+    outs: list[list[int]]  #: per node, indices into ``tensors`` of its outputs
+    rolled: list[list[int | str]]  #: ``[node, calls, block name]`` per rolled block
+    edges: list[int]  #: flat ``src, dst`` payload-index pairs (leaf to leaf)
+    edge_tensor: list[int]  #: per edge, index into ``tensors``
+    tensors: list[str]  #: ``"2x8x16x16 float32"`` (shape ``x``-joined, dtype)
+    runs: list[int]  #: in how many of the merged runs each node ran
+    total_runs: int  #: runs merged into the trace (1 for one recording)
+    metrics: dict[str, list[str]]  #: metric key -> ``[label, unit]`` (the colour-by menu)
+
+
+class ProfilePayload(TypedDict):
+    """``ProfileView.table``: one row per module call path (``_payload.profile_payload``)."""
+
+    model: str
+    columns: list[str]  #: the columns of each row (+ ``runs`` for a merged trace)
+    rows: list[list[str | int | float]]  #: one list per module, in ``columns`` order
+    output: list[str]  #: per row, the first output's shape (``"2x8"``) or ``""``
+    timing: str  #: how the times were taken
+    runs: int  #: runs merged into the trace
+    headers: dict[str, list[str]]  #: shown column -> ``[header, unit]``, in display order
+    metrics: dict[str, list[str]]  #: metric key -> ``[label, unit]`` (the top-N menu)
+    metric_columns: dict[str, list[str]]  #: metric key -> ``[inclusive, self]`` column
+
+
+class LargestStorage(TypedDict):
+    """One of the biggest storages of a memory recording, with its lifetime."""
+
+    bytes: int
+    category: str  #: one of ``labkit.trace.model.MEMORY_CATEGORIES``
+    module: str  #: module that created it (``""`` outside modules)
+    op: str
+    phase: str
+    start: float  #: seconds since the recording started
+    end: float | None  #: seconds; ``None`` while alive at the end
+    site: str  #: ``file:line`` with stacks, else ``""``
+
+
+class MemoryPayload(TypedDict):
+    """``MemoryTimeline.samples``: bytes per category through a step (``memory_payload``)."""
+
+    time: list[float | int]  #: seconds since the recording started, per sample
+    phase: list[str]  #: ``forward``, ``backward``, ``optimizer``... per sample
+    module: list[str]  #: module path running at each sample (``""`` when none)
+    categories: list[str]  #: MEMORY_CATEGORIES present, in that order, then any others
+    bytes: list[list[int]]  #: per category, bytes per sample
+    largest: list[LargestStorage]  #: the biggest storages, largest first
+
+
+class AttentionEdge(TypedDict):
+    """One edge of a node's neighbourhood with its attention weights."""
+
+    src: int
+    dst: int
+    hop: int  #: 1 = into the picked node
+    layer: int  #: the layer whose coefficients these are
+    weights: list[float]  #: one per head
+    mean: float  #: their average
+
+
+class AttentionPayload(TypedDict):
+    """``AttentionView.view``: ``labkit.gnn.NodeAttention.to_dict()``."""
+
+    node: int
+    hops: int
+    nodes: list[int]  #: the neighbourhood, picked node first
+    labels: list[int] | None  #: class label per node of ``nodes``
+    edges: list[AttentionEdge]
+    heads: list[int]  #: heads of the layer used, per hop
+
+
+class Curve(TypedDict):
+    """One curve of the dashboard: steps and values (NaN where a value was missing)."""
+
+    x: list[int | float]  #: global step
+    y: list[float]
+
+
+#: ``Dashboard.series``: curve name (``train_loss``, ``train_*``, ``val_*``) -> curve.
+DashboardSeries = dict[str, Curve]
+
+
+class RankTiming(TypedDict):
+    """Per-rank step breakdown at an epoch end (several processes), seconds."""
+
+    rank: int
+    step_time: float
+    data_time: float
+    compute_time: float
+    comm_wait: float
+
+
+class DashboardStats(TypedDict):
+    """``Dashboard.stats``: the figures of a run (``None`` until known); seconds, bytes."""
+
+    step: int
+    total_steps: int | None
+    epoch: int  #: 1-based epoch of the last step
+    max_epochs: int | None
+    world_size: int
+    samples_per_s: float | None  #: all ranks together
+    step_time: float | None  #: mean over the last steps
+    compute_time: float | None
+    data_time: float | None
+    memory: int | None  #: bytes in use (CUDA allocated or resident set)
+    elapsed_s: float
+    eta_s: float | None
+    loss: float | None
+    ranks: list[RankTiming]
+    stragglers: list[str]
+
+
+class RecipeState(TypedDict):
+    """``OptimizePanel.recipe_state``: ``Recipe.to_dict()``."""
+
+    precision: str
+    quantization: str | None
+    compile: str | None
+    checkpoint: list[str]
+    channels_last: bool
+    fuse_conv_bn: bool
+    matmul_precision: str
+    export: str | None
+
+
+class RecipeChoices(TypedDict):
+    """``OptimizePanel.choices``: the options of each dropdown (``"none"`` for None)."""
+
+    precision: list[str]
+    quantization: list[str]
+    compile: list[str]
+    matmul_precision: list[str]
+
+
+class OptimizeRow(TypedDict):
+    """One row of ``OptimizePanel.results``: a measured recipe (seconds, bytes, ratios)."""
+
+    label: str
+    step_time: float | None
+    speedup: float | None  #: baseline step time / this one
+    throughput: float | None  #: samples per second
+    compile_time: float | None
+    break_even: float | None  #: steps until compiling pays for itself
+    peak_memory: int | None
+    max_abs: float | None  #: largest absolute output difference from the baseline
+    rel: float | None
+    cosine: float | None
+    loss: float | None
+    drift_path: str | None  #: the layer where the outputs first drift apart
+    error: str | None
+    notes: list[str]
+    step_median: float | None
+    step_q1: float | None
+    step_q3: float | None
+    step_n: int
+
+
+def problems(value: Any, tp: Any, where: str = "payload") -> list[str]:
+    """What in ``value`` does not match the type ``tp`` (empty when it matches).
+
+    TypedDicts need every key and no other; ``float`` takes an ``int`` (JSON does not
+    tell them apart), ``int`` and ``float`` take no ``bool``.
+
+    Example:
+        >>> problems({"x": [1, 2.5], "y": [0.5, "a"]}, Curve)
+        ["payload['y'][1]: 'a' is not a float"]
+    """
+    origin = typing.get_origin(tp)
+    if tp is Any:
+        return []
+    if typing.is_typeddict(tp):
+        return _typeddict_problems(value, tp, where)
+    if origin in (Union, types.UnionType):
+        options = typing.get_args(tp)
+        if any(not problems(value, o, where) for o in options):
+            return []
+        return [f"{where}: {value!r:.60} is none of {' | '.join(_name(o) for o in options)}"]
+    if origin is list:
+        if not isinstance(value, list):
+            return [f"{where}: {type(value).__name__} is not a list"]
+        (item,) = typing.get_args(tp)
+        return [p for i, v in enumerate(value) for p in problems(v, item, f"{where}[{i}]")]
+    if origin is dict:
+        if not isinstance(value, dict):
+            return [f"{where}: {type(value).__name__} is not a dict"]
+        key_tp, val_tp = typing.get_args(tp)
+        out = []
+        for k, v in value.items():
+            out += problems(k, key_tp, f"{where} key {k!r}")
+            out += problems(v, val_tp, f"{where}[{k!r}]")
+        return out
+    return _scalar_problem(value, tp, where)
+
+
+def _typeddict_problems(value: Any, tp: Any, where: str) -> list[str]:
+    if not isinstance(value, dict):
+        return [f"{where}: {type(value).__name__} is not a dict ({tp.__name__})"]
+    hints = typing.get_type_hints(tp)
+    out = [f"{where}: no {k!r} ({tp.__name__} needs it)" for k in hints if k not in value]
+    out += [f"{where}: {k!r} is not a field of {tp.__name__}" for k in value if k not in hints]
+    for k, v in value.items():
+        if k in hints:
+            out += problems(v, hints[k], f"{where}[{k!r}]")
+    return out
+
+
+def _scalar_problem(value: Any, tp: Any, where: str) -> list[str]:
+    if tp is None or tp is type(None):
+        ok = value is None
+    elif tp is float:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    elif tp is int:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif tp in (str, bool):
+        ok = isinstance(value, tp)
+    else:
+        raise TypeError(f"problems: no check for {tp!r} at {where}; add one to _contract.py")
+    return [] if ok else [f"{where}: {value!r:.60} is not a{_article(tp)} {_name(tp)}"]
+
+
+def _name(tp: Any) -> str:
+    return "None" if tp is type(None) else getattr(tp, "__name__", str(tp))
+
+
+def _article(tp: Any) -> str:
+    return "n" if _name(tp)[0] in "aeiouAEIOU" else ""
