@@ -25,47 +25,13 @@ from torch.utils.flop_counter import FlopCounterMode
 
 import labkit
 from benchmarks._harness import RESULTS_DIR
+from tests.plan.models import GPT  # GPT-2-like, head tied to the token embedding
 
 OPTIMIZERS = {
     "SGD": lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9),
     "Adam": lambda ps: torch.optim.Adam(ps),
     "AdamW": lambda ps: torch.optim.AdamW(ps),
 }
-
-
-class Block(nn.Module):
-    def __init__(self, d: int, heads: int) -> None:
-        super().__init__()
-        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
-        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
-        self.fc, self.out = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
-        self.heads = heads
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        b, t, d = x.shape
-        q, k, v = self.qkv(self.ln1(x)).split(d, dim=2)
-        q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        x = x + self.proj(y.transpose(1, 2).reshape(b, t, d))
-        return x + self.out(F.gelu(self.fc(self.ln2(x))))
-
-
-class GPT(nn.Module):
-    """GPT-2-like (GPT-2 small at the defaults of ``gpt2_124m``), head tied to the embedding."""
-
-    def __init__(self, vocab: int, d: int, layers: int, heads: int, ctx: int) -> None:
-        super().__init__()
-        self.wte, self.wpe = nn.Embedding(vocab, d), nn.Embedding(ctx, d)
-        self.blocks = nn.ModuleList(Block(d, heads) for _ in range(layers))
-        self.ln = nn.LayerNorm(d)
-        self.head = nn.Linear(d, vocab, bias=False)
-        self.head.weight = self.wte.weight
-
-    def forward(self, idx: torch.Tensor) -> torch.Tensor:
-        x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1], device=idx.device))
-        for blk in self.blocks:
-            x = blk(x)
-        return self.head(self.ln(x))
 
 
 def lm_loss(out: torch.Tensor) -> torch.Tensor:
