@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
 import { test } from "node:test";
 import {
   NEUTRAL,
@@ -228,4 +229,29 @@ test("memory: the largest storages live in a time range", () => {
   assert.deepEqual(liveIn(largest, 0.55, 0.58).map((r) => r.bytes), [300]);
   assert.deepEqual(liveIn(largest, 0.65, 0.9).map((r) => r.bytes), [300, 200]);
   assert.deepEqual(liveIn(largest, 0, 1, 1).map((r) => r.bytes), [400]);
+});
+
+// The shared fixture: what labkit/trace/graph.py draws for a real trace (ResCNN: nesting, a
+// block repeated x3, ops), rolled and flat, for several sets of expanded calls. Written by
+// tests/widgets/graph_rules_fixture.py; tests/widgets/test_graph_rules.py checks it is
+// current. The browser's rules must draw exactly the same, in the same order.
+const rules = JSON.parse(readFileSync(new URL("./fixtures/graph_rules.json", import.meta.url), "utf8"));
+
+for (const view of rules.views) {
+  for (const c of view.cases) {
+    test(`graph rules as Python draws them: ${view.rolled ? "rolled" : "flat"} ${rules.model}, ${c.name}`, () => {
+      const g = view.graph;
+      const vis = visibleNodes(g, expandedIndices(g, c.expanded));
+      const ids = (ks) => Array.from(ks, (k) => g.ids[k]);
+      assert.deepEqual(ids(vis.boxes), c.boxes, "boxes");
+      assert.deepEqual(ids(vis.groups), c.groups, "frames");
+      const edges = liftEdges(g, vis.boxOf).map(([s, d]) => [g.ids[s], g.ids[d]]);
+      assert.deepEqual(edges, c.edges, "lifted edges");
+    });
+  }
+}
+
+test("the graph-rules fixture covers rolled and flat views with several cases each", () => {
+  assert.deepEqual(rules.views.map((v) => v.rolled), [true, false]);
+  for (const v of rules.views) assert.ok(v.cases.length >= 7 && v.graph.ids.length > 20);
 });
