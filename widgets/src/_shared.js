@@ -1,6 +1,6 @@
 // Formatters shared by every labkit widget: bytes, durations, counts, percents; and
-// the WCAG colour arithmetic that picks text colours on data fills.
-// Pure functions, no DOM; unit-tested by widgets/test/_shared.test.mjs.
+// the WCAG colour arithmetic that picks text colours on data fills; uid() for SVG ids.
+// No DOM; unit-tested by widgets/test/_shared.test.mjs.
 
 const BYTE_UNITS = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
 const COUNT_UNITS = ["", "K", "M", "G", "T", "P"];
@@ -97,4 +97,15 @@ export function rgbOf(color) {
 export function inkOn(fill) {
   const c = rgbOf(fill);
   return contrast(c, [0, 0, 0]) >= contrast(c, [255, 255, 255]) ? "#000" : "#fff";
+}
+
+// Page-unique ids for SVG defs (markers, clip paths): ids are page-wide, and anywidget
+// may load one bundle once per view, so a random prefix per load and a counter.
+const UID_BASE = Math.random().toString(36).slice(2, 8);
+let uidCount = 0;
+
+/** "lk-arrow" -> "lk-arrow-k3x9q1": a new page-unique id each call. */
+export function uid(prefix) {
+  uidCount += 1;
+  return `${prefix}-${UID_BASE}${uidCount}`;
 }

@@ -1,12 +1,13 @@
 // GraphView front end: nested layered graph of a labkit Trace (anywidget ES module).
-import { fmtBytes, fmtCount, fmtTime } from "./_shared.js";
+// Render glue: state, model events and selection. The drawing (_graph_draw.js), tooltip
+// (_graph_tip.js), toolbar (_graph_toolbar.js), pan/zoom (_panzoom.js), search and
+// selection lookup (_graph_find.js) and graph-break marks (_graph_marks.js) are modules
+// of their own.
 import {
   boxSize,
   childrenOf,
   colorScale,
   expandedIndices,
-  fitScale,
-  MIN_SCALE,
   labelOf,
   layoutInput,
   liftEdges,
@@ -16,39 +17,18 @@ import {
   textColor,
   visibleNodes,
 } from "./_graphcore.js";
-import { edgePoints, layoutNested, pathOf } from "./_layout.js";
+import { edgesSvg, groupsSvg, nodesSvg, subOf, SVG_STYLE } from "./_graph_draw.js";
+import { hiddenAncestors, matchesOf, selectedIndices } from "./_graph_find.js";
+import { liftMarks } from "./_graph_marks.js";
+import { tipHtml } from "./_graph_tip.js";
+import { buildToolbar, legendHtml, metricDefs } from "./_graph_toolbar.js";
+import { layoutNested } from "./_layout.js";
 import { makeMinimap } from "./_minimap.js";
-import { download, ensureStyles, esc, h, svgToPng, tooltip } from "./_ui.js";
+import { attachPanZoom, centerView, fitView, inSight, zoomView } from "./_panzoom.js";
+import { uid } from "./_shared.js";
+import { download, ensureStyles, h, svgToPng, tooltip } from "./_ui.js";
 
-export const METRICS = {
-  fwd_time: ["forward time", fmtTime],
-  bwd_time: ["backward time", fmtTime],
-  flops: ["FLOPs (fwd + bwd)", fmtCount],
-  params: ["parameters", fmtCount],
-  activations: ["activation memory", fmtBytes],
-};
 const SVG_NS = "http://www.w3.org/2000/svg";
-// theme tokens (see _ui.js) with the Light values as fallbacks for exported SVG files
-const SVG_STYLE = `
-.lk-edge { fill: none; stroke: var(--lk-edge, #9aa3ad); stroke-width: 1.2; }
-.lk-arrow { fill: var(--lk-edge, #9aa3ad); }
-.lk-edge.lk-hot { stroke: var(--lk-accent2, #d9480f); stroke-width: 2; }
-.lk-node rect.lk-box { stroke: var(--lk-fg2, #6b7280); stroke-width: 1; }
-.lk-node.lk-kind-p rect.lk-box { rx: 12; }
-.lk-node.lk-kind-i rect.lk-box, .lk-node.lk-kind-o rect.lk-box { stroke-dasharray: 3 2; }
-.lk-node rect.lk-stack { fill: var(--lk-bg, #fff); stroke: var(--lk-fg2, #6b7280); }
-.lk-node text, .lk-group text { font: 11px sans-serif; text-anchor: middle; pointer-events: none; }
-.lk-node text.lk-sub { font-size: 9.5px; }
-.lk-node.lk-selected rect.lk-box { stroke: var(--lk-accent, #1c7ed6); stroke-width: 3; }
-.lk-node.lk-match rect.lk-box { stroke: #ae3ec9; stroke-width: 3; }
-.lk-group rect.lk-frame { fill: rgba(120,130,150,.06); stroke: var(--lk-border, #aab); stroke-width: 1; }
-.lk-group.lk-selected rect.lk-frame { stroke: var(--lk-accent, #1c7ed6); stroke-width: 2.5; }
-.lk-group text.lk-glabel { text-anchor: start; fill: var(--lk-fg, #222); font-weight: 600; }
-.lk-toggle rect { fill: var(--lk-bg, #fff); stroke: var(--lk-fg2, #888); }
-.lk-toggle text { font: bold 11px monospace !important; fill: var(--lk-fg, #222); }
-.lk-toggle { cursor: pointer; }
-.lk-node, .lk-group { cursor: pointer; }
-`;
 
 function svgEl(tag, attrs = {}) {
   const el = document.createElementNS(SVG_NS, tag);
@@ -59,30 +39,17 @@ function svgEl(tag, attrs = {}) {
 function render({ model, el }) {
   const t0 = performance.now();
   ensureStyles();
+  const arrowId = uid("lk-arrow"); // ids are page-wide: this view's own marker
   const root = h("div", { class: "lk-view lk-graph" });
   root.style.height = `${model.get("height")}px`;
-  const metricSel = h("select", { title: "colour by", class: "lk-metric" });
-  for (const [k, [label]] of Object.entries(METRICS)) metricSel.append(h("option", { value: k }, label));
-  const search = h("input", { type: "search", placeholder: "search modules / ops", class: "lk-search", size: "18" });
-  const depthIn = h("input", { type: "number", min: "0", max: "64", class: "lk-depth", title: "expand to depth", style: "width:3.5em" });
-  const legend = h("div", { class: "lk-legend" });
-  const btn = (text, title, fn, cls = "") => h("button", { title, onclick: fn, class: cls }, text);
-  const toolbar = h(
-    "div",
-    { class: "lk-toolbar" },
-    h("span", {}, "colour"),
-    metricSel,
-    legend,
-    h("span", { class: "lk-spacer" }),
-    search,
-    h("span", {}, "depth"),
-    depthIn,
-    btn("−", "zoom out", () => zoomBy(1 / 1.25)),
-    btn("+", "zoom in", () => zoomBy(1.25)),
-    btn("Fit", "fit to view", () => fit(), "lk-fit"),
-    btn("SVG", "export SVG", () => exportSvg()),
-    btn("PNG", "export PNG", () => exportPng()),
-  );
+  const bar = buildToolbar({
+    zoomOut: () => zoomBy(1 / 1.25),
+    zoomIn: () => zoomBy(1.25),
+    fit: () => fit(),
+    svg: () => exportSvg(),
+    png: () => exportPng(),
+  });
+  const { metricSel, search, depthIn, legend } = bar;
   const canvas = h("div", { class: "lk-canvas" });
   const svg = svgEl("svg");
   const style = svgEl("style");
@@ -94,11 +61,12 @@ function render({ model, el }) {
   viewport.append(gGroups, gEdges, gNodes);
   svg.append(style, viewport);
   canvas.append(svg);
-  root.append(toolbar, canvas);
+  root.append(bar.el, canvas);
   el.appendChild(root);
   const tip = tooltip(canvas);
 
   let S = null; // current drawing state
+  let metrics = []; // [{key, label, unit, fmt}] from the payload
   const view = { x: 0, y: 0, k: 1 };
   let userMoved = false;
   let matchCursor = -1;
@@ -115,51 +83,31 @@ function render({ model, el }) {
     root.dataset.scale = view.k.toFixed(4);
     minimap.draw();
   };
-
-  // Fit the graph, but never below a legible text size: a bigger graph opens at
-  // MIN_SCALE, top centred, and is explored by panning (the minimap shows where).
-  function fit() {
-    if (!S) return;
-    const cw = canvas.clientWidth || 800;
-    const ch = canvas.clientHeight || 500;
-    const W = S.layout.width + 40;
-    const H = S.layout.height + 40;
-    view.k = fitScale(cw, ch, W, H);
-    view.x = (cw - S.layout.width * view.k) / 2;
-    view.y = Math.max(20 * view.k, (ch - S.layout.height * view.k) / 2);
-    if (S.layout.height * view.k + 40 > ch) view.y = 20;
-    userMoved = false;
+  const setView = (v, moved) => {
+    Object.assign(view, v);
+    userMoved = moved;
     applyView();
+  };
+
+  function fit() {
+    if (S) setView(fitView(canvas.clientWidth || 800, canvas.clientHeight || 500, S.layout.width, S.layout.height), false);
   }
 
   function zoomBy(f, cx, cy) {
-    const cw = canvas.clientWidth;
-    const ch = canvas.clientHeight;
-    cx = cx ?? cw / 2;
-    cy = cy ?? ch / 2;
-    const k = Math.min(8, Math.max(0.02, view.k * f));
-    view.x = cx - ((cx - view.x) * k) / view.k;
-    view.y = cy - ((cy - view.y) * k) / view.k;
-    view.k = k;
-    userMoved = true;
-    applyView();
+    setView(zoomView(view, f, cx ?? canvas.clientWidth / 2, cy ?? canvas.clientHeight / 2), true);
   }
 
   function centerOn(k) {
     const p = S && S.layout.pos.get(k);
-    if (!p) return;
-    const z = Math.max(view.k, 1);
-    view.k = z;
-    view.x = canvas.clientWidth / 2 - (p.x + p.w / 2) * z;
-    view.y = canvas.clientHeight / 2 - (p.y + p.h / 2) * z;
-    userMoved = true;
-    applyView();
+    if (p) setView(centerView(view, p, canvas.clientWidth, canvas.clientHeight), true);
   }
 
   function relayout(refit) {
     const graph = model.get("graph");
     if (!graph || !graph.ids) return;
     const start = performance.now();
+    metrics = metricDefs(graph.metrics);
+    bar.setMetrics(metrics);
     const { kids } = childrenOf(graph);
     const rolled = rolledInfo(graph);
     const expanded = expandedIndices(graph, model.get("expanded") || []);
@@ -172,18 +120,12 @@ function render({ model, el }) {
       return sizes.get(k);
     };
     const layout = layoutNested(input, size);
-    S = { graph, kids, rolled, expanded, vis, edges, input, layout, els: new Map() };
-    draw();
-    recolor();
-    highlight();
-    markMatches();
+    S = { graph, kids, rolled, expanded, vis, edges, input, layout, els: new Map(), marks: new Map() };
+    redraw();
     const kept = anchor && !refit ? S.graph.ids.indexOf(anchor.id) : -1;
     const at = kept >= 0 ? S.layout.pos.get(S.vis.boxOf[kept]) : null;
-    if (at) {
-      view.x = anchor.sx - at.x * view.k;
-      view.y = anchor.sy - at.y * view.k;
-      applyView();
-    } else if (refit || !userMoved) fit();
+    if (at) setView({ x: anchor.sx - at.x * view.k, y: anchor.sy - at.y * view.k }, userMoved);
+    else if (refit || !userMoved) fit();
     anchor = null;
     if (refit && model.get("selected") != null) highlight(true); // opened with a selection
     const ms = performance.now() - start;
@@ -196,58 +138,25 @@ function render({ model, el }) {
     });
   }
 
-  function subOf(graph, k) {
-    const kind = graph.kind[k];
-    if (kind === "m") return graph.type[k];
-    const outs = graph.outs[k];
-    if (kind === "p" || kind === "i") return outs.length ? graph.tensors[outs[0]].split(" ")[0] : kind === "p" ? "op" : "";
-    const ins = graph.ins[k];
-    return ins.length ? graph.tensors[ins[0]].split(" ")[0] : "";
+  /** Draw the current layout again (new marks: same boxes, same places). */
+  function redraw() {
+    if (!S) return;
+    draw();
+    recolor();
+    highlight();
+    markMatches();
   }
 
   function draw() {
     const { graph, vis, layout, rolled, edges, input } = S;
-    let gh = "";
-    for (const g of vis.groups) {
-      const p = layout.pos.get(g);
-      const label = `${labelOf(graph, g, rolled)} · ${graph.type[g]}`;
-      gh +=
-        `<g class="lk-group" data-k="${g}" transform="translate(${p.x.toFixed(1)},${p.y.toFixed(1)})">` +
-        `<rect class="lk-frame" width="${p.w.toFixed(1)}" height="${p.h.toFixed(1)}" rx="6"/>` +
-        `<text class="lk-glabel" x="20" y="15">${esc(label)}</text>` +
-        `<g class="lk-toggle" data-k="${g}" data-act="collapse"><rect x="4" y="5" width="12" height="12" rx="2"/>` +
-        `<text x="10" y="15">−</text></g></g>`;
-    }
-    gGroups.innerHTML = gh;
-    let nh = "";
-    for (const k of vis.boxes) {
-      const p = layout.pos.get(k);
-      const label = labelOf(graph, k, rolled);
-      const stacked = rolled.count.has(k);
-      nh +=
-        `<g class="lk-node lk-kind-${graph.kind[k]}" data-k="${k}" transform="translate(${p.x.toFixed(1)},${p.y.toFixed(1)})">` +
-        (stacked ? `<rect class="lk-stack" x="4" y="-4" width="${p.w}" height="${p.h}" rx="4"/>` : "") +
-        `<rect class="lk-box" width="${p.w}" height="${p.h}" rx="4"/>` +
-        `<text class="lk-label" x="${p.w / 2}" y="15">${esc(label)}</text>` +
-        `<text class="lk-sub" x="${p.w / 2}" y="28">${esc(subOf(graph, k))}</text>` +
-        (vis.hasKids[k]
-          ? `<g class="lk-toggle" data-k="${k}" data-act="expand"><rect x="${p.w - 15}" y="3" width="12" height="12" rx="2"/>` +
-            `<text x="${p.w - 9}" y="13">+</text></g>`
-          : "") +
-        `</g>`;
-    }
-    gNodes.innerHTML = nh;
-    let eh = "";
-    edges.forEach(([s, d, t], i) => {
-      const pts = edgePoints(layout, input.route[i], s, d);
-      eh += `<path class="lk-edge" data-e="${i}" d="${pathOf(pts)}" marker-end="url(#lk-arrow)"/>`;
-    });
-    gEdges.innerHTML =
-      `<defs><marker id="lk-arrow" viewBox="0 0 8 8" refX="7" refY="4" markerWidth="7" markerHeight="7" orient="auto">` +
-      `<path class="lk-arrow" d="M0,0L8,4L0,8z"/></marker></defs>` +
-      eh;
+    S.marks = liftMarks(graph, vis.boxOf, model.get("marks"));
+    gGroups.innerHTML = groupsSvg(graph, vis, layout, rolled, S.marks);
+    gNodes.innerHTML = nodesSvg(graph, vis, layout, rolled, S.marks);
+    gEdges.innerHTML = edgesSvg(layout, input, edges, arrowId);
+    S.els.clear();
     for (const node of gNodes.children) S.els.set(Number(node.dataset.k), node);
     for (const node of gGroups.children) S.els.set(Number(node.dataset.k), node);
+    root.dataset.marked = String(S.marks.size);
   }
 
   function recolor() {
@@ -266,11 +175,7 @@ function render({ model, el }) {
       const ink = neutral ? "var(--lk-fg, #222)" : textColor(fill);
       for (const t of node.querySelectorAll("text.lk-label, text.lk-sub")) t.style.fill = ink;
     }
-    const fmt = METRICS[metric][1];
-    const stops = [0, 0.25, 0.5, 0.75, 1].map((t) => scale.at(t)).join(",");
-    legend.innerHTML = scale.max
-      ? `<span>${esc(fmt(scale.min))}</span><span class="lk-bar" style="background:linear-gradient(90deg,${stops})"></span><span>${esc(fmt(scale.max))}</span>${scale.log ? "<span>(log)</span>" : ""}`
-      : `<span>no ${esc(METRICS[metric][0])} recorded</span>`;
+    legend.innerHTML = legendHtml(scale, metrics.find((d) => d.key === metric));
   }
 
   function highlight(pan = false) {
@@ -278,18 +183,12 @@ function render({ model, el }) {
     for (const node of root.querySelectorAll(".lk-selected")) node.classList.remove("lk-selected");
     const sel = model.get("selected");
     if (sel === null || sel === undefined) return;
-    const { graph, vis } = S;
-    const selId = model.get("selected_node");
-    const hits = [];
-    for (let k = 0; k < graph.ids.length; k++) {
-      if (graph.ids[k] === selId && graph.name[k] === sel) hits.length = 0, hits.push(k);
-    }
-    if (!hits.length) for (let k = 0; k < graph.ids.length; k++) if (graph.kind[k] === "m" && graph.name[k] === sel) hits.push(k);
+    const hits = selectedIndices(S.graph, sel, model.get("selected_node"));
     for (const k of hits) {
-      const node = S.els.get(vis.boxOf[k]);
+      const node = S.els.get(S.vis.boxOf[k]);
       if (node) node.classList.add("lk-selected");
     }
-    if (hits.length && pan) reveal(vis.boxOf[hits[0]]);
+    if (hits.length && pan) reveal(S.vis.boxOf[hits[0]]);
   }
 
   /** Pan (and zoom in to a legible size) so box k is in sight; no move when it is. */
@@ -304,23 +203,10 @@ function render({ model, el }) {
       return;
     }
     pendingReveal = null;
-    const x0 = view.x + p.x * view.k;
-    const y0 = view.y + p.y * view.k;
-    const inside = x0 >= 0 && y0 >= 0 && x0 + p.w * view.k <= cw && y0 + p.h * view.k <= ch;
-    if (inside && view.k >= MIN_SCALE) return;
-    centerOn(k);
+    if (!inSight(view, p, cw, ch)) centerOn(k);
   }
 
-  function matches(q) {
-    if (!S || !q) return [];
-    const { graph } = S;
-    q = q.toLowerCase();
-    const out = [];
-    for (let k = 0; k < graph.ids.length; k++) {
-      if (graph.name[k].toLowerCase().includes(q) || graph.type[k].toLowerCase().includes(q)) out.push(k);
-    }
-    return out;
-  }
+  const matches = (q) => (S ? matchesOf(S.graph, q) : []);
 
   function markMatches() {
     if (!S) return;
@@ -342,9 +228,7 @@ function render({ model, el }) {
     if (!list.length) return;
     matchCursor = (matchCursor + 1) % list.length;
     const k = list[matchCursor];
-    const { graph } = S;
-    const need = [];
-    for (let p = graph.parent[k]; p >= 0; p = graph.parent[p]) if (!S.expanded.has(p)) need.push(graph.ids[p]);
+    const need = hiddenAncestors(S.graph, S.expanded, k);
     if (need.length) {
       model.set("expanded", [...(model.get("expanded") || []), ...need]);
       model.save_changes();
@@ -371,79 +255,33 @@ function render({ model, el }) {
     clicked = false;
   }
 
-  function tipHtml(k) {
-    const { graph, rolled } = S;
-    const metrics = model.get("metrics") || {};
-    const kindName = { i: "input", o: "output", m: "module", p: "op" }[graph.kind[k]];
-    const path = graph.kind[k] === "m" ? graph.name[k] || `(root) ${graph.model || ""}` : graph.name[k];
-    const tens = (list) => list.map((t) => esc(graph.tensors[t])).join(", ") || "-";
-    let html = `<div><b>${esc(path)}</b> <span class="lk-tip-k">${esc(graph.type[k])} · ${kindName}</span></div>`;
-    if (rolled.count.has(k)) html += `<div>${esc(rolled.name.get(k))}: ${rolled.count.get(k)} identical calls, figures summed</div>`;
-    if (graph.total_runs > 1 && graph.runs) html += `<div>ran in ${graph.runs[k]} of ${graph.total_runs} merged runs; figures are per-run means</div>`;
-    html += `<div><span class="lk-tip-k">in:</span> ${tens(graph.ins[k])}</div>`;
-    html += `<div><span class="lk-tip-k">out:</span> ${tens(graph.outs[k])}</div>`;
-    for (const [m, [label, fmt]] of Object.entries(METRICS)) {
-      const v = (metrics[m] || [])[k];
-      if (v) html += `<div><span class="lk-tip-k">${esc(label)}:</span> ${esc(fmt(v))}</div>`;
-    }
-    return html;
-  }
-
   // ------------------------------------------------------------ interaction
   const nodeOf = (target) => target.closest && target.closest(".lk-node, .lk-group");
-  let drag = null;
-  const onDown = (e) => {
-    if (e.button !== 0) return;
-    drag = { x: e.clientX, y: e.clientY, vx: view.x, vy: view.y, moved: false };
-  };
-  const onMove = (e) => {
-    if (drag && (e.buttons & 1) === 1) {
-      const dx = e.clientX - drag.x;
-      const dy = e.clientY - drag.y;
-      if (Math.abs(dx) + Math.abs(dy) > 3) drag.moved = true;
-      if (drag.moved) {
-        canvas.classList.add("lk-panning");
-        view.x = drag.vx + dx;
-        view.y = drag.vy + dy;
-        userMoved = true;
-        applyView();
-        tip.hide();
+  const showTip = (k, e) => tip.show(tipHtml(S.graph, S.rolled, k, model.get("metrics") || {}, metrics, S.marks.get(k)), e.clientX, e.clientY);
+  attachPanZoom(canvas, view, {
+    panned: () => {
+      userMoved = true;
+      applyView();
+      tip.hide();
+    },
+    zoom: zoomBy,
+    hover: (e) => {
+      const node = nodeOf(e.target);
+      if (node && node.classList.contains("lk-node")) showTip(Number(node.dataset.k), e);
+      else if (node && e.target.closest(".lk-glabel, .lk-frame, .lk-mark") && e.offsetY !== undefined) showTip(Number(node.dataset.k), e);
+      else tip.hide();
+    },
+    click: (e) => {
+      const tg = e.target.closest && e.target.closest(".lk-toggle");
+      if (tg) {
+        toggle(Number(tg.dataset.k), tg.dataset.act);
         return;
       }
-    }
-    const node = nodeOf(e.target);
-    if (node && node.classList.contains("lk-node")) tip.show(tipHtml(Number(node.dataset.k)), e.clientX, e.clientY);
-    else if (node && e.target.closest(".lk-glabel, .lk-frame") && e.offsetY !== undefined) tip.show(tipHtml(Number(node.dataset.k)), e.clientX, e.clientY);
-    else tip.hide();
-  };
-  const onUp = () => {
-    canvas.classList.remove("lk-panning");
-  };
-  const onClick = (e) => {
-    if (drag && drag.moved) {
-      drag = null;
-      return;
-    }
-    drag = null;
-    const tg = e.target.closest && e.target.closest(".lk-toggle");
-    if (tg) {
-      toggle(Number(tg.dataset.k), tg.dataset.act);
-      return;
-    }
-    const node = nodeOf(e.target);
-    if (node) select(Number(node.dataset.k));
-  };
-  const onWheel = (e) => {
-    e.preventDefault();
-    const r = canvas.getBoundingClientRect();
-    zoomBy(Math.exp(-e.deltaY * 0.0015), e.clientX - r.left, e.clientY - r.top);
-  };
-  canvas.addEventListener("pointerdown", onDown);
-  canvas.addEventListener("pointermove", onMove);
-  canvas.addEventListener("pointerup", onUp);
-  canvas.addEventListener("pointerleave", () => tip.hide());
-  canvas.addEventListener("click", onClick);
-  canvas.addEventListener("wheel", onWheel, { passive: false });
+      const node = nodeOf(e.target);
+      if (node) select(Number(node.dataset.k));
+    },
+    leave: () => tip.hide(),
+  });
   metricSel.addEventListener("change", () => {
     model.set("metric", metricSel.value);
     model.save_changes();
@@ -493,6 +331,7 @@ function render({ model, el }) {
     ["change:expanded", onExpanded],
     ["change:metrics", recolor],
     ["change:metric", recolor],
+    ["change:marks", redraw],
     ["change:selected", onSelected],
     ["change:selected_node", onSelected],
     ["change:depth", onDepth],

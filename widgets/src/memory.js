@@ -1,7 +1,7 @@
 // MemoryTimeline front end: stacked area of bytes by category, phases and peak marked;
 // hover for the bytes at a moment, drag across to zoom into a time range (the byte axis
 // follows what is shown), double-click to see the whole step again.
-import { fmtBytes, fmtTime } from "./_shared.js";
+import { fmtBytes, fmtTime, uid } from "./_shared.js";
 import { ensureStyles, esc, h, tooltip } from "./_ui.js";
 
 export const CATEGORY_COLORS = {
@@ -58,11 +58,9 @@ export function liveIn(largest, t0, t1, top = 8) {
   return (largest || []).filter((r) => r.start <= t1 && (r.end === null || r.end === undefined || r.end >= t0)).slice(0, top);
 }
 
-let uids = 0;
-
 function render({ model, el }) {
   ensureStyles();
-  const uid = (uids += 1);
+  const clipId = uid("lk-mem-clip"); // ids are page-wide: this view's own
   const root = h("div", { class: "lk-view lk-memory" });
   const body = h("div", { class: "lk-canvas", style: "cursor:crosshair" });
   const legend = h("div", { class: "lk-toolbar lk-mem-legend" });
@@ -102,7 +100,7 @@ function render({ model, el }) {
     else delete root.dataset.zoom;
     const X = (t) => m.l + ((t - t0) / (t1 - t0)) * (W - m.l - m.r);
     const Y = (b) => H - m.b - (b / ymax) * (H - m.t - m.b) * 0.92;
-    let g = `<defs><clipPath id="lk-mem-clip-${uid}"><rect x="${m.l}" y="0" width="${W - m.l - m.r}" height="${H}"/></clipPath></defs><g clip-path="url(#lk-mem-clip-${uid})">`;
+    let g = `<defs><clipPath id="${clipId}"><rect x="${m.l}" y="0" width="${W - m.l - m.r}" height="${H}"/></clipPath></defs><g clip-path="url(#${clipId})">`;
     for (const [phase, a, b] of phaseRuns(s.phase)) {
       const xa = X(s.time[a]);
       const xb = X(s.time[Math.min(b + 1, n - 1)]);

@@ -1,0 +1,120 @@
+// The GraphView's drawing as SVG text: group frames, node boxes, edges and their arrow
+// marker, graph-break badges. Pure string building (no DOM), so node tests read what is
+// drawn; graph.js puts the strings into its layers. See widgets/test/graph_draw.test.mjs.
+import { labelOf } from "./_graphcore.js";
+import { pathOf, edgePoints } from "./_layout.js";
+import { markCount, markSummary } from "./_graph_marks.js";
+import { esc } from "./_ui.js";
+
+// theme tokens (see _ui.js) with the Light values as fallbacks for exported SVG files
+export const SVG_STYLE = `
+.lk-edge { fill: none; stroke: var(--lk-edge, #9aa3ad); stroke-width: 1.2; }
+.lk-arrow { fill: var(--lk-edge, #9aa3ad); }
+.lk-edge.lk-hot { stroke: var(--lk-accent2, #d9480f); stroke-width: 2; }
+.lk-node rect.lk-box { stroke: var(--lk-fg2, #6b7280); stroke-width: 1; }
+.lk-node.lk-kind-p rect.lk-box { rx: 12; }
+.lk-node.lk-kind-i rect.lk-box, .lk-node.lk-kind-o rect.lk-box { stroke-dasharray: 3 2; }
+.lk-node rect.lk-stack { fill: var(--lk-bg, #fff); stroke: var(--lk-fg2, #6b7280); }
+.lk-node text, .lk-group text { font: 11px sans-serif; text-anchor: middle; pointer-events: none; }
+.lk-node text.lk-sub { font-size: 9.5px; }
+.lk-node.lk-broken rect.lk-box, .lk-group.lk-broken rect.lk-frame { stroke: var(--lk-error, #b71c1c); stroke-width: 2.5; }
+.lk-node.lk-broken-inside rect.lk-box { stroke: var(--lk-error, #b71c1c); stroke-width: 2; stroke-dasharray: 5 3; }
+.lk-mark circle { fill: var(--lk-error, #b71c1c); stroke: var(--lk-bg, #fff); stroke-width: 1.5; }
+.lk-node .lk-mark text, .lk-group .lk-mark text { font: bold 10px sans-serif; fill: var(--lk-bg, #fff); }
+.lk-node.lk-selected rect.lk-box { stroke: var(--lk-accent, #1c7ed6); stroke-width: 3; }
+.lk-node.lk-match rect.lk-box { stroke: #ae3ec9; stroke-width: 3; }
+.lk-group rect.lk-frame { fill: rgba(120,130,150,.06); stroke: var(--lk-border, #aab); stroke-width: 1; }
+.lk-group.lk-selected rect.lk-frame { stroke: var(--lk-accent, #1c7ed6); stroke-width: 2.5; }
+.lk-group text.lk-glabel { text-anchor: start; fill: var(--lk-fg, #222); font-weight: 600; }
+.lk-toggle rect { fill: var(--lk-bg, #fff); stroke: var(--lk-fg2, #888); }
+.lk-toggle text { font: bold 11px monospace !important; fill: var(--lk-fg, #222); }
+.lk-toggle { cursor: pointer; }
+.lk-node, .lk-group { cursor: pointer; }
+`;
+
+/** The second line of a box: a module's type, an op's or input's first output shape. */
+export function subOf(graph, k) {
+  const kind = graph.kind[k];
+  if (kind === "m") return graph.type[k];
+  const outs = graph.outs[k];
+  if (kind === "p" || kind === "i") return outs.length ? graph.tensors[outs[0]].split(" ")[0] : kind === "p" ? "op" : "";
+  const ins = graph.ins[k];
+  return ins.length ? graph.tensors[ins[0]].split(" ")[0] : "";
+}
+
+/** The class a marked box gets: its own break(s), or only breaks inside it. */
+function markClass(m) {
+  if (!m) return "";
+  return m.own.length ? " lk-broken" : " lk-broken-inside";
+}
+
+/** A round badge centred at (x, y) with the number of breaks; its title says which. */
+function badge(m, x, y) {
+  if (!m) return "";
+  const n = markCount(m);
+  return (
+    `<g class="lk-mark" data-breaks="${n}" transform="translate(${x},${y})"><title>${esc(markSummary(m))}</title>` +
+    `<circle r="8"/><text x="0" y="3.5">${n}</text></g>`
+  );
+}
+
+/**
+ * Expanded calls as frames with a label and a collapse toggle.
+ * @param marks Map box -> {own, inside} (liftMarks), or null
+ */
+export function groupsSvg(graph, vis, layout, rolled, marks = null) {
+  let out = "";
+  for (const g of vis.groups) {
+    const p = layout.pos.get(g);
+    const m = marks && marks.get(g);
+    const label = `${labelOf(graph, g, rolled)} · ${graph.type[g]}`;
+    out +=
+      `<g class="lk-group${markClass(m)}" data-k="${g}" transform="translate(${p.x.toFixed(1)},${p.y.toFixed(1)})">` +
+      `<rect class="lk-frame" width="${p.w.toFixed(1)}" height="${p.h.toFixed(1)}" rx="6"/>` +
+      `<text class="lk-glabel" x="20" y="15">${esc(label)}</text>` +
+      `<g class="lk-toggle" data-k="${g}" data-act="collapse"><rect x="4" y="5" width="12" height="12" rx="2"/>` +
+      `<text x="10" y="15">−</text></g>` +
+      badge(m, p.w.toFixed(1), 0) +
+      `</g>`;
+  }
+  return out;
+}
+
+/** Drawn boxes: rolled blocks stacked, calls with hidden insides with an expand toggle. */
+export function nodesSvg(graph, vis, layout, rolled, marks = null) {
+  let out = "";
+  for (const k of vis.boxes) {
+    const p = layout.pos.get(k);
+    const m = marks && marks.get(k);
+    const label = labelOf(graph, k, rolled);
+    const stacked = rolled.count.has(k);
+    out +=
+      `<g class="lk-node lk-kind-${graph.kind[k]}${markClass(m)}" data-k="${k}" transform="translate(${p.x.toFixed(1)},${p.y.toFixed(1)})">` +
+      (stacked ? `<rect class="lk-stack" x="4" y="-4" width="${p.w}" height="${p.h}" rx="4"/>` : "") +
+      `<rect class="lk-box" width="${p.w}" height="${p.h}" rx="4"/>` +
+      `<text class="lk-label" x="${p.w / 2}" y="15">${esc(label)}</text>` +
+      `<text class="lk-sub" x="${p.w / 2}" y="28">${esc(subOf(graph, k))}</text>` +
+      (vis.hasKids[k]
+        ? `<g class="lk-toggle" data-k="${k}" data-act="expand"><rect x="${p.w - 15}" y="3" width="12" height="12" rx="2"/>` +
+          `<text x="${p.w - 9}" y="13">+</text></g>`
+        : "") +
+      badge(m, 0, 0) +
+      `</g>`;
+  }
+  return out;
+}
+
+/**
+ * Edges as paths ending in this view's arrow marker.
+ * @param arrowId the view's own marker id (ids are page-wide: one per view, see uid())
+ */
+export function edgesSvg(layout, input, edges, arrowId) {
+  let out =
+    `<defs><marker id="${arrowId}" viewBox="0 0 8 8" refX="7" refY="4" markerWidth="7" markerHeight="7" orient="auto">` +
+    `<path class="lk-arrow" d="M0,0L8,4L0,8z"/></marker></defs>`;
+  edges.forEach(([s, d], i) => {
+    const pts = edgePoints(layout, input.route[i], s, d);
+    out += `<path class="lk-edge" data-e="${i}" d="${pathOf(pts)}" marker-end="url(#${arrowId})"/>`;
+  });
+  return out;
+}

@@ -1,0 +1,41 @@
+// Graph-break marks on the GraphView: which drawn box shows each mark. Pure, no DOM;
+// unit-tested by widgets/test/graph_marks.test.mjs.
+//
+// The payload's `marks` is {trace node id: [text, ...]} (labkit/widgets/graph.py): one
+// text per graph break in that module call. A mark shows on its own box while the call
+// is drawn; while it is hidden (inside a collapsed call) it shows on the drawn box that
+// holds it, as "N graph breaks inside", so expanding moves it to the right node.
+
+/**
+ * @param graph the graph payload (ids: trace id per payload index)
+ * @param boxOf per payload index, the index of the drawn box that holds it (visibleNodes)
+ * @param marks {trace node id: [text, ...]}
+ * @returns Map drawn box index -> {own: [text], inside: [text]}
+ */
+export function liftMarks(graph, boxOf, marks) {
+  const index = new Map(graph.ids.map((id, k) => [id, k]));
+  const out = new Map();
+  for (const [id, texts] of Object.entries(marks || {})) {
+    const k = index.get(Number(id));
+    if (k === undefined) continue; // not drawn at any expansion (graph.py maps rolled calls)
+    const box = boxOf[k];
+    if (!out.has(box)) out.set(box, { own: [], inside: [] });
+    out.get(box)[box === k ? "own" : "inside"].push(...texts);
+  }
+  return out;
+}
+
+const breaks = (n) => `${n} graph break${n === 1 ? "" : "s"}`;
+
+/** {own: [a], inside: [b, c]} -> "1 graph break, 2 inside" (the badge's title). */
+export function markSummary(m) {
+  const own = m.own.length;
+  const inside = m.inside.length;
+  if (!inside) return breaks(own);
+  return own ? `${breaks(own)}, ${inside} inside` : `${breaks(inside)} inside`;
+}
+
+/** How many breaks a badge counts. */
+export function markCount(m) {
+  return m.own.length + m.inside.length;
+}

@@ -1,0 +1,46 @@
+// The GraphView's tooltip: path, type, shapes, figures and graph breaks of one box, as
+// HTML. Pure (no DOM); unit-tested by widgets/test/graph_draw.test.mjs.
+import { esc } from "./_ui.js";
+
+const KIND_NAMES = { i: "input", o: "output", m: "module", p: "op" };
+
+/**
+ * @param graph the graph payload
+ * @param rolled rolledInfo(graph)
+ * @param k payload index of the box
+ * @param values {metric key: [value per payload node]}
+ * @param metrics [{key, label, fmt}] (metricDefs of the payload)
+ * @param mark {own: [text], inside: [text]} of this box (liftMarks), or undefined
+ */
+export function tipHtml(graph, rolled, k, values, metrics, mark) {
+  const kind = graph.kind[k];
+  const path = kind === "m" ? graph.name[k] || `(root) ${graph.model || ""}` : graph.name[k];
+  const tens = (list) => list.map((t) => esc(graph.tensors[t])).join(", ") || "-";
+  let html = `<div><b>${esc(path)}</b> <span class="lk-tip-k">${esc(graph.type[k])} · ${KIND_NAMES[kind]}</span></div>`;
+  if (rolled.count.has(k)) html += `<div>${esc(rolled.name.get(k))}: ${rolled.count.get(k)} identical calls, figures summed</div>`;
+  if (graph.total_runs > 1 && graph.runs) html += `<div>ran in ${graph.runs[k]} of ${graph.total_runs} merged runs; figures are per-run means</div>`;
+  html += `<div><span class="lk-tip-k">in:</span> ${tens(graph.ins[k])}</div>`;
+  html += `<div><span class="lk-tip-k">out:</span> ${tens(graph.outs[k])}</div>`;
+  for (const { key, label, fmt } of metrics) {
+    const v = (values[key] || [])[k];
+    if (v) html += `<div><span class="lk-tip-k">${esc(label)}:</span> ${esc(fmt(v))}</div>`;
+  }
+  if (mark) html += breaksHtml(mark);
+  return html;
+}
+
+function breaksHtml(mark) {
+  const line = (text) => `<div style="white-space:normal">${esc(text)}</div>`;
+  let html = "";
+  if (mark.own.length) {
+    const n = mark.own.length;
+    html += `<div class="lk-error-text"><b>graph break${n > 1 ? `s (${n})` : ""} here:</b></div>`;
+    html += mark.own.map(line).join("");
+  }
+  if (mark.inside.length) {
+    const n = mark.inside.length;
+    html += `<div class="lk-error-text"><b>${n} graph break${n > 1 ? "s" : ""} inside</b> (expand to see where):</div>`;
+    html += mark.inside.map(line).join("");
+  }
+  return html;
+}

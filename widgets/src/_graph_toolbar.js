@@ -1,0 +1,58 @@
+// The GraphView's toolbar: colour-by metric, legend, search, depth, zoom, fit, export.
+// buildToolbar makes the elements (DOM); metricDefs and legendHtml are pure and
+// unit-tested by widgets/test/graph_toolbar.test.mjs.
+import { formatterOf } from "./_units.js";
+import { esc, h } from "./_ui.js";
+
+/** The payload's {key: [label, unit]} as [{key, label, unit, fmt}], in payload order. */
+export function metricDefs(table) {
+  return Object.entries(table || {}).map(([key, [label, unit]]) => ({ key, label, unit, fmt: formatterOf(unit) }));
+}
+
+/** The colour legend: min and max of the scale in the metric's unit, or "no ... recorded". */
+export function legendHtml(scale, def) {
+  if (!def) return "";
+  if (!scale.max) return `<span>no ${esc(def.label)} recorded</span>`;
+  const stops = [0, 0.25, 0.5, 0.75, 1].map((t) => scale.at(t)).join(",");
+  return (
+    `<span>${esc(def.fmt(scale.min))}</span><span class="lk-bar" style="background:linear-gradient(90deg,${stops})"></span>` +
+    `<span>${esc(def.fmt(scale.max))}</span>${scale.log ? "<span>(log)</span>" : ""}`
+  );
+}
+
+/**
+ * @param act {zoomIn, zoomOut, fit, svg, png}: what the buttons do
+ * @returns {el, metricSel, search, depthIn, legend, setMetrics(defs)}
+ */
+export function buildToolbar(act) {
+  const metricSel = h("select", { title: "colour by", class: "lk-metric" });
+  const search = h("input", { type: "search", placeholder: "search modules / ops", class: "lk-search", size: "18" });
+  const depthIn = h("input", { type: "number", min: "0", max: "64", class: "lk-depth", title: "expand to depth", style: "width:3.5em" });
+  const legend = h("div", { class: "lk-legend" });
+  const btn = (text, title, fn, cls = "") => h("button", { title, onclick: fn, class: cls }, text);
+  const el = h(
+    "div",
+    { class: "lk-toolbar" },
+    h("span", {}, "colour"),
+    metricSel,
+    legend,
+    h("span", { class: "lk-spacer" }),
+    search,
+    h("span", {}, "depth"),
+    depthIn,
+    btn("−", "zoom out", act.zoomOut),
+    btn("+", "zoom in", act.zoomIn),
+    btn("Fit", "fit to view", act.fit, "lk-fit"),
+    btn("SVG", "export SVG", act.svg),
+    btn("PNG", "export PNG", act.png),
+  );
+  let shown = "";
+  /** Offer these metrics in the colour-by list (rebuilt only when the list changes). */
+  function setMetrics(defs) {
+    const sig = defs.map((d) => `${d.key}:${d.label}`).join("|");
+    if (sig === shown) return;
+    shown = sig;
+    metricSel.replaceChildren(...defs.map((d) => h("option", { value: d.key }, d.label)));
+  }
+  return { el, metricSel, search, depthIn, legend, setMetrics };
+}

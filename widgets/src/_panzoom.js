@@ -1,0 +1,85 @@
+// Pan and zoom of the GraphView: the view transform {x, y, k} (screen = x + k * drawing).
+// fitView, zoomView, centerView and inSight are pure and unit-tested by
+// widgets/test/panzoom.test.mjs; attachPanZoom wires the pointer and the wheel.
+import { fitScale, MIN_SCALE } from "./_graphcore.js";
+
+const PAD = 20; // drawing units of margin around the graph when fitted
+const K_MIN = 0.02;
+const K_MAX = 8;
+
+/**
+ * Fit a w x h drawing in a cw x ch canvas, but never below a legible text size: a
+ * bigger graph opens at MIN_SCALE, top centred, and is explored by panning.
+ */
+export function fitView(cw, ch, w, h) {
+  const k = fitScale(cw, ch, w + 2 * PAD, h + 2 * PAD);
+  const x = (cw - w * k) / 2;
+  let y = Math.max(PAD * k, (ch - h * k) / 2);
+  if (h * k + 2 * PAD > ch) y = PAD;
+  return { x, y, k };
+}
+
+/** Zoom by factor f about the screen point (cx, cy), which stays put. */
+export function zoomView(view, f, cx, cy) {
+  const k = Math.min(K_MAX, Math.max(K_MIN, view.k * f));
+  return { x: cx - ((cx - view.x) * k) / view.k, y: cy - ((cy - view.y) * k) / view.k, k };
+}
+
+/** Centre box p ({x, y, w, h} in drawing units) in the canvas, at scale >= 1. */
+export function centerView(view, p, cw, ch) {
+  const k = Math.max(view.k, 1);
+  return { x: cw / 2 - (p.x + p.w / 2) * k, y: ch / 2 - (p.y + p.h / 2) * k, k };
+}
+
+/** Whether box p is wholly in sight and legible (no need to move to show it). */
+export function inSight(view, p, cw, ch) {
+  const x0 = view.x + p.x * view.k;
+  const y0 = view.y + p.y * view.k;
+  const inside = x0 >= 0 && y0 >= 0 && x0 + p.w * view.k <= cw && y0 + p.h * view.k <= ch;
+  return inside && view.k >= MIN_SCALE;
+}
+
+/**
+ * Drag to pan, wheel to zoom about the pointer; a click that did not drag is a click.
+ * @param canvas the element receiving the pointer
+ * @param view {x, y, k}, changed in place by a drag
+ * @param on {panned(), zoom(f, cx, cy), hover(event), click(event), leave()}
+ */
+export function attachPanZoom(canvas, view, on) {
+  let drag = null;
+  canvas.addEventListener("pointerdown", (e) => {
+    if (e.button !== 0) return;
+    drag = { x: e.clientX, y: e.clientY, vx: view.x, vy: view.y, moved: false };
+  });
+  canvas.addEventListener("pointermove", (e) => {
+    if (drag && (e.buttons & 1) === 1) {
+      const dx = e.clientX - drag.x;
+      const dy = e.clientY - drag.y;
+      if (Math.abs(dx) + Math.abs(dy) > 3) drag.moved = true;
+      if (drag.moved) {
+        canvas.classList.add("lk-panning");
+        view.x = drag.vx + dx;
+        view.y = drag.vy + dy;
+        on.panned();
+        return;
+      }
+    }
+    on.hover(e);
+  });
+  canvas.addEventListener("pointerup", () => canvas.classList.remove("lk-panning"));
+  canvas.addEventListener("pointerleave", () => on.leave());
+  canvas.addEventListener("click", (e) => {
+    const dragged = drag && drag.moved;
+    drag = null;
+    if (!dragged) on.click(e);
+  });
+  canvas.addEventListener(
+    "wheel",
+    (e) => {
+      e.preventDefault();
+      const r = canvas.getBoundingClientRect();
+      on.zoom(Math.exp(-e.deltaY * 0.0015), e.clientX - r.left, e.clientY - r.top);
+    },
+    { passive: false },
+  );
+}
