@@ -10,6 +10,7 @@ import traitlets as t
 
 from labkit.trace.graph import DEFAULT_DEPTH, VisibleGraph, default_expanded, visible_graph
 from labkit.widgets._base import TraceWidget
+from labkit.widgets._graph_marks import break_dicts, break_marks
 from labkit.widgets._keep import MONO
 from labkit.widgets._payload import METRICS, graph_state
 
@@ -27,7 +28,9 @@ class GraphView(TraceWidget):
     Nested module calls are frames you open and close (``+`` / ``-``), repeated blocks
     are rolled into one box with an ``x N`` badge, boxes are coloured by the chosen
     metric, hovering shows path, type, shapes and figures, clicking selects. Search,
-    zoom, pan, fit and SVG/PNG export are in the toolbar.
+    zoom, pan, fit and SVG/PNG export are in the toolbar. Given a compile comparison's
+    graph breaks, the modules where the graph broke carry a badge (a collapsed call
+    counts the breaks inside it) and the tooltip gives each reason and source line.
 
     Args:
         trace: The trace to show.
@@ -39,6 +42,8 @@ class GraphView(TraceWidget):
         rolled: Roll repeated blocks into one box.
         height: Height of the view in pixels.
         throttle: Minimum seconds between two :meth:`update` deliveries.
+        breaks: Graph breaks to mark (see :meth:`mark_breaks`): a ``labkit.compare``
+            result with a compile recipe, one of its rows, or a list of break dicts.
 
     Returns:
         A widget; ``view.selected`` is the module path of the clicked node.
@@ -48,6 +53,8 @@ class GraphView(TraceWidget):
         >>> view                                                        # doctest: +SKIP
         >>> view.selected                                               # doctest: +SKIP
         'blocks.0.conv1'
+        >>> cmp = labkit.compare(model, x, Recipe(compile="default"))  # doctest: +SKIP
+        >>> labkit.trace(model, x).show(breaks=cmp)                     # doctest: +SKIP
     """
 
     _bundle = "graph"
@@ -60,6 +67,8 @@ class GraphView(TraceWidget):
     selected = t.Unicode(None, allow_none=True).tag(sync=True)
     selected_node = t.Int(-1).tag(sync=True)
     height = t.Int(560).tag(sync=True)
+    #: Graph-break marks: ``{trace node id (as text): [one line per break]}``.
+    marks = t.Dict().tag(sync=True)
 
     def __init__(
         self,
@@ -71,7 +80,9 @@ class GraphView(TraceWidget):
         rolled: bool = True,
         height: int = 560,
         throttle: float = 0.25,
+        breaks: Any = None,
     ) -> None:
+        self._breaks = [] if breaks is None else break_dicts(breaks)
         self._rolled = rolled
         self._depth = depth
         self._first_expanded = None if expanded is None else sorted(expanded)
@@ -81,11 +92,39 @@ class GraphView(TraceWidget):
     def _state(self, trace: Trace, settings: dict[str, Any]) -> dict[str, Any]:
         depth = settings.get("depth", self._depth)
         graph, metrics, expanded = graph_state(trace, rolled=self._rolled, depth=depth)
+        marks = self._marks_of(trace)
         if graph["key"] == self.graph.get("key"):
-            return {"metrics": metrics}  # same structure: recolour, no new layout
+            return {"metrics": metrics, "marks": marks}  # same structure: no new layout
         if self._first_expanded is not None:  # the caller's choice, once
             expanded, self._first_expanded = self._first_expanded, None
-        return {"graph": graph, "metrics": metrics, "expanded": expanded}
+        return {"graph": graph, "metrics": metrics, "expanded": expanded, "marks": marks}
+
+    def _marks_of(self, trace: Trace) -> dict[str, list[str]]:
+        marks = break_marks(trace, self._breaks, rolled=self._rolled)
+        return {str(nid): texts for nid, texts in sorted(marks.items())}
+
+    def mark_breaks(self, breaks: Any) -> GraphView:
+        """Mark the module calls where ``torch.compile``'s graph broke.
+
+        Every call of each break's module gets a badge; a collapsed call shows how many
+        breaks are inside it, and the tooltip gives each reason and source line. A break
+        whose module has no call in this view's trace is not marked: a warning names it.
+
+        Args:
+            breaks: A ``labkit.compare`` result with a compile recipe (every compiled
+                row's breaks), one :class:`~labkit.optimize.RecipeResult`, or a list of
+                break dicts (``reason``, ``module``, ``module_type``, ``source``,
+                ``count``); ``[]`` clears the marks.
+
+        Returns:
+            The view, so ``GraphView(trace).mark_breaks(cmp)`` shows it.
+
+        Raises:
+            ValueError: A comparison or row without a compiled recipe.
+        """
+        self._breaks = break_dicts(breaks)
+        self.marks = self._marks_of(self._trace)
+        return self
 
     def _apply(self, trace: Trace) -> None:
         self._depth = self.depth
@@ -120,7 +159,8 @@ class GraphView(TraceWidget):
     def __repr__(self) -> str:
         g = self.visible()
         sel = f", selected={self.selected!r}" if self.selected is not None else ""
+        marked = f", marked={len(self.marks)}" if self.marks else ""
         return (
             f"GraphView(model={self._trace.meta.model}, nodes={len(self._trace.nodes)}, "
-            f"boxes={len(g.boxes)}, groups={len(g.groups)}, metric={self.metric!r}{sel})"
+            f"boxes={len(g.boxes)}, groups={len(g.groups)}, metric={self.metric!r}{sel}{marked})"
         )
