@@ -4,52 +4,60 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import anywidget
 import traitlets as t
 
-from labkit.optimize.recipe import (
-    COMPILE_MODES,
-    MATMUL_PRECISIONS,
-    PRECISIONS,
-    QUANTIZATIONS,
-    Recipe,
-    RecipeError,
-)
+from labkit.optimize.recipe import Recipe, RecipeError
+from labkit.widgets import _optimize_fields as fields
 from labkit.widgets._assets import bundle_path
 from labkit.widgets._keep import KeepsPicture
-from labkit.widgets._measure_budget import loss_label, probe_step_s, spread, steps_for_budget
-
-_CHOICES = {
-    "precision": list(PRECISIONS),
-    "quantization": [q or "none" for q in QUANTIZATIONS],
-    "compile": [c or "none" for c in COMPILE_MODES],
-    "matmul_precision": list(MATMUL_PRECISIONS),
-}
+from labkit.widgets._measure_budget import loss_label, probe_step_s, steps_for_budget
 
 
 class OptimizePanel(KeepsPicture, anywidget.AnyWidget):
     """Edit a :class:`~labkit.optimize.Recipe`, measure it against fp32, and apply it.
 
-    The toggles and dropdowns are bound to ``panel.recipe`` both ways. "Measure" runs
+    The controls are bound to ``panel.recipe`` both ways; which controls there are
+    comes from Python (``choices``: one entry per Recipe field with its options and
+    the modes it applies to), and a control that does nothing in the current mode, or
+    with the chosen export, is disabled with the reason (``locks``). "Measure" runs
     :func:`labkit.compare` on the model and batch in a background thread (progress
     shows in the panel; the kernel stays free), then shows a table and a bar chart.
-    "Apply" hands the recipe to ``on_apply`` and/or sets ``target.recipe`` (a Lab).
+
+    Modes: ``"train"`` times forward, backward and an optimizer step; ``"inference"``
+    times the forward in eval mode, and its table has latency, samples/s, latency at
+    ``batch_sizes``, export time, output deviation and the first drifting layer. An
+    export (``torch.export``, or ``onnxruntime`` when its extra is installed) is a
+    deployment target measured in inference mode: choosing one switches the panel to
+    inference and resets the fields an export does not combine with (both said in
+    ``notice``); switching back to train resets the export. A model that cannot be
+    exported gives a row with the exporter's one-line reason (construct and module).
+
+    "Apply" hands the recipe to ``on_apply`` and sets ``target.recipe`` (a Lab); without
+    ``on_apply`` it records the Recipe in the notebook for ``labkit promote``. With an
+    export recipe, Apply makes the deployable model instead: the model (in eval mode)
+    exported on ``batch`` is put in ``panel.exported`` and ``on_apply`` is called, but
+    ``target.recipe`` is not set and nothing is recorded for promote, because a Lab
+    trains and an export runs inference only; ``notice`` says so. A model that cannot be
+    exported fails there with the one-line reason in ``error``.
 
     Args:
         model: The model to measure (not changed).
         batch: Its input (tensor, tuple or dict), as for :func:`labkit.compare`.
         recipe: Starting Recipe (default: fp32 eager).
         loss: ``loss(output) -> scalar`` for train mode.
-        mode: ``"train"`` or ``"inference"``.
+        mode: ``"train"`` or ``"inference"`` (an export recipe starts in inference).
         steps: Timed steps per recipe (ignored when ``budget_s`` is given).
         budget_s: Seconds of timed steps for the whole measurement: the panel times the
             model's forward on the batch first and picks the steps per recipe from it
             (:func:`steps_for_budget`), so a big model is not run 5 times only and a small
             one not thousands. Each step time is shown as a median with its IQR.
         warmup: Warm-up steps per recipe.
+        batch_sizes: Inference mode: also time each recipe at these batch sizes (the
+            batch cut or repeated along dim 0); editable in the panel.
         on_apply: Called with the Recipe when "Apply" is pressed; without one, Apply
             records the Recipe in the notebook (``labkit.promote.record_recipe``) so that
             ``labkit promote`` writes it into the script.
@@ -58,19 +66,23 @@ class OptimizePanel(KeepsPicture, anywidget.AnyWidget):
 
     Example:
         >>> panel = OptimizePanel(model, x, mode="inference")  # doctest: +SKIP
-        >>> panel.recipe = Recipe(precision="bf16-mixed")      # doctest: +SKIP
+        >>> panel.recipe = Recipe(export="torch.export")        # doctest: +SKIP
         >>> panel.measure().join()                              # doctest: +SKIP
-        >>> panel.comparison.result("bf16-mixed").speedup       # doctest: +SKIP
+        >>> panel.comparison.result("torch.export").rel         # doctest: +SKIP
     """
 
     recipe_state = t.Dict().tag(sync=True)
-    choices = t.Dict(_CHOICES).tag(sync=True)
+    choices = t.Dict().tag(sync=True)
+    locks = t.Dict().tag(sync=True)
     mode = t.Unicode("train").tag(sync=True)
+    batch_sizes = t.List(t.Int()).tag(sync=True)
     running = t.Bool(False).tag(sync=True)
     progress = t.Float(0.0).tag(sync=True)
     status = t.Unicode("").tag(sync=True)
+    notice = t.Unicode("").tag(sync=True)
     error = t.Unicode("").tag(sync=True)
     results: t.List[dict[str, Any]] = t.List().tag(sync=True)
+    measured_mode = t.Unicode("").tag(sync=True)
     applied_label = t.Unicode("").tag(sync=True)
     loss_label = t.Unicode("").tag(sync=True)
 
@@ -89,11 +101,12 @@ class OptimizePanel(KeepsPicture, anywidget.AnyWidget):
         steps: int = 5,
         warmup: int = 1,
         budget_s: float | None = None,
+        batch_sizes: Sequence[int] = (),
         on_apply: Callable[[Recipe], Any] | None = None,
         target: Any = None,
         **compare_kwargs: Any,
     ) -> None:
-        if mode not in ("train", "inference"):
+        if mode not in fields.MODES:
             raise ValueError(
                 f"OptimizePanel(mode=...) must be 'train' or 'inference', got {mode!r}"
             )
@@ -113,17 +126,32 @@ class OptimizePanel(KeepsPicture, anywidget.AnyWidget):
             steps_for_budget(budget_s, 1.0, 1)  # fails now, naming the argument
         self.compare_kwargs = compare_kwargs
         self.comparison: Any = None
+        self.exported: Any = None
         self._thread: threading.Thread | None = None
-        self._last_valid = (recipe or Recipe()).to_dict()
+        self._fields = fields.fields()
+        self._reset_note = ""
+        recipe = recipe or Recipe()
+        self._last_valid = recipe.to_dict()
+        notice = ""
+        if recipe.export and mode != "inference":
+            mode, notice = "inference", _SWITCHED.format(export=recipe.export)
         super().__init__(
-            recipe_state=self._last_valid, mode=mode, loss_label=loss_label(mode, loss)
+            recipe_state=self._last_valid,
+            choices={"fields": self._fields, "modes": list(fields.MODES)},
+            locks=fields.locks(mode, recipe, self._fields),
+            mode=mode,
+            batch_sizes=list(batch_sizes),
+            notice=notice,
+            loss_label=loss_label(mode, loss),
         )
+        self.observe(self._on_recipe, "recipe_state")
+        self.observe(self._on_mode, "mode")
         self.on_msg(self._on_custom)
 
     # ----------------------------------------------------------------- recipe
     @property
     def recipe(self) -> Recipe:
-        """The Recipe the toggles show; settable from Python."""
+        """The Recipe the controls show; settable from Python."""
         return Recipe.from_dict(self.recipe_state)
 
     @recipe.setter
@@ -134,14 +162,72 @@ class OptimizePanel(KeepsPicture, anywidget.AnyWidget):
 
     @t.validate("recipe_state")
     def _check_state(self, proposal: dict[str, Any]) -> dict[str, Any]:
+        value = dict(proposal["value"])
+        state: dict[str, Any] | None
         try:
-            state = Recipe.from_dict(dict(proposal["value"])).to_dict()
+            state = Recipe.from_dict(value).to_dict()
         except (RecipeError, TypeError) as exc:
-            self.error = str(exc)  # shown in the panel; keep the last valid recipe
-            return dict(self._last_valid)
+            state = self._with_new_export(value)
+            if state is None:
+                self.error = str(exc)  # shown in the panel; keep the last valid recipe
+                return dict(self._last_valid)
         self.error = ""
         self._last_valid = state
         return state
+
+    def _with_new_export(self, value: dict[str, Any]) -> dict[str, Any] | None:
+        """A newly chosen export with fields it does not combine with: those reset."""
+        export = value.get("export")
+        if export in (None, fields.NONE) or export == self._last_valid.get("export"):
+            return None
+        reset = fields.without_export_clash(value, self._fields)
+        try:
+            state = Recipe.from_dict(value).to_dict()
+        except (RecipeError, TypeError):
+            return None
+        self._reset_note = (
+            f"export={export!r} runs the exported fp32 graph as it is: "
+            f"{', '.join(reset)} reset to the default"
+        )
+        return state
+
+    @t.validate("mode")
+    def _check_mode(self, proposal: dict[str, Any]) -> str:
+        mode = str(proposal["value"])
+        if mode not in fields.MODES:
+            self.error = f"mode must be 'train' or 'inference', got {mode!r}"
+            return self.mode
+        return mode
+
+    @t.validate("batch_sizes")
+    def _check_sizes(self, proposal: dict[str, Any]) -> list[int]:
+        sizes = list(proposal["value"])
+        if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in sizes):
+            raise t.TraitError(f"OptimizePanel.batch_sizes must be ints >= 1, got {sizes!r}")
+        return sizes
+
+    def _on_recipe(self, change: dict[str, Any]) -> None:
+        recipe, notes = self.recipe, [self._reset_note]
+        self._reset_note = ""
+        if recipe.export and self.mode != "inference":
+            notes.append(_SWITCHED.format(export=recipe.export))
+        if any(notes):
+            self.notice = "; ".join(n for n in notes if n)
+        if recipe.export and self.mode != "inference":
+            self.mode = "inference"  # _on_mode updates the locks
+        else:
+            self.locks = fields.locks(self.mode, recipe, self._fields)
+
+    def _on_mode(self, change: dict[str, Any]) -> None:
+        self.loss_label = loss_label(self.mode, self.loss)
+        recipe = self.recipe
+        if self.mode == "train" and recipe.export:
+            self.notice = (
+                f"export={recipe.export!r} is measured in inference mode only: export reset "
+                "to none for training"
+            )
+            self.recipe = recipe.replace(export=None)
+        self.locks = fields.locks(self.mode, self.recipe, self._fields)
 
     # ----------------------------------------------------------------- actions
     def measure(self) -> threading.Thread:
@@ -156,15 +242,21 @@ class OptimizePanel(KeepsPicture, anywidget.AnyWidget):
             )
         if self._thread is not None and self._thread.is_alive():
             return self._thread
-        recipe = self.recipe
+        recipe, mode = self.recipe, self.mode
         self.running, self.progress, self.error, self.status = True, 0.0, "", "starting"
-        self._thread = threading.Thread(target=self._measure, args=(recipe,), daemon=True)
+        self._thread = threading.Thread(target=self._measure, args=(recipe, mode), daemon=True)
         self._thread.start()
         return self._thread
 
     def apply(self) -> Recipe:
-        """Hand the current recipe to ``on_apply`` / ``target.recipe``; return it."""
+        """Hand the current recipe to ``on_apply`` / ``target.recipe``; return it.
+
+        An export recipe instead exports the model into ``panel.exported`` (see the class
+        docstring): ``target.recipe`` is left as it is and nothing is recorded.
+        """
         recipe = self.recipe
+        if recipe.export:
+            return self._apply_export(recipe)
         if self.target is not None:
             self.target.recipe = recipe
         if self.on_apply is not None:
@@ -176,7 +268,42 @@ class OptimizePanel(KeepsPicture, anywidget.AnyWidget):
         self.applied_label = recipe.label
         return recipe
 
-    def _measure(self, recipe: Recipe) -> None:
+    def _apply_export(self, recipe: Recipe) -> Recipe:
+        import torch
+
+        from labkit._tensors import split_batch
+        from labkit.optimize.apply import apply
+        from labkit.optimize.export import exported
+
+        if self.model is None or self.batch is None:
+            raise ValueError(
+                f"Apply with export={recipe.export!r} exports the model on its batch: "
+                "OptimizePanel(model, batch)"
+            )
+        args, kwargs = split_batch(self.batch, strict="OptimizePanel(batch=...)")
+        was = self.model.training
+        self.model.eval()  # an export is for inference; apply() copies the model
+        try:
+            deployed = apply(self.model, recipe)
+        finally:
+            self.model.train(was)
+        with torch.no_grad():
+            deployed(*args, **kwargs)  # exports now: a failure names construct and module
+        self.exported = deployed
+        if self.on_apply is not None:
+            self.on_apply(recipe)
+        fwd = exported(deployed)
+        took = f" in {fwd.export_time:.2f} s" if fwd and fwd.export_time is not None else ""
+        kept = "target.recipe not changed, " if self.target is not None else ""
+        self.notice = (
+            f"panel.exported holds the model exported by {recipe.export}{took}; {kept}nothing "
+            "recorded for promote: an export is a deployment target for inference, not a "
+            "training recipe"
+        )
+        self.applied_label = recipe.label
+        return recipe
+
+    def _measure(self, recipe: Recipe, mode: str) -> None:
         from labkit.optimize.compare import compare
 
         last = [0.0]
@@ -192,22 +319,26 @@ class OptimizePanel(KeepsPicture, anywidget.AnyWidget):
             recipes = {recipe.label: recipe} if not recipe.is_default else {}
             steps = self.steps
             if self.budget_s is not None:
-                per_step = probe_step_s(self.model, self.batch, self.mode)
+                per_step = probe_step_s(self.model, self.batch, mode)
                 steps = steps_for_budget(self.budget_s, per_step, 1 + len(recipes))
+            extra = dict(self.compare_kwargs)
+            if mode == "inference" and self.batch_sizes:
+                extra["batch_sizes"] = tuple(self.batch_sizes)
             cmp = compare(
                 self.model,
                 self.batch,
                 recipes,
                 loss=self.loss,
-                mode=self.mode,
+                mode=mode,
                 steps=steps,
                 warmup=self.warmup,
                 progress=progress,
-                **self.compare_kwargs,
+                **extra,
             )
             self.comparison = cmp
             with self.hold_sync():
-                self.results = _rows(cmp)
+                self.results = fields.rows(cmp)
+                self.measured_mode = cmp.mode
                 self.status = f"measured {len(cmp.results)} recipes ({cmp.mode}, {cmp.steps} steps)"
                 self.progress = 1.0
         except Exception as exc:
@@ -230,33 +361,14 @@ class OptimizePanel(KeepsPicture, anywidget.AnyWidget):
             elif kind == "apply":
                 self.apply()
         except Exception as exc:
-            self.error = f"{type(exc).__name__}: {exc}"
+            self.error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0]}"
 
     def __repr__(self) -> str:
         model = type(self.model).__name__ if self.model is not None else None
         return f"OptimizePanel(recipe={self.recipe!r}, mode={self.mode!r}, model={model})"
 
 
-def _rows(cmp: Any) -> list[dict[str, Any]]:
-    keys = (
-        "label",
-        "step_time",
-        "speedup",
-        "throughput",
-        "compile_time",
-        "break_even",
-        "peak_memory",
-        "max_abs",
-        "rel",
-        "cosine",
-        "loss",
-        "drift_path",
-        "error",
-    )
-    out = []
-    for row in cmp.rows():
-        item = {k: row.get(k) for k in keys}
-        item["notes"] = row["notes"]
-        item.update(spread(row.get("step_times") or ()))
-        out.append(item)
-    return out
+_SWITCHED = (
+    "export={export!r} is a deployment target, measured in inference mode (eval, no grad): "
+    "the panel switched to inference"
+)

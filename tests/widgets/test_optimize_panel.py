@@ -30,7 +30,10 @@ def test_recipe_round_trip_and_repr(mlp):
         "OptimizePanel(recipe=Recipe(precision='bf16-mixed', checkpoint=('blocks.*',)), "
         "mode='train', model=MLP)"
     )
-    assert panel.choices["quantization"][0] == "none"
+    names = [f["name"] for f in panel.choices["fields"]]
+    assert sorted(names) == sorted(Recipe().to_dict())  # a control for every Recipe field
+    quant = next(f for f in panel.choices["fields"] if f["name"] == "quantization")
+    assert quant["options"][0]["value"] == "none" and quant["modes"] == ["train", "inference"]
 
 
 def test_front_end_state_is_validated(mlp):

@@ -1,6 +1,8 @@
-// OptimizePanel front end: toggles bound to the Recipe, Measure / Apply buttons,
-// a progress bar, a results table and a speed-up bar chart.
-import { fmtBytes, fmtRatio, fmtTime } from "./_shared.js";
+// OptimizePanel front end: controls bound to the Recipe, Measure / Apply buttons,
+// a progress bar, a results table and a speed-up bar chart. Which controls exist,
+// their options and the modes they apply to come from Python (the `choices` trait);
+// which are disabled now, and why, too (`locks`).
+import { fmtBytes, fmtCount, fmtRatio, fmtTime } from "./_shared.js";
 import { THEME } from "./_ui.js";
 
 const CSS = `
@@ -26,6 +28,10 @@ const CSS = `
 .lk-opt .lk-bar > div { height: 12px; background: #3b7dd8; }
 .lk-opt .lk-bar > div.lk-slow { background: #d8703b; }
 .lk-opt .lk-notes { color: var(--lk-fg2); font-size: 12px; margin: 0; padding-left: 18px; }
+.lk-opt .lk-notice { color: var(--lk-fg2); margin: 2px 0; }
+.lk-opt .lk-hint { color: var(--lk-fg2); font-size: 12px; margin: 0 0 6px; }
+.lk-opt label.lk-off { opacity: .55; }
+.lk-opt td.lk-failed { text-align: left; color: var(--lk-error); white-space: normal; }
 `;
 
 function el(tag, attrs = {}, ...kids) {
@@ -39,18 +45,71 @@ function el(tag, attrs = {}, ...kids) {
 }
 
 const num = (x, f) => (x === null || x === undefined ? "-" : f(x));
+const some = (rows, key) => rows.some((r) => !r.error && r[key] !== null && r[key] !== undefined);
 
-/** Recipe dict -> new dict with one field changed (checkpoint text -> list). Exported for tests. */
-export function withField(recipe, name, value) {
+/** Recipe dict -> new dict with one field changed. A list field (checkpoint) takes
+ * comma-separated text; a select's "none" stands for null. Exported for tests. */
+export function withField(recipe, name, value, kind) {
   const next = { ...recipe };
-  if (name === "checkpoint") {
-    next.checkpoint = String(value).split(",").map((s) => s.trim()).filter(Boolean);
-  } else if (name === "quantization" || name === "compile") {
-    next[name] = value === "none" ? null : value;
+  if (kind === "list" || name === "checkpoint") {
+    next[name] = String(value).split(",").map((s) => s.trim()).filter(Boolean);
   } else {
-    next[name] = value;
+    next[name] = value === "none" ? null : value;
   }
   return next;
+}
+
+/** The select value that shows a recipe field (null -> "none"). */
+export const shown = (value) => (value === null || value === undefined ? "none" : String(value));
+
+/** "1, 8,32" -> [1, 8, 32]; null when some entry is not an integer >= 1. */
+export function parseSizes(text) {
+  const parts = String(text).split(",").map((s) => s.trim()).filter(Boolean);
+  const sizes = parts.map(Number);
+  return sizes.every((n) => Number.isInteger(n) && n >= 1) ? sizes : null;
+}
+
+/** A control's state: disabled (with the reason) and the hint for this mode. */
+export function controlState(field, mode, locks) {
+  const why = (locks || {})[field.name];
+  return { disabled: !!why, title: why || "", hint: (field.hints || {})[mode] || "" };
+}
+
+/** The results table as text: {head, body}; a body entry is {label, cells} or
+ * {label, error}. Columns follow the mode measured and what the rows carry. */
+export function resultTable(rows, mode, lossHead) {
+  const inf = mode === "inference";
+  const spread = (r) => (r.step_q1 == null ? "-" : `${fmtTime(r.step_q1)} – ${fmtTime(r.step_q3)}`);
+  const cols = [
+    [inf ? "latency (median)" : "step (median)", (r) => num(r.step_median ?? r.step_time, fmtTime)],
+    ["IQR", spread],
+    ["steps", (r) => String(r.step_n ?? "-")],
+    ...(inf ? [["samples/s", (r) => num(r.throughput, fmtCount)]] : []),
+    ["speed-up", (r) => num(r.speedup, fmtRatio)],
+  ];
+  if (some(rows, "export_time")) cols.push(["export", (r) => num(r.export_time, fmtTime)]);
+  if (some(rows, "graph_breaks")) cols.push(["graph breaks", (r) => num(r.graph_breaks, String)]);
+  if (some(rows, "compile_time")) {
+    cols.push(["compile", (r) => num(r.compile_time, fmtTime)]);
+    cols.push(["break-even", (r) => (r.compile_time == null ? "-" : r.break_even == null ? "never" : `${Math.round(r.break_even)} steps`)]);
+  }
+  if (some(rows, "peak_memory")) cols.push(["peak mem", (r) => num(r.peak_memory, fmtBytes)]);
+  cols.push(["max abs", (r) => num(r.max_abs, (x) => x.toExponential(1))]);
+  cols.push(["rel", (r) => num(r.rel, (x) => x.toExponential(1))]);
+  cols.push(["cosine", (r) => num(r.cosine, (x) => x.toFixed(5))]);
+  if (lossHead) cols.push([lossHead, (r) => num(r.loss, (x) => x.toPrecision(4))]);
+  cols.push(["first drift", (r) => (r.drift_path == null ? "-" : r.drift_rel == null ? r.drift_path : `${r.drift_path} (rel ${r.drift_rel.toExponential(1)})`)]);
+  const sizes = [...new Set(rows.flatMap((r) => (r.per_batch || []).map((b) => b.batch_size)))].sort((a, b) => a - b);
+  for (const n of sizes) {
+    cols.push([`batch ${n}`, (r) => {
+      const b = (r.per_batch || []).find((x) => x.batch_size === n);
+      if (!b) return "-";
+      if (b.error) return `error: ${b.error}`;
+      return `${fmtTime(b.step_time)} · ${fmtCount(b.throughput)}/s · ${fmtRatio(b.speedup)}`;
+    }]);
+  }
+  const body = rows.map((r) => (r.error ? { label: r.label, error: r.error } : { label: r.label, cells: cols.map(([, f]) => f(r)) }));
+  return { head: ["recipe", ...cols.map(([h]) => h)], body };
 }
 
 function render({ model, el: root }) {
@@ -58,30 +117,59 @@ function render({ model, el: root }) {
   const box = el("div", { class: "lk-opt", "data-testid": "optimize-panel" });
   root.append(style, box);
 
-  const setRecipe = (name, value) => {
-    model.set("recipe_state", withField(model.get("recipe_state"), name, value));
+  const setRecipe = (name, value, kind) => {
+    model.set("recipe_state", withField(model.get("recipe_state"), name, value, kind));
     model.save_changes();
   };
 
+  // mode, then one control per Recipe field, as Python describes them
   const controls = el("div", { class: "lk-row" });
-  const selects = {};
-  for (const name of ["precision", "quantization", "compile", "matmul_precision"]) {
-    const sel = el("select", { "data-testid": `opt-${name}` });
-    for (const c of model.get("choices")[name] || []) sel.append(el("option", { value: c, text: c }));
-    sel.addEventListener("change", () => setRecipe(name, sel.value));
-    selects[name] = sel;
-    controls.append(el("label", {}, `${name.replace("_", " ")}`, sel));
+  const modeSel = el("select", { "data-testid": "opt-mode" });
+  for (const m of model.get("choices").modes || []) modeSel.append(el("option", { value: m, text: m }));
+  modeSel.addEventListener("change", () => {
+    model.set("mode", modeSel.value);
+    model.save_changes();
+  });
+  controls.append(el("label", {}, "mode", modeSel));
+  const inputs = {};
+  const labels = {};
+  for (const f of model.get("choices").fields || []) {
+    let input;
+    if (f.kind === "select") {
+      input = el("select", {});
+      for (const o of f.options) {
+        const opt = el("option", { value: o.value, text: o.label });
+        if (o.disabled) opt.disabled = true;
+        if (o.title) opt.title = o.title;
+        input.append(opt);
+      }
+      input.addEventListener("change", () => setRecipe(f.name, input.value, f.kind));
+    } else if (f.kind === "check") {
+      input = el("input", { type: "checkbox" });
+      input.addEventListener("change", () => setRecipe(f.name, input.checked, f.kind));
+    } else {
+      input = el("input", { type: "text", placeholder: f.placeholder || "", size: "28" });
+      input.addEventListener("change", () => setRecipe(f.name, input.value, f.kind));
+    }
+    input.setAttribute("data-testid", `opt-${f.name}`);
+    inputs[f.name] = input;
+    labels[f.name] = f.kind === "check" ? el("label", {}, input, f.label) : el("label", {}, f.label, input);
+    controls.append(labels[f.name]);
   }
-  const checks = {};
-  for (const name of ["channels_last", "fuse_conv_bn"]) {
-    const cb = el("input", { type: "checkbox", "data-testid": `opt-${name}` });
-    cb.addEventListener("change", () => setRecipe(name, cb.checked));
-    checks[name] = cb;
-    controls.append(el("label", {}, cb, name.replace(/_/g, " ")));
-  }
-  const ckpt = el("input", { type: "text", placeholder: "module paths, globs or types", "data-testid": "opt-checkpoint", size: "28" });
-  ckpt.addEventListener("change", () => setRecipe("checkpoint", ckpt.value));
-  controls.append(el("label", {}, "checkpoint", ckpt));
+  const sizes = el("input", { type: "text", size: "10", placeholder: "e.g. 1, 32", "data-testid": "opt-batch_sizes" });
+  sizes.addEventListener("change", () => {
+    const got = parseSizes(sizes.value);
+    if (got === null) {
+      error.textContent = `batch sizes must be integers >= 1, separated by commas; got "${sizes.value}"`;
+      return;
+    }
+    model.set("batch_sizes", got);
+    model.save_changes();
+  });
+  const sizesLabel = el("label", { title: "inference: also time each recipe at these batch sizes" }, "batch sizes", sizes);
+  controls.append(sizesLabel);
+  const hints = el("ul", { class: "lk-hint", "data-testid": "opt-hints" });
+  const notice = el("div", { class: "lk-notice", "data-testid": "opt-notice" });
 
   const actions = el("div", { class: "lk-row" });
   const measure = el("button", { "data-testid": "opt-measure", text: "Measure" });
@@ -94,17 +182,31 @@ function render({ model, el: root }) {
 
   const error = el("div", { class: "lk-error", "data-testid": "opt-error" });
   const results = el("div", { "data-testid": "opt-results" });
-  box.append(controls, actions, error, results);
+  box.append(controls, hints, notice, actions, error, results);
 
   const syncRecipe = () => {
     const r = model.get("recipe_state");
-    selects.precision.value = r.precision;
-    selects.quantization.value = r.quantization ?? "none";
-    selects.compile.value = r.compile ?? "none";
-    selects.matmul_precision.value = r.matmul_precision;
-    checks.channels_last.checked = !!r.channels_last;
-    checks.fuse_conv_bn.checked = !!r.fuse_conv_bn;
-    if (document.activeElement !== ckpt) ckpt.value = (r.checkpoint || []).join(", ");
+    const mode = model.get("mode");
+    const locks = model.get("locks");
+    modeSel.value = mode;
+    hints.replaceChildren();
+    for (const f of model.get("choices").fields || []) {
+      const input = inputs[f.name];
+      if (f.kind === "check") input.checked = !!r[f.name];
+      else if (f.kind === "list") {
+        if (document.activeElement !== input) input.value = (r[f.name] || []).join(", ");
+      } else input.value = shown(r[f.name]);
+      const st = controlState(f, mode, locks);
+      input.disabled = st.disabled;
+      labels[f.name].title = st.title;
+      labels[f.name].classList.toggle("lk-off", st.disabled);
+      if (st.disabled) hints.append(el("li", { text: `${f.label}: ${st.title}` }));
+      else if (st.hint) hints.append(el("li", { text: `${f.label}: ${st.hint}` }));
+    }
+    sizes.disabled = mode !== "inference";
+    sizesLabel.classList.toggle("lk-off", sizes.disabled);
+    if (document.activeElement !== sizes) sizes.value = (model.get("batch_sizes") || []).join(", ");
+    notice.textContent = model.get("notice");
   };
   const syncRun = () => {
     const running = model.get("running");
@@ -118,24 +220,16 @@ function render({ model, el: root }) {
     results.replaceChildren();
     const rows = model.get("results") || [];
     if (!rows.length) return;
-    // step time: median of the timed steps with the interquartile range next to it
-    const lossHead = model.get("loss_label");
-    const head = ["recipe", "step (median)", "IQR", "steps", "speed-up", "compile", "break-even", "peak mem",
-      "max abs", "cosine", ...(lossHead ? [lossHead] : []), "first drift"];
+    const { head, body } = resultTable(rows, model.get("measured_mode") || model.get("mode"), model.get("loss_label"));
     const table = el("table", { "data-testid": "opt-table" }, el("tr", {}, ...head.map((h) => el("th", { text: h }))));
-    for (const r of rows) {
-      const cells = r.error
-        ? [r.label, "error: " + r.error]
-        : [
-            r.label, num(r.step_median ?? r.step_time, fmtTime),
-            r.step_q1 == null ? "-" : `${fmtTime(r.step_q1)} – ${fmtTime(r.step_q3)}`, String(r.step_n ?? "-"),
-            num(r.speedup, fmtRatio), num(r.compile_time, fmtTime),
-            r.compile_time == null ? "-" : r.break_even == null ? "never" : `${Math.round(r.break_even)} steps`,
-            num(r.peak_memory, fmtBytes), num(r.max_abs, (x) => x.toExponential(1)),
-            num(r.cosine, (x) => x.toFixed(5)), ...(lossHead ? [num(r.loss, (x) => x.toPrecision(4))] : []),
-            r.drift_path ?? "-",
-          ];
-      table.append(el("tr", {}, ...cells.map((c) => el("td", { text: String(c) }))));
+    for (const r of body) {
+      const tr = el("tr", {}, el("td", { text: r.label }));
+      if (r.error) {
+        tr.append(el("td", { class: "lk-failed", colspan: String(head.length - 1), "data-testid": "opt-failed", text: `failed: ${r.error}` }));
+      } else {
+        for (const c of r.cells) tr.append(el("td", { text: c }));
+      }
+      table.append(tr);
     }
     const chart = el("div", { "data-testid": "opt-chart" });
     const max = Math.max(1, ...rows.map((r) => r.speedup || 0));
@@ -153,7 +247,7 @@ function render({ model, el: root }) {
   syncRecipe();
   syncRun();
   syncResults();
-  model.on("change:recipe_state", syncRecipe);
+  for (const k of ["recipe_state", "mode", "locks", "batch_sizes", "notice"]) model.on(`change:${k}`, syncRecipe);
   for (const k of ["running", "progress", "status", "error", "applied_label"]) model.on(`change:${k}`, syncRun);
   model.on("change:results", syncResults);
 }

@@ -1,7 +1,7 @@
-// withField: how the OptimizePanel turns a control's value into the next Recipe dict.
+// The OptimizePanel's pure functions: control value -> Recipe dict, control state, results table.
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { withField } from "../src/optimize_panel.js";
+import { controlState, parseSizes, resultTable, shown, withField } from "../src/optimize_panel.js";
 
 const base = { precision: "32", quantization: null, compile: null, checkpoint: [], channels_last: false };
 
@@ -19,4 +19,68 @@ test("checkpoint text becomes a list of trimmed names", () => {
 
 test("checkboxes pass booleans through", () => {
   assert.equal(withField(base, "channels_last", true).channels_last, true);
+});
+
+test("export and other selects: 'none' is null, a list kind splits like checkpoint", () => {
+  assert.equal(withField(base, "export", "torch.export").export, "torch.export");
+  assert.equal(withField({ ...base, export: "onnxruntime" }, "export", "none").export, null);
+  assert.deepEqual(withField(base, "layers", "a, b", "list").layers, ["a", "b"]);
+  assert.equal(shown(null), "none");
+  assert.equal(shown("torch.export"), "torch.export");
+});
+
+test("batch sizes parse from comma-separated text, or null when not integers >= 1", () => {
+  assert.deepEqual(parseSizes("1, 8,32 "), [1, 8, 32]);
+  assert.deepEqual(parseSizes(""), []);
+  assert.equal(parseSizes("1, 0"), null);
+  assert.equal(parseSizes("2.5"), null);
+  assert.equal(parseSizes("a"), null);
+});
+
+test("a control is disabled with Python's reason, else shows its hint for the mode", () => {
+  const field = { name: "precision", hints: { inference: "GradScaler in training only" } };
+  assert.deepEqual(controlState(field, "inference", {}), { disabled: false, title: "", hint: "GradScaler in training only" });
+  assert.deepEqual(controlState(field, "train", {}), { disabled: false, title: "", hint: "" });
+  const locked = controlState(field, "inference", { precision: "export runs fp32" });
+  assert.equal(locked.disabled, true);
+  assert.equal(locked.title, "export runs fp32");
+});
+
+const fp32 = {
+  label: "fp32", step_time: 0.002, step_median: 0.002, step_q1: 0.0019, step_q3: 0.0021, step_n: 5,
+  throughput: 4000, speedup: 1, export_time: null, compile_time: null, graph_breaks: null,
+  peak_memory: null, max_abs: 0, rel: 0, cosine: 1, loss: null, drift_path: null, drift_rel: null,
+  error: null, notes: [],
+  per_batch: [{ batch_size: 1, step_time: 0.001, throughput: 1000, speedup: 1, error: null }],
+};
+const exported = {
+  ...fp32, label: "torch.export", step_median: 0.001, speedup: 2, export_time: 1.5, max_abs: 2e-7, rel: 3e-8,
+  drift_path: "blocks.0", drift_rel: 0.02,
+  per_batch: [{ batch_size: 1, step_time: null, throughput: null, speedup: null, error: "ValueError: shape" }],
+};
+const failed = { label: "onnxruntime", error: "ExportError: onnxruntime could not export the model: x in module 'tail' (Gate)" };
+
+test("inference table: latency, samples/s, export time, rel, drift and a column per batch size", () => {
+  const { head, body } = resultTable([fp32, exported, failed], "inference", "");
+  assert.deepEqual(head, ["recipe", "latency (median)", "IQR", "steps", "samples/s", "speed-up", "export",
+    "max abs", "rel", "cosine", "first drift", "batch 1"]);
+  const [base, ep, bad] = body;
+  assert.deepEqual(base.cells, ["2 ms", "1.9 ms – 2.1 ms", "5", "4K", "1.00x", "-", "0.0e+0", "0.0e+0",
+    "1.00000", "-", "1 ms · 1K/s · 1.00x"]);
+  assert.equal(ep.cells[0], "1 ms");
+  assert.equal(ep.cells[5], "1.5 s");
+  assert.equal(ep.cells[7], "3.0e-8");
+  assert.equal(ep.cells[9], "blocks.0 (rel 2.0e-2)");
+  assert.equal(ep.cells[10], "error: ValueError: shape");
+  assert.deepEqual(bad, { label: "onnxruntime", error: failed.error }); // one cell, not columns
+});
+
+test("train table: step time, compile columns only when a row compiled, the loss column when named", () => {
+  const compiled = { ...fp32, label: "compile", compile_time: 3, break_even: null, graph_breaks: 2, loss: 0.5, per_batch: [] };
+  const { head, body } = resultTable([{ ...fp32, per_batch: [], loss: 0.25 }, compiled], "train", "loss (your loss)");
+  assert.deepEqual(head, ["recipe", "step (median)", "IQR", "steps", "speed-up", "graph breaks", "compile",
+    "break-even", "max abs", "rel", "cosine", "loss (your loss)", "first drift"]);
+  assert.deepEqual(body[1].cells.slice(4, 7), ["2", "3 s", "never"]);
+  assert.equal(body[0].cells[4], "-");
+  assert.equal(body[1].cells[10], "0.5000");
 });

@@ -1,0 +1,165 @@
+"""What the optimize panel's controls are, which apply when, and the rows it shows.
+
+The front end builds one control per entry of :func:`fields` (sent as the panel's
+``choices`` trait): a Recipe field's name, label, kind, options and the modes it
+applies to. Adding a Recipe field therefore means adding an entry here, not editing
+the JavaScript. :func:`locks` says which controls are disabled now, and why, from
+the panel's mode and Recipe; :func:`rows` shapes ``Comparison`` rows for the table.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Any
+
+from labkit.optimize.export import ONNX_FIX
+from labkit.optimize.recipe import (
+    COMPILE_MODES,
+    EXPORTS,
+    MATMUL_PRECISIONS,
+    PRECISIONS,
+    QUANTIZATIONS,
+    Recipe,
+    RecipeError,
+)
+from labkit.widgets._measure_budget import spread
+
+MODES = ("train", "inference")
+NONE = "none"  # the option value that stands for None
+
+# why a control does nothing in a mode (the control is disabled with this as its reason)
+_NOT_IN = {
+    ("checkpoint", "inference"): (
+        "checkpointing recomputes activations during backward; inference has no backward, "
+        "so it changes nothing here (train mode)"
+    ),
+    ("fuse_conv_bn", "train"): (
+        "conv-batchnorm fusion is for inference (BatchNorm still updates its statistics "
+        "in training); switch to inference mode"
+    ),
+}
+# what a control means in a mode, shown beside it
+_HINTS = {
+    ("precision", "inference"): (
+        "16-mixed runs the forward under fp16 autocast; its GradScaler is used in training only"
+    ),
+    ("quantization", "train"): (
+        "int8-dynamic and int8-weight-only are inference formats (skipped in training); "
+        "int8-qat trains fake-quantized"
+    ),
+    ("export", "train"): "an export is measured in inference mode: choosing one switches to it",
+}
+
+
+def _missing(target: str | None) -> str:
+    """Why an export target cannot run here ("" when it can)."""
+    if target != "onnxruntime":
+        return ""
+    gone = [m for m in ("onnx", "onnxruntime", "onnxscript") if importlib.util.find_spec(m) is None]
+    return f"{', '.join(gone)} not installed: {ONNX_FIX}" if gone else ""
+
+
+def _select(name: str, values: tuple[Any, ...], modes: tuple[str, ...] = MODES) -> dict[str, Any]:
+    options = []
+    for v in values:
+        why = _missing(v) if name == "export" else ""
+        label = NONE if v is None else str(v)
+        options.append(
+            {
+                "value": NONE if v is None else v,
+                "label": f"{label} (not installed)" if why else label,
+                "disabled": bool(why),
+                "title": why,
+            }
+        )
+    return {"name": name, "kind": "select", "options": options, "modes": list(modes)}
+
+
+def fields() -> list[dict[str, Any]]:
+    """One entry per Recipe field: ``name``, ``label``, ``kind``, ``options``, ``modes``,
+    ``hints`` (mode -> text), ``with_export`` (combines with an export), and for
+    ``export`` ``sets_mode`` (choosing one switches the panel to that mode)."""
+    out = [
+        _select("precision", PRECISIONS),
+        _select("quantization", QUANTIZATIONS),
+        _select("compile", COMPILE_MODES),
+        _select("matmul_precision", MATMUL_PRECISIONS),
+        {**_select("export", EXPORTS, ("inference",)), "sets_mode": "inference"},
+        {"name": "channels_last", "kind": "check", "modes": list(MODES)},
+        {"name": "fuse_conv_bn", "kind": "check", "modes": ["inference"]},
+        {"name": "checkpoint", "kind": "list", "modes": ["train"],
+         "placeholder": "module paths, globs or types"},
+    ]  # fmt: skip
+    for f in out:
+        f["label"] = f["name"].replace("_", " ")
+        f["hints"] = {m: _HINTS[(f["name"], m)] for m in MODES if (f["name"], m) in _HINTS}
+        f["with_export"] = _combines_with_export(f)
+    return out
+
+
+def _combines_with_export(field: dict[str, Any]) -> bool:
+    """Whether a non-default value of this field is allowed in an export Recipe."""
+    name = field["name"]
+    if name == "export":
+        return True
+    value: Any = {"check": True, "list": ("x",)}.get(field["kind"])
+    if field["kind"] == "select":
+        default = Recipe().to_dict()[name]
+        value = next(o["value"] for o in field["options"] if o["value"] not in (default, NONE))
+    try:
+        Recipe(export=EXPORTS[1], **{name: value})
+    except RecipeError:
+        return False
+    return True
+
+
+def locks(mode: str, recipe: Recipe, specs: list[dict[str, Any]]) -> dict[str, str]:
+    """Control name -> why it is disabled now (mode, or an export in the Recipe)."""
+    out = {}
+    pals = " and ".join(g["name"] for g in specs if g["with_export"] and g["name"] != "export")
+    for f in specs:
+        name = f["name"]
+        if mode not in f["modes"] and "sets_mode" not in f:
+            out[name] = _NOT_IN.get((name, mode), f"applies in {' and '.join(f['modes'])} only")
+        elif recipe.export and not f["with_export"]:
+            out[name] = (
+                f"export={recipe.export!r} runs the exported fp32 graph as it is; it combines "
+                f"with {pals} only"
+            )
+    return out
+
+
+def without_export_clash(state: dict[str, Any], specs: list[dict[str, Any]]) -> list[str]:
+    """Reset (in ``state``) the fields an export does not combine with; their names."""
+    default = Recipe().to_dict()
+    reset = []
+    for f in specs:
+        if not f["with_export"] and state.get(f["name"], default[f["name"]]) != default[f["name"]]:
+            state[f["name"]] = default[f["name"]]
+            reset.append(f["name"])
+    return reset
+
+
+_KEYS = (
+    "label", "step_time", "speedup", "throughput", "compile_time", "break_even", "export_time",
+    "peak_memory", "max_abs", "rel", "cosine", "loss", "drift_path", "drift_rel",
+)  # fmt: skip
+
+
+def rows(cmp: Any) -> list[dict[str, Any]]:
+    """The table's rows: figures, the step-time spread, per-batch latency, a one-line error."""
+    out = []
+    for row in cmp.rows():
+        item = {k: row.get(k) for k in _KEYS}
+        error = row.get("error")
+        item["error"] = error.strip().splitlines()[0][:400] if error else None
+        item["notes"] = row["notes"]
+        item["per_batch"] = [
+            {**b, "error": b["error"].splitlines()[0] if b.get("error") else None}
+            for b in row.get("per_batch") or []
+        ]
+        breaks = sum(b["count"] for b in row.get("graph_breaks") or [])
+        item["graph_breaks"] = breaks if row.get("graphs") is not None else None
+        item.update(spread(row.get("step_times") or ()))
+        out.append(item)
+    return out
