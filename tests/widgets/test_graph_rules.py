@@ -8,7 +8,13 @@ from __future__ import annotations
 
 import json
 
-from tests.widgets.graph_rules_fixture import FIXTURE, dumps, fixture
+from tests.widgets.graph_rules_fixture import (
+    FIXTURE,
+    PROFILE_FIXTURE,
+    dumps,
+    fixture,
+    profile_fixture,
+)
 
 REGENERATE = "rewrite it with `.venv/bin/python -m tests.widgets.graph_rules_fixture`"
 
@@ -46,3 +52,9 @@ def test_fixture_exercises_every_rule():
             boxes = set(c["boxes"])
             assert all(s in boxes and d in boxes and s != d for s, d in c["edges"]), c["name"]
     assert FIXTURE.stat().st_size < 100_000
+
+
+def test_profile_fixture_is_what_python_sends_now():
+    assert PROFILE_FIXTURE.exists(), f"{PROFILE_FIXTURE} is missing; {REGENERATE}"
+    stored = PROFILE_FIXTURE.read_text(encoding="utf-8")
+    assert stored == dumps(profile_fixture()), f"the ProfileView payload changed; {REGENERATE}"

@@ -4,10 +4,30 @@ from __future__ import annotations
 
 import json
 
+import pytest
+import torch
+
 from labkit.trace.graph import visible_graph
+from labkit.trace.merge import merge
+from labkit.widgets import GraphView, MemoryTimeline, ProfileView
+from labkit.widgets._contract import (
+    UNITS,
+    AttentionPayload,
+    Curve,
+    DashboardSeries,
+    DashboardStats,
+    GraphPayload,
+    MemoryPayload,
+    NodeMetrics,
+    ProfilePayload,
+    problems,
+)
 from labkit.widgets._payload import (
+    METRIC_UNITS,
     METRICS,
     PROFILE_COLUMNS,
+    PROFILE_HEADERS,
+    PROFILE_METRIC_COLUMNS,
     graph_payload,
     graph_state,
     memory_payload,
@@ -16,6 +36,7 @@ from labkit.widgets._payload import (
     profile_payload,
     structure_key,
 )
+from labkit.widgets.attention import AttentionView
 
 
 def test_graph_payload_is_parallel_arrays(cnn_trace):
@@ -98,3 +119,82 @@ def test_bytes_per_node_stay_small(cnn_trace):
     g, m, _ = graph_state(cnn_trace)
     per_node = payload_bytes(g, m) / len(g["ids"])
     assert per_node < 200, per_node
+
+
+# ------------------------------------------------------------------ the written contract
+# Every dict trait a view sends, on real recordings, against its TypedDict in _contract.
+
+
+def _conforms(value, tp, where):
+    wrong = problems(value, tp, where)
+    assert not wrong, "\n".join(wrong[:10])
+
+
+def test_trace_views_send_what_the_contract_says(cnn_trace):
+    assert len(cnn_trace.memory) > 10 and cnn_trace.memory_meta.largest  # really recorded
+    graph, profile, memory = GraphView(cnn_trace), ProfileView(cnn_trace), MemoryTimeline(cnn_trace)
+    _conforms(graph.graph, GraphPayload, "GraphView.graph")
+    _conforms(graph.metrics, NodeMetrics, "GraphView.metrics")
+    _conforms(graph_payload(cnn_trace, rolled=False), GraphPayload, "flat graph")
+    _conforms(profile.table, ProfilePayload, "ProfileView.table")
+    _conforms(memory.samples, MemoryPayload, "MemoryTimeline.samples")
+    merged = merge(cnn_trace, cnn_trace)
+    table = profile_payload(merged)
+    _conforms(table, ProfilePayload, "merged ProfileView.table")
+    assert list(table["headers"])[2:4] == ["calls", "runs"]  # shown after calls
+
+
+def test_labels_and_units_are_sent_once_from_python(cnn_trace):
+    g, p = graph_payload(cnn_trace), profile_payload(cnn_trace)
+    expected = {m: [label, METRIC_UNITS[m]] for m, label in METRICS.items()}
+    assert g["metrics"] == p["metrics"] == expected
+    assert p["metric_columns"] == {m: list(c) for m, c in PROFILE_METRIC_COLUMNS.items()}
+    units = {u for _, u in PROFILE_HEADERS.values()} | set(METRIC_UNITS.values())
+    assert units <= set(UNITS), units - set(UNITS)
+    assert set(PROFILE_HEADERS) <= {*PROFILE_COLUMNS, "runs"}
+    # shown in PROFILE_HEADERS order, only the columns the rows carry (no runs: one run)
+    assert list(p["headers"]) == [c for c in PROFILE_HEADERS if c != "runs"]
+    assert p["headers"]["saved_bytes"] == ["Saved", "bytes"]
+
+
+# PyG 2.8 calls torch.jit.script when imported; torch 2.13 deprecates it (not labkit's to fix)
+@pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
+def test_attention_view_sends_what_the_contract_says():
+    from labkit.gnn import GAT, karate
+
+    torch.manual_seed(0)
+    data = karate()
+    view = AttentionView(GAT(data.num_features, 4, 4, heads=2), data, node=0, hops=2)
+    _conforms(view.view, AttentionPayload, "AttentionView.view")
+    assert {e["hop"] for e in view.view["edges"]} == {1, 2}
+
+
+def test_dashboard_sends_what_the_contract_says(tmp_path):
+    from labkit import Lab
+    from tests.train._helpers import LOSS, datasets, mlp
+
+    lab = Lab(mlp(), datasets(), loss=LOSS, logdir=tmp_path)
+    lab.fit(max_epochs=2, histogram_every=3, dashboard=True)
+    dash = lab.dashboard
+    _conforms(dash.stats, DashboardStats, "Dashboard.stats")
+    _conforms(dash.series, DashboardSeries, "Dashboard.series")
+    _conforms(dash.grad_norms, dict[str, float], "Dashboard.grad_norms")
+    assert dash.stats["step"] == 6 and set(dash.series) == {"train_loss", "val_loss"}
+    assert dash.grad_norms  # histogram_every=3 sent gradient norms
+
+
+def test_the_checker_names_what_is_wrong(cnn_trace):
+    g = dict(graph_payload(cnn_trace))
+    assert problems(g, GraphPayload) == []
+    del g["metrics"]
+    g["extra"] = 1
+    g["parent"] = [*g["parent"][:-1], None]
+    g["total_runs"] = True  # a bool is not an int in the contract
+    assert problems(g, GraphPayload) == [
+        "payload: no 'metrics' (GraphPayload needs it)",
+        "payload: 'extra' is not a field of GraphPayload",
+        f"payload['parent'][{len(g['parent']) - 1}]: None is not an int",
+        "payload['total_runs']: True is not an int",
+    ]
+    assert problems({"x": [1], "y": [None]}, Curve) == ["payload['y'][0]: None is not a float"]
+    assert problems({"a": [0.5, 2]}, NodeMetrics) == []

@@ -1,32 +1,26 @@
 // ProfileView front end: sortable per-module table and a top-N bar chart.
-import { fmtBytes, fmtCount, fmtTime } from "./_shared.js";
+// Labels and units come from the payload (labkit/widgets/_payload.py PROFILE_HEADERS,
+// METRICS, METRIC_UNITS; the contract is labkit/widgets/_contract.py ProfilePayload).
+import { formatterOf } from "./_units.js";
 import { ensureStyles, esc, h } from "./_ui.js";
 
-const METRICS = {
-  fwd_time: ["forward time", "fwd_self_time"],
-  bwd_time: ["backward time", "bwd_self_time"],
-  flops: ["FLOPs (fwd + bwd)", "flops_self"],
-  params: ["parameters", "params_self"],
-  activations: ["activation memory", "saved_bytes_self"],
-};
-// column -> [header, formatter]; absent columns are not shown
-const COLUMNS = {
-  path: ["Module", (v) => v],
-  type: ["Type", (v) => v],
-  calls: ["Calls", (v) => String(v)],
-  runs: ["Runs", (v) => String(v)],
-  params: ["Params", fmtCount],
-  fwd_time: ["Fwd", fmtTime],
-  fwd_iqr: ["Fwd IQR", fmtTime],
-  fwd_self_time: ["Fwd self", fmtTime],
-  bwd_time: ["Bwd", fmtTime],
-  bwd_iqr: ["Bwd IQR", fmtTime],
-  bwd_self_time: ["Bwd self", fmtTime],
-  flops: ["FLOPs", fmtCount],
-  activation_bytes: ["Out bytes", fmtBytes],
-  saved_bytes: ["Saved", fmtBytes],
-};
-const FORMAT_OF = { fwd_self_time: fmtTime, bwd_self_time: fmtTime, flops_self: fmtCount, params_self: fmtCount, saved_bytes_self: fmtBytes };
+/**
+ * The shown columns of a profile payload, in display order: [{ col, index, header, fmt }].
+ * A column the rows do not carry (runs of a single recording) is not shown. Exported for tests.
+ */
+export function shownColumns(table) {
+  const index = new Map(table.columns.map((c, i) => [c, i]));
+  return Object.entries(table.headers || {})
+    .filter(([c]) => index.has(c))
+    .map(([col, [header, unit]]) => ({ col, index: index.get(col), header, fmt: formatterOf(unit) }));
+}
+
+/** A metric of the bar chart: its label, self column index and formatter. Exported for tests. */
+export function chartMetric(table, metric) {
+  const [label, unit] = table.metrics[metric];
+  const col = table.metric_columns[metric][1];
+  return { label, col, index: table.columns.indexOf(col), fmt: formatterOf(unit) };
+}
 
 /** Rows sorted by a column (stable; strings compared as text). Exported for tests. */
 export function sortRows(rows, k, descending) {
@@ -50,7 +44,13 @@ function render({ model, el }) {
   const root = h("div", { class: "lk-view lk-profile" });
   root.style.height = `${model.get("height")}px`;
   const metricSel = h("select", { class: "lk-metric" });
-  for (const [k, [label]] of Object.entries(METRICS)) metricSel.append(h("option", { value: k }, label));
+  const fillMetrics = () => {
+    const metrics = model.get("table").metrics || {};
+    const want = Object.keys(metrics).join("|");
+    if (metricSel.dataset.keys === want) return;
+    metricSel.dataset.keys = want;
+    metricSel.replaceChildren(...Object.entries(metrics).map(([k, [label]]) => h("option", { value: k }, label)));
+  };
   const topIn = h("input", { type: "number", min: "1", max: "100", class: "lk-top", style: "width:4em" });
   const toolbar = h("div", { class: "lk-toolbar" }, h("span", {}, "top"), topIn, h("span", {}, "by self"), metricSel);
   const chart = h("div", { class: "lk-chart", style: "padding:4px 8px;border-bottom:1px solid var(--lk-border2);max-height:40%;overflow:auto" });
@@ -58,20 +58,18 @@ function render({ model, el }) {
   root.append(toolbar, chart, wrap);
   el.appendChild(root);
 
-  const colIndex = () => new Map(model.get("table").columns.map((c, i) => [c, i]));
-
   function drawChart() {
     const t = model.get("table");
     if (!t.rows) return;
-    const ci = colIndex();
+    fillMetrics();
     const metric = model.get("metric");
-    const col = METRICS[metric][1];
-    const k = ci.get(col);
+    const m = chartMetric(t, metric);
+    const k = m.index;
     const rows = topRows(t.rows, k, model.get("top"));
     metricSel.value = metric;
     topIn.value = model.get("top");
     if (!rows.length) {
-      chart.innerHTML = `<div class="lk-empty">no module has a ${esc(METRICS[metric][0])} figure</div>`;
+      chart.innerHTML = `<div class="lk-empty">no module has a ${esc(m.label)} figure</div>`;
       return;
     }
     const max = rows[0][k];
@@ -85,7 +83,7 @@ function render({ model, el }) {
           `<div class="lk-barrow" data-path="${esc(r[0])}" style="display:flex;align-items:center;gap:6px;cursor:pointer;margin:1px 0">` +
           `<span style="width:32%;overflow:hidden;text-overflow:ellipsis;white-space:nowrap;font-size:11px" title="${esc(name)}">${esc(name)}</span>` +
           `<span style="flex:1"><span style="display:block;height:11px;width:${pct}%;background:#4e79a7;${on}"></span></span>` +
-          `<span style="width:70px;font-size:11px;text-align:right">${esc(FORMAT_OF[col](r[k]))}</span></div>`
+          `<span style="width:70px;font-size:11px;text-align:right">${esc(m.fmt(r[k]))}</span></div>`
         );
       })
       .join("");
@@ -94,26 +92,23 @@ function render({ model, el }) {
   function drawTable() {
     const t = model.get("table");
     if (!t.rows) return;
-    const ci = colIndex();
     const sortKey = model.get("sort");
     const desc = model.get("descending");
-    const shown = Object.keys(COLUMNS).filter((c) => ci.has(c));
-    const rows = sortRows(t.rows, ci.get(sortKey), desc);
+    const shown = shownColumns(t);
+    const rows = sortRows(t.rows, t.columns.indexOf(sortKey), desc);
     const sel = model.get("selected");
-    const depthI = ci.get("depth");
+    const depthI = t.columns.indexOf("depth");
     let html = "<table class='lk-table'><thead><tr>";
-    for (const c of shown) {
-      const cls = c === sortKey ? `lk-sorted${desc ? "" : " lk-asc"}` : "";
-      html += `<th data-col="${c}" class="${cls}">${COLUMNS[c][0]}</th>`;
+    for (const { col, header } of shown) {
+      const cls = col === sortKey ? `lk-sorted${desc ? "" : " lk-asc"}` : "";
+      html += `<th data-col="${esc(col)}" class="${cls}">${esc(header)}</th>`;
     }
     html += "</tr></thead><tbody>";
     for (const r of rows) {
       const path = r[0];
       html += `<tr data-path="${esc(path)}"${path === sel ? " class='lk-selected'" : ""}>`;
-      for (const c of shown) {
-        let v = COLUMNS[c][1](r[ci.get(c)]);
-        if (c === "path") v = `<span style="padding-left:${r[depthI] * 10}px">${esc(path || t.model || "(root)")}</span>`;
-        else v = esc(v);
+      for (const { col, index, fmt } of shown) {
+        const v = col === "path" ? `<span style="padding-left:${r[depthI] * 10}px">${esc(path || t.model || "(root)")}</span>` : esc(fmt(r[index]));
         html += `<td>${v}</td>`;
       }
       html += "</tr>";

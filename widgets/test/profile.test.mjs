@@ -1,0 +1,50 @@
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { test } from "node:test";
+import { FORMATTERS, formatterOf } from "../src/_units.js";
+import { chartMetric, shownColumns, topRows } from "../src/profile.js";
+
+// The ProfileView payload of a real trace (ResCNN, 2x3x8x8 input, not timed), written by
+// tests/widgets/graph_rules_fixture.py and checked current by tests/widgets/test_graph_rules.py.
+const fixture = JSON.parse(readFileSync(new URL("./fixtures/profile_payload.json", import.meta.url), "utf8"));
+const table = fixture.table;
+const rowOf = (path) => table.rows.find((r) => r[0] === path);
+
+test("every unit the Python contract names has a formatter, and no other", () => {
+  assert.deepEqual(Object.keys(FORMATTERS).sort(), [...fixture.units].sort());
+  assert.throws(() => formatterOf("furlongs"), /unknown unit "furlongs".*known: text, int, count, time, bytes/);
+});
+
+test("the table shows the payload's headers in its order; data-only columns are hidden", () => {
+  const shown = shownColumns(table);
+  assert.deepEqual(
+    shown.map((c) => c.header),
+    ["Module", "Type", "Calls", "Params", "Fwd", "Fwd IQR", "Fwd self", "Bwd", "Bwd IQR", "Bwd self", "FLOPs", "Out bytes", "Saved"],
+  );
+  for (const hidden of ["depth", "params_self", "flops_self", "saved_bytes_self", "runs"]) assert.ok(!shown.some((c) => c.col === hidden), hidden);
+  for (const c of shown) assert.equal(table.columns[c.index], c.col);
+});
+
+test("cells are formatted by the unit the payload gives each column", () => {
+  const cells = Object.fromEntries(shownColumns(table).map((c) => [c.header, c.fmt(rowOf("stem")[c.index])]));
+  // stem: Conv2d(3, 8, 3) on 2x3x8x8: 8*3*9 + 8 = 224 parameters; 2*(2*8*8*8)*27 = 55,296
+  // forward FLOPs plus as many for the weight gradient = 110,592 (sent as 110,600);
+  // output 2*8*8*8 float32 = 4096 B; not timed, so 0 s
+  assert.deepEqual(cells, {
+    Module: "stem", Type: "Conv2d", Calls: "1", Params: "224", Fwd: "0 s", "Fwd IQR": "0 s", "Fwd self": "0 s",
+    Bwd: "0 s", "Bwd IQR": "0 s", "Bwd self": "0 s", FLOPs: "111K", "Out bytes": "4 KiB", Saved: "1.5 KiB",
+  });
+});
+
+test("the bar chart ranks by each metric's self column, labelled and formatted from the payload", () => {
+  const m = chartMetric(table, "params");
+  assert.equal(m.label, "parameters");
+  assert.equal(m.col, "params_self");
+  const top = topRows(table.rows, m.index, 3);
+  // the nine 3x3 convolutions 8->8 without bias: 8*8*9 = 576 each; then the stem
+  assert.deepEqual(top.map((r) => m.fmt(r[m.index])), ["576", "576", "576"]);
+  const act = chartMetric(table, "activations");
+  assert.equal(act.label, "activation memory");
+  assert.equal(act.fmt(rowOf("blocks.0.conv1")[act.index]), "4 KiB");
+  assert.deepEqual(Object.keys(table.metrics), ["fwd_time", "bwd_time", "flops", "params", "activations"]);
+});
