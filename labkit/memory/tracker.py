@@ -26,7 +26,9 @@ from labkit.trace.instrument import Observer
 from labkit.trace.model import MEMORY_CATEGORIES
 
 CATEGORIES = MEMORY_CATEGORIES  # the order of the counts in _cat
-PARAMS, GRADS, OPT, ACTS, TEMPS, INPUTS = range(6)
+# each category's index in that one definition (reordering it reorders these with it)
+PARAMS, GRADS, OPT, ACTS, TEMPS, INPUTS = map(CATEGORIES.index, (
+    "parameters", "gradients", "optimizer", "activations", "temporaries", "inputs"))  # fmt: skip
 PHASES = ("forward", "backward", "optimizer")
 LARGEST = 32  # storages kept with their lifetimes for "what was live then" queries
 _FWD, _BWD, _OPT = PHASES
