@@ -41,6 +41,8 @@ def page(browser, lab_server):
 def test_toggles_set_the_recipe_in_the_kernel(page):
     panel = cell(page, 0).get_by_test_id("optimize-panel")
     panel.wait_for()
+    assert panel.get_by_test_id("opt-checkpoint").is_disabled()  # inference: no backward
+    panel.get_by_test_id("opt-mode").select_option("train")
     panel.get_by_test_id("opt-precision").select_option("bf16-mixed")
     panel.get_by_test_id("opt-quantization").select_option("int8-weight-only")
     panel.get_by_test_id("opt-channels_last").check()
@@ -48,6 +50,7 @@ def test_toggles_set_the_recipe_in_the_kernel(page):
     ckpt.fill("0, 2")
     ckpt.press("Enter")
     panel.get_by_test_id("opt-matmul_precision").click()  # blur the text box
+    panel.get_by_test_id("opt-mode").select_option("inference")
     text = rerun_cell(page, 1, "RECIPE")
     assert '"precision": "bf16-mixed"' in text
     assert '"quantization": "int8-weight-only"' in text
@@ -62,7 +65,7 @@ def test_measure_and_apply_from_the_page(page):
     rows = panel.get_by_test_id("opt-table").locator("tr")
     assert rows.count() == 3  # header, fp32, the recipe
     heads = rows.first.locator("th").all_inner_texts()
-    assert heads[1:4] == ["step (median)", "IQR", "steps"], heads
+    assert heads[1:4] == ["latency (median)", "IQR", "steps"], heads
     assert "loss" not in " ".join(heads)  # inference without a loss: no loss column
     for r in (1, 2):
         cells = rows.nth(r).locator("td").all_inner_texts()
@@ -73,6 +76,25 @@ def test_measure_and_apply_from_the_page(page):
     text = rerun_cell(page, 1, "LAB bf16-mixed")
     assert "LAB bf16-mixed + int8-weight-only" in text
     save_shot(panel, "optimize_panel")
+
+
+def test_export_choice_measures_an_export_row(page):
+    panel = cell(page, 0).get_by_test_id("optimize-panel")
+    options = panel.get_by_test_id("opt-export").locator("option").all_inner_texts()
+    assert options[:2] == ["none", "torch.export"] and options[2].startswith("onnxruntime"), options
+    panel.get_by_test_id("opt-export").select_option("torch.export")
+    panel.get_by_test_id("opt-notice").filter(has_text="reset to the default").wait_for()
+    assert panel.get_by_test_id("opt-precision").is_disabled()  # an export runs fp32 as is
+    panel.get_by_test_id("opt-measure").click()
+    row = panel.get_by_test_id("opt-table").locator("tr", has_text="torch.export")
+    row.wait_for(timeout=120_000)
+    heads = panel.get_by_test_id("opt-table").locator("th").all_inner_texts()
+    cells = row.locator("td").all_inner_texts()
+    assert cells[0].endswith("torch.export") and len(cells) == len(heads), (heads, cells)
+    export = cells[heads.index("export")]
+    assert re.fullmatch(r"[\d.]+ m?s", export), export  # the export time
+    assert float(cells[heads.index("rel")]) <= 1e-4  # fp32 export: eager's numbers
+    save_shot(panel, "optimize_panel_export")
 
 
 def test_python_side_changes_show_in_the_page(page):

@@ -75,6 +75,18 @@ export function controlState(field, mode, locks) {
   return { disabled: !!why, title: why || "", hint: (field.hints || {})[mode] || "" };
 }
 
+/** The lines under the controls: why each disabled control is off, else its hint for
+ * the mode; controls with the same text share one line. */
+export function hintLines(fields, mode, locks) {
+  const byText = new Map();
+  for (const f of fields) {
+    const st = controlState(f, mode, locks);
+    const text = st.title || st.hint;
+    if (text) byText.set(text, [...(byText.get(text) || []), f.label]);
+  }
+  return [...byText].map(([text, labels]) => `${labels.join(", ")}: ${text}`);
+}
+
 /** The results table as text: {head, body}; a body entry is {label, cells} or
  * {label, error}. Columns follow the mode measured and what the rows carry. */
 export function resultTable(rows, mode, lossHead) {
@@ -200,9 +212,8 @@ function render({ model, el: root }) {
       input.disabled = st.disabled;
       labels[f.name].title = st.title;
       labels[f.name].classList.toggle("lk-off", st.disabled);
-      if (st.disabled) hints.append(el("li", { text: `${f.label}: ${st.title}` }));
-      else if (st.hint) hints.append(el("li", { text: `${f.label}: ${st.hint}` }));
     }
+    for (const line of hintLines(model.get("choices").fields || [], mode, locks)) hints.append(el("li", { text: line }));
     sizes.disabled = mode !== "inference";
     sizesLabel.classList.toggle("lk-off", sizes.disabled);
     if (document.activeElement !== sizes) sizes.value = (model.get("batch_sizes") || []).join(", ");

@@ -1,7 +1,7 @@
 // The OptimizePanel's pure functions: control value -> Recipe dict, control state, results table.
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { controlState, parseSizes, resultTable, shown, withField } from "../src/optimize_panel.js";
+import { controlState, hintLines, parseSizes, resultTable, shown, withField } from "../src/optimize_panel.js";
 
 const base = { precision: "32", quantization: null, compile: null, checkpoint: [], channels_last: false };
 
@@ -44,6 +44,18 @@ test("a control is disabled with Python's reason, else shows its hint for the mo
   const locked = controlState(field, "inference", { precision: "export runs fp32" });
   assert.equal(locked.disabled, true);
   assert.equal(locked.title, "export runs fp32");
+});
+
+test("hint lines: one line per reason, naming every control it holds for", () => {
+  const fields = [
+    { name: "precision", label: "precision", hints: { inference: "fp16 hint" } },
+    { name: "compile", label: "compile" },
+    { name: "matmul_precision", label: "matmul precision" },
+    { name: "export", label: "export", hints: { train: "switches to inference" } },
+  ];
+  const locks = { compile: "export runs fp32", matmul_precision: "export runs fp32" };
+  assert.deepEqual(hintLines(fields, "inference", locks), ["precision: fp16 hint", "compile, matmul precision: export runs fp32"]);
+  assert.deepEqual(hintLines(fields, "train", {}), ["export: switches to inference"]);
 });
 
 const fp32 = {
