@@ -169,13 +169,47 @@ class RecipeState(TypedDict):
     export: str | None
 
 
-class RecipeChoices(TypedDict):
-    """``OptimizePanel.choices``: the options of each dropdown (``"none"`` for None)."""
+class SelectOption(TypedDict):
+    """One option of a select control."""
 
-    precision: list[str]
-    quantization: list[str]
-    compile: list[str]
-    matmul_precision: list[str]
+    value: str  #: the Recipe value (``"none"`` for None)
+    label: str
+    disabled: bool  #: e.g. an export target whose packages are not installed
+    title: str  #: why it is disabled (``""`` when it is not)
+
+
+class _FieldBase(TypedDict):
+    name: str  #: the Recipe field
+    label: str
+    kind: str  #: ``select``, ``check`` or ``list``
+    modes: list[str]  #: the modes it applies in
+    hints: dict[str, str]  #: mode -> what it means there
+    with_export: bool  #: a non-default value combines with an export
+
+
+class RecipeField(_FieldBase, total=False):
+    """One control of the optimize panel: a Recipe field (``_optimize_fields.fields``)."""
+
+    options: list[SelectOption]  #: select only
+    sets_mode: str  #: choosing a value switches the panel to this mode (export)
+    placeholder: str  #: list only
+
+
+class RecipeChoices(TypedDict):
+    """``OptimizePanel.choices``: the controls, built from Python's field list."""
+
+    fields: list[RecipeField]
+    modes: list[str]  #: ``train``, ``inference``
+
+
+class BatchLatency(TypedDict):
+    """Latency of a recipe at one batch size (inference, ``batch_sizes``); seconds."""
+
+    batch_size: int
+    step_time: float | None
+    throughput: float | None  #: samples per second
+    speedup: float | None
+    error: str | None  #: first line of the error at that size
 
 
 class OptimizeRow(TypedDict):
@@ -187,18 +221,29 @@ class OptimizeRow(TypedDict):
     throughput: float | None  #: samples per second
     compile_time: float | None
     break_even: float | None  #: steps until compiling pays for itself
+    export_time: float | None
     peak_memory: int | None
     max_abs: float | None  #: largest absolute output difference from the baseline
     rel: float | None
     cosine: float | None
     loss: float | None
     drift_path: str | None  #: the layer where the outputs first drift apart
-    error: str | None
+    drift_rel: float | None  #: its relative difference
+    error: str | None  #: first line of the error
     notes: list[str]
+    per_batch: list[BatchLatency]
+    graph_breaks: int | None  #: compiled recipes only
     step_median: float | None
     step_q1: float | None
     step_q3: float | None
     step_n: int
+
+
+#: ``OptimizePanel.locks``: control name -> why it is disabled now.
+RecipeLocks = dict[str, str]
+
+#: ``GraphView.marks``: trace node id (as text) -> one line per graph break there.
+GraphMarks = dict[str, list[str]]
 
 
 def problems(value: Any, tp: Any, where: str = "payload") -> list[str]:
@@ -242,7 +287,8 @@ def _typeddict_problems(value: Any, tp: Any, where: str) -> list[str]:
     if not isinstance(value, dict):
         return [f"{where}: {type(value).__name__} is not a dict ({tp.__name__})"]
     hints = typing.get_type_hints(tp)
-    out = [f"{where}: no {k!r} ({tp.__name__} needs it)" for k in hints if k not in value]
+    need = tp.__required_keys__
+    out = [f"{where}: no {k!r} ({tp.__name__} needs it)" for k in hints if k in need - value.keys()]
     out += [f"{where}: {k!r} is not a field of {tp.__name__}" for k in value if k not in hints]
     for k, v in value.items():
         if k in hints:

@@ -7,6 +7,7 @@ import json
 import pytest
 import torch
 
+from labkit.optimize import Recipe
 from labkit.trace.graph import visible_graph
 from labkit.trace.merge import merge
 from labkit.widgets import GraphView, MemoryTimeline, ProfileView
@@ -16,10 +17,16 @@ from labkit.widgets._contract import (
     Curve,
     DashboardSeries,
     DashboardStats,
+    GraphMarks,
     GraphPayload,
     MemoryPayload,
     NodeMetrics,
+    OptimizeRow,
     ProfilePayload,
+    RecipeChoices,
+    RecipeField,
+    RecipeLocks,
+    RecipeState,
     problems,
 )
 from labkit.widgets._payload import (
@@ -37,6 +44,7 @@ from labkit.widgets._payload import (
     structure_key,
 )
 from labkit.widgets.attention import AttentionView
+from labkit.widgets.optimize_panel import OptimizePanel
 
 
 def test_graph_payload_is_parallel_arrays(cnn_trace):
@@ -135,6 +143,9 @@ def test_trace_views_send_what_the_contract_says(cnn_trace):
     graph, profile, memory = GraphView(cnn_trace), ProfileView(cnn_trace), MemoryTimeline(cnn_trace)
     _conforms(graph.graph, GraphPayload, "GraphView.graph")
     _conforms(graph.metrics, NodeMetrics, "GraphView.metrics")
+    marked = GraphView(cnn_trace, breaks=[{"module": "blocks.1.conv1", "reason": "print()"}])
+    _conforms(marked.marks, GraphMarks, "GraphView.marks")
+    assert marked.marks  # the break's call is marked
     _conforms(graph_payload(cnn_trace, rolled=False), GraphPayload, "flat graph")
     _conforms(profile.table, ProfilePayload, "ProfileView.table")
     _conforms(memory.samples, MemoryPayload, "MemoryTimeline.samples")
@@ -183,6 +194,24 @@ def test_dashboard_sends_what_the_contract_says(tmp_path):
     assert dash.grad_norms  # histogram_every=3 sent gradient norms
 
 
+def test_optimize_panel_sends_what_the_contract_says():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+    panel = OptimizePanel(
+        model, torch.randn(8, 16), recipe=Recipe(channels_last=True), mode="inference",
+        steps=5, warmup=0, drift=False, memory=False, batch_sizes=(2, 4),
+    )  # fmt: skip
+    _conforms(panel.recipe_state, RecipeState, "OptimizePanel.recipe_state")
+    _conforms(panel.choices, RecipeChoices, "OptimizePanel.choices")
+    _conforms(panel.locks, RecipeLocks, "OptimizePanel.locks")
+    assert "checkpoint" in panel.locks  # no backward in inference
+    panel.measure().join(timeout=120)
+    assert panel.error == "", panel.error
+    assert len(panel.results) == 2
+    _conforms(panel.results, list[OptimizeRow], "OptimizePanel.results")
+    assert [b["batch_size"] for b in panel.results[1]["per_batch"]] == [2, 4]
+
+
 def test_the_checker_names_what_is_wrong(cnn_trace):
     g = dict(graph_payload(cnn_trace))
     assert problems(g, GraphPayload) == []
@@ -198,3 +227,11 @@ def test_the_checker_names_what_is_wrong(cnn_trace):
     ]
     assert problems({"x": [1], "y": [None]}, Curve) == ["payload['y'][0]: None is not a float"]
     assert problems({"a": [0.5, 2]}, NodeMetrics) == []
+    check = {"name": "fuse_conv_bn", "label": "fuse conv bn", "kind": "check", "modes": [],
+             "hints": {}, "with_export": True}  # fmt: skip
+    assert problems(check, RecipeField) == []  # options, sets_mode, placeholder: optional
+    assert problems({**check, "options": [{}]}, RecipeField)[0] == (
+        "payload['options'][0]: no 'value' (SelectOption needs it)"
+    )
+    del check["modes"]
+    assert problems(check, RecipeField) == ["payload: no 'modes' (RecipeField needs it)"]
