@@ -4,7 +4,8 @@ The front end builds one control per entry of :func:`fields` (sent as the panel'
 ``choices`` trait): a Recipe field's name, label, kind, options and the modes it
 applies to. Adding a Recipe field therefore means adding an entry here, not editing
 the JavaScript. :func:`locks` says which controls are disabled now, and why, from
-the panel's mode and Recipe; :func:`rows` shapes ``Comparison`` rows for the table.
+the panel's mode and Recipe; :func:`rows` shapes ``Comparison`` rows for the table;
+:func:`export_model` makes the deployable model "Apply" gives for an export Recipe.
 """
 
 from __future__ import annotations
@@ -114,7 +115,15 @@ def _combines_with_export(field: dict[str, Any]) -> bool:
 
 
 def locks(mode: str, recipe: Recipe, specs: list[dict[str, Any]]) -> dict[str, str]:
-    """Control name -> why it is disabled now (mode, or an export in the Recipe)."""
+    """Control name -> why it is disabled now (mode, or an export in the Recipe).
+
+    Example:
+        >>> specs = fields()
+        >>> sorted(locks("inference", Recipe(export="torch.export"), specs))
+        ['checkpoint', 'compile', 'matmul_precision', 'precision', 'quantization']
+        >>> locks("train", Recipe(), specs)["fuse_conv_bn"][:28]
+        'conv-batchnorm fusion is for'
+    """
     out = {}
     pals = " and ".join(g["name"] for g in specs if g["with_export"] and g["name"] != "export")
     for f in specs:
@@ -163,3 +172,26 @@ def rows(cmp: Any) -> list[dict[str, Any]]:
         item.update(spread(row.get("step_times") or ()))
         out.append(item)
     return out
+
+
+def export_model(model: Any, batch: Any, recipe: Recipe) -> tuple[Any, float]:
+    """``model`` (in eval mode, copied) applied with an export ``recipe`` and exported on
+    ``batch`` now, so that a model that cannot be exported fails here; and the seconds
+    the export took. ``model`` is left in the mode it was in."""
+    import torch
+
+    from labkit._tensors import split_batch
+    from labkit.optimize.apply import apply
+    from labkit.optimize.export import exported
+
+    args, kwargs = split_batch(batch, strict="OptimizePanel(batch=...)")
+    was = model.training
+    model.eval()  # an export is for inference; apply() copies the model
+    try:
+        deployed = apply(model, recipe)
+    finally:
+        model.train(was)
+    with torch.no_grad():
+        deployed(*args, **kwargs)  # exports now: a failure names construct and module
+    fwd = exported(deployed)
+    return deployed, fwd.export_time if fwd is not None and fwd.export_time else 0.0

@@ -65,10 +65,18 @@ class OptimizePanel(KeepsPicture, anywidget.AnyWidget):
         compare_kwargs: Further keyword arguments for :func:`labkit.compare`.
 
     Example:
-        >>> panel = OptimizePanel(model, x, mode="inference")  # doctest: +SKIP
-        >>> panel.recipe = Recipe(export="torch.export")        # doctest: +SKIP
-        >>> panel.measure().join()                              # doctest: +SKIP
-        >>> panel.comparison.result("torch.export").rel         # doctest: +SKIP
+        >>> import torch
+        >>> from labkit.optimize import Recipe
+        >>> model, x = torch.nn.Linear(8, 4), torch.randn(16, 8)
+        >>> panel = OptimizePanel(model, x, steps=3, warmup=0, memory=False)
+        >>> panel.recipe = Recipe(export="torch.export")
+        >>> panel.mode  # an export is measured in inference mode
+        'inference'
+        >>> panel.measure().join()
+        >>> [row["label"] for row in panel.results]
+        ['fp32', 'torch.export']
+        >>> panel.comparison.result("torch.export").rel < 1e-4  # fp32 export: eager's numbers
+        True
     """
 
     recipe_state = t.Dict().tag(sync=True)
@@ -269,36 +277,19 @@ class OptimizePanel(KeepsPicture, anywidget.AnyWidget):
         return recipe
 
     def _apply_export(self, recipe: Recipe) -> Recipe:
-        import torch
-
-        from labkit._tensors import split_batch
-        from labkit.optimize.apply import apply
-        from labkit.optimize.export import exported
-
         if self.model is None or self.batch is None:
             raise ValueError(
                 f"Apply with export={recipe.export!r} exports the model on its batch: "
                 "OptimizePanel(model, batch)"
             )
-        args, kwargs = split_batch(self.batch, strict="OptimizePanel(batch=...)")
-        was = self.model.training
-        self.model.eval()  # an export is for inference; apply() copies the model
-        try:
-            deployed = apply(self.model, recipe)
-        finally:
-            self.model.train(was)
-        with torch.no_grad():
-            deployed(*args, **kwargs)  # exports now: a failure names construct and module
-        self.exported = deployed
+        self.exported, took = fields.export_model(self.model, self.batch, recipe)
         if self.on_apply is not None:
             self.on_apply(recipe)
-        fwd = exported(deployed)
-        took = f" in {fwd.export_time:.2f} s" if fwd and fwd.export_time is not None else ""
         kept = "target.recipe not changed, " if self.target is not None else ""
         self.notice = (
-            f"panel.exported holds the model exported by {recipe.export}{took}; {kept}nothing "
-            "recorded for promote: an export is a deployment target for inference, not a "
-            "training recipe"
+            f"panel.exported holds the model exported by {recipe.export} in {took:.2f} s; "
+            f"{kept}nothing recorded for promote: an export is a deployment target for "
+            "inference, not a training recipe"
         )
         self.applied_label = recipe.label
         return recipe
