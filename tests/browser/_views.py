@@ -41,7 +41,9 @@ AttentionView(GAT(data.num_features, 4, 4, heads=2, out_heads=2), data, node=0, 
 
 CELLS = [
     SETUP,
-    "GraphView(t, height=420)",
+    # a graph-break badge on the first Linear: its text must be legible in both themes
+    "GraphView(t, height=420, breaks=[dict(reason='print()', module='0', module_type='Linear',"
+    " source='m.py:1: print(x)', count=1)])",
     "ProfileView(t)",
     "MemoryTimeline(t)",
     FIT,

@@ -51,6 +51,15 @@ block = next(i for i in g.boxes if t.nodes[i].type == "Block")
 opened = visible_graph(t, expanded=set(g.groups) | {block})
 print("EXPECT", len(g.boxes), len(g.groups), len(opened.boxes), block)
 """
+# graph breaks as labkit.compare reports them (tests/widgets/test_graph_marks.py maps
+# Dynamo's real ones): one in a call rolled into the "x3" block, one in the head
+MARKED = """\
+brk = dict(module_type="Conv2d", source="net.py:9: print(x)", count=1)
+marked = GraphView(t, height=420, breaks=[
+    dict(brk, reason="print() is not traced", module="blocks.1.conv1"),
+    dict(brk, reason="Tensor.item() call", module="head", module_type="Linear"),
+])
+marked"""
 CELLS = [
     SETUP,
     "gv = GraphView(t, height=520)\ngv",
@@ -60,8 +69,9 @@ CELLS = [
     "print('SELECTED', repr(gv.selected), gv.selected_node)",
     "big = GraphView(t, height=420, depth=8)  # every call expanded: taller than the view\nbig",
     "big.selected = None\nbig.selected = 'head'\nprint('PICKED', big.selected)",
+    MARKED,
 ]
-GRAPH, PROFILE, MEMORY, TABS, READBACK, BIG, PICK = 1, 2, 3, 4, 5, 6, 7
+GRAPH, PROFILE, MEMORY, TABS, READBACK, BIG, PICK, MARKS = 1, 2, 3, 4, 5, 6, 7, 8
 
 
 @pytest.fixture(scope="module")
@@ -256,3 +266,40 @@ def test_big_graph_stays_legible_pans_to_a_selection_and_keeps_place_on_toggle(p
     after = _box(after_box)
     assert abs(after["x"] - before["x"]) < 2 and abs(after["y"] - before["y"]) < 2, (before, after)
     assert g.get_attribute("data-scale") == scale
+
+
+def test_graph_breaks_show_as_badges_and_move_down_when_a_call_opens(page):
+    g = cell(page, MARKS).locator(".lk-graph")
+    g.locator(".lk-node").first.wait_for()
+    head = g.locator(".lk-node.lk-broken", has_text="head")
+    assert head.locator(".lk-mark").get_attribute("data-breaks") == "1"
+    # blocks.1 is rolled into the x3 box, collapsed: the box counts the break inside it
+    rolled = g.locator(".lk-node", has_text="\N{MULTIPLICATION SIGN}3")
+    assert "lk-broken-inside" in rolled.get_attribute("class")
+    assert rolled.locator(".lk-mark").get_attribute("data-breaks") == "1"
+    rolled.locator("rect.lk-box").hover()
+    tip = g.locator(".lk-tip")
+    tip.wait_for(state="visible")
+    text = tip.inner_text()
+    assert "1 graph break inside" in text
+    assert "print() is not traced in module 'blocks.1.conv1' (Conv2d) at net.py:9" in text
+    save_shot(g, "graph-breaks")
+    rolled.locator(".lk-toggle").click()
+    conv = g.locator(".lk-node.lk-broken", has_text="conv1")
+    conv.wait_for()
+    assert conv.count() == 1 and conv.locator(".lk-mark").get_attribute("data-breaks") == "1"
+    assert g.locator(".lk-broken-inside").count() == 0
+
+
+def test_each_graph_view_has_its_own_arrow_marker(page):
+    cell(page, MARKS).locator(".lk-graph .lk-edge").first.wait_for(state="attached")
+    views = page.locator(".lk-graph svg").evaluate_all(
+        "svgs => svgs.map(s => ({ids: [...s.querySelectorAll('marker')].map(m => m.id),"
+        " refs: [...new Set([...s.querySelectorAll('.lk-edge')]"
+        ".map(e => e.getAttribute('marker-end')))]}))"
+    )
+    assert len(views) >= 2, views
+    ids = [i for v in views for i in v["ids"]]
+    assert len(ids) == len(views) and len(set(ids)) == len(ids), views  # page-wide unique
+    for v in views:  # every edge of a view ends in that view's marker
+        assert v["refs"] == [f"url(#{v['ids'][0]})"], v
