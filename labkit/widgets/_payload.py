@@ -58,6 +58,25 @@ def tensor_text(t: TensorMeta) -> str:
     return f"{'x'.join(map(str, t.shape)) or 'scalar'} {t.dtype}"
 
 
+def node_label(trace: Trace, node_id: int, canon: Canon) -> str:
+    """The short label a graph draws on a node (the browser's ``labelOf`` draws the same).
+
+    A rolled block reads ``"blocks.0-2 x3"`` (with a multiplication sign, U+00D7), the
+    root call the model's name, a numbered child of a container keeps the container's name
+    (``"layers.0"``, not a bare ``"0"``), any other call the last part of its path, and an
+    op its name.
+    """
+    n = trace.nodes[node_id]
+    if n.kind != "module":
+        return n.name
+    if canon.count[node_id] > 1:
+        return f"{canon.block_name[node_id]} \u00d7{canon.count[node_id]}"  # U+00D7
+    if n.name == "":
+        return trace.meta.model or n.type
+    *parts, last = n.name.split(".")
+    return f"{parts[-1]}.{last}" if parts and last.isascii() and last.isdigit() else last
+
+
 def structure_key(trace: Trace, *, rolled: bool = True) -> str:
     """A short hash of what the layout depends on (nodes, nesting, edges, rolling)."""
     h = hashlib.sha1(usedforsecurity=False)

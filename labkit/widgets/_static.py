@@ -20,6 +20,7 @@ from labkit.widgets._payload import (
     METRICS,
     PROFILE_METRIC_COLUMNS,
     memory_payload,
+    node_label,
     node_metrics,
 )
 
@@ -118,9 +119,7 @@ def graph_png(
         )
         ax.add_patch(FancyBboxPatch((x - 0.42, y - 0.17), 0.84, 0.34, boxstyle="round,pad=0.02",
                                     fc=color, ec="#555", lw=0.8))  # fmt: skip
-        label = (n.name.rsplit(".", 1)[-1] or trace.meta.model) if n.kind == "module" else n.name
-        if canon.count[b] > 1:
-            label = f"{canon.block_name[b]} x{canon.count[b]}"
+        label = node_label(trace, b, canon)  # as the browser labels it
         ax.text(x, y + 0.04, label, ha="center", va="center", fontsize=8)
         ax.text(x, y - 0.09, n.type if n.kind == "module" else fmt_metric(metric, v),
                 ha="center", va="center", fontsize=6, color="#333")  # fmt: skip

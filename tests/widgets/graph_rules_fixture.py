@@ -3,7 +3,7 @@
 ``widgets/test/fixtures/graph_rules.json`` holds the GraphView payloads of one real trace
 (rolled and flat) and, for several sets of expanded calls, the boxes, frames and lifted
 edges that :func:`labkit.trace.graph.visible_graph` draws, in trace node ids and in the
-order Python draws them. Two suites read it:
+order Python draws them, and the label of every node (``_payload.node_label``). Two suites read it:
 
 - ``tests/widgets/test_graph_rules.py``: the file is what Python computes now;
 - ``widgets/test/graphcore.test.mjs``: the browser's rules (``widgets/src/_graphcore.js``)
@@ -28,7 +28,7 @@ import labkit
 from labkit.trace.graph import canonicalize, default_expanded, expandable, visible_graph
 from labkit.trace.model import Trace
 from labkit.widgets._contract import UNITS
-from labkit.widgets._payload import graph_payload, profile_payload
+from labkit.widgets._payload import graph_payload, node_label, profile_payload
 from tests.trace._models import ResCNN
 
 FIXTURES = Path(__file__).resolve().parents[2] / "widgets" / "test" / "fixtures"
@@ -82,6 +82,12 @@ def _drawn(trace: Trace, rolled: bool) -> list[dict[str, Any]]:
     return out
 
 
+def _labels(trace: Trace, rolled: bool) -> list[str]:
+    """The label of each payload node (in ``graph["ids"]`` order)."""
+    canon = canonicalize(trace, rolled=rolled)
+    return [node_label(trace, n.id, canon) for n in trace.nodes if canon.is_canonical(n.id)]
+
+
 def fixture() -> dict[str, Any]:
     """Per rolling, the payload and the expected drawing for each case (trace ids)."""
     trace = fixture_trace()
@@ -90,7 +96,7 @@ def fixture() -> dict[str, Any]:
         "model": trace.meta.model,
         "views": [
             {"rolled": rolled, "graph": graph_payload(trace, rolled=rolled),
-             "cases": _drawn(trace, rolled)}
+             "labels": _labels(trace, rolled), "cases": _drawn(trace, rolled)}
             for rolled in (True, False)
         ],
     }  # fmt: skip

@@ -51,6 +51,9 @@ def test_fixture_exercises_every_rule():
         for c in view["cases"]:  # lifted edges join drawn boxes, never a frame or itself
             boxes = set(c["boxes"])
             assert all(s in boxes and d in boxes and s != d for s, d in c["edges"]), c["name"]
+    # labels: a rolled block with its count, numbered children with their container
+    assert "blocks.0-2 \u00d73" in rolled["labels"] and "blocks.0" not in rolled["labels"]
+    assert {"blocks.0", "blocks.1", "blocks.2", "ResCNN", "conv1"} <= set(flat["labels"])
     assert FIXTURE.stat().st_size < 100_000
 
 

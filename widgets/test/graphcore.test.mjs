@@ -251,6 +251,14 @@ for (const view of rules.views) {
   }
 }
 
+for (const view of rules.views) {
+  test(`node labels as Python writes them: ${view.rolled ? "rolled" : "flat"} ${rules.model}`, () => {
+    const g = view.graph;
+    const rolled = rolledInfo(g);
+    assert.deepEqual(g.ids.map((_, k) => labelOf(g, k, rolled)), view.labels);
+  });
+}
+
 test("the graph-rules fixture covers rolled and flat views with several cases each", () => {
   assert.deepEqual(rules.views.map((v) => v.rolled), [true, false]);
   for (const v of rules.views) assert.ok(v.cases.length >= 7 && v.graph.ids.length > 20);
