@@ -51,6 +51,8 @@ def break_dicts(breaks: Any) -> list[dict[str, Any]]:
                 f"recipe {breaks.label!r} was not compiled: it has no graph breaks to mark"
             )
         items = breaks.graph_breaks
+    elif isinstance(breaks, Mapping):  # one break dict
+        items = [breaks]
     else:
         items = breaks
     out: list[dict[str, Any]] = []

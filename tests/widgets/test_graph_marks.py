@@ -104,6 +104,8 @@ def test_a_break_in_a_rolled_call_marks_the_drawn_call_that_stands_for_it(stack_
     assert "in module 'blocks.2' (Gate)" in rolled.marks[str(calls(trace, "blocks.0")[0])][0]
     flat = GraphView(trace, rolled=False).mark_breaks(in_last)
     assert list(map(int, flat.marks)) == calls(trace, "blocks.2")
+    one = GraphView(trace, rolled=False).mark_breaks(dataclasses.asdict(in_last[0]))
+    assert one.marks == flat.marks  # one break dict, as a comparison row lists them
     assert flat.mark_breaks([]).marks == {}
 
 
