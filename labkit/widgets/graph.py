@@ -10,6 +10,7 @@ import traitlets as t
 
 from labkit.trace.graph import DEFAULT_DEPTH, VisibleGraph, default_expanded, visible_graph
 from labkit.widgets._base import TraceWidget
+from labkit.widgets._contract import GraphMarks
 from labkit.widgets._graph_marks import break_dicts, break_marks
 from labkit.widgets._keep import MONO
 from labkit.widgets._payload import METRICS, graph_state
@@ -99,7 +100,7 @@ class GraphView(TraceWidget):
             expanded, self._first_expanded = self._first_expanded, None
         return {"graph": graph, "metrics": metrics, "expanded": expanded, "marks": marks}
 
-    def _marks_of(self, trace: Trace) -> dict[str, list[str]]:
+    def _marks_of(self, trace: Trace) -> GraphMarks:
         marks = break_marks(trace, self._breaks, rolled=self._rolled)
         return {str(nid): texts for nid, texts in sorted(marks.items())}
 
