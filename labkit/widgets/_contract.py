@@ -193,8 +193,8 @@ class RecipeField(_FieldBase, total=False):
     options: list[SelectOption]  #: select only
     sets_mode: str  #: choosing a value switches the panel to this mode (export)
     placeholder: str  #: list only
-
     default: str | bool | list[str]  #: the default Recipe's value (``"none"`` for None)
+
 
 class RecipeChoices(TypedDict):
     """``OptimizePanel.choices``: the controls, built from Python's field list."""
