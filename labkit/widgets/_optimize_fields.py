@@ -78,8 +78,9 @@ def _select(name: str, values: tuple[Any, ...], modes: tuple[str, ...] = MODES) 
 
 def fields() -> list[dict[str, Any]]:
     """One entry per Recipe field: ``name``, ``label``, ``kind``, ``options``, ``modes``,
-    ``hints`` (mode -> text), ``with_export`` (combines with an export), and for
-    ``export`` ``sets_mode`` (choosing one switches the panel to that mode)."""
+    ``hints`` (mode -> text), ``default`` (``"none"`` for None), ``with_export``
+    (combines with an export), and for ``export`` ``sets_mode`` (choosing one switches
+    the panel to that mode)."""
     out = [
         _select("precision", PRECISIONS),
         _select("quantization", QUANTIZATIONS),
@@ -91,8 +92,10 @@ def fields() -> list[dict[str, Any]]:
         {"name": "checkpoint", "kind": "list", "modes": ["train"],
          "placeholder": "module paths, globs or types"},
     ]  # fmt: skip
+    default = Recipe().to_dict()
     for f in out:
         f["label"] = f["name"].replace("_", " ")
+        f["default"] = NONE if default[f["name"]] is None else default[f["name"]]
         f["hints"] = {m: _HINTS[(f["name"], m)] for m in MODES if (f["name"], m) in _HINTS}
         f["with_export"] = _combines_with_export(f)
     return out
@@ -115,7 +118,10 @@ def _combines_with_export(field: dict[str, Any]) -> bool:
 
 
 def locks(mode: str, recipe: Recipe, specs: list[dict[str, Any]]) -> dict[str, str]:
-    """Control name -> why it is disabled now (mode, or an export in the Recipe).
+    """Control name -> why it does nothing now (mode, or an export in the Recipe).
+
+    The front end disables such a control while it holds its default value; one set
+    before (checkpointing, then inference mode) stays editable so it can be cleared.
 
     Example:
         >>> specs = fields()

@@ -34,6 +34,9 @@ def test_recipe_round_trip_and_repr(mlp):
     assert sorted(names) == sorted(Recipe().to_dict())  # a control for every Recipe field
     quant = next(f for f in panel.choices["fields"] if f["name"] == "quantization")
     assert quant["options"][0]["value"] == "none" and quant["modes"] == ["train", "inference"]
+    defaults = {f["name"]: f["default"] for f in panel.choices["fields"]}
+    assert defaults == {**Recipe().to_dict(), "quantization": "none", "compile": "none",
+                        "export": "none"}  # fmt: skip
 
 
 def test_front_end_state_is_validated(mlp):

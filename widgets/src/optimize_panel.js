@@ -69,10 +69,20 @@ export function parseSizes(text) {
   return sizes.every((n) => Number.isInteger(n) && n >= 1) ? sizes : null;
 }
 
-/** A control's state: disabled (with the reason) and the hint for this mode. */
-export function controlState(field, mode, locks) {
+/** Whether a recipe value is the field's default (null and "none" alike; lists by content). */
+export function isDefault(field, value) {
+  if (field.kind === "list") return JSON.stringify(value || []) === JSON.stringify(field.default || []);
+  if (field.kind === "check") return !!value === !!field.default;
+  return shown(value) === shown(field.default);
+}
+
+/** A control's state: the reason it does nothing now (Python's `locks`) and the hint for
+ * this mode. It is disabled while it holds its default; a value set before stays
+ * editable, so that it can be cleared. */
+export function controlState(field, mode, locks, value) {
   const why = (locks || {})[field.name];
-  return { disabled: !!why, title: why || "", hint: (field.hints || {})[mode] || "" };
+  const disabled = !!why && (value === undefined || isDefault(field, value));
+  return { disabled, title: why || "", hint: (field.hints || {})[mode] || "" };
 }
 
 /** The lines under the controls: why each disabled control is off, else its hint for
@@ -208,7 +218,7 @@ function render({ model, el: root }) {
       else if (f.kind === "list") {
         if (document.activeElement !== input) input.value = (r[f.name] || []).join(", ");
       } else input.value = shown(r[f.name]);
-      const st = controlState(f, mode, locks);
+      const st = controlState(f, mode, locks, r[f.name]);
       input.disabled = st.disabled;
       labels[f.name].title = st.title;
       labels[f.name].classList.toggle("lk-off", st.disabled);

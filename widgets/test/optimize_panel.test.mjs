@@ -1,7 +1,7 @@
 // The OptimizePanel's pure functions: control value -> Recipe dict, control state, results table.
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { controlState, hintLines, parseSizes, resultTable, shown, withField } from "../src/optimize_panel.js";
+import { controlState, hintLines, isDefault, parseSizes, resultTable, shown, withField } from "../src/optimize_panel.js";
 
 const base = { precision: "32", quantization: null, compile: null, checkpoint: [], channels_last: false };
 
@@ -44,6 +44,18 @@ test("a control is disabled with Python's reason, else shows its hint for the mo
   const locked = controlState(field, "inference", { precision: "export runs fp32" });
   assert.equal(locked.disabled, true);
   assert.equal(locked.title, "export runs fp32");
+});
+
+test("a control that does nothing now stays editable while it holds a value set before", () => {
+  const ckpt = { name: "checkpoint", kind: "list", default: [] };
+  const locks = { checkpoint: "inference has no backward" };
+  assert.equal(controlState(ckpt, "inference", locks, []).disabled, true);
+  const kept = controlState(ckpt, "inference", locks, ["0", "2"]);
+  assert.equal(kept.disabled, false);
+  assert.equal(kept.title, "inference has no backward"); // still explained
+  assert.equal(isDefault({ kind: "select", default: "none" }, null), true);
+  assert.equal(isDefault({ kind: "select", default: "32" }, "bf16-mixed"), false);
+  assert.equal(isDefault({ kind: "check", default: false }, true), false);
 });
 
 test("hint lines: one line per reason, naming every control it holds for", () => {
