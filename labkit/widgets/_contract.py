@@ -90,6 +90,7 @@ class MemoryPayload(TypedDict):
     module: list[str]  #: module path running at each sample (``""`` when none)
     categories: list[str]  #: MEMORY_CATEGORIES present, in that order, then any others
     bytes: list[list[int]]  #: per category, bytes per sample
+    colors: list[str]  #: per category, its fill (``#rrggbb``)
     largest: list[LargestStorage]  #: the biggest storages, largest first
 
 

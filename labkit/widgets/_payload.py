@@ -43,6 +43,12 @@ METRIC_UNITS: dict[str, str] = {
     "activations": "bytes",
 }
 KIND_CODES = {"input": "i", "output": "o", "module": "m", "op": "p"}
+#: The colour of each memory category, in every view (sent as ``memory_payload``'s colors).
+MEMORY_COLORS: dict[str, str] = dict(
+    zip(MEMORY_CATEGORIES, ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948"),
+        strict=True)
+)  # fmt: skip
+OTHER_COLOR = "#bab0ac"  #: a category labkit does not know
 
 
 def _round(x: float) -> float | int:
@@ -261,6 +267,7 @@ def memory_payload(trace: Trace) -> MemoryPayload:
         "module": [s.module for s in samples],
         "categories": cats,
         "bytes": [[int(s.bytes.get(c, 0)) for s in samples] for c in cats],
+        "colors": [MEMORY_COLORS.get(c, OTHER_COLOR) for c in cats],
         # the biggest storages with their lifetimes: what was live in a selected range
         "largest": [_storage(r) for r in trace.memory_meta.largest] if trace.memory_meta else [],
     }

@@ -29,10 +29,6 @@ if TYPE_CHECKING:
 
     from labkit.trace.model import Trace
 
-CATEGORY_COLORS = {
-    "parameters": "#4e79a7", "gradients": "#f28e2b", "optimizer": "#e15759",
-    "activations": "#76b7b2", "temporaries": "#59a14f", "inputs": "#edc948",
-}  # fmt: skip
 PHASE_COLORS = {"forward": "#e8f0fb", "backward": "#fdf0e6", "optimizer": "#f0f0f0"}
 _FORMAT: dict[str, Callable[[float], str]] = {
     "time": fmt_time,
@@ -195,7 +191,7 @@ def memory_png(trace: Trace) -> bytes:
             start = i
     mib = [[b / 2**20 for b in col] for col in m["bytes"]]
     ax.stackplot(t, mib, labels=m["categories"], step="post",
-                 colors=[CATEGORY_COLORS.get(c, "#bab0ac") for c in m["categories"]])  # fmt: skip
+                 colors=m["colors"])  # fmt: skip
     totals = [sum(col[i] for col in m["bytes"]) for i in range(len(t))]
     p = max(range(len(t)), key=totals.__getitem__)
     ax.axvline(t[p], color="#c00", lw=1, ls="--")

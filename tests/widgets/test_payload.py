@@ -10,6 +10,7 @@ import torch
 from labkit.optimize import Recipe
 from labkit.trace.graph import visible_graph
 from labkit.trace.merge import merge
+from labkit.trace.model import MEMORY_CATEGORIES, MemorySample
 from labkit.widgets import GraphView, MemoryTimeline, ProfileView
 from labkit.widgets._contract import (
     UNITS,
@@ -30,8 +31,10 @@ from labkit.widgets._contract import (
     problems,
 )
 from labkit.widgets._payload import (
+    MEMORY_COLORS,
     METRIC_UNITS,
     METRICS,
+    OTHER_COLOR,
     PROFILE_COLUMNS,
     PROFILE_HEADERS,
     PROFILE_METRIC_COLUMNS,
@@ -118,9 +121,13 @@ def test_memory_payload(memory_trace, cnn_trace):
     assert m["categories"] == ["parameters", "gradients", "optimizer", "activations", "temporaries"]
     assert m["time"] == [0, 0.1, 0.2, 0.3]
     assert m["bytes"][m["categories"].index("optimizer")] == [0, 0, 0, 2000]
+    assert m["colors"] == [MEMORY_COLORS[c] for c in m["categories"]]
+    assert len(set(MEMORY_COLORS.values())) == len(MEMORY_CATEGORIES)  # one colour each
+    odd = memory_trace.replace(memory=(MemorySample(0.0, "forward", "", {"cuda_graphs": 8}),))
+    assert memory_payload(odd)["colors"] == [OTHER_COLOR]
     empty = memory_payload(cnn_trace.replace(memory=(), memory_meta=None))
     assert empty == {"time": [], "phase": [], "module": [], "categories": [], "bytes": [],
-                     "largest": []}  # fmt: skip
+                     "colors": [], "largest": []}  # fmt: skip
 
 
 def test_bytes_per_node_stay_small(cnn_trace):

@@ -4,14 +4,7 @@
 import { fmtBytes, fmtTime, uid } from "./_shared.js";
 import { ensureStyles, esc, h, tooltip } from "./_ui.js";
 
-export const CATEGORY_COLORS = {
-  parameters: "#4e79a7",
-  gradients: "#f28e2b",
-  optimizer: "#e15759",
-  activations: "#76b7b2",
-  temporaries: "#59a14f",
-  inputs: "#edc948",
-};
+// each category's colour comes with the samples (s.colors, labkit/widgets/_payload.py)
 // translucent bands over the theme's background, so the phases read in Light and Dark
 const PHASE_COLORS = { forward: "var(--lk-accent)", backward: "var(--lk-accent2)", optimizer: "var(--lk-fg2)" };
 
@@ -114,7 +107,7 @@ function render({ model, el }) {
       for (let i = 0; i < n; i++) d += `${i ? "L" : "M"}${X(s.time[i]).toFixed(1)},${Y(top[i]).toFixed(1)}`;
       for (let i = n - 1; i >= 0; i--) d += `L${X(s.time[i]).toFixed(1)},${Y(below ? below[i] : 0).toFixed(1)}`;
       const cat = s.categories[c];
-      g += `<path class="lk-area" data-cat="${esc(cat)}" d="${d}Z" fill="${CATEGORY_COLORS[cat] || "#bab0ac"}" fill-opacity=".85"/>`;
+      g += `<path class="lk-area" data-cat="${esc(cat)}" d="${d}Z" fill="${esc(s.colors[c])}" fill-opacity=".85"/>`;
     });
     g += "</g>";
     for (let j = 0; j <= 4; j++) {
@@ -135,7 +128,7 @@ function render({ model, el }) {
     g += `<rect class="lk-brush" x="0" y="${m.t}" width="0" height="${H - m.t - m.b}" style="fill:var(--lk-accent);fill-opacity:.15" visibility="hidden"/>`;
     body.innerHTML = `<svg width="100%" height="${H}" viewBox="0 0 ${W} ${H}"><title>drag across to zoom, double-click to see the whole step</title>${g}</svg>`;
     legend.innerHTML = s.categories
-      .map((c) => `<span style="display:inline-flex;align-items:center;gap:3px"><span class="lk-swatch" style="background:${CATEGORY_COLORS[c] || "#bab0ac"}"></span>${esc(c)}</span>`)
+      .map((c, j) => `<span style="display:inline-flex;align-items:center;gap:3px"><span class="lk-swatch" style="background:${esc(s.colors[j])}"></span>${esc(c)}</span>`)
       .join(" ") + `<span class="lk-spacer"></span><span>peak ${esc(fmtBytes(peak.total))} at ${esc(mod)} (${esc(s.phase[peak.index])})</span>`;
     // what was live in the range shown: the recording's biggest storages with their lifetimes
     const rows = zoom ? liveIn(s.largest, t0, t1) : liveIn(s.largest, s.time[peak.index], s.time[peak.index]);
