@@ -303,3 +303,16 @@ def test_each_graph_view_has_its_own_arrow_marker(page):
     assert len(ids) == len(views) and len(set(ids)) == len(ids), views  # page-wide unique
     for v in views:  # every edge of a view ends in that view's marker
         assert v["refs"] == [f"url(#{v['ids'][0]})"], v
+
+
+def test_svg_export_is_the_whole_drawing_with_its_marks(page):
+    g = cell(page, MARKS).locator(".lk-graph")
+    g.locator(".lk-node").first.wait_for()
+    with page.expect_download() as download:
+        g.locator("button[title='export SVG']").click()
+    assert download.value.suggested_filename == "ResCNN.svg"
+    text = Path(download.value.path()).read_text()
+    assert text.startswith("<svg") and 'xmlns="http://www.w3.org/2000/svg"' in text
+    assert 'transform="translate(20,20)"' in text  # not the view's pan and zoom
+    assert text.count("<marker ") == 1 and text.count('class="lk-mark"') == 2
+    assert text.count('class="lk-node ') == g.locator(".lk-node").count()

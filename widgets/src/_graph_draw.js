@@ -1,8 +1,8 @@
 // The GraphView's drawing as SVG text: group frames, node boxes, edges and their arrow
 // marker, graph-break badges. Pure string building (no DOM), so node tests read what is
 // drawn; graph.js puts the strings into its layers. See widgets/test/graph_draw.test.mjs.
-import { labelOf } from "./_graphcore.js";
-import { pathOf, edgePoints } from "./_layout.js";
+import { boxSize, childrenOf, expandedIndices, labelOf, layoutInput, liftEdges, rolledInfo, visibleNodes } from "./_graphcore.js";
+import { edgePoints, layoutNested, pathOf } from "./_layout.js";
 import { markCount, markSummary } from "./_graph_marks.js";
 import { esc } from "./_ui.js";
 
@@ -40,6 +40,26 @@ export function subOf(graph, k) {
   if (kind === "p" || kind === "i") return outs.length ? graph.tensors[outs[0]].split(" ")[0] : kind === "p" ? "op" : "";
   const ins = graph.ins[k];
   return ins.length ? graph.tensors[ins[0]].split(" ")[0] : "";
+}
+
+/**
+ * What the view draws for a payload and the expanded call ids: the drawn boxes and
+ * frames (vis), the lifted edges and the nested layout.
+ * @returns {kids, rolled, expanded, vis, edges, input, layout}
+ */
+export function drawState(graph, expandedIds) {
+  const { kids } = childrenOf(graph);
+  const rolled = rolledInfo(graph);
+  const expanded = expandedIndices(graph, expandedIds || []);
+  const vis = visibleNodes(graph, expanded);
+  const edges = liftEdges(graph, vis.boxOf);
+  const input = layoutInput(graph, vis, edges);
+  const sizes = new Map();
+  const size = (k) => {
+    if (!sizes.has(k)) sizes.set(k, boxSize(labelOf(graph, k, rolled), subOf(graph, k)));
+    return sizes.get(k);
+  };
+  return { kids, rolled, expanded, vis, edges, input, layout: layoutNested(input, size) };
 }
 
 /** The class a marked box gets: its own break(s), or only breaks inside it. */

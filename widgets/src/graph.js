@@ -1,40 +1,20 @@
 // GraphView front end: nested layered graph of a labkit Trace (anywidget ES module).
 // Render glue: state, model events and selection. The drawing (_graph_draw.js), tooltip
 // (_graph_tip.js), toolbar (_graph_toolbar.js), pan/zoom (_panzoom.js), search and
-// selection lookup (_graph_find.js) and graph-break marks (_graph_marks.js) are modules
-// of their own.
-import {
-  boxSize,
-  childrenOf,
-  colorScale,
-  expandedIndices,
-  labelOf,
-  layoutInput,
-  liftEdges,
-  NEUTRAL,
-  rolledInfo,
-  selectionOf,
-  textColor,
-  visibleNodes,
-} from "./_graphcore.js";
-import { edgesSvg, groupsSvg, nodesSvg, subOf, SVG_STYLE } from "./_graph_draw.js";
+// selection lookup (_graph_find.js), graph-break marks (_graph_marks.js) and the SVG
+// file export (_graph_export.js) are modules of their own.
+import { colorScale, NEUTRAL, selectionOf, textColor } from "./_graphcore.js";
+import { drawState, edgesSvg, groupsSvg, nodesSvg, SVG_STYLE } from "./_graph_draw.js";
 import { hiddenAncestors, matchesOf, selectedIndices } from "./_graph_find.js";
 import { liftMarks } from "./_graph_marks.js";
 import { tipHtml } from "./_graph_tip.js";
 import { buildToolbar, legendHtml, metricDefs } from "./_graph_toolbar.js";
-import { layoutNested } from "./_layout.js";
 import { makeMinimap } from "./_minimap.js";
+import { svgEl, svgFile } from "./_graph_export.js";
 import { attachPanZoom, centerView, fitView, inSight, zoomView } from "./_panzoom.js";
 import { uid } from "./_shared.js";
 import { download, ensureStyles, h, svgToPng, tooltip } from "./_ui.js";
 
-const SVG_NS = "http://www.w3.org/2000/svg";
-
-function svgEl(tag, attrs = {}) {
-  const el = document.createElementNS(SVG_NS, tag);
-  for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, v);
-  return el;
-}
 
 function render({ model, el }) {
   const t0 = performance.now();
@@ -108,19 +88,8 @@ function render({ model, el }) {
     const start = performance.now();
     metrics = metricDefs(graph.metrics);
     bar.setMetrics(metrics);
-    const { kids } = childrenOf(graph);
-    const rolled = rolledInfo(graph);
-    const expanded = expandedIndices(graph, model.get("expanded") || []);
-    const vis = visibleNodes(graph, expanded);
-    const edges = liftEdges(graph, vis.boxOf);
-    const input = layoutInput(graph, vis, edges);
-    const sizes = new Map();
-    const size = (k) => {
-      if (!sizes.has(k)) sizes.set(k, boxSize(labelOf(graph, k, rolled), subOf(graph, k)));
-      return sizes.get(k);
-    };
-    const layout = layoutNested(input, size);
-    S = { graph, kids, rolled, expanded, vis, edges, input, layout, els: new Map(), marks: new Map() };
+    S = { graph, ...drawState(graph, model.get("expanded")), els: new Map(), marks: new Map() };
+    const { vis } = S;
     redraw();
     const kept = anchor && !refit ? S.graph.ids.indexOf(anchor.id) : -1;
     const at = kept >= 0 ? S.layout.pos.get(S.vis.boxOf[kept]) : null;
@@ -299,23 +268,12 @@ function render({ model, el }) {
     model.save_changes();
   });
 
-  function svgText() {
-    const clone = svg.cloneNode(true);
-    const W = S.layout.width + 40;
-    const H = S.layout.height + 40;
-    clone.setAttribute("xmlns", SVG_NS);
-    clone.setAttribute("width", W);
-    clone.setAttribute("height", H);
-    clone.setAttribute("viewBox", `0 0 ${W} ${H}`);
-    clone.querySelector(".lk-viewport").setAttribute("transform", "translate(20,20)");
-    return { text: new XMLSerializer().serializeToString(clone), W, H };
-  }
   function exportSvg() {
-    if (S) download(`${S.graph.model || "graph"}.svg`, svgText().text, "image/svg+xml");
+    if (S) download(`${S.graph.model || "graph"}.svg`, svgFile(svg, S.layout).text, "image/svg+xml");
   }
   async function exportPng() {
     if (!S) return;
-    const { text, W, H } = svgText();
+    const { text, W, H } = svgFile(svg, S.layout);
     download(`${S.graph.model || "graph"}.png`, await svgToPng(text, W, H));
   }
 

@@ -1,24 +1,15 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { boxSize, expandedIndices, labelOf, layoutInput, liftEdges, rolledInfo, visibleNodes } from "../src/_graphcore.js";
-import { edgesSvg, groupsSvg, nodesSvg, subOf } from "../src/_graph_draw.js";
+import { boxSize, labelOf } from "../src/_graphcore.js";
+import { drawState, edgesSvg, groupsSvg, nodesSvg, subOf } from "../src/_graph_draw.js";
 import { hiddenAncestors, matchesOf, selectedIndices } from "../src/_graph_find.js";
 import { liftMarks } from "../src/_graph_marks.js";
 import { tipHtml } from "../src/_graph_tip.js";
 import { metricDefs } from "../src/_graph_toolbar.js";
-import { layoutNested } from "../src/_layout.js";
 import { uid } from "../src/_shared.js";
 import { graph } from "./_graph_fixture.mjs";
 
-function drawn(expandedIds) {
-  const rolled = rolledInfo(graph);
-  const expanded = expandedIndices(graph, expandedIds);
-  const vis = visibleNodes(graph, expanded);
-  const edges = liftEdges(graph, vis.boxOf);
-  const input = layoutInput(graph, vis, edges);
-  const layout = layoutNested(input, (k) => boxSize(labelOf(graph, k, rolled), subOf(graph, k)));
-  return { rolled, expanded, vis, edges, input, layout };
-}
+const drawn = (expandedIds) => drawState(graph, expandedIds);
 const attrs = (svg, re) => [...svg.matchAll(re)].map((m) => m[1]);
 
 test("boxes and frames: one <g> per drawn call, toggles where insides hide", () => {
@@ -33,6 +24,7 @@ test("boxes and frames: one <g> per drawn call, toggles where insides hide", () 
   assert.deepEqual(attrs(groups, /class="lk-group[^"]*" data-k="(\d+)"/g).map(Number), vis.groups);
   assert.match(groups, /Net · Net/);
   assert.ok(!/lk-mark|lk-broken/.test(nodes + groups)); // no marks given
+  for (const k of vis.boxes) assert.equal(layout.pos.get(k).w, boxSize(labelOf(graph, k, rolled), subOf(graph, k)).w);
   assert.equal(subOf(graph, 0), "2x3"); // an input: its shape
   assert.equal(subOf(graph, 10), "2x10"); // the output: its input's shape
 });
