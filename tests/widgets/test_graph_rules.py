@@ -23,6 +23,10 @@ def test_fixture_is_what_python_draws_now():
     assert FIXTURE.exists(), f"{FIXTURE} is missing; {REGENERATE}"
     stored = json.loads(FIXTURE.read_text(encoding="utf-8"))
     now = fixture()
+    assert stored["torch"] == now["torch"], (
+        f"the fixture was recorded with torch {stored['torch']}, this is {now['torch']}: the "
+        f"ops it records may differ; {REGENERATE}"
+    )
     for old, new in zip(stored["views"], now["views"], strict=True):
         assert old["graph"] == new["graph"], f"the GraphView payload changed; {REGENERATE}"
         for a, b in zip(old["cases"], new["cases"], strict=True):
