@@ -18,24 +18,7 @@ import {
 import { edgePoints, layoutLevel, layoutNested, pathOf } from "../src/_layout.js";
 import { liveIn, peakOf, phaseRuns, stack } from "../src/memory.js";
 import { sortRows, topRows } from "../src/profile.js";
-
-// x -> Net[ stem[conv], blocks[ b0[conv, relu], (b1 rolled away) ], head ] -> out
-// payload indices: 0 x, 1 Net, 2 stem, 3 conv, 4 blocks, 5 b0, 6 conv, 7 relu, 8 add, 9 head, 10 out
-const graph = {
-  model: "Net",
-  ids: [0, 1, 2, 3, 4, 5, 6, 7, 20, 30, 31],
-  kind: "immpmmppppo",
-  parent: [-1, -1, 1, 2, 1, 4, 5, 5, 5, 1, -1],
-  name: ["x", "", "stem", "conv2d", "blocks", "blocks.0", "conv2d", "relu", "add", "head", "output"],
-  type: ["Tensor", "Net", "Conv2d", "conv2d", "Sequential", "Block", "conv2d", "relu", "add", "Linear", "Tensor"],
-  ins: [[], [0], [0], [0], [1], [1], [1], [1], [1], [1], [2]],
-  outs: [[0], [2], [1], [1], [1], [1], [1], [1], [1], [2], []],
-  rolled: [[5, 3, "blocks.0-2"]],
-  // x->conv(stem), conv->conv(b0), conv->relu, relu->add, conv(stem)->add (skip), add->head, head->out
-  edges: [0, 3, 3, 6, 6, 7, 7, 8, 3, 8, 8, 9, 9, 10],
-  edge_tensor: [0, 1, 1, 1, 1, 1, 2],
-  tensors: ["2x3 float32", "2x8 float32", "2x10 float32"],
-};
+import { graph } from "./_graph_fixture.mjs"; // the small hand-made payload of the graph tests
 
 test("default expansion shows collapsed calls as boxes", () => {
   const exp = expandedIndices(graph, [1, 4]); // Net and blocks, by trace id
