@@ -16,6 +16,8 @@ import contextlib
 import copy
 import inspect
 import logging
+import sys
+import threading
 import time
 import warnings
 from collections.abc import Iterator
@@ -203,6 +205,27 @@ def _class_forward(module: torch.nn.Module) -> Iterator[None]:
             module.__dict__["forward"] = fwd
 
 
+class _MutedForThread:
+    """A stream that drops what one thread writes and passes every other thread's writes on.
+
+    torch.export prints a failed export's partial FX graph to ``sys.stderr`` itself (and
+    logs the exportdb case at ERROR); labkit reports the failure as one line, so that dump
+    is noise. Muting only the exporting thread keeps a notebook's other output (a training
+    loop, the kernel's own writes) untouched while the panel exports in the background.
+    """
+
+    def __init__(self, stream: Any, thread: int) -> None:
+        self._stream, self._thread = stream, thread
+
+    def write(self, text: str) -> int:
+        if threading.get_ident() == self._thread:
+            return len(text)
+        return int(self._stream.write(text))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
 @contextlib.contextmanager
 def _quiet_exporters() -> Iterator[None]:
     """Mute what the exporters print about their own internals (not about the model)."""
@@ -210,14 +233,19 @@ def _quiet_exporters() -> Iterator[None]:
     names = [n for n in logging.root.manager.loggerDict if n.startswith(prefixes)]
     loggers = [logging.getLogger(n) for n in {*names, *prefixes}]
     levels = [lg.level for lg in loggers]
+    stderr = sys.stderr
+    muted = _MutedForThread(stderr, threading.get_ident())
     try:
         for lg in loggers:
-            lg.setLevel(logging.ERROR)
+            lg.setLevel(logging.CRITICAL)  # a failure is labkit's one-line ExportError
+        sys.stderr = muted
         with warnings.catch_warnings():
             # torch's own pytree deprecation inside torch.export / torch.onnx (not the model's)
             warnings.filterwarnings("ignore", message=r".*LeafSpec.*", category=FutureWarning)
             warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"onnxscript.*")
             yield
     finally:
+        if sys.stderr is muted:  # someone else replaced it meanwhile: leave theirs
+            sys.stderr = stderr
         for lg, level in zip(loggers, levels, strict=True):
             lg.setLevel(level)

@@ -93,7 +93,7 @@ def test_onnx_layer_drift_lines_up_with_module_paths():
 
 
 @pytest.mark.parametrize("target", ["torch.export", "onnxruntime"])
-def test_data_dependent_branch_names_construct_module_and_line(target):
+def test_data_dependent_branch_names_construct_module_and_line(target, capsys):
     torch.manual_seed(0)
     model = Blocked(Gate()).eval()
     cmp = compare(
@@ -111,6 +111,8 @@ def test_data_dependent_branch_names_construct_module_and_line(target):
     assert err.endswith(f"test_export.py:{line}: if x.sum() > 0:  # data-dependent control flow")
     assert "Traceback" not in err and "\n" not in err
     assert cmp.result("bf16-mixed").error is None  # the other recipes still run
+    # the exporter's own dump of the partial graph and its exportdb log stay out of the output
+    assert capsys.readouterr().err == ""
 
 
 def test_op_without_onnx_conversion_is_named():
@@ -153,3 +155,24 @@ def test_draft_export_lists_every_issue():
         f"data-dependent value at line {first + 2}: n = int(x.abs().max())",
     )
     assert "; torch.export's draft export found 2 issues: " in str(err.value)
+
+
+def test_exporter_mute_drops_only_the_exporting_threads_writes():
+    import io
+    import sys
+    import threading
+
+    from labkit.optimize.export import _quiet_exporters
+
+    before, sink = sys.stderr, io.StringIO()
+    sys.stderr = sink
+    try:
+        with _quiet_exporters():
+            print("from the exporting thread", file=sys.stderr)
+            other = threading.Thread(target=lambda: print("from another", file=sys.stderr))
+            other.start()
+            other.join()
+        print("after", file=sys.stderr)
+    finally:
+        sys.stderr = before
+    assert sink.getvalue() == "from another\nafter\n"
