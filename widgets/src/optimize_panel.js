@@ -30,7 +30,7 @@ const CSS = `
 .lk-opt .lk-notes { color: var(--lk-fg2); font-size: 12px; margin: 0; padding-left: 18px; }
 .lk-opt .lk-notice { color: var(--lk-fg2); margin: 2px 0; }
 .lk-opt .lk-hint { color: var(--lk-fg2); font-size: 12px; margin: 0 0 6px; }
-.lk-opt label.lk-off { opacity: .55; }
+.lk-opt label.lk-off { color: var(--lk-fg2); font-style: italic; }  /* still AA: the reason is read */
 .lk-opt td.lk-failed { text-align: left; color: var(--lk-error); white-space: normal; }
 `;
 
