@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -32,6 +32,8 @@ class GraphBreak:
         module_type: That module's class name.
         source: ``file:line: code`` of the statement.
         count: How many times the same break was reported.
+        modules: Every module path of that class: the code that broke is theirs too
+            (Dynamo's stack names the code, not the instance), ``module`` first.
     """
 
     reason: str
@@ -39,12 +41,15 @@ class GraphBreak:
     module_type: str
     source: str
     count: int = 1
+    modules: tuple[str, ...] = ()
 
     def describe(self) -> str:
         """One line: reason, module and source."""
         where = ""
         if self.module:
-            where = f" in module '{self.module}' ({self.module_type})"
+            more = len(self.modules) - 1
+            also = f", and {more} more of that class" if more > 0 else ""
+            where = f" in module '{self.module}' ({self.module_type}{also})"
         elif self.module == "":
             where = f" in the model's forward ({self.module_type})"
         times = f" (x{self.count})" if self.count > 1 else ""
@@ -76,15 +81,12 @@ def graph_breaks(
     places = _code_places(model)
     merged: dict[tuple[str, str], GraphBreak] = {}
     for r in out.break_reasons:
-        module, mtype, source = _where(r.user_stack, places)
+        paths, mtype, source = _where(r.user_stack, places)
         key = (source, _reason(r.reason))
         if key in merged:
-            old = merged[key]
-            merged[key] = GraphBreak(
-                old.reason, old.module, old.module_type, old.source, old.count + 1
-            )
+            merged[key] = replace(merged[key], count=merged[key].count + 1)
             continue
-        merged[key] = GraphBreak(key[1], module, mtype, source)
+        merged[key] = GraphBreak(key[1], paths[0] if paths else None, mtype, source, 1, paths)
     return int(out.graph_count), list(merged.values())
 
 
@@ -100,31 +102,34 @@ def _reason(text: str) -> str:
     return f"{first}: {explanation}" if explanation else first
 
 
-def _code_places(model: torch.nn.Module) -> list[tuple[str, int, int, str, str]]:
-    """(file, first line, last line, module path, class name) per module class, first path wins."""
-    places = []
-    seen: set[type] = set()
+_Place = tuple[str, int, int, tuple[str, ...], str]
+
+
+def _code_places(model: torch.nn.Module) -> list[_Place]:
+    """(file, first line, last line, module paths, class name) per module class, paths in
+    ``named_modules`` order."""
+    paths: dict[type, list[str]] = {}
     for path, m in model.named_modules():
-        cls = type(m)
-        if cls in seen:
-            continue
-        seen.add(cls)
+        paths.setdefault(type(m), []).append(path)
+    places = []
+    for cls, found in paths.items():
         try:
             lines, start = inspect.getsourcelines(cls)
             file = inspect.getsourcefile(cls) or ""
         except (OSError, TypeError):
             continue
-        places.append((file, start, start + len(lines) - 1, path, cls.__name__))
+        places.append((file, start, start + len(lines) - 1, tuple(found), cls.__name__))
     return places
 
 
-def _where(stack: Any, places: list[tuple[str, int, int, str, str]]) -> tuple[str | None, str, str]:
+def _where(stack: Any, places: list[_Place]) -> tuple[tuple[str, ...], str, str]:
+    """(module paths, class name, ``file:line: code``) of the innermost model frame."""
     for frame in reversed(list(stack or [])):
-        for file, lo, hi, path, name in places:
+        for file, lo, hi, paths, name in places:
             if frame.filename == file and lo <= frame.lineno <= hi:
                 code = (frame.line or "").strip()
-                return path, name, f"{frame.filename}:{frame.lineno}: {code}"
+                return paths, name, f"{frame.filename}:{frame.lineno}: {code}"
     if stack:
         frame = list(stack)[-1]
-        return None, "", f"{frame.filename}:{frame.lineno}: {(frame.line or '').strip()}"
-    return None, "", ""
+        return (), "", f"{frame.filename}:{frame.lineno}: {(frame.line or '').strip()}"
+    return (), "", ""

@@ -16,12 +16,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, is_dataclass
 from typing import TYPE_CHECKING, Any
 
+from labkit.optimize._breaks import GraphBreak
 from labkit.trace.graph import canonicalize
 
 if TYPE_CHECKING:
     from labkit.trace.model import Trace
 
-_FIELDS = ("reason", "module", "module_type", "source", "count")
+_FIELDS = ("reason", "module", "module_type", "source", "count", "modules")
 
 
 def break_dicts(breaks: Any) -> list[dict[str, Any]]:
@@ -62,6 +63,7 @@ def break_dicts(breaks: Any) -> list[dict[str, Any]]:
         if "module" not in d:
             raise ValueError(f"a graph break needs a 'module' field (its module path), got {d}")
         d = {"reason": "graph break", "module_type": "", "source": "", "count": 1, **d}
+        d["modules"] = tuple(d.get("modules") or ())
         key = tuple(d[f] for f in _FIELDS[:4])
         if key not in seen:  # the same place reported by several compiled rows
             seen.add(key)
@@ -71,15 +73,16 @@ def break_dicts(breaks: Any) -> list[dict[str, Any]]:
 
 def describe(b: Mapping[str, Any]) -> str:
     """One line: reason, module and source line (as ``GraphBreak.describe`` writes it)."""
-    from labkit.optimize._breaks import GraphBreak
-
     return GraphBreak(**{f: b[f] for f in _FIELDS}).describe()
 
 
 def break_marks(
     trace: Trace, breaks: list[dict[str, Any]], *, rolled: bool = True
 ) -> dict[int, list[str]]:
-    """``{trace node id: [text per break]}``: every call of each break's module, marked.
+    """``{trace node id: [text per break]}``: every call of each break's modules, marked.
+
+    A break's ``modules`` are every module of the class whose code broke (each runs that
+    code); a break without them marks its ``module``.
 
     A break whose module is unknown (Dynamo's stack left the model's classes) or has no
     call in ``trace`` is not marked; one warning names each such module path.
@@ -99,16 +102,17 @@ def break_marks(
     marks: dict[int, list[str]] = {}
     unplaced: list[str] = []
     for b in breaks:
-        path = b["module"]
-        if path is None or path not in calls:
-            at = b["source"] or b["reason"]
-            if path is None:
-                unplaced.append(f"a break in no module of the model ({at})")
-            else:
-                unplaced.append(f"module {path!r} has no call in this trace ({at})")
+        at = b["source"] or b["reason"]
+        if b["module"] is None:
+            unplaced.append(f"a break in no module of the model ({at})")
+            continue
+        paths = b["modules"] or (b["module"],)
+        ran = [p for p in paths if p in calls]
+        if not ran:
+            unplaced.append(f"module {b['module']!r} has no call in this trace ({at})")
             continue
         text = describe(b)
-        for nid in calls[path]:
+        for nid in (nid for p in ran for nid in calls[p]):
             texts = marks.setdefault(alias[nid], [])
             if text not in texts:  # calls rolled into one drawn call: marked once
                 texts.append(text)

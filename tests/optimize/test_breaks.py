@@ -45,7 +45,7 @@ def test_explain_names_reason_module_and_line():
     assert graphs == 3 and len(breaks) == 1
     b = breaks[0]
     assert b.count == 2
-    assert b.module == "chatty" and b.module_type == "Chatty"
+    assert b.module == "chatty" and b.module_type == "Chatty" and b.modules == ("chatty",)
     assert "print" in b.reason
     assert f"test_breaks.py:{print_line()}: " + 'print("", end="")  # Dynamo cannot' in b.source
     assert b.describe().startswith(b.reason + " in module 'chatty' (Chatty) at ")

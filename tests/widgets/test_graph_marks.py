@@ -95,9 +95,17 @@ def stack_breaks():
 
 def test_a_break_in_a_rolled_call_marks_the_drawn_call_that_stands_for_it(stack_breaks):
     model, x, breaks = stack_breaks
-    assert [b.module for b in breaks] == ["blocks.0"]  # Dynamo names the class's first path
+    # Dynamo's stack names the code, not the instance: every Gate runs the line that broke
+    assert [(b.module, b.modules) for b in breaks] == [
+        ("blocks.0", ("blocks.0", "blocks.1", "blocks.2"))
+    ]
+    assert "in module 'blocks.0' (Gate, and 2 more of that class) at " in breaks[0].describe()
     trace = labkit.trace(model, x)
-    in_last = [dataclasses.replace(b, module="blocks.2") for b in breaks]
+    every = GraphView(trace, rolled=False, breaks=breaks)
+    assert sorted(map(int, every.marks)) == sorted(
+        nid for p in ("blocks.0", "blocks.1", "blocks.2") for nid in calls(trace, p)
+    )
+    in_last = [dataclasses.replace(b, module="blocks.2", modules=()) for b in breaks]
     rolled = GraphView(trace, breaks=in_last)
     # blocks.1 and blocks.2 are rolled into blocks.0's box: the mark is drawn there
     assert list(map(int, rolled.marks)) == calls(trace, "blocks.0")
@@ -112,7 +120,7 @@ def test_a_break_in_a_rolled_call_marks_the_drawn_call_that_stands_for_it(stack_
 def test_a_break_whose_module_did_not_run_is_named_in_a_warning(stack_breaks):
     model, x, breaks = stack_breaks
     trace = labkit.trace(model, x)
-    elsewhere = [dataclasses.replace(breaks[0], module="encoder.attn")]
+    elsewhere = [dataclasses.replace(breaks[0], module="encoder.attn", modules=("encoder.attn",))]
     with pytest.warns(UserWarning, match=r"module 'encoder\.attn' has no call in this trace"):
         view = GraphView(trace, breaks=elsewhere + list(breaks))
     assert list(map(int, view.marks)) == calls(trace, "blocks.0")  # the others still marked
