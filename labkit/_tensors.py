@@ -2,7 +2,8 @@
 
 - walking nested call arguments and results: :func:`named_tensors`, :func:`flat_tensors`,
   :func:`call_tensors`, :func:`named_args`;
-- a batch as a call's ``(args, kwargs)``: :func:`split_batch`;
+- a batch as a call's ``(args, kwargs)``: :func:`split_batch`, with keyword inputs given
+  beside it: :func:`call_inputs`;
 - the real tensors inside a tensor subclass (torchao's quantized weights):
   :func:`is_wrapper`, :func:`plain_tensors`, and the bytes they hold: :func:`held_bytes`;
 - where a model lives: :func:`model_device`.
@@ -133,6 +134,42 @@ def split_batch(batch: Any, *, strict: str | None = None) -> tuple[tuple[Any, ..
             f"keyword inputs, got {type(batch).__name__}"
         )
     return (batch,), {}
+
+
+def call_inputs(
+    batch: Any, inputs: Mapping[str, Any], *, where: str
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """A call's ``(args, kwargs)`` from a batch and keyword inputs given beside it.
+
+    ``labkit.memory(model, ids, attention_mask=m)`` takes inputs as ``labkit.trace``
+    does; a batch alone (:func:`split_batch`) or keywords alone work too.
+
+    Args:
+        batch: The batch (``None``: no positional inputs).
+        inputs: Keyword inputs of the model.
+        where: The caller, for errors (``"labkit.memory"``).
+
+    Raises:
+        TypeError: No input at all, or a keyword given both in a dict batch and beside it.
+
+    Example:
+        >>> call_inputs((1, 2), {"mask": 3}, where="labkit.memory")
+        ((1, 2), {'mask': 3})
+    """
+    if batch is None and not inputs:
+        raise TypeError(
+            f"{where} needs the model's input: a batch (a tensor, a tuple of positional "
+            "inputs or a dict of keyword inputs) and/or keyword inputs, e.g. "
+            f"{where}(model, input_ids, attention_mask=mask)"
+        )
+    args, kwargs = split_batch(batch) if batch is not None else ((), {})
+    twice = sorted(kwargs.keys() & inputs.keys())
+    if twice:
+        raise TypeError(
+            f"{where}: the input {twice[0]!r} is given twice, in the batch dict and as a "
+            "keyword; give it once"
+        )
+    return args, {**kwargs, **inputs}
 
 
 _PLAIN = (torch.Tensor, torch.nn.Parameter)

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from labkit._format import fmt_bytes
-from labkit._tensors import split_batch
+from labkit._tensors import call_inputs
 from labkit.memory.attribution import MemoryReport
 from labkit.memory.errors import MemoryRecordError
 from labkit.memory.timeline import MAX_SAMPLES
@@ -22,7 +22,7 @@ from labkit.trace.recorder import Recorder, check_model
 
 def memory(
     model: torch.nn.Module,
-    batch: Any,
+    batch: Any = None,
     *,
     loss: Callable[[Any], torch.Tensor] | None = None,
     optimizer: torch.optim.Optimizer | None = None,
@@ -30,6 +30,7 @@ def memory(
     backward: bool = True,
     max_samples: int = MAX_SAMPLES,
     cuda_history: str | os.PathLike[str] | None = None,
+    **inputs: Any,
 ) -> MemoryReport:
     """Record where every byte of one training step goes: forward, backward, optimizer step.
 
@@ -54,6 +55,9 @@ def memory(
         cuda_history: On CUDA, also record the caching allocator's own event history
             (with Python stacks) and write the snapshot to this path; drop the file on
             https://pytorch.org/memory_viz. Costs more than the recording itself.
+        **inputs: Keyword inputs of ``model``, as :func:`labkit.trace` takes them
+            (``labkit.memory(model, ids, attention_mask=m)``); with them ``batch`` may
+            be left out.
 
     Returns:
         A :class:`MemoryReport` holding the :class:`~labkit.trace.Trace`.
@@ -78,7 +82,7 @@ def memory(
             f"{type(model).__name__} are not on a CUDA device: drop cuda_history or move the "
             "model with model.cuda()"
         )
-    args, kwargs = split_batch(batch)
+    args, kwargs = call_inputs(batch, inputs, where="labkit.memory")
     check_devices(model, args, kwargs)
     tracker = MemoryTracker(
         model,

@@ -28,6 +28,12 @@ def memory_meta(tracker: MemoryTracker, device: str = "cpu") -> MemoryMeta:
         "bytes are tensor storages (each counted once however many views share it); "
         "buffers count as parameters",
     ]
+    if tracker.grads_before:
+        notes.append(
+            f"the parameters held .grad from an earlier backward "
+            f"({fmt_bytes(tracker.grads_before)}) when the step began: counted from the start, "
+            "as in a loop that does not call zero_grad(set_to_none=True) before backward"
+        )
     if tracker.cuda:
         notes.append(
             "CUDA: the allocator rounds each block up (512 B at least) and keeps freed blocks "
@@ -223,6 +229,7 @@ class MemoryReport:
         line = sparkline(self.samples)
         if line:
             lines.append(f"  timeline: {line}")
+        lines += [f"  note: {n}" for n in m.notes]
         return "\n".join(lines)
 
     def show(self, **kwargs: Any) -> Any:

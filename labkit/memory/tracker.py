@@ -154,6 +154,7 @@ class MemoryTracker(Observer):
         self._recs: dict[int, _Rec] = {}  # id(weakref) -> record
         self._by_sid: dict[int, _Rec] = {}  # id(storage object) -> record
         self._cat = [0] * 6
+        self.grads_before = 0
         self._mod: dict[tuple[str, int], int] = {}
         self._fp32: dict[tuple[str, int], int] = {}
         self._saved: dict[str, int] = {}
@@ -203,6 +204,7 @@ class MemoryTracker(Observer):
         for p in model.parameters():
             if p.grad is not None:
                 self._track(p.grad, GRADS, inst.param_owner(p), _FWD)
+        self.grads_before = self._cat[GRADS]  # .grad left by an earlier backward
         for opt in self._optimizers:
             self._adopt_optimizer(opt)
         self._adopt_scalers()

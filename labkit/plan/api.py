@@ -14,7 +14,7 @@ from torch._subclasses.fake_tensor import (
     UnsupportedOperatorException,
 )
 
-from labkit._tensors import model_device, split_batch
+from labkit._tensors import call_inputs, model_device
 from labkit.plan._fake import (
     fake_batch,
     fake_model,
@@ -35,13 +35,14 @@ _FAKE_ERRORS = (DataDependentOutputException, DynamicOutputShapeException,
 
 def plan(
     model: torch.nn.Module,
-    batch: Any,
+    batch: Any = None,
     *,
     loss: Callable[[Any], torch.Tensor] | None = None,
     optimizer: Any = None,
     recipe: Any = None,
     device: str | torch.device | None = None,
     backward: bool = True,
+    **inputs: Any,
 ) -> Plan:
     """Predict one training step's memory, FLOPs and graph without allocating it.
 
@@ -67,6 +68,8 @@ def plan(
         device: The device to plan for; default the model's (CPU for a meta model).
             Planning for CUDA needs no GPU memory.
         backward: Predict the backward pass too.
+        **inputs: Keyword inputs of ``model`` (as for :func:`labkit.memory`); with them
+            ``batch`` may be left out.
 
     Returns:
         A :class:`Plan`.
@@ -97,13 +100,15 @@ def plan(
     else:
         fmodel = fake_model(model, mode, dev, memo)
     fopt = fake_optimizer(optimizer, fmodel, mode, dev, memo)
-    fbatch = fake_batch(batch, mode, dev)
+    if isinstance(batch, torch.Size):  # a shape stands for one tensor, not a tuple of inputs
+        batch = (batch,)
+    real = call_inputs(batch, inputs, where="labkit.plan")
+    args, kwargs = fake_batch(real, mode, dev)
     values = IndexValues(mode)
-    seed_values(values, fbatch, batch)
+    seed_values(values, (args, kwargs), real)
     for t in (*model.parameters(), *model.buffers()):
         if id(t) in memo and t.device.type != "meta":
             values.know(memo[id(t)], t.detach().clone())
-    args, kwargs = split_batch(fbatch)
     trace = _record(model, fmodel, args, kwargs, loss, fopt, (mode, values), backward)
     seconds = time.perf_counter() - t0
     notes = (
@@ -118,11 +123,12 @@ def plan(
     if mm is not None:
         mm = dataclasses.replace(mm, device=str(dev))
     replan = None
-    if not callable(batch) and batch_size(batch) is not None:
+    if not callable(batch) and batch_size(real) is not None:
 
         def replan(n: int) -> Plan:
-            return plan(model, resize(batch, n), loss=loss, optimizer=optimizer, recipe=recipe,
-                        device=dev, backward=backward)  # fmt: skip
+            rargs, rkwargs = resize(real, n)
+            return plan(model, rargs, loss=loss, optimizer=optimizer, recipe=recipe,
+                        device=dev, backward=backward, **rkwargs)  # fmt: skip
 
     return Plan(trace.replace(meta=meta, memory_meta=mm), seconds=seconds, replan=replan)
 
