@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
+from torch.overrides import TorchFunctionMode, _get_current_function_mode_stack
 from torch.utils.checkpoint import checkpoint
 
 
@@ -15,7 +17,9 @@ class CheckpointForward:
 
     Activations inside the module are dropped after forward and recomputed in
     backward, so forward hooks of its children fire twice per step. Without
-    gradients (``no_grad``, inference) it calls the forward directly.
+    gradients (``no_grad``, inference) it calls the forward directly. Function modes
+    that ask for it (``replay_in_recompute = True``: labkit's dropout-off mode) are
+    active in the recompute as they were in the forward, so it takes the same kernels.
 
     Args:
         fn: The module's original bound forward.
@@ -29,10 +33,34 @@ class CheckpointForward:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if not torch.is_grad_enabled():
             return self.fn(*args, **kwargs)
-        return checkpoint(self.fn, *args, use_reentrant=False, **kwargs)
+        return checkpoint(self.fn, *args, use_reentrant=False, context_fn=_forward_modes, **kwargs)
 
     def __repr__(self) -> str:
         return f"CheckpointForward(path={self.path!r})"
+
+
+def _forward_modes() -> tuple[contextlib.AbstractContextManager[None], Any]:
+    """Checkpoint's ``context_fn``: nothing for the forward; the recompute re-enters the
+    function modes that were active in the forward and want it.
+
+    Backward runs with such a mode popped (a mode is off while it handles ``backward``
+    itself), so without this the recompute would run without it: dropout back on, another
+    attention kernel, and checkpoint's "recomputed values have different metadata".
+    """
+    modes = [
+        m for m in _get_current_function_mode_stack() if getattr(m, "replay_in_recompute", False)
+    ]
+    return contextlib.nullcontext(), _entered(modes)
+
+
+@contextlib.contextmanager
+def _entered(modes: list[TorchFunctionMode]) -> Iterator[None]:
+    live = _get_current_function_mode_stack()
+    with contextlib.ExitStack() as stack:
+        for m in modes:
+            if not any(m is x for x in live):
+                stack.enter_context(m)
+        yield
 
 
 def select(model: torch.nn.Module, patterns: tuple[str, ...]) -> tuple[list[str], list[str]]:

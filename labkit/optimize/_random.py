@@ -11,7 +11,8 @@ leaves everything else (BatchNorm batch statistics, ``model.training``) as it wa
 - ``nn.MultiheadAttention``'s attention dropout is set to 0;
 - functional calls are neutralized by a ``TorchFunctionMode``: ``F.dropout`` and
   its relatives return their input, ``F.scaled_dot_product_attention`` runs with
-  ``dropout_p=0`` (it works inside ``torch.compile`` too).
+  ``dropout_p=0`` (it works inside ``torch.compile`` too), also where labkit's
+  checkpointing recomputes a forward during ``backward`` (``replay_in_recompute``).
 
 Everything is restored on exit, also on error.
 """
@@ -65,6 +66,9 @@ class Held:
 
 
 class _NoDropout(TorchFunctionMode):
+    #: labkit's checkpointing re-enters this mode when it recomputes a forward in backward
+    replay_in_recompute = True
+
     def __init__(self, held: Held) -> None:
         super().__init__()
         self.held = held

@@ -228,7 +228,9 @@ class Comparison:
         for r in self.results:
             notes += [f"- {r.label}: {n}" for n in r.notes]
             if r.error:
-                notes.append(f"- {r.label}: ERROR {r.error}")
+                first, *more = r.error.strip().splitlines() or [""]
+                rest = f" (+{len(more)} lines: cmp.result({r.label!r}).error)" if more else ""
+                notes.append(f"- {r.label}: ERROR {first}{rest}")
         return "\n".join([title, *lines, *(["", "notes:", *notes] if notes else [])])
 
     def __repr__(self) -> str:

@@ -120,6 +120,19 @@ def test_a_recipe_that_fails_is_reported_not_raised(mlp, x):
     assert "bf16-mixed: ERROR" in cmp.summary()
 
 
+def test_a_long_error_is_one_line_in_the_summary(mlp, x):
+    def bad_loss(out):
+        if out.dtype != torch.float32:
+            raise RuntimeError("the first line names it\nsecond line\nthird line")
+        return out.sum()
+
+    cmp = compare(mlp, x, Recipe(precision="bf16-mixed"), loss=bad_loss, steps=1, warmup=0)
+    assert cmp.result("bf16-mixed").error.endswith("second line\nthird line")  # all kept
+    line = "- bf16-mixed: ERROR RuntimeError: the first line names it (+2 lines: "
+    assert line + "cmp.result('bf16-mixed').error)" in cmp.summary().splitlines()
+    assert "second line" not in cmp.summary()
+
+
 def test_progress_callback(mlp, x):
     seen = []
     compare(mlp, x, [], steps=1, warmup=0, memory=False, progress=lambda f, m: seen.append((f, m)))
