@@ -1,23 +1,25 @@
 """Peak memory of one step of a Recipe's model.
 
 On CUDA it is the caching allocator's peak (``torch.cuda.max_memory_allocated``).
-On CPU there is no allocator statistic, so torch's dispatch-level ``MemTracker``
-(``torch.distributed._tools.mem_tracker``) counts live tensor bytes, parameters
-and optimizer state included. It cannot see inside compiled graphs, so compiled
-recipes are measured on their eager equivalent (and the note says so).
+On CPU there is no allocator statistic, so labkit's own
+:class:`~labkit.memory.MemoryTracker` (what ``labkit.memory`` reports) counts live
+tensor storages, parameters, gradients, optimizer state and the batch included. It
+cannot see inside compiled graphs, so compiled recipes are measured on their eager
+equivalent (and the note says so).
 """
 
 from __future__ import annotations
 
 import copy
-import warnings
 from typing import Any
 
 import torch
 
 from labkit._format import fmt_bytes
 from labkit._tensors import held_bytes, model_device
+from labkit.memory.tracker import MemoryTracker
 from labkit.optimize.step import RecipeStep
+from labkit.trace.recorder import Recorder
 
 
 def peak_memory(run: Any, eager_recipe: Any) -> tuple[int | None, str | None]:
@@ -25,15 +27,15 @@ def peak_memory(run: Any, eager_recipe: Any) -> tuple[int | None, str | None]:
     from labkit.optimize.apply import apply
 
     model = run.model if not run.recipe.compile else apply(run.base_model, eager_recipe)
-    if _has_subclass_weights(model):
-        return None, (
-            f"peak memory not measured (torch's MemTracker cannot follow torchao's int8 weight "
-            f"tensors); weights: {fmt_bytes(weight_bytes(model))} vs "
-            f"{fmt_bytes(weight_bytes(run.base_model))} in fp32"
-        )
     note = None
     if run.recipe.compile:
         note = "peak memory measured on the eager model (compiled graphs are opaque to the tracker)"
+    elif any(type(p) not in (torch.Tensor, torch.nn.Parameter) for p in model.parameters()):
+        note = (
+            f"weights: {fmt_bytes(weight_bytes(model))} vs "
+            f"{fmt_bytes(weight_bytes(run.base_model))} in fp32 (the peak adds what the "
+            "quantized kernels unpack, e.g. a weight dequantized for its matmul)"
+        )
     device = model_device(model)
     try:
         if device.type == "cuda":
@@ -41,10 +43,6 @@ def peak_memory(run: Any, eager_recipe: Any) -> tuple[int | None, str | None]:
         return _tracked_peak(run, model), note
     except Exception as exc:
         return None, f"peak memory not measured ({type(exc).__name__}: {exc})"
-
-
-def _has_subclass_weights(model: torch.nn.Module) -> bool:
-    return any(type(p) not in (torch.Tensor, torch.nn.Parameter) for p in model.parameters())
 
 
 def weight_bytes(model: torch.nn.Module) -> int:
@@ -60,21 +58,18 @@ def _fresh_step(run: Any, model: torch.nn.Module) -> RecipeStep:
 
 
 def _tracked_peak(run: Any, model: torch.nn.Module) -> int:
-    from torch.distributed._tools.mem_tracker import MemTracker
-
+    """The step's peak of live tensor storages, by labkit's own MemoryTracker (the figure
+    ``labkit.memory`` reports for the same step)."""
     step = _fresh_step(run, model)
-    tracker = MemTracker()
-    tracker.track_external(step.model, *([step.opt] if step.opt is not None else []))
-    with warnings.catch_warnings():
-        # MemTracker's own always_call hook re-raises as a UserWarning when forward fails;
-        # the failure itself is reported below.
-        warnings.filterwarnings(
-            "ignore", message=r".*always_call=True.*raised an exception", category=UserWarning
-        )
-        with tracker:
-            step(*run.inputs, seed=run.seed, **run.kwargs)
-    snapshot = tracker.get_tracker_snapshot("peak")
-    return int(sum(v.get("Total", 0) for v in snapshot.values() if isinstance(v, dict)))
+    tracker = MemoryTracker(
+        step.model,
+        optimizers=(step.opt,) if step.opt is not None else (),
+        inputs=(run.inputs, run.kwargs),
+        scalers=(step.scaler,) if step.scaler is not None else (),
+    )
+    with Recorder(step.model, mode="timing", observers=[tracker]):
+        step(*run.inputs, seed=run.seed, **run.kwargs)
+    return int(tracker.peak)
 
 
 def _cuda_peak(run: Any, model: torch.nn.Module, device: torch.device) -> int:

@@ -223,3 +223,48 @@ def test_fp16_training_uses_a_grad_scaler(mlp, x, target):
     assert any("GradScaler" in n for n in half.notes)
     # documented bound: fp16 autocast keeps this MLP's loss within 2% of fp32 over 3 steps
     assert half.loss == pytest.approx(base.loss, rel=0.02)
+
+
+def test_cpu_peak_memory_is_torchs_memtracker_plus_the_batch():
+    # torch's dispatch-level MemTracker, run on the same step, is the reference; it does
+    # not count the batch (made before it starts), labkit's tracker does
+    from torch.distributed._tools.mem_tracker import MemTracker
+
+    from labkit.optimize.apply import apply
+    from labkit.optimize.step import RecipeStep
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Dropout(0.1), nn.Linear(256, 10))
+    x, y = torch.randn(32, 64), torch.randint(0, 10, (32,))
+
+    def loss(out):
+        return F.cross_entropy(out, y)
+
+    for recipe in (Recipe(), Recipe(precision="bf16-mixed")):
+        step = RecipeStep(apply(model, recipe), recipe, mode="train", loss=loss)
+        ref = MemTracker()
+        ref.track_external(step.model, step.opt)
+        with ref:
+            step(x, seed=0)
+        peak = ref.get_tracker_snapshot("peak")
+        expected = sum(v.get("Total", 0) for v in peak.values() if isinstance(v, dict))
+        cmp = compare(model, x, recipe, loss=loss, steps=1, warmup=0, drift=False)
+        assert cmp.results[-1].peak_memory == expected + x.numel() * 4, recipe.label
+
+
+def test_int8_weight_only_peak_counts_the_dequantized_weight():
+    pytest.importorskip("torchao")
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(512, 1024), nn.ReLU(), nn.Linear(1024, 256)).eval()
+    cmp = compare(
+        model, torch.randn(4, 512), Recipe(quantization="int8-weight-only"),
+        mode="inference", steps=1, warmup=0, drift=False,
+    )  # fmt: skip
+    base, q = cmp.results
+    int8 = 512 * 1024 + 1024 * 256  # one byte per weight, scales and biases on top
+    fp32 = 4 * (512 * 1024 + 1024 * 256)
+    assert base.peak_memory >= fp32
+    # torchao dequantizes the first layer's weight to float32 for its matmul on CPU: the
+    # peak holds it beside the int8 weights, so it is far above the int8 weight bytes
+    assert base.peak_memory > q.peak_memory >= int8 + 512 * 1024 * 4
+    assert any(n.startswith("weights: ") for n in q.notes)
