@@ -20,16 +20,31 @@ OPTIMIZERS = {"adam": "Adam", "adamw": "AdamW", "sgd": "SGD", "rmsprop": "RMSpro
 StepFn = Callable[[torch.nn.Module, Any], tuple[Any, Any]]
 
 
+#: keys a dict batch's target may have, in the order they are looked for
+TARGET_KEYS = ("y", "target", "targets", "label", "labels")
+
+
 def default_step(net: torch.nn.Module, batch: Any) -> tuple[Any, Any]:
-    """``(x, y) -> (net(x), y)``; a PyG batch (has ``.y``) -> ``(net(batch), batch.y)``."""
+    """``(x, y) -> (net(x), y)``; a PyG batch (has ``.y``) -> ``(net(batch), batch.y)``; a
+    dict batch -> ``(net(batch["x"]), target)`` or, without ``"x"``, ``net(**the rest)``
+    (Hugging Face style: ``input_ids``, ``attention_mask``), the target being the first of
+    :data:`TARGET_KEYS` it has."""
     if isinstance(batch, tuple | list) and len(batch) == 2:
         x, y = batch
         return net(x), y
     if hasattr(batch, "y"):
         return net(batch), batch.y
-    if isinstance(batch, Mapping) and "y" in batch:
-        x = batch["x"] if "x" in batch else {k: v for k, v in batch.items() if k != "y"}
-        return net(x), batch["y"]
+    if isinstance(batch, Mapping):
+        key = next((k for k in TARGET_KEYS if k in batch), None)
+        if key is not None:
+            if "x" in batch:
+                return net(batch["x"]), batch[key]
+            return net(**{k: v for k, v in batch.items() if k != key}), batch[key]
+        raise TypeError(
+            f"Lab cannot find the target in a dict batch with keys {sorted(batch)}: name it "
+            f"one of {', '.join(TARGET_KEYS)}, or pass step=lambda net, batch: "
+            "(net(...), target) to Lab"
+        )
     raise TypeError(
         f"Lab cannot split a batch of type {type(batch).__name__} into inputs and targets; "
         "give (x, y) pairs, or pass step=lambda net, batch: (net(...), target) to Lab"

@@ -35,6 +35,22 @@ def test_default_step_and_batch_size():
         default_step(net, 3)
 
 
+def test_a_dict_batch_gives_keyword_inputs_and_its_target():
+    class Tagger(nn.Module):  # Hugging Face style: keyword inputs
+        def forward(self, input_ids, attention_mask):
+            return input_ids.float() * attention_mask
+
+    ids, mask, labels = torch.arange(6).view(2, 3), torch.ones(2, 3), torch.tensor([0, 1])
+    batch = {"input_ids": ids, "attention_mask": mask, "labels": labels}
+    out, target = default_step(Tagger(), batch)
+    assert torch.equal(out, ids.float()) and target is labels
+    out, target = default_step(nn.Linear(3, 1), {"x": torch.zeros(4, 3), "y": torch.ones(4)})
+    assert out.shape == (4, 1) and torch.equal(target, torch.ones(4))
+    with pytest.raises(TypeError, match=r"cannot find the target in a dict batch with keys "
+                       r"\['attention_mask', 'input_ids'\]: name it one of y, target"):  # fmt: skip
+        default_step(Tagger(), {"input_ids": ids, "attention_mask": mask})
+
+
 @pytest.mark.parametrize("resumed_epoch, kept", [(0, True), (1, False)])
 def test_epoch_means_continue_after_a_mid_epoch_checkpoint(resumed_epoch, kept):
     """A Stop checkpoint mid-epoch carries the epoch's sums; a new epoch starts from zero."""
