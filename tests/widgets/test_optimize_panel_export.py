@@ -11,23 +11,7 @@ from labkit.optimize import Recipe
 from labkit.widgets import _optimize_fields
 from labkit.widgets.optimize_panel import OptimizePanel
 from tests.optimize.conftest import MLP
-
-
-class Gate(nn.Module):
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.sum() > 0:  # data-dependent control flow
-            return x * 2
-        return x
-
-
-class Blocked(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.proj = nn.Linear(8, 8)
-        self.tail = Gate()
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.tail(self.proj(x))
+from tests.optimize.test_export import Blocked, Gate  # an `if x.sum() > 0` in module 'tail'
 
 
 class Lab:
@@ -127,7 +111,7 @@ def test_unexportable_model_gives_a_one_line_reason_row():
     torch.manual_seed(0)
     lab, got = Lab(), []
     recipe = Recipe(export="torch.export")
-    panel = OptimizePanel(Blocked(), torch.randn(4, 8), recipe=recipe, steps=2, warmup=0,
+    panel = OptimizePanel(Blocked(Gate()), torch.randn(4, 8), recipe=recipe, steps=2, warmup=0,
                           memory=False, target=lab, on_apply=got.append)  # fmt: skip
     send(panel, "measure")
     assert panel.error == ""  # the measurement ran; the export row says what failed
