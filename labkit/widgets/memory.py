@@ -19,8 +19,11 @@ class MemoryTimeline(TraceWidget):
     """Stacked area of live bytes by category over a step, from the Trace's memory samples.
 
     Forward, backward and optimizer phases are shaded, the peak is marked with the module
-    running at that moment, and hovering shows bytes by category. A trace without memory
-    samples shows a message saying how to record them.
+    running at that moment, and hovering shows bytes by category. The ``selected`` module
+    (linked with the graph and profile in ``trace.show()``) is shaded wherever it, or a
+    module inside it, ran, with what memory did meanwhile; clicking the chart selects the
+    module running at that moment. A trace without memory samples shows a message saying
+    how to record them.
 
     Args:
         trace: The trace to show.
@@ -28,7 +31,7 @@ class MemoryTimeline(TraceWidget):
         throttle: Minimum seconds between two :meth:`update` deliveries.
 
     Returns:
-        A widget.
+        A widget; ``view.selected`` is the selected module path.
 
     Example:
         >>> MemoryTimeline(labkit.trace(model, x))  # doctest: +SKIP
@@ -39,6 +42,7 @@ class MemoryTimeline(TraceWidget):
     samples = t.Dict().tag(sync=True)
     height = t.Int(360).tag(sync=True)
     empty_message = t.Unicode(EMPTY_MESSAGE).tag(sync=True)
+    selected = t.Unicode(None, allow_none=True).tag(sync=True)
 
     def __init__(self, trace: Trace, *, height: int = 360, throttle: float = 0.25) -> None:
         super().__init__(trace, throttle=throttle, height=height)

@@ -44,6 +44,7 @@ class TraceView(KeepsPicture, ipywidgets.Tab):
         )
         self._links = [
             ipywidgets.jslink((self.graph, "selected"), (self.profile, "selected")),
+            ipywidgets.jslink((self.graph, "selected"), (self.memory, "selected")),
             ipywidgets.jslink((self.graph, "metric"), (self.profile, "metric")),
         ]
 

@@ -213,6 +213,27 @@ def test_show_links_graph_and_profile(page):
     c, r = _box(g.locator(".lk-canvas")), _box(head)
     assert c["x"] <= r["x"] and r["x"] + r["w"] <= c["x"] + c["w"], (c, r)
     assert c["y"] <= r["y"] and r["y"] + r["h"] <= c["y"] + c["h"], (c, r)
+    # the memory tab shades where the selection ran; a click there selects what ran then
+    tabs.locator(".lm-TabBar-tab", has_text="Memory").click()
+    mem = tabs.locator(".lk-memory")
+    mem.locator(".lk-sel-span").first.wait_for()
+    assert mem.locator(".lk-mem-sel").inner_text().startswith("head ran in ")
+    blocks = mem.locator(".lk-sel-span")
+    tabs.locator(".lm-TabBar-tab", has_text="Profile").click()
+    tabs.locator(".lk-profile tbody tr[data-path='blocks']").click()
+    tabs.locator(".lm-TabBar-tab", has_text="Memory").click()
+    page.wait_for_function(
+        "el => el.textContent.startsWith('blocks ran in ')",
+        arg=mem.locator(".lk-mem-sel").element_handle(),
+    )
+    span = _box(blocks.first)
+    page.mouse.click(span["x"] + span["w"] / 2, span["y"] + span["h"] / 2)
+    picked = mem.locator(".lk-mem-sel b")
+    inside = "el => el.textContent.startsWith('blocks.')"  # a call inside the blocks
+    page.wait_for_function(inside, arg=picked.element_handle())
+    tabs.locator(".lm-TabBar-tab", has_text="Profile").click()
+    row = tabs.locator(".lk-profile tr.lk-selected")
+    assert row.get_attribute("data-path") == picked.inner_text()
 
 
 def _box(locator) -> dict:

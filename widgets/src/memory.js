@@ -1,6 +1,8 @@
 // MemoryTimeline front end: stacked area of bytes by category, phases and peak marked;
 // hover for the bytes at a moment, drag across to zoom into a time range (the byte axis
-// follows what is shown), double-click to see the whole step again.
+// follows what is shown), double-click to see the whole step again. The selected module
+// (linked with the graph and profile in trace.show()) is shaded where it ran; a click
+// selects the module running at that moment.
 import { fmtBytes, fmtTime, uid } from "./_shared.js";
 import { ensureStyles, esc, h, tooltip } from "./_ui.js";
 
@@ -46,6 +48,37 @@ export function phaseRuns(phases) {
   return runs;
 }
 
+/** Runs of samples taken while module `sel` (or a module inside it) ran:
+ * [[first index, last index], ...]; none for an empty selection. */
+export function moduleSpans(modules, sel) {
+  const runs = [];
+  if (sel === null || sel === undefined || sel === "") return runs;
+  const inside = sel + ".";
+  modules.forEach((m, i) => {
+    if (m !== sel && !m.startsWith(inside)) return;
+    const last = runs[runs.length - 1];
+    if (last && last[1] === i - 1) last[1] = i;
+    else runs.push([i, i]);
+  });
+  return runs;
+}
+
+/** What memory did while the selected module ran: spans, time, bytes when it first
+ * started and last stopped, and the most at any of its samples (totals per sample). */
+export function whileRunning(times, totals, runs) {
+  if (!runs.length) return null;
+  const n = times.length;
+  let time = 0;
+  let most = 0;
+  for (const [a, b] of runs) {
+    time += times[Math.min(b + 1, n - 1)] - times[a];
+    for (let i = a; i <= b; i++) most = Math.max(most, totals[i]);
+  }
+  const first = runs[0][0];
+  const last = runs[runs.length - 1][1];
+  return { spans: runs.length, time, start: totals[Math.max(0, first - 1)], end: totals[last], most };
+}
+
 /** The largest storages alive at some moment of [t0, t1], biggest first (at most top). */
 export function liveIn(largest, t0, t1, top = 8) {
   return (largest || []).filter((r) => r.start <= t1 && (r.end === null || r.end === undefined || r.end >= t0)).slice(0, top);
@@ -57,8 +90,10 @@ function render({ model, el }) {
   const root = h("div", { class: "lk-view lk-memory" });
   const body = h("div", { class: "lk-canvas", style: "cursor:crosshair" });
   const legend = h("div", { class: "lk-toolbar lk-mem-legend" });
-  const live = h("div", { class: "lk-mem-live", style: "font-family:var(--jp-code-font-family,monospace);font-size:11px;padding:2px 8px;color:var(--lk-fg)" });
-  root.append(legend, body, live);
+  const mono = "font-family:var(--jp-code-font-family,monospace);font-size:11px;padding:2px 8px;color:var(--lk-fg)";
+  const selLine = h("div", { class: "lk-mem-sel", style: mono });
+  const live = h("div", { class: "lk-mem-live", style: mono });
+  root.append(legend, body, selLine, live);
   el.appendChild(root);
   const tip = tooltip(body);
   let zoom = null; // [t0, t1] the user dragged across
@@ -101,6 +136,20 @@ function render({ model, el }) {
       // a label only where the band can hold it (never a cut-off "forwar")
       if (xb - xa >= phase.length * 6 + 4) g += `<text x="${(xa + xb) / 2}" y="${m.t + 11}" font-size="10" text-anchor="middle" style="fill:var(--lk-fg)">${esc(phase)}</text>`;
     }
+    // where the selected module ran: an outlined band under the areas
+    const sel = model.get("selected");
+    const runs = moduleSpans(s.module, sel);
+    for (const [a, b] of runs) {
+      const xa = X(s.time[a]);
+      const xb = X(s.time[Math.min(b + 1, n - 1)]);
+      g += `<rect class="lk-sel-span" x="${xa}" y="${m.t}" width="${Math.max(1.5, xb - xa)}" height="${H - m.t - m.b}" style="fill:var(--lk-accent);fill-opacity:.18;stroke:var(--lk-accent);stroke-opacity:.6"/>`;
+    }
+    const ran = whileRunning(s.time, stacks[stacks.length - 1], runs);
+    selLine.innerHTML = !sel
+      ? ""
+      : ran
+        ? `<b>${esc(sel)}</b> ran in ${ran.spans} span${ran.spans === 1 ? "" : "s"}, ${esc(fmtTime(ran.time))} in all; live bytes ${esc(fmtBytes(ran.start))} before it, ${esc(fmtBytes(ran.end))} at its last sample, most ${esc(fmtBytes(ran.most))}`
+        : `<b>${esc(sel)}</b>: no memory sample was taken while it ran`;
     stacks.forEach((top, c) => {
       const below = c ? stacks[c - 1] : null;
       let d = "";
@@ -126,7 +175,7 @@ function render({ model, el }) {
     if (peakShown) g += `<text class="lk-peak-label" x="${flip ? px - 4 : px + 4}" y="${Y(peak.total) - 4}" font-size="10.5" text-anchor="${flip ? "end" : "start"}" style="fill:var(--lk-error)">${esc(peakText)}</text>`;
     g += `<line class="lk-cursor" x1="0" x2="0" y1="${m.t}" y2="${H - m.b}" style="stroke:var(--lk-fg)" stroke-opacity=".5" visibility="hidden"/>`;
     g += `<rect class="lk-brush" x="0" y="${m.t}" width="0" height="${H - m.t - m.b}" style="fill:var(--lk-accent);fill-opacity:.15" visibility="hidden"/>`;
-    body.innerHTML = `<svg width="100%" height="${H}" viewBox="0 0 ${W} ${H}"><title>drag across to zoom, double-click to see the whole step</title>${g}</svg>`;
+    body.innerHTML = `<svg width="100%" height="${H}" viewBox="0 0 ${W} ${H}"><title>drag across to zoom, double-click to see the whole step, click to select the module running then</title>${g}</svg>`;
     legend.innerHTML = s.categories
       .map((c, j) => `<span style="display:inline-flex;align-items:center;gap:3px"><span class="lk-swatch" style="background:${esc(s.colors[j])}"></span>${esc(c)}</span>`)
       .join(" ") + `<span class="lk-spacer"></span><span>peak ${esc(fmtBytes(peak.total))} at ${esc(mod)} (${esc(s.phase[peak.index])})</span>`;
@@ -144,6 +193,11 @@ function render({ model, el }) {
       return Math.min(W - m.r, Math.max(m.l, ((e.clientX - r.left) / r.width) * W));
     };
     const toT = (x) => t0 + ((x - m.l) / (W - m.l - m.r)) * (t1 - t0);
+    const sampleAt = (x) => {
+      let i = 0;
+      while (i < n - 1 && X(s.time[i + 1]) <= x) i++;
+      return i;
+    };
     let from = null;
     svgEl.addEventListener("pointerdown", (e) => {
       if (e.button !== 0) return;
@@ -156,7 +210,15 @@ function render({ model, el }) {
       const [a, b] = [Math.min(from, to), Math.max(from, to)];
       from = null;
       brush.setAttribute("visibility", "hidden");
-      if (b - a < 4) return;
+      if (b - a < 4) {
+        // a click: select the module running at that moment (the graph and profile follow)
+        const i = sampleAt(to);
+        if (s.module[i] && s.module[i] !== model.get("selected")) {
+          model.set("selected", s.module[i]);
+          model.save_changes();
+        }
+        return;
+      }
       zoom = [toT(a), toT(b)];
       draw();
     });
@@ -174,9 +236,7 @@ function render({ model, el }) {
         return;
       }
       const r = svgEl.getBoundingClientRect();
-      const x = ((e.clientX - r.left) / r.width) * W;
-      let i = 0;
-      while (i < n - 1 && X(s.time[i + 1]) <= x) i++;
+      const i = sampleAt(((e.clientX - r.left) / r.width) * W);
       cursor.setAttribute("x1", X(s.time[i]));
       cursor.setAttribute("x2", X(s.time[i]));
       cursor.setAttribute("visibility", "visible");
@@ -206,11 +266,13 @@ function render({ model, el }) {
   ro.observe(body);
   model.on("change:samples", draw);
   model.on("change:height", draw);
+  model.on("change:selected", draw);
   draw();
   return () => {
     ro.disconnect();
     model.off("change:samples", draw);
     model.off("change:height", draw);
+    model.off("change:selected", draw);
   };
 }
 
