@@ -24,7 +24,7 @@ from labkit.promote.checks import kept_statements
 from labkit.promote.errors import Problem
 from labkit.promote.fabric import FABRIC_OPTIONS, FABRIC_PREAMBLE, FabricPlan, plan_fabric
 
-__all__ = ["Parameter", "parameters_of", "render_plain_script"]
+__all__ = ["Parameter", "argument_lines", "override_lines", "parameters_of", "render_plain_script"]
 
 PARAMETERS_TAG = "parameters"  # labkit.promote.run.PARAMETERS_TAG (no import: light)
 INJECTED_TAG = "injected-parameters"
@@ -207,12 +207,10 @@ def _shown(p: Parameter) -> str:
     return text if p.kind != "str" or text.strip("'").isidentifier() else f'"{p.value}"'
 
 
-def _parse_args_source(params: list[Parameter], *, fabric: bool) -> str:
-    lines = [
-        "def _parse_args(argv: list[str] | None = None) -> _argparse.Namespace:",
-        '    """The command line; an option left out keeps the notebook\'s value."""',
-        "    parser = _argparse.ArgumentParser(description=__doc__.splitlines()[0])",
-    ]
+def argument_lines(params: list[Parameter]) -> list[str]:
+    """``parser.add_argument(...)`` lines (in a function body) for the parameters' options:
+    typed from the notebook's values, ``None`` when left out."""
+    lines = []
     for p in params:
         how = {
             "bool": "action=_argparse.BooleanOptionalAction",
@@ -228,6 +226,24 @@ def _parse_args_source(params: list[Parameter], *, fabric: bool) -> str:
             f"        help={helpful},",
             "    )",
         ]
+    return lines
+
+
+def override_lines(params: list[Parameter], indent: str) -> list[str]:
+    """Lines that replace each parameter with its option from ``_cli`` when given."""
+    lines = [f"{indent}# the command line's values replace the notebook's"]
+    for p in params:
+        lines += [f"{indent}if _cli.{p.name} is not None:", f"{indent}    {p.name} = _cli.{p.name}"]
+    return lines
+
+
+def _parse_args_source(params: list[Parameter], *, fabric: bool) -> str:
+    lines = [
+        "def _parse_args(argv: list[str] | None = None) -> _argparse.Namespace:",
+        '    """The command line; an option left out keeps the notebook\'s value."""',
+        "    parser = _argparse.ArgumentParser(description=__doc__.splitlines()[0])",
+        *argument_lines(params),
+    ]
     for name, (kind, default, text) in FABRIC_OPTIONS.items() if fabric else ():
         lines += [
             "    parser.add_argument(",
@@ -282,12 +298,7 @@ def _main_source(
         for line in plan.after.get(id(s), []) if plan else ():
             lines.append(f"    {line}  # labkit promote --fabric")
         if s is apply_after and params:
-            lines.append("    # the command line's values replace the notebook's")
-            for p in params:
-                lines += [
-                    f"    if _cli.{p.name} is not None:",
-                    f"        {p.name} = _cli.{p.name}",
-                ]
+            lines += override_lines(params, "    ")
     if not body:
         lines.append("    pass")
     return "\n".join(lines)

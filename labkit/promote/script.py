@@ -16,6 +16,13 @@ The layout of a promoted script::
     if __name__ == "__main__":
         main()
 
+The values of the cell tagged ``parameters`` are command-line options too, as in
+:mod:`labkit.promote.plain` (``lr = 0.1`` -> ``--lr``): the cells before the training call
+run when the script starts, so the options are read from the process's arguments right
+after that cell (``_parameters().parse_known_args``), and ``fit_from_args`` lists and
+accepts them beside the fit options. A name that is also a fit option (``seed``) stays a
+fit option only.
+
 A notebook without a training call is rendered by :mod:`labkit.promote.plain`.
 
 Cells are marked ``# %%`` so editors (VS Code, jupytext) show them as cells again.
@@ -31,8 +38,11 @@ from typing import Any
 from labkit.promote._spans import indent_code
 from labkit.promote.analyze import Analysis, Statement
 from labkit.promote.checks import kept_statements
+from labkit.promote.plain import _LITERAL, Parameter, argument_lines, override_lines, parameters_of
+from labkit.train.fit_options import fit_argument_parser
 
 INJECTED_TAG = "injected-parameters"  # labkit.promote.run.INJECTED_TAG (no import: light)
+PARAMETERS_TAG = "parameters"
 
 __all__ = ["render_script"]
 
@@ -78,26 +88,33 @@ def render_script(
     before, after = kept[:position], kept[position + 1 :]
     future = [s for s in before if _is_future(s)]
     before = [s for s in before if not _is_future(s)]
+    params, apply_after = _options(kept, before)
 
     order = ", ".join(dict.fromkeys(s.cell.label for s in kept)) or "none"
     call = fit.source.strip().splitlines()[0]
     body = textwrap.fill(
         "It runs the notebook's cells that ran in the kernel, in the order they ran "
         f"({order}), without the exploration cells, then trains like the notebook did "
-        f"({call}). Command-line options override the notebook's values.",
+        f"({call}). Command-line options override the notebook's values"
+        + (" (the parameters cell's too)." if params else "."),
         width=88,
     )
     body = body.replace("\\", "\\\\").replace('"' * 3, "'" * 3)
     header = _HEADER.format(name=script_name, notebook=analysis.notebook.path.name, body=body)
     parts = [header.rstrip("\n")]
     parts += [s.text for s in future]
-    parts += _cells(before, indent="")
+    if params:
+        parts.append("import argparse as _argparse\nimport sys as _sys")
+        if any(p.kind == "literal" for p in params):
+            parts.append(_LITERAL.strip("\n"))
+        parts.append(_parameters_source(params))
+    parts += _cells(before, indent="", after={id(apply_after): _read_options(params)})
     if recipe is not None:
         parts.append(
             f"# %% the Recipe in effect when the notebook trained (recorded in {recipe_source})\n"
             f"LABKIT_RECIPE = {_literal(recipe)}"
         )
-    parts.append(_main_source(analysis, fit, after, recipe is not None))
+    parts.append(_main_source(analysis, fit, after, recipe is not None, bool(params)))
     parts.append('if __name__ == "__main__":\n    main()')
     return "\n\n\n".join(p.rstrip("\n") for p in parts) + "\n"
 
@@ -106,15 +123,52 @@ def _is_future(s: Statement) -> bool:
     return isinstance(s.node, ast.ImportFrom) and s.node.module == "__future__"
 
 
-def _cells(statements: Sequence[Statement], *, indent: str) -> list[str]:
+def _options(kept: list[Statement], before: list[Statement]) -> tuple[list[Parameter], Any]:
+    """The parameters that become options (set before the training call, not named like a
+    fit option) and the statement after which they are read."""
+    params, apply_after, _ = parameters_of(kept)
+    if apply_after is None or not any(s is apply_after for s in before):
+        return [], None
+    fit_flags = set(fit_argument_parser()._option_string_actions)  # argparse's flag table
+    return [p for p in params if p.flag not in fit_flags], apply_after
+
+
+def _parameters_source(params: list[Parameter]) -> str:
+    lines = [
+        "def _parameters() -> _argparse.ArgumentParser:",
+        '    """The parameters cell\'s options; one left out keeps the notebook\'s value."""',
+        "    parser = _argparse.ArgumentParser(add_help=False)",
+        *argument_lines(params),
+        "    return parser",
+    ]
+    return "\n".join(lines)
+
+
+def _read_options(params: list[Parameter]) -> list[str]:
+    if not params:
+        return []
+    return [
+        "# read when the script starts: the cells above run at import",
+        "_cli = _parameters().parse_known_args(_sys.argv[1:])[0]",
+        *override_lines(params, ""),
+    ]
+
+
+def _cells(
+    statements: Sequence[Statement], *, indent: str, after: dict[int, list[str]] | None = None
+) -> list[str]:
     blocks: list[str] = []
     current = None
     for s in statements:
         if s.cell is not current:
             current = s.cell
             note = ": parameters injected by labkit run" if INJECTED_TAG in s.cell.tags else ""
+            if after and PARAMETERS_TAG in s.cell.tags and any(after.values()):
+                note = ": parameters (command-line options override them)"
             blocks.append(f"{indent}# %% {s.cell.label}{note}")
         blocks[-1] += "\n" + indent_code(s.text, indent)
+        for line in (after or {}).get(id(s), []):
+            blocks[-1] += "\n" + indent + line
     return blocks
 
 
@@ -134,7 +188,11 @@ def _notebook_kwargs(fit: Statement) -> tuple[list[str], list[tuple[str | None, 
 
 
 def _main_source(
-    analysis: Analysis, fit: Statement, after: Sequence[Statement], has_recipe: bool
+    analysis: Analysis,
+    fit: Statement,
+    after: Sequence[Statement],
+    has_recipe: bool,
+    has_options: bool = False,
 ) -> str:
     lab = analysis.lab_name
     positional, keywords = _notebook_kwargs(fit)
@@ -168,7 +226,9 @@ def _main_source(
         "    _fit_kwargs = {",
         *entries,
         "    }",
-        f"    {target}_fit_from_args({lab}, argv, description=__doc__, **_fit_kwargs)",
+        f"    {target}_fit_from_args({lab}, argv, description=__doc__, "
+        + ("script_options=_parameters(), " if has_options else "")
+        + "**_fit_kwargs)",
     ]
     if after:
         lines.append("    # kept code that ran after the training call")

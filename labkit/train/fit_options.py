@@ -220,7 +220,10 @@ def _flag(name: str) -> str:
 
 
 def fit_argument_parser(
-    defaults: Mapping[str, Any] | None = None, *, description: str | None = None
+    defaults: Mapping[str, Any] | None = None,
+    *,
+    description: str | None = None,
+    parents: Sequence[argparse.ArgumentParser] = (),
 ) -> argparse.ArgumentParser:
     """The command line of a training script: every fit option with a command-line form.
 
@@ -229,12 +232,16 @@ def fit_argument_parser(
     Args:
         defaults: The values the script uses without options (shown in ``--help``).
         description: The ``--help`` header.
+        parents: The script's own options (``add_help=False`` parsers), shown and
+            accepted beside the fit options.
 
     Returns:
         An ``argparse.ArgumentParser``.
     """
     defaults = dict(defaults or {})
-    parser = argparse.ArgumentParser(description=description, argument_default=argparse.SUPPRESS)
+    parser = argparse.ArgumentParser(
+        description=description, argument_default=argparse.SUPPRESS, parents=list(parents)
+    )
     for f in dataclasses.fields(FitOptions):
         kind = f.metadata["cli"]
         if kind is None:
@@ -257,6 +264,7 @@ def parse_fit_args(
     *,
     defaults: Mapping[str, Any] | None = None,
     description: str | None = None,
+    parents: Sequence[argparse.ArgumentParser] = (),
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Parse a script's command line.
 
@@ -264,6 +272,8 @@ def parse_fit_args(
         argv: Arguments (default ``sys.argv[1:]``).
         defaults: The script's own values (shown in ``--help``).
         description: The ``--help`` header.
+        parents: The script's own options (read by the script itself: left out of the
+            result).
 
     Returns:
         ``(fit overrides, script options)``: the fit options given on the command line
@@ -273,7 +283,11 @@ def parse_fit_args(
         >>> parse_fit_args(["--max-epochs", "3", "--limit-batches", "2"])
         ({'max_epochs': 3, 'limit_train_batches': 2, 'limit_val_batches': 2}, {})
     """
-    given = vars(fit_argument_parser(defaults, description=description).parse_args(argv))
+    parser = fit_argument_parser(defaults, description=description, parents=parents)
+    given = vars(parser.parse_args(argv))
+    for own in parents:
+        for action in own._actions:  # argparse keeps a parser's arguments there
+            given.pop(action.dest, None)
     script = {k: given.pop(k) for k in list(given) if k in SCRIPT_OPTIONS}
     limit = script.pop("limit_batches", None)
     if limit is not None:

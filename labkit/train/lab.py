@@ -8,6 +8,7 @@ TensorBoard logs, the checkpoints and the ``Run`` record are all fed by the same
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import inspect
 import logging
@@ -683,6 +684,7 @@ def fit_from_args(
     argv: list[str] | None = None,
     *,
     description: str | None = None,
+    script_options: argparse.ArgumentParser | None = None,
     **fit_kwargs: Any,
 ) -> Run:
     """Train ``lab`` with ``fit_kwargs`` overridden by the command line: promoted scripts' entry.
@@ -697,6 +699,9 @@ def fit_from_args(
         lab: The Lab to fit.
         argv: Arguments (default ``sys.argv[1:]``).
         description: The ``--help`` header (a script passes its docstring).
+        script_options: The script's own options (its ``parameters`` cell's values, read
+            by the script when it starts): accepted and listed in ``--help`` beside the
+            fit options.
         **fit_kwargs: The script's own fit options (the notebook's training call).
 
     Returns:
@@ -708,7 +713,10 @@ def fit_from_args(
     from labkit.train.fit_options import parse_fit_args
 
     FitOptions.build(None, fit_kwargs, where="fit_from_args")  # unknown names fail here
-    overrides, script = parse_fit_args(argv, defaults=fit_kwargs, description=description)
+    parents = [script_options] if script_options is not None else []
+    overrides, script = parse_fit_args(
+        argv, defaults=fit_kwargs, description=description, parents=parents
+    )
     if script.get("precision") is not None:
         lab.recipe = lab.recipe.replace(precision=str(script["precision"]))
     options = {**fit_kwargs, **overrides, "dashboard": False, "background": False}

@@ -66,6 +66,18 @@ def test_script_reproduces_the_notebook_losses_and_recipe(trained: Trained):
     assert (trained.folder / "notebook_model.pt").exists()
 
 
+def test_the_parameters_cell_values_are_script_options(trained: Trained):
+    shown = run_script(trained.script, "--help", cwd=trained.folder)
+    assert "--epochs EPOCHS" in shown and "epochs in the notebook: 2" in shown
+    assert "--lr LR" in shown and "lr in the notebook: 0.1" in shown
+    # max_epochs=epochs in the training call and lr=lr in the Lab follow the options
+    run_script(trained.script, "--epochs", "1", "--lr", "0.05", "--logdir", "runs/params",
+               cwd=trained.folder)  # fmt: skip
+    run = read_run(trained.folder / "runs" / "params")
+    assert len(run["steps"]) == 3 and run["config"]["max_epochs"] == 1  # 1 epoch x 3 batches
+    assert run["config"]["lr"] == 0.05
+
+
 def test_check_runs_one_batch_before_writing(trained: Trained, capsys: pytest.CaptureFixture):
     from labkit.cli import main
 
