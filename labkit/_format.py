@@ -45,6 +45,17 @@ def fmt_time(seconds: float, digits: int = 2) -> str:
     return f"{seconds * 1e6:.1f} us"
 
 
+def first_line(text: str, limit: int | None = None) -> str:
+    r"""The first non-empty line of a message (an error's detail stays in its full text).
+
+    Example:
+        >>> first_line("\n  bad shape\n  at layer 3"), first_line(""), first_line("abcdef", 3)
+        ('bad shape', '', 'abc')
+    """
+    line = next((ln.strip() for ln in str(text).splitlines() if ln.strip()), "")
+    return line[:limit] if limit is not None else line
+
+
 def fmt_shape(shape: tuple[int, ...] | list[int]) -> str:
     """``(8, 3, 32, 32) -> '[8, 3, 32, 32]'``."""
     return "[" + ", ".join(str(d) for d in shape) + "]"

@@ -10,6 +10,7 @@ from typing import Any
 
 import torch
 
+from labkit._format import first_line
 from labkit._tensors import model_device, split_batch
 from labkit.optimize import _breaks, _cpu, _deploy, _measure
 from labkit.optimize.apply import applied, apply
@@ -107,7 +108,7 @@ class _Run:
             self._sync()
             elapsed = time.perf_counter() - t0
         except Exception as exc:
-            self.batch_errors[n] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+            self.batch_errors[n] = f"{type(exc).__name__}: {first_line(str(exc), 200)}"
             return
         if timed:
             self.per_batch.setdefault(n, []).append(elapsed)

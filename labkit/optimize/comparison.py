@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from labkit._format import fmt_bytes, fmt_time
+from labkit._format import first_line, fmt_bytes, fmt_time
 
 
 @dataclass(frozen=True)
@@ -228,9 +228,9 @@ class Comparison:
         for r in self.results:
             notes += [f"- {r.label}: {n}" for n in r.notes]
             if r.error:
-                first, *more = r.error.strip().splitlines() or [""]
-                rest = f" (+{len(more)} lines: cmp.result({r.label!r}).error)" if more else ""
-                notes.append(f"- {r.label}: ERROR {first}{rest}")
+                more = len(r.error.strip().splitlines()) - 1
+                rest = f" (+{more} lines: cmp.result({r.label!r}).error)" if more > 0 else ""
+                notes.append(f"- {r.label}: ERROR {first_line(r.error)}{rest}")
         return "\n".join([title, *lines, *(["", "notes:", *notes] if notes else [])])
 
     def __repr__(self) -> str:

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from labkit._format import first_line
+
 __all__ = ["Cell", "Notebook", "NotebookError", "read_notebook"]
 
 
@@ -133,7 +135,7 @@ def read_notebook(path: str | os.PathLike[str]) -> Notebook:
         nb = nbformat.reads(text, as_version=4)
         nbformat.validate(nb)
     except Exception as exc:  # nbformat raises several types (ValidationError, NBFormatError)
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        first = first_line(str(exc)) or type(exc).__name__
         raise NotebookError(f"{path}: not a valid nbformat-4 notebook: {first}") from None
     cells = []
     for number, cell in enumerate(nb.cells, start=1):

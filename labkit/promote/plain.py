@@ -39,7 +39,7 @@ Run:
 """
 '''
 
-_LITERAL = '''
+LITERAL_HELPER = '''
 
 def _literal(text: str) -> object:
     """A Python literal (list, dict, tuple, None, ...) from the command line."""
@@ -186,7 +186,7 @@ def render_plain_script(
     parts += [s.text for s in hoisted]
     parts.append("import argparse as _argparse")
     if any(p.kind == "literal" for p in params):
-        parts.append(_LITERAL.strip("\n"))
+        parts.append(LITERAL_HELPER.strip("\n"))
     if fabric:
         parts.append(_DEVICES.strip("\n"))
     parts.append(_parse_args_source(params, fabric=fabric))

@@ -38,8 +38,14 @@ from typing import Any
 from labkit.promote._spans import indent_code
 from labkit.promote.analyze import Analysis, Statement
 from labkit.promote.checks import kept_statements
-from labkit.promote.plain import _LITERAL, Parameter, argument_lines, override_lines, parameters_of
-from labkit.train.fit_options import fit_argument_parser
+from labkit.promote.plain import (
+    LITERAL_HELPER,
+    Parameter,
+    argument_lines,
+    override_lines,
+    parameters_of,
+)
+from labkit.train.fit_options import fit_flags
 
 INJECTED_TAG = "injected-parameters"  # labkit.promote.run.INJECTED_TAG (no import: light)
 PARAMETERS_TAG = "parameters"
@@ -106,7 +112,7 @@ def render_script(
     if params:
         parts.append("import argparse as _argparse\nimport sys as _sys")
         if any(p.kind == "literal" for p in params):
-            parts.append(_LITERAL.strip("\n"))
+            parts.append(LITERAL_HELPER.strip("\n"))
         parts.append(_parameters_source(params))
     parts += _cells(before, indent="", after={id(apply_after): _read_options(params)})
     if recipe is not None:
@@ -129,8 +135,8 @@ def _options(kept: list[Statement], before: list[Statement]) -> tuple[list[Param
     params, apply_after, _ = parameters_of(kept)
     if apply_after is None or not any(s is apply_after for s in before):
         return [], None
-    fit_flags = set(fit_argument_parser()._option_string_actions)  # argparse's flag table
-    return [p for p in params if p.flag not in fit_flags], apply_after
+    taken = fit_flags()
+    return [p for p in params if p.flag not in taken], apply_after
 
 
 def _parameters_source(params: list[Parameter]) -> str:

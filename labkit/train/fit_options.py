@@ -259,6 +259,12 @@ def fit_argument_parser(
     return parser
 
 
+def fit_flags() -> set[str]:
+    """Every option string a training script's command line takes (``--max-epochs``,
+    ``--no-resume``, ``-h``): a script's own options must not reuse one."""
+    return {s for action in fit_argument_parser()._actions for s in action.option_strings}
+
+
 def parse_fit_args(
     argv: Sequence[str] | None = None,
     *,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib.util
 from typing import Any
 
+from labkit._format import first_line
 from labkit.optimize.export import ONNX_FIX
 from labkit.optimize.recipe import (
     COMPILE_MODES,
@@ -167,10 +168,10 @@ def rows(cmp: Any) -> list[dict[str, Any]]:
     for row in cmp.rows():
         item = {k: row.get(k) for k in _KEYS}
         error = row.get("error")
-        item["error"] = error.strip().splitlines()[0][:400] if error else None
+        item["error"] = first_line(error, 400) if error else None
         item["notes"] = row["notes"]
         item["per_batch"] = [
-            {**b, "error": b["error"].splitlines()[0] if b.get("error") else None}
+            {**b, "error": first_line(b["error"]) if b.get("error") else None}
             for b in row.get("per_batch") or []
         ]
         breaks = sum(b["count"] for b in row.get("graph_breaks") or [])

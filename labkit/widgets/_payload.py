@@ -51,6 +51,11 @@ MEMORY_COLORS: dict[str, str] = dict(
 OTHER_COLOR = "#bab0ac"  #: a category labkit does not know
 
 
+def metric_table() -> dict[str, list[str]]:
+    """``{metric key: [label, unit]}``, as the graph and profile payloads send it."""
+    return {m: [label, METRIC_UNITS[m]] for m, label in METRICS.items()}
+
+
 def _round(x: float) -> float | int:
     """Four significant digits: enough for colours and tables, short in JSON."""
     if x == 0:
@@ -143,8 +148,7 @@ def graph_payload(trace: Trace, *, rolled: bool = True, canon: Canon | None = No
         "tensors": list(tensors),
         "runs": [n.runs for n in nodes],
         "total_runs": trace.meta.runs,
-        # metric key -> [label, unit]: the browser's names and formatters come from here
-        "metrics": {m: [label, METRIC_UNITS[m]] for m, label in METRICS.items()},
+        "metrics": metric_table(),  # the browser's names and formatters come from here
     }
 
 
@@ -246,7 +250,7 @@ def profile_payload(trace: Trace) -> ProfilePayload:
         "timing": trace.meta.timing,
         "runs": trace.meta.runs,
         "headers": {c: list(PROFILE_HEADERS[c]) for c in PROFILE_HEADERS if c in columns},
-        "metrics": {m: [label, METRIC_UNITS[m]] for m, label in METRICS.items()},
+        "metrics": metric_table(),
         "metric_columns": {m: list(cols) for m, cols in PROFILE_METRIC_COLUMNS.items()},
     }
 

@@ -10,6 +10,7 @@ from typing import Any
 import anywidget
 import traitlets as t
 
+from labkit._format import first_line
 from labkit.optimize.recipe import Recipe, RecipeError
 from labkit.widgets import _optimize_fields as fields
 from labkit.widgets._assets import bundle_path
@@ -352,7 +353,7 @@ class OptimizePanel(KeepsPicture, anywidget.AnyWidget):
             elif kind == "apply":
                 self.apply()
         except Exception as exc:
-            self.error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0]}"
+            self.error = f"{type(exc).__name__}: {first_line(str(exc))}"
 
     def __repr__(self) -> str:
         model = type(self.model).__name__ if self.model is not None else None

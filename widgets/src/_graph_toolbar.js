@@ -2,7 +2,7 @@
 // buildToolbar makes the elements (DOM); metricDefs and legendHtml are pure and
 // unit-tested by widgets/test/graph_toolbar.test.mjs.
 import { formatterOf } from "./_units.js";
-import { esc, h } from "./_ui.js";
+import { esc, h, setOptions } from "./_ui.js";
 
 /** The payload's {key: [label, unit]} as [{key, label, unit, fmt}], in payload order. */
 export function metricDefs(table) {
@@ -46,13 +46,7 @@ export function buildToolbar(act) {
     btn("SVG", "export SVG", act.svg),
     btn("PNG", "export PNG", act.png),
   );
-  let shown = "";
-  /** Offer these metrics in the colour-by list (rebuilt only when the list changes). */
-  function setMetrics(defs) {
-    const sig = defs.map((d) => `${d.key}:${d.label}`).join("|");
-    if (sig === shown) return;
-    shown = sig;
-    metricSel.replaceChildren(...defs.map((d) => h("option", { value: d.key }, d.label)));
-  }
+  /** Offer these metrics in the colour-by list. */
+  const setMetrics = (defs) => setOptions(metricSel, defs.map((d) => [d.key, d.label]));
   return { el, metricSel, search, depthIn, legend, setMetrics };
 }

@@ -92,6 +92,15 @@ export function h(tag, attrs = {}, ...children) {
   return el;
 }
 
+/** Fill a <select> with [value, label] options, rebuilt only when the list changes (the
+ * user's choice and focus survive a payload update with the same options). */
+export function setOptions(select, pairs) {
+  const sig = pairs.map(([v, l]) => `${v}:${l}`).join("|");
+  if (select.dataset.options === sig) return;
+  select.dataset.options = sig;
+  select.replaceChildren(...pairs.map(([v, l]) => h("option", { value: v }, l)));
+}
+
 /** Escape text for innerHTML. */
 export function esc(s) {
   return String(s).replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]);

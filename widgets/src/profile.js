@@ -2,7 +2,7 @@
 // Labels and units come from the payload (labkit/widgets/_payload.py PROFILE_HEADERS,
 // METRICS, METRIC_UNITS; the contract is labkit/widgets/_contract.py ProfilePayload).
 import { formatterOf } from "./_units.js";
-import { ensureStyles, esc, h } from "./_ui.js";
+import { ensureStyles, esc, h, setOptions } from "./_ui.js";
 
 /**
  * The shown columns of a profile payload, in display order: [{ col, index, header, fmt }].
@@ -44,13 +44,8 @@ function render({ model, el }) {
   const root = h("div", { class: "lk-view lk-profile" });
   root.style.height = `${model.get("height")}px`;
   const metricSel = h("select", { class: "lk-metric" });
-  const fillMetrics = () => {
-    const metrics = model.get("table").metrics || {};
-    const want = Object.keys(metrics).join("|");
-    if (metricSel.dataset.keys === want) return;
-    metricSel.dataset.keys = want;
-    metricSel.replaceChildren(...Object.entries(metrics).map(([k, [label]]) => h("option", { value: k }, label)));
-  };
+  const fillMetrics = () =>
+    setOptions(metricSel, Object.entries(model.get("table").metrics || {}).map(([k, [label]]) => [k, label]));
   const topIn = h("input", { type: "number", min: "1", max: "100", class: "lk-top", style: "width:4em" });
   const toolbar = h("div", { class: "lk-toolbar" }, h("span", {}, "top"), topIn, h("span", {}, "by self"), metricSel);
   const chart = h("div", { class: "lk-chart", style: "padding:4px 8px;border-bottom:1px solid var(--lk-border2);max-height:40%;overflow:auto" });
