@@ -9,11 +9,11 @@ from __future__ import annotations
 import html
 import io
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from labkit._format import fmt_bytes, fmt_count, fmt_time
-from labkit.trace.graph import DEFAULT_DEPTH, canonicalize, visible_graph
+from labkit.trace.graph import DEFAULT_DEPTH, VisibleGraph, canonicalize, visible_graph
 from labkit.widgets._keep import MONO
 from labkit.widgets._payload import (
     METRIC_UNITS,
@@ -81,10 +81,16 @@ def graph_png(
     depth: int = DEFAULT_DEPTH,
     metric: str = "fwd_time",
     rolled: bool = True,
+    marks: Mapping[int, list[str]] | None = None,
 ) -> bytes:
-    """The graph at a set of expanded calls, boxes coloured by ``metric``, as a PNG."""
+    """The graph at a set of expanded calls, boxes coloured by ``metric``, as a PNG.
+
+    ``marks`` (``GraphView.marks``: trace node id -> graph-break texts) outline the box
+    that shows each marked call, or holds it collapsed, with the count beside it.
+    """
     from matplotlib import colormaps
-    from matplotlib.patches import FancyBboxPatch
+    from matplotlib.colors import to_rgb
+    from matplotlib.patches import Circle, FancyBboxPatch
 
     canon = canonicalize(trace, rolled=rolled)
     g = visible_graph(trace, depth, expanded, canon=canon)
@@ -102,6 +108,7 @@ def graph_png(
     xy = {b: (p[1] - (per_layer[p[0]] - 1) / 2, -p[0]) for b, p in pos.items()}
     vmax = max((values.get(b, 0) for b in g.boxes), default=0)
     cmap = colormaps["YlOrRd"]
+    marked = marked_boxes(g, marks or {})
     for s, d in g.edges:
         (x0, y0), (x1, y1) = xy[s], xy[d]
         ax.annotate("", (x1, y1 + 0.18), (x0, y0 - 0.18),
@@ -113,17 +120,48 @@ def graph_png(
         color = (
             cmap(0.15 + 0.8 * math.log1p(v) / math.log1p(vmax)) if vmax > 0 and v > 0 else "#eee"
         )
+        broke = marked.get(b, 0)
         ax.add_patch(FancyBboxPatch((x - 0.42, y - 0.17), 0.84, 0.34, boxstyle="round,pad=0.02",
-                                    fc=color, ec="#555", lw=0.8))  # fmt: skip
+                                    fc=color, ec="#c62828" if broke else "#555",
+                                    lw=2.0 if broke else 0.8))  # fmt: skip
+        ink = _ink_on(to_rgb(color))  # legible on light and dark fills
         label = node_label(trace, b, canon)  # as the browser labels it
-        ax.text(x, y + 0.04, label, ha="center", va="center", fontsize=8)
+        ax.text(x, y + 0.04, label, ha="center", va="center", fontsize=8, color=ink)
         ax.text(x, y - 0.09, n.type if n.kind == "module" else fmt_metric(metric, v),
-                ha="center", va="center", fontsize=6, color="#333")  # fmt: skip
+                ha="center", va="center", fontsize=6, color=ink)  # fmt: skip
+        if broke:
+            ax.add_patch(Circle((x - 0.42, y + 0.17), 0.07, fc="#c62828", ec="white", lw=0.8))
+            ax.text(x - 0.42, y + 0.17, str(broke), ha="center", va="center", fontsize=6,
+                    color="white", fontweight="bold")  # fmt: skip
     half = max(abs(x) for x, _ in xy.values()) if xy else 0
     ax.set_xlim(-half - 0.6, half + 0.6)
     ax.set_ylim(-layers + 0.4, 0.6)
-    ax.set_title(f"{trace.meta.model}: colour = {METRICS[metric]}", fontsize=9)
+    title = f"{trace.meta.model}: colour = {METRICS[metric]}"
+    if marked:
+        count = sum(marked.values())
+        title += f"; {count} graph break{'s' if count != 1 else ''} outlined in red"
+    ax.set_title(title, fontsize=9)
     return _png(fig)
+
+
+def marked_boxes(g: VisibleGraph, marks: Mapping[int, list[str]]) -> dict[int, int]:
+    """Drawn box -> how many graph breaks it shows: its own, and those of the calls it
+    holds collapsed (a mark on an expanded call's frame is not a box: not counted)."""
+    out: dict[int, int] = {}
+    boxes = set(g.boxes)
+    for nid, texts in marks.items():
+        box = g.box_of[nid] if 0 <= nid < len(g.box_of) else -1
+        if box in boxes:
+            out[box] = out.get(box, 0) + len(texts)
+    return out
+
+
+def _ink_on(rgb: tuple[float, float, float]) -> str:
+    """Black or white text, whichever contrasts more with ``rgb`` (WCAG luminance), as the
+    browser's ``inkOn`` picks it."""
+    lin = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in rgb]
+    lum = 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+    return "#000" if (lum + 0.05) / 0.05 >= 1.05 / (lum + 0.05) else "#fff"
 
 
 def profile_png(trace: Trace, *, metric: str = "fwd_time", top: int = 10) -> bytes:

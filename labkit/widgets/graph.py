@@ -145,7 +145,11 @@ class GraphView(TraceWidget):
         from labkit.widgets._static import graph_png
 
         return graph_png(
-            self._trace, expanded=self.expanded, metric=self.metric, rolled=self._rolled
+            self._trace,
+            expanded=self.expanded,
+            metric=self.metric,
+            rolled=self._rolled,
+            marks={int(k): v for k, v in self.marks.items()},
         )
 
     def _fallback(self) -> dict[str, str]:

@@ -132,3 +132,24 @@ def test_a_comparison_without_a_compile_recipe_is_refused():
                   drift=False)  # fmt: skip
     with pytest.raises(ValueError, match=r"no compiled recipe in this comparison"):
         GraphView(labkit.trace(model, x)).mark_breaks(cmp)
+
+
+def test_the_static_picture_outlines_the_box_that_shows_each_break(stack_breaks):
+    from labkit.trace.graph import canonicalize, visible_graph
+    from labkit.widgets._static import _ink_on, marked_boxes
+
+    model, x, breaks = stack_breaks
+    trace = labkit.trace(model, x)
+    marks = {int(k): v for k, v in GraphView(trace, rolled=False, breaks=breaks).marks.items()}
+    blocks = calls(trace, "blocks")[0]
+    # collapsed, the three Gate calls (one break each) show on the blocks box ...
+    flat = canonicalize(trace, rolled=False)
+    shut = visible_graph(trace, 1, canon=flat)
+    assert marked_boxes(shut, marks) == {blocks: 3}
+    # ... and opened, each Gate box shows its own
+    opened = visible_graph(trace, 2, canon=flat)
+    gates = [n for p in ("blocks.0", "blocks.1", "blocks.2") for n in calls(trace, p)]
+    assert marked_boxes(opened, marks) == dict.fromkeys(gates, 1)
+    assert GraphView(trace, rolled=False, breaks=breaks).to_png().startswith(b"\x89PNG")
+    # the text on a box: white on the darkest fill, black on the lightest (WCAG luminance)
+    assert _ink_on((0.5, 0.0, 0.15)) == "#fff" and _ink_on((1.0, 1.0, 0.8)) == "#000"

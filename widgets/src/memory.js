@@ -99,7 +99,11 @@ function render({ model, el }) {
   let zoom = null; // [t0, t1] the user dragged across
 
   function draw() {
-    root.style.height = `${model.get("height")}px`;
+    // the chart keeps its own height; the selection line and the live storages go below
+    // it (a fixed view height would squeeze the chart, and the SVG would shrink its text)
+    root.style.height = "auto";
+    body.style.flex = "none";
+    body.style.height = `${(model.get("height") || 360) - 40}px`;
     const s = model.get("samples") || {};
     const n = (s.time || []).length;
     if (!n) {
@@ -172,7 +176,8 @@ function render({ model, el }) {
     if (peakShown) g += `<line class="lk-peak" x1="${px}" x2="${px}" y1="${m.t}" y2="${H - m.b}" style="stroke:var(--lk-error)" stroke-dasharray="4 3"/>`;
     const peakText = `peak ${fmtBytes(peak.total)} · ${mod}`;
     const flip = px + 4 + peakText.length * 6 > W - m.r; // near the right edge: label on the left
-    if (peakShown) g += `<text class="lk-peak-label" x="${flip ? px - 4 : px + 4}" y="${Y(peak.total) - 4}" font-size="10.5" text-anchor="${flip ? "end" : "start"}" style="fill:var(--lk-error)">${esc(peakText)}</text>`;
+    // (and never higher than under the phase labels, which sit at the top)
+    if (peakShown) g += `<text class="lk-peak-label" x="${flip ? px - 4 : px + 4}" y="${Math.max(Y(peak.total) - 4, m.t + 24)}" font-size="10.5" text-anchor="${flip ? "end" : "start"}" style="fill:var(--lk-error)">${esc(peakText)}</text>`;
     g += `<line class="lk-cursor" x1="0" x2="0" y1="${m.t}" y2="${H - m.b}" style="stroke:var(--lk-fg)" stroke-opacity=".5" visibility="hidden"/>`;
     g += `<rect class="lk-brush" x="0" y="${m.t}" width="0" height="${H - m.t - m.b}" style="fill:var(--lk-accent);fill-opacity:.15" visibility="hidden"/>`;
     body.innerHTML = `<svg width="100%" height="${H}" viewBox="0 0 ${W} ${H}"><title>drag across to zoom, double-click to see the whole step, click to select the module running then</title>${g}</svg>`;
