@@ -8,7 +8,7 @@ export VENV
 LAB_ARGS ?=
 ROOT_ARG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: setup lab test lint demo bench clean
+.PHONY: setup lab test test-fast lint demo bench clean
 
 setup:
 	@scripts/setup.sh
@@ -26,6 +26,11 @@ lint: setup
 test: lint
 	cd widgets && node --test --test-reporter=spec test/
 	$(PY) -m pytest
+
+# lint + node tests + unit tests: no browser, no notebooks, nothing marked slow (a few minutes)
+test-fast: lint
+	cd widgets && node --test --test-reporter=dot test/
+	$(PY) -m pytest -q -m "not slow" --ignore=tests/browser --ignore=tests/notebooks
 
 demo: setup
 	$(PY) -m labkit.demo --out demo-output

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import nbclient
@@ -19,12 +18,9 @@ def test_notebook_runs_clean(path: Path, tmp_path: Path) -> None:
     for cell in nb.cells:
         if cell.cell_type == "code":
             assert not cell.outputs, f"{path.name}: outputs must be stripped in git"
-    t0 = time.perf_counter()
     client = nbclient.NotebookClient(
         nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
     )
     client.execute()
-    took = time.perf_counter() - t0
     errors = [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
-    assert not errors
-    assert took < 120, f"{path.name} took {took:.0f} s (budget: 2 minutes)"
+    assert not errors, f"{path.name}: {errors[0].get('ename')}: {errors[0].get('evalue')}"
