@@ -1,0 +1,112 @@
+"""The layer table in CONTRIBUTING.md holds: no module imports a layer above its own, and no
+module reaches another package's private names (``_module`` or ``_name``).
+
+Each module under ``labkit/`` is parsed (imports inside functions count too). The shared
+helpers at the package root (``labkit/_tensors.py``, ``_format``, ``_paths``, ``_interleave``,
+``_lazy``) are meant for every layer. What is still in the way is listed in ``DEBT`` with its
+reason; the list may only shrink: a new crossing fails, and so does an entry that is gone.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+LABKIT = Path(__file__).resolve().parents[1] / "labkit"
+
+# lowest first; a module may import its own package, a lower layer, and the root helpers
+LAYERS: dict[str, int] = {
+    "trace": 1,
+    "memory": 2,
+    "plan": 2,
+    "optimize": 3,
+    "train": 3,
+    "promote": 3,
+    "gnn": 3,
+    "views": 4,
+    "panels": 4,
+    "widgets": 4,
+    "server": 4,
+    "cli": 4,
+    "demo": 4,
+    "doctor": 4,
+    "__init__": 4,
+}
+
+# (importing file, imported module, imported name): crossings not yet removed (issue 28)
+DEBT: set[tuple[str, str, str]] = {
+    ("labkit/cli.py", "labkit.promote", "_cli"),
+    ("labkit/demo.py", "labkit.widgets._base", "png_img"),
+    ("labkit/demo.py", "labkit.widgets._static", "_figure"),
+    ("labkit/demo.py", "labkit.widgets._static", "_png"),
+    ("labkit/demo.py", "labkit.widgets._static", "profile_html"),
+    ("labkit/doctor.py", "labkit.widgets._assets", "BUILD_FIX"),
+    ("labkit/doctor.py", "labkit.widgets._assets", "check_assets"),
+    ("labkit/memory/api.py", "labkit.trace.api", "_backward_target"),
+    ("labkit/memory/attribution.py", "labkit.widgets.show", "TraceView"),
+    ("labkit/plan/api.py", "labkit.optimize._runtime", "AUTOCAST_DTYPES"),
+    ("labkit/plan/api.py", "labkit.optimize._runtime", "RecipeForward"),
+    ("labkit/plan/api.py", "labkit.optimize.apply", "_as_recipe"),
+    ("labkit/plan/api.py", "labkit.optimize.apply", "apply"),
+    ("labkit/plan/api.py", "labkit.trace.api", "_backward_target"),
+    ("labkit/plan/model.py", "labkit.widgets.show", "TraceView"),
+    ("labkit/trace/model.py", "labkit.widgets", "_static"),
+    ("labkit/trace/model.py", "labkit.widgets._static", "trace_html"),
+    ("labkit/trace/model.py", "labkit.widgets.show", "TraceView"),
+    ("labkit/trace/recorder.py", "labkit.memory.tracker", "MemoryTracker"),
+    ("labkit/train/lab.py", "labkit.trace._passes", "record_step"),
+    ("labkit/train/lab.py", "labkit.trace.api", "_ModelState"),
+    ("labkit/train/lab.py", "labkit.widgets.dashboard", "Dashboard"),
+    ("labkit/widgets/_graph_marks.py", "labkit.optimize._breaks", "GraphBreak"),
+}
+
+
+def _package(path: Path) -> str:
+    rel = path.relative_to(LABKIT)
+    return rel.parts[0] if len(rel.parts) > 1 else rel.stem
+
+
+def _imports(tree: ast.AST) -> list[tuple[int, str, str]]:
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if node.module.split(".")[0] == "labkit":
+                found += [(node.lineno, node.module, a.name) for a in node.names]
+        elif isinstance(node, ast.Import):
+            found += [(node.lineno, a.name, "") for a in node.names if a.name.startswith("labkit.")]
+    return found
+
+
+def crossings() -> dict[tuple[str, str, str], str]:
+    """Every import that breaks the table, keyed as DEBT is, with a readable reason."""
+    out: dict[tuple[str, str, str], str] = {}
+    for path in sorted(LABKIT.rglob("*.py")):
+        mine = _package(path)
+        for line, module, name in _imports(ast.parse(path.read_text(), str(path))):
+            parts = module.split(".")
+            other = parts[1] if len(parts) > 1 else "__init__"
+            if other.startswith("_") or other == mine:
+                continue
+            private = any(p.startswith("_") for p in parts[2:]) or name.startswith("_")
+            upward = LAYERS.get(other, 0) > LAYERS.get(mine, 0)
+            if private or upward:
+                rel = str(path.relative_to(LABKIT.parent))
+                why = " and ".join(w for w, b in (("private", private), ("upward", upward)) if b)
+                out[(rel, module, name)] = f"{rel}:{line} imports {module} {name} ({why})"
+    return out
+
+
+def test_every_package_has_a_layer() -> None:
+    packages = {_package(p) for p in LABKIT.rglob("*.py")}
+    missing = sorted(p for p in packages if not p.startswith("_") and p not in LAYERS)
+    assert not missing, f"add these to LAYERS and CONTRIBUTING.md's layer table: {missing}"
+
+
+def test_no_new_crossings() -> None:
+    new = [why for key, why in crossings().items() if key not in DEBT]
+    assert not new, "imports that break the layer table:\n" + "\n".join(new)
+
+
+def test_debt_list_is_current() -> None:
+    gone = sorted(DEBT - set(crossings()))
+    assert not gone, f"these crossings are gone: remove them from DEBT: {gone}"
