@@ -469,8 +469,6 @@ class Trace:
             other.memory_meta,
         )  # fmt: skip
 
-    __hash__ = None  # type: ignore[assignment]  # unhashable, as Python spells it
-
     def __repr__(self) -> str:
         calls = sum(1 for n in self.nodes if n.kind == "module")
         ops = sum(1 for n in self.nodes if n.kind == "op")
@@ -480,3 +478,9 @@ class Trace:
             f"flops={fmt_count(self.total_flops)}, fwd={fmt_time(self.meta.forward_time)}, "
             f"bwd={fmt_time(self.meta.backward_time)})"
         )
+
+
+# Unhashable, as a mutable-looking value is in Python: a full trace holds dicts, so a value
+# hash cannot exist, and @dataclass(frozen=True) would otherwise generate one (it treats
+# `__hash__ = None` beside a hand-written __eq__ as not given).
+Trace.__hash__ = None  # type: ignore[assignment]
