@@ -44,6 +44,27 @@ def record_step(model: torch.nn.Module, step: Step, *, mode: str, warmup: int, r
         step(rec.notes)
     base = rec.trace
     assert base is not None
+    return time_step(model, step, base, mode=mode, warmup=warmup, repeat=repeat, budget=budget)
+
+
+def time_step(model: torch.nn.Module, step: Step, base: Trace, *, mode: str, warmup: int,
+              repeat: int, budget: float | None = None) -> Trace:  # fmt: skip
+    """``base`` (one recording of ``step``) with its times from timing-only passes of ``step``.
+
+    Args:
+        model: The model ``step`` runs.
+        step: Runs one forward (and backward) pass; may append notes to its argument.
+        base: The structural recording of ``step`` (mode ``mode``).
+        mode: The recording's mode: op times are taken for ``"full"`` on the CPU.
+        warmup: Timing passes run first and thrown away.
+        repeat: Timing passes kept (0: ``base`` as it is).
+        budget: Stop repeating once this many seconds were spent timing (at least 3 kept).
+
+    Returns:
+        ``base`` with times replaced by medians over the timing passes.
+    """
+    if warmup < 0 or repeat < 0:
+        raise ValueError(f"warmup and repeat must be >= 0, got warmup={warmup}, repeat={repeat}")
     if repeat == 0:
         return base
     devices = [p.device.index or 0 for p in model.parameters() if p.is_cuda][:1]
