@@ -270,6 +270,13 @@ class TraceMeta:
         forward_iqr: Interquartile range of ``forward_time`` over the timing passes.
         backward_iqr: Interquartile range of ``backward_time`` over the timing passes.
         notes: Plain-language caveats about the figures.
+        hook_cost: What was subtracted from module times for labkit's timing hooks, in
+            seconds: ``call`` per module call, ``child`` per module call inside it,
+            ``segment`` per backward segment (measured at trace time; empty when none).
+        no_flop_formula: Ops that ran without a FLOP formula, so their FLOPs are not
+            counted: ``op``, ``calls``, ``module`` (where first seen), ``time`` (their
+            measured seconds, forward + backward, when op times were taken) and ``share``
+            of the step's measured time.
     """
 
     model: str
@@ -288,6 +295,8 @@ class TraceMeta:
     forward_iqr: float = 0.0
     backward_iqr: float = 0.0
     notes: tuple[str, ...] = ()
+    hook_cost: dict[str, float] = field(default_factory=dict)
+    no_flop_formula: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
