@@ -77,7 +77,7 @@ def promote_command(args: argparse.Namespace) -> int:
         sys.stdout.write(result.source)
     else:
         checked = " (checked on one batch)" if args.check else ""
-        print(f"wrote {result.script}{checked}")
+        print(f"wrote {shown(result.script)}{checked}")
     return 0
 
 
@@ -100,5 +100,11 @@ def run_command(args: argparse.Namespace) -> int:
     except (NotebookError, ParameterError, NotebookRunError, OutputPathError) as exc:
         print(f"labkit run: error: {exc}", file=sys.stderr)
         return 1
-    print(f"wrote {out}")
+    print(f"wrote {shown(out)}")
     return 0
+
+
+def shown(path: object) -> str:
+    """A path for the terminal: a name with undecodable bytes (``\\udcff``) is shown
+    escaped instead of failing to print."""
+    return str(path).encode("utf-8", "backslashreplace").decode("utf-8")

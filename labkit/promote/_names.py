@@ -33,16 +33,19 @@ class StatementNames:
     star_import: bool = False
 
 
-def statement_names(stmt: ast.stmt) -> StatementNames:
+def statement_names(stmt: ast.stmt, source: str | None = None) -> StatementNames:
     """The names ``stmt`` (a top-level statement of a cell) defines, uses and uses later.
 
     Args:
         stmt: A statement parsed with :func:`ast.parse`.
+        source: Its exact text (a statement that parses on its own); without it the text
+            is rebuilt with :func:`ast.unparse`, which recurses once per nesting level.
 
     Returns:
         A :class:`StatementNames`.
     """
-    source = ast.unparse(ast.Module(body=[stmt], type_ignores=[]))
+    if source is None:
+        source = ast.unparse(ast.Module(body=[stmt], type_ignores=[]))
     table = symtable.symtable(source, "<cell>", "exec")
     defines: set[str] = set()
     uses: set[str] = set()

@@ -113,7 +113,7 @@ def indent_code(text: str, prefix: str) -> str:
     inside: set[int] = set()
     try:
         tree = ast.parse(text)
-    except SyntaxError:
+    except (SyntaxError, RecursionError, MemoryError):
         tree = None
     if tree is not None:
         for node in ast.walk(tree):

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from labkit.promote._lab_methods import lab_exploration_methods
 from labkit.promote._names import StatementNames, statement_names
-from labkit.promote._spans import statement_spans
+from labkit.promote._spans import Span, statement_spans
 from labkit.promote.errors import Problem
 from labkit.promote.notebook import Cell, Notebook
 
@@ -186,7 +186,7 @@ def strip_magics(source: str) -> tuple[str, tuple[str, ...], frozenset[str], str
         >>> strip_magics("%matplotlib inline\\nx = 1")[:2]
         ('\\nx = 1', ('%matplotlib inline',))
     """
-    lines = source.splitlines()
+    lines = source.split("\n")  # not splitlines(): "\x0c" or "\u2028" in a string is no line end
     first = next((i for i, line in enumerate(lines) if line.strip()), None)
     if first is not None and lines[first].lstrip().startswith("%%"):
         magic = lines[first].strip()[2:].split()[0] if lines[first].strip()[2:] else ""
@@ -259,18 +259,10 @@ def analyze(notebook: Notebook) -> Analysis:  # noqa: C901 - one pass over cells
     parsed: list[tuple[Cell, list[ast.stmt], str, tuple[str, ...], frozenset[str], str]] = []
     for cell in order:
         code, magics, magic_names, reason = strip_magics(cell.source)
-        try:
-            tree = ast.parse(code, filename=f"{notebook.path} {cell.label}")
-        except SyntaxError as exc:
-            problems.append(
-                Problem(
-                    "error",
-                    f"{cell.label}: syntax error on line {exc.lineno}: {exc.msg}",
-                    cell.number,
-                )
-            )
-            tree = ast.Module(body=[], type_ignores=[])
-        parsed.append((cell, tree.body, code, magics, magic_names, reason))
+        body, problem = _parse_cell(notebook, cell, code)
+        if problem is not None:
+            problems.append(problem)
+        parsed.append((cell, body, code, magics, magic_names, reason))
 
     aliases = _aliases(stmt for _, body, *_ in parsed for stmt in body)
     labs = _lab_names((stmt for _, body, *_ in parsed for stmt in body), aliases)
@@ -278,8 +270,7 @@ def analyze(notebook: Notebook) -> Analysis:  # noqa: C901 - one pass over cells
     tainted: set[str] = set()
     for cell, body, code, magics, magic_names, reason in parsed:
         statements = []
-        for stmt, span in zip(body, statement_spans(code, body), strict=True):
-            names = statement_names(stmt)
+        for stmt, span, names in _statement_names(cell, code, body, problems):
             role, why = _classify(cell, stmt, names, aliases, labs, tainted)
             # what a trace/widget/plot call returns is exploration too; names from cells
             # tagged explore are not: kept code that reads them is an error, not dropped
@@ -327,6 +318,59 @@ def analyze(notebook: Notebook) -> Analysis:  # noqa: C901 - one pass over cells
         receiver = _call(fit.node).func.value  # type: ignore[union-attr]  # _pick_fit: x.fit(...)
         lab_name = receiver.id if isinstance(receiver, ast.Name) else None
     return Analysis(notebook, tuple(plans), tuple(never_run), fit, lab_name, tuple(problems))
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _parse_cell(notebook: Notebook, cell: Cell, code: str) -> tuple[list[ast.stmt], Problem | None]:
+    """The cell's top-level statements, or none and the error that names the cell: a
+    syntax error, a lone surrogate (no script file can hold it), code nested too deeply."""
+    bad = _SURROGATE.search(code)
+    if bad is not None:
+        line = code.count("\n", 0, bad.start()) + 1
+        return [], Problem(
+            "error",
+            f"{cell.label} line {line} holds a lone surrogate (U+{ord(bad.group()):04X}), "
+            "half of a character that a UTF-8 script cannot hold; the notebook was saved by "
+            "a tool that split a character: retype that text",
+            cell.number,
+        )
+    try:
+        return ast.parse(code, filename=f"{notebook.path} {cell.label}").body, None
+    except SyntaxError as exc:
+        return [], Problem(
+            "error", f"{cell.label}: syntax error on line {exc.lineno}: {exc.msg}", cell.number
+        )
+    except (RecursionError, MemoryError) as exc:
+        return [], _too_deep(cell, exc)
+
+
+def _too_deep(cell: Cell, exc: BaseException) -> Problem:
+    return Problem(
+        "error",
+        f"{cell.label}: the code nests too deeply for Python's parser ({type(exc).__name__}: "
+        "an expression of thousands of terms or operators); split it into smaller statements",
+        cell.number,
+    )
+
+
+def _statement_names(
+    cell: Cell, code: str, body: list[ast.stmt], problems: list[Problem]
+) -> list[tuple[ast.stmt, Span, StatementNames]]:
+    """Each statement with its exact text and names; none (and an error naming the cell)
+    when the code is too deep to analyze."""
+    if not body:
+        return []
+    try:
+        spans = statement_spans(code, body)
+        return [
+            (stmt, span, statement_names(stmt, span.source))
+            for stmt, span in zip(body, spans, strict=True)
+        ]
+    except (RecursionError, MemoryError) as exc:
+        problems.append(_too_deep(cell, exc))
+        return []
 
 
 def _classify(  # noqa: C901 - the statement kinds, in the order they are told apart

@@ -118,9 +118,6 @@ def _cell_defines(source: str) -> set[str]:
 
     try:
         tree = ast.parse(strip_magics(source)[0])
-    except SyntaxError:
+        return {name for stmt in tree.body for name in statement_names(stmt).defines}
+    except (SyntaxError, RecursionError, MemoryError):  # too deep: its names are unknown
         return set()
-    out: set[str] = set()
-    for stmt in tree.body:
-        out |= statement_names(stmt).defines
-    return out

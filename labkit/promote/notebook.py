@@ -3,23 +3,44 @@
 Nothing here runs the notebook's code; :func:`read_notebook` only parses the JSON
 (with nbformat) and keeps what promote needs: each code cell's source, tags,
 execution count and outputs.
+
+The file is checked before a byte is read: it must be a regular file (a FIFO or a device
+could hang the reader) of at most :data:`MAX_NOTEBOOK_BYTES` (256 MiB; a larger file is
+refused with :class:`NotebookTooLargeError`, which the server answers with 413).
+Line ends in cell sources are Python's: ``\r\n`` and a lone ``\r`` become ``\n``.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from labkit._format import first_line
+from labkit._format import first_line, fmt_bytes
 
-__all__ = ["Cell", "Notebook", "NotebookError", "read_notebook"]
+__all__ = [
+    "MAX_NOTEBOOK_BYTES",
+    "Cell",
+    "Notebook",
+    "NotebookError",
+    "NotebookTooLargeError",
+    "read_notebook",
+    "read_notebook_text",
+]
+
+MAX_NOTEBOOK_BYTES = 256 << 20
+"""The largest notebook file labkit reads (256 MiB)."""
 
 
 class NotebookError(ValueError):
     """The file is not a notebook labkit can read; the message names the file and the fix."""
+
+
+class NotebookTooLargeError(NotebookError):
+    """The notebook file is larger than the limit (:data:`MAX_NOTEBOOK_BYTES`)."""
 
 
 @dataclass(frozen=True)
@@ -93,28 +114,25 @@ class Notebook:
         return f"Notebook({str(self.path)!r}, cells={len(self.cells)}, code={len(self.code_cells)})"
 
 
-def read_notebook(path: str | os.PathLike[str]) -> Notebook:
+def read_notebook(path: str | os.PathLike[str], *, max_bytes: int = MAX_NOTEBOOK_BYTES) -> Notebook:
     """Read ``path`` as a Jupyter notebook (nbformat 4) and validate it.
 
     Args:
         path: The ``.ipynb`` file.
+        max_bytes: The largest file accepted.
 
     Returns:
         The :class:`Notebook`.
 
     Raises:
-        NotebookError: when the file is missing, is not JSON, or is not a valid notebook;
-            the message names the file and what is wrong.
+        NotebookError: when the file is missing, not a regular file, larger than
+            ``max_bytes`` (:class:`NotebookTooLargeError`), not JSON, or not a valid
+            notebook; the message names the file and what is wrong.
     """
     import nbformat
 
     path = Path(path)
-    if not path.is_file():
-        raise NotebookError(f"{path}: no such notebook file")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise NotebookError(f"{path}: cannot read the notebook ({exc})") from None
+    text = read_notebook_text(path, max_bytes=max_bytes)
     try:
         raw = json.loads(text)
     except ValueError as exc:
@@ -142,6 +160,7 @@ def read_notebook(path: str | os.PathLike[str]) -> Notebook:
         source = cell.get("source", "")
         if isinstance(source, list):  # pragma: no cover - nbformat joins these already
             source = "".join(source)
+        source = source.replace("\r\n", "\n").replace("\r", "\n")  # Python's line ends
         tags = tuple(str(t) for t in cell.get("metadata", {}).get("tags", []))
         is_code = cell.get("cell_type") == "code"
         cells.append(
@@ -155,6 +174,54 @@ def read_notebook(path: str | os.PathLike[str]) -> Notebook:
             )
         )
     return Notebook(path=path, cells=tuple(cells), metadata=_plain(nb.get("metadata", {})))
+
+
+def read_notebook_text(path: str | os.PathLike[str], *, max_bytes: int = MAX_NOTEBOOK_BYTES) -> str:
+    """The text of the notebook file ``path``, once it is known to be a regular file of at
+    most ``max_bytes`` (checked with ``stat`` before opening, and on the open file).
+
+    Raises:
+        NotebookError: missing, not a regular file, unreadable or not UTF-8;
+            :class:`NotebookTooLargeError` when larger than ``max_bytes``.
+    """
+    path = Path(path)
+    try:
+        _check_file(os.stat(path), path, max_bytes)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        with os.fdopen(fd, "rb") as handle:
+            _check_file(os.fstat(handle.fileno()), path, max_bytes)  # swapped meanwhile?
+            data = handle.read(max_bytes + 1)
+    except FileNotFoundError:
+        raise NotebookError(f"{path}: no such notebook file") from None
+    except ValueError as exc:  # a NUL byte in the name
+        if isinstance(exc, NotebookError):
+            raise
+        raise NotebookError(f"{str(path)!r}: not a file name ({exc})") from None
+    except OSError as exc:
+        raise NotebookError(f"{path}: cannot read the notebook ({exc.strerror or exc})") from None
+    if len(data) > max_bytes:
+        raise NotebookTooLargeError(f"{path}: the notebook grew past {max_bytes} bytes while read")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise NotebookError(f"{path}: cannot read the notebook ({exc})") from None
+
+
+def _check_file(st: os.stat_result, path: Path, max_bytes: int) -> None:
+    if stat.S_ISDIR(st.st_mode):
+        raise NotebookError(f"{path}: a folder, not a notebook file")
+    if not stat.S_ISREG(st.st_mode):
+        kind = "a FIFO (named pipe)" if stat.S_ISFIFO(st.st_mode) else "not a regular file"
+        raise NotebookError(
+            f"{path}: {kind}; labkit reads notebooks from regular files only (reading it "
+            "could hang)"
+        )
+    if st.st_size > max_bytes:
+        raise NotebookTooLargeError(
+            f"{path}: the notebook is {fmt_bytes(st.st_size)} ({st.st_size} bytes); labkit "
+            f"reads notebooks up to {fmt_bytes(max_bytes)}: clear its outputs (Edit > Clear "
+            "Outputs of All Cells, or `jupyter nbconvert --clear-output`) and save it"
+        )
 
 
 def _plain(value: Any) -> Any:

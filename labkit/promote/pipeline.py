@@ -9,7 +9,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from labkit._paths import check_output_file
+from labkit._paths import OutputPathError, check_output_file
+from labkit.promote._literal import literal
 from labkit.promote.analyze import Analysis, analyze
 from labkit.promote.checks import check
 from labkit.promote.errors import Problem, PromoteError
@@ -94,6 +95,8 @@ def promote(
         labkit.promote.NotebookError: the file is not a readable notebook.
         PromoteError: a static check failed (every error is listed), or the check run did.
         TargetExistsError: the output exists and ``force`` is false.
+        labkit._paths.OutputPathError: the output is a folder, its name is too long, or its
+            folder is missing or not writable (checked before the notebook is analyzed).
 
     Example:
         >>> promote("train.ipynb", "train.py").warnings          # doctest: +SKIP
@@ -103,16 +106,23 @@ def promote(
     out = Path(output) if output is not None else default_output(nb.path)
     if out.resolve() == nb.path.resolve():
         raise PromoteError(out, [Problem("error", f"{out}: the output would replace the notebook")])
-    if not dry_run and out.is_dir():  # a folder: a clear error, not IsADirectoryError later
-        check_output_file(out, force=True, what="script", file_name=f"{nb.path.stem}.py")
-    if not dry_run and out.exists() and not force:
-        raise TargetExistsError(f"{out} exists; pass --force (force=True) to overwrite it")
+    if not dry_run:
+        _check_script_path(out, nb.path, force=force)
     analysis = analyze(nb)
     problems = check(analysis)
     if any(p.severity == "error" for p in problems):
         raise PromoteError(nb.path, problems)
     recorded = recorded_recipe(p.cell for p in analysis.plans)
     recipe, recipe_cell = recorded if recorded else (None, None)
+    if recipe is not None and recipe_cell is not None:
+        try:
+            literal(recipe)
+        except ValueError as exc:
+            msg = (
+                f"{recipe_cell.label}: the recorded Recipe holds a value that is not a plain "
+                f"literal ({exc}); record it again (run the cell) or clear that output"
+            )
+            raise PromoteError(nb.path, [Problem("error", msg, recipe_cell.number)]) from None
     if fabric and analysis.fit is not None:
         msg = (
             f"--fabric rewrites plain PyTorch loops; {analysis.fit.cell.label} trains with "
@@ -141,6 +151,21 @@ def promote(
             _check_run(tmp, nb.path, check_timeout, trains=analysis.fit is not None)
         install(tmp, out, force=force)
     return Promoted(nb.path, out, source, warnings, analysis)
+
+
+def _check_script_path(out: Path, notebook: Path, *, force: bool) -> None:
+    """Before any work: the script's path can be written (a file name, not a folder, in a
+    writable folder, not too long), and it exists only with ``force``."""
+    try:
+        check_output_file(out, force=True, what="script", file_name=f"{notebook.stem}.py")
+        exists = out.exists()
+    except OutputPathError:
+        raise
+    except (OSError, ValueError) as exc:  # e.g. a name over the filesystem's limit
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise OutputPathError(f"cannot write the script {out}: {reason}", out) from None
+    if exists and not force:
+        raise TargetExistsError(f"{out} exists; pass --force (force=True) to overwrite it")
 
 
 def _check_run(script: Path, notebook: Path, timeout: float, *, trains: bool) -> None:

@@ -14,10 +14,12 @@ the notebook still see them, and classes keep their plain ``__qualname__`` (they
 from __future__ import annotations
 
 import ast
+import shlex
 import textwrap
 from dataclasses import dataclass
 from typing import Any
 
+from labkit.promote._literal import script_header
 from labkit.promote._spans import indent_code
 from labkit.promote.analyze import Analysis, Statement, _aliases
 from labkit.promote.checks import kept_statements
@@ -28,16 +30,6 @@ __all__ = ["Parameter", "argument_lines", "override_lines", "parameters_of", "re
 
 PARAMETERS_TAG = "parameters"  # labkit.promote.run.PARAMETERS_TAG (no import: light)
 INJECTED_TAG = "injected-parameters"
-
-_HEADER = '''#!/usr/bin/env python
-"""{name}: promoted from {notebook} by `labkit promote`.
-
-{body}
-
-Run:
-    python {name}{example}
-"""
-'''
 
 LITERAL_HELPER = '''
 
@@ -107,7 +99,7 @@ def parameters_of(kept: list[Statement]) -> tuple[list[Parameter], Statement | N
         name = node.targets[0].id
         try:
             value = ast.literal_eval(node.value)
-        except (ValueError, SyntaxError, TypeError):
+        except (ValueError, SyntaxError, TypeError, RecursionError, MemoryError):
             problems.append(
                 Problem(
                     "warning",
@@ -167,7 +159,8 @@ def render_plain_script(
     )
     if params:
         text += " The values of the cell tagged 'parameters' are command-line options."
-    text = textwrap.fill(text, width=88).replace("\\", "\\\\").replace('"' * 3, "'" * 3)
+    text = textwrap.fill(text, width=88)
+    name = shlex.quote(script_name)
     example = "".join(f" {p.flag} {_shown(p)}" for p in params[:2] if p.kind != "bool")
     if fabric:
         text += (
@@ -176,13 +169,11 @@ def render_plain_script(
             "fabric.backward(loss)."
         )
         example += (
-            f"\n    python {script_name} --accelerator cpu --devices 2 --strategy ddp"
-            f"\n    torchrun --nproc-per-node 2 {script_name} --devices 2 --strategy ddp"
+            f"\n    python {name} --accelerator cpu --devices 2 --strategy ddp"
+            f"\n    torchrun --nproc-per-node 2 {name} --devices 2 --strategy ddp"
         )
-    header = _HEADER.format(
-        name=script_name, notebook=analysis.notebook.path.name, body=text, example=example
-    )
-    parts = [header.rstrip("\n")]
+    run = f"Run:\n    python {name}{example}"
+    parts = [script_header(script_name, analysis.notebook.path.name, [text], run)]
     parts += [s.text for s in hoisted]
     parts.append("import argparse as _argparse")
     if any(p.kind == "literal" for p in params):
@@ -203,8 +194,10 @@ def _must_be_module_level(s: Statement) -> bool:
 
 
 def _shown(p: Parameter) -> str:
-    text = str(p.value) if p.kind in ("int", "float") else repr(p.value)
-    return text if p.kind != "str" or text.strip("'").isidentifier() else f'"{p.value}"'
+    """The option's value as a shell word for the docstring's example."""
+    if p.kind in ("int", "float"):
+        return str(p.value)
+    return shlex.quote(p.value if p.kind == "str" else repr(p.value))
 
 
 def argument_lines(params: list[Parameter]) -> list[str]:

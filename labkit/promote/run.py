@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from labkit._paths import atomic_writer, check_output_file
-from labkit.promote.notebook import read_notebook
+from labkit.promote.notebook import read_notebook, read_notebook_text
 
 __all__ = [
     "INJECTED_TAG",
@@ -87,7 +87,7 @@ def _defaults(source: str) -> dict[str, Any]:
         for target in targets:
             try:
                 out[target.id] = ast.literal_eval(value) if value else ...
-            except ValueError:
+            except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
                 out[target.id] = ...
     return out
 
@@ -218,7 +218,7 @@ def run_notebook(
         raise ParameterError(f"{out}: the executed copy would replace the notebook; choose -o")
     check_output_file(out, force=force or output is None, what="output notebook",
                       file_name=path.with_suffix(".run.ipynb").name)  # fmt: skip
-    nb = nbformat.read(path, as_version=4)
+    nb = nbformat.reads(read_notebook_text(path), as_version=4)
     injected = inject_parameters(nb, dict(parameters or {}), path=path)
     name = kernel_name or nb.metadata.get("kernelspec", {}).get("name") or "python3"
 

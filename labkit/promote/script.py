@@ -31,10 +31,12 @@ Cells are marked ``# %%`` so editors (VS Code, jupytext) show them as cells agai
 from __future__ import annotations
 
 import ast
+import shlex
 import textwrap
 from collections.abc import Sequence
 from typing import Any
 
+from labkit.promote._literal import comment, literal, script_header
 from labkit.promote._spans import indent_code
 from labkit.promote.analyze import Analysis, Statement
 from labkit.promote.checks import kept_statements
@@ -52,19 +54,12 @@ PARAMETERS_TAG = "parameters"
 
 __all__ = ["render_script"]
 
-_HEADER = '''#!/usr/bin/env python
-"""{name}: promoted from {notebook} by `labkit promote`.
-
-{body}
-
-Run:
+_RUN = """Run:
     python {name} --max-epochs 2
     python {name} --devices 2 --strategy ddp
     torchrun --nproc-per-node 2 {name} --devices 2 --strategy ddp
     torchrun --nnodes 2 --node-rank R --master-addr HOST --master-port PORT \\
-        --nproc-per-node 1 {name} --num-nodes 2 --devices 1 --strategy ddp
-"""
-'''
+        --nproc-per-node 1 {name} --num-nodes 2 --devices 1 --strategy ddp"""
 
 
 def render_script(
@@ -105,9 +100,10 @@ def render_script(
         + (" (the parameters cell's too)." if params else "."),
         width=88,
     )
-    body = body.replace("\\", "\\\\").replace('"' * 3, "'" * 3)
-    header = _HEADER.format(name=script_name, notebook=analysis.notebook.path.name, body=body)
-    parts = [header.rstrip("\n")]
+    header = script_header(
+        script_name, analysis.notebook.path.name, [body], _RUN.format(name=shlex.quote(script_name))
+    )
+    parts = [header]
     parts += [s.text for s in future]
     if params:
         parts.append("import argparse as _argparse\nimport sys as _sys")
@@ -117,8 +113,9 @@ def render_script(
     parts += _cells(before, indent="", after={id(apply_after): _read_options(params)})
     if recipe is not None:
         parts.append(
-            f"# %% the Recipe in effect when the notebook trained (recorded in {recipe_source})\n"
-            f"LABKIT_RECIPE = {_literal(recipe)}"
+            "# %% the Recipe in effect when the notebook trained "
+            f"(recorded in {comment(recipe_source)})\n"
+            f"LABKIT_RECIPE = {_recipe_literal(recipe)}"
         )
     parts.append(_main_source(analysis, fit, after, recipe is not None, bool(params)))
     parts.append('if __name__ == "__main__":\n    main()')
@@ -178,11 +175,12 @@ def _cells(
     return blocks
 
 
-def _literal(value: Any) -> str:
-    text = repr(value)
+def _recipe_literal(value: dict[str, Any]) -> str:
+    """The recorded Recipe as a dict literal (each key and value checked by ``literal``)."""
+    text = literal(value)
     if len(text) <= 80:
         return text
-    items = ",\n".join(f"    {k!r}: {v!r}" for k, v in value.items())
+    items = ",\n".join(f"    {literal(k)}: {literal(v)}" for k, v in value.items())
     return "{\n" + items + ",\n}"
 
 

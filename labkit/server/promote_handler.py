@@ -10,7 +10,9 @@ root, as the Contents API names files). Answers:
   4096 characters (see :mod:`labkit.server._request`);
 - 403 for a path outside the server root; 404 for a missing or hidden notebook (hidden
   as the Contents API hides it, unless ``ContentsManager.allow_hidden``);
-- 409 when the script exists and ``force`` is false (the front end asks, then resends).
+- 409 when the script exists and ``force`` is false (the front end asks, then resends);
+- 413 for a notebook file over 256 MiB (``labkit.promote.notebook.MAX_NOTEBOOK_BYTES``);
+- 500 ``{"message": ...}`` naming the failure (never a traceback) for anything else.
 
 Authenticated and XSRF-checked like every Jupyter API (``APIHandler``). Thin adapter over
 :func:`labkit.promote.promote`, which runs in a worker thread.
@@ -27,7 +29,8 @@ from jupyter_core.paths import is_hidden
 from jupyter_server.base.handlers import APIHandler
 from tornado import web
 
-from labkit.server._request import BadRequest, checked_path, json_body, quote
+from labkit._format import first_line
+from labkit.server._request import QUOTE, BadRequest, checked_path, json_body, quote
 
 PROMOTE_ROUTE = "labkit/api/promote"
 
@@ -37,50 +40,68 @@ class PromoteHandler(APIHandler):
 
     @web.authenticated
     async def post(self) -> None:
+        try:
+            status, payload = await self._promote()
+        except Exception as exc:  # the last line: a 500 naming it, no traceback
+            self.log.error("labkit promote failed: %s: %s", type(exc).__name__, quote(str(exc)))
+            status, payload = (
+                500,
+                {
+                    "message": f"labkit could not promote the notebook: {type(exc).__name__}: "
+                    f"{first_line(str(exc))[:QUOTE]}"
+                },
+            )
+        self._answer(status, payload)
+
+    async def _promote(self) -> tuple[int, dict[str, Any]]:
         from labkit.promote import NotebookError, PromoteError, TargetExistsError, promote
+        from labkit.promote.notebook import NotebookTooLargeError
 
         try:
             body = json_body(self.request.body)
             path = checked_path(body.get("path"), '{"path": "<notebook>.ipynb"}')
         except BadRequest as exc:
-            return self._answer(400, {"message": str(exc)})
+            return 400, {"message": str(exc)}
         root = Path(self.settings.get("server_root_dir") or self.contents_manager.root_dir)
         root = root.expanduser().resolve()
-        notebook = (root / path.lstrip("/")).resolve()
+        try:
+            notebook = (root / path.lstrip("/")).resolve()
+        except (OSError, ValueError, RuntimeError) as exc:  # a symlink loop, ...
+            return 400, {"message": f"the path {quote(path)}: {_reason(exc)}"}
         if not notebook.is_relative_to(root):
-            return self._answer(403, {"message": f"{path}: outside the server's root directory"})
+            return 403, {"message": f"{path}: outside the server's root directory"}
         if notebook.suffix != ".ipynb":
-            return self._answer(400, {"message": f"{path}: not a notebook (.ipynb)"})
+            return 400, {"message": f"{path}: not a notebook (.ipynb)"}
         try:
             found = notebook.is_file()
-        except OSError as exc:  # e.g. a name over the filesystem's 255 bytes
-            return self._answer(400, {"message": f"the path {quote(path)}: {exc.strerror}"})
-        if not found or self._hidden(root, path, notebook):  # hidden: the Contents API's rule
-            return self._answer(404, {"message": f"{path}: no such notebook"})
+            hidden = found and self._hidden(root, path, notebook)  # the Contents API's rule
+        except (OSError, ValueError) as exc:  # e.g. a name over the filesystem's 255 bytes
+            return 400, {"message": f"the path {quote(path)}: {_reason(exc)}"}
+        if not found or hidden:
+            return 404, {"message": f"{path}: no such notebook"}
         force = body.get("force") is True
         loop = asyncio.get_running_loop()
         try:
             result = await loop.run_in_executor(None, lambda: promote(notebook, force=force))
         except TargetExistsError as exc:
             script = notebook.with_suffix(".py").relative_to(root).as_posix()
-            return self._answer(409, {"message": str(exc).replace(str(root) + "/", ""),
-                                      "script": script})  # fmt: skip
+            return 409, {"message": _relative(str(exc), root), "script": script}
         except PromoteError as exc:
             problems = [p.to_dict() for p in exc.problems]
             for p in problems:
-                p["message"] = str(p["message"]).replace(str(root) + "/", "")
+                p["message"] = _relative(str(p["message"]), root)
             first = next(p["message"] for p in problems if p["severity"] == "error")
-            return self._answer(400, {"message": first, "problems": problems})
-        except (NotebookError, OSError) as exc:
-            return self._answer(400, {"message": str(exc).replace(str(root) + "/", "")})
+            return 400, {"message": first, "problems": problems}
+        except NotebookTooLargeError as exc:
+            return 413, {"message": _relative(str(exc), root)}
+        except (NotebookError, OSError, RecursionError, MemoryError) as exc:
+            text = str(exc) or type(exc).__name__
+            return 400, {"message": _relative(text, root)}
         assert result.script is not None
-        self._answer(
-            200,
-            {
-                "script": result.script.resolve().relative_to(root).as_posix(),
-                "warnings": list(result.warnings),
-            },
-        )
+        return 200, {
+            "script": result.script.resolve().relative_to(root).as_posix(),
+            "warnings": list(result.warnings),
+        }
 
     def _hidden(self, root: Path, path: str, notebook: Path) -> bool:
         """Whether the Contents API hides ``path`` (a dot name on the way, or a hidden flag)."""
@@ -92,6 +113,17 @@ class PromoteHandler(APIHandler):
             return is_hidden(str(notebook), str(root))
 
     def _answer(self, status: int, payload: dict[str, Any]) -> None:
+        if self._finished:  # pragma: no cover - the client went away meanwhile
+            return
         self.set_status(status)
         self.set_header("Content-Type", "application/json")
         self.finish(json.dumps(payload))
+
+
+def _relative(message: str, root: Path) -> str:
+    """``message`` without the server root's absolute path (the client names files from it)."""
+    return message.replace(str(root) + "/", "")
+
+
+def _reason(exc: BaseException) -> str:
+    return getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
