@@ -24,7 +24,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -74,12 +74,13 @@ class VisibleGraph:
     box_of: tuple[int, ...]
 
 
-def canonicalize(trace: Trace, *, rolled: bool = True) -> Canon:
+def canonicalize(trace: Trace, *, rolled: bool = True, unrolled: Collection[str] = ()) -> Canon:
     """Map every node onto the node that stands for it when repeated blocks are rolled.
 
     Args:
         trace: The trace.
         rolled: Roll repeated blocks; with ``False`` every node stands for itself.
+        unrolled: Names of blocks drawn call by call (``"blocks.0-5"``) though rolled.
 
     Returns:
         A :class:`Canon`.
@@ -93,8 +94,8 @@ def canonicalize(trace: Trace, *, rolled: bool = True) -> Canon:
         kids = trace.children
         for b, block in enumerate(trace.rolled()):
             rep = block.node_ids[0]
-            if alias[rep] != rep:
-                continue  # inside a call that is itself rolled away
+            if alias[rep] != rep or block.name in unrolled:
+                continue  # inside a call that is itself rolled away, or not rolled
             count[rep] = block.count
             names[rep] = block.name
             for m, call in enumerate(block.node_ids):

@@ -70,3 +70,75 @@ def range_name(paths: list[str]) -> str:
     if first and last and first.group(1) == last.group(1):
         return f"{first.group(1)}{first.group(2)}-{last.group(2)}"
     return f"{paths[0]} (x{len(paths)})"
+
+
+#: One level of a call's place in rolled blocks: (block head id, which call 0-based, calls).
+Level = tuple[int, int, int]
+
+
+def instance_levels(trace: Trace, skip: frozenset[str] = frozenset()) -> dict[int, list[Level]]:
+    """Which instance of which rolled block each module call is, outermost block first.
+
+    A call inside the 5th call of ``blocks.0-5`` is ``[(blocks.0's id, 4, 6)]``; a call in
+    a block nested inside another has one level per block. Calls outside rolled blocks
+    are absent. The rule is :func:`labkit.trace.graph.canonicalize`'s: a block inside a
+    call that is itself rolled away is not a block of its own (its calls are located by
+    their counterpart in the block's first call).
+
+    Args:
+        trace: The trace.
+        skip: Names of blocks drawn unrolled (``"blocks.0-5"``).
+
+    Returns:
+        ``{module call id: [(block head id, member index, member count), ...]}``.
+
+    Example:
+        >>> import torch, labkit
+        >>> net = torch.nn.Sequential(*[torch.nn.Linear(4, 4) for _ in range(3)])
+        >>> t = labkit.trace(net, torch.randn(2, 4))
+        >>> [(t.nodes[i].name, lv[0][1:]) for i, lv in instance_levels(t).items()]
+        [('0', (0, 3)), ('1', (1, 3)), ('2', (2, 3))]
+    """
+    kids = trace.children
+    member: dict[int, Level] = {}
+    step: dict[int, int] = {}  # a node inside a later call -> its counterpart in the first
+    for block in trace.rolled():
+        rep = block.node_ids[0]
+        if rep in step or block.name in skip:
+            continue  # inside a call rolled away, or drawn unrolled
+        for m, call in enumerate(block.node_ids):
+            member[call] = (rep, m, block.count)
+            if m:
+                pairs = [(call, rep)]
+                while pairs:
+                    x, y = pairs.pop()
+                    step[x] = y
+                    pairs.extend(zip(kids.get(x, ()), kids.get(y, ()), strict=True))
+    if not member:
+        return {}
+    out: dict[int, list[Level]] = {}
+    for n in trace.nodes:
+        if n.kind != "module":
+            continue
+        levels = _levels(trace, n.id, member, step)
+        if levels:
+            out[n.id] = levels
+    return out
+
+
+def _levels(trace: Trace, node: int, member: dict[int, Level], step: dict[int, int]) -> list[Level]:
+    out: list[Level] = []
+    cur, start = node, 0
+    while True:
+        chain = [cur]
+        while (p := trace.nodes[chain[-1]].parent) is not None:
+            chain.append(p)
+        chain.reverse()  # top first
+        i = next((j for j in range(start, len(chain)) if chain[j] in member), -1)
+        if i < 0:
+            return out
+        level = member[chain[i]]
+        out.append(level)
+        if level[1]:
+            cur = step[cur]  # the same place in the block's first call (same depth)
+        start = i + 1

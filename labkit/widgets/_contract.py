@@ -34,6 +34,14 @@ UNITS: dict[str, str] = {
 NodeMetrics = dict[str, list[float | int]]
 
 
+class GraphInstances(TypedDict):
+    """Module calls inside rolled blocks: which drawn box shows each, and which call it is."""
+
+    name: list[str]  #: module path of the call (``"blocks.4.mlp"``)
+    node: list[int]  #: payload index of the box that shows it
+    where: list[list[int]]  #: flat ``[rolled entry, call (0-based)]`` pairs, outermost first
+
+
 class GraphPayload(TypedDict):
     """``GraphView.graph``: the drawn nodes of a trace (``_payload.graph_payload``)."""
 
@@ -47,6 +55,7 @@ class GraphPayload(TypedDict):
     ins: list[list[int]]  #: per node, indices into ``tensors`` of its inputs
     outs: list[list[int]]  #: per node, indices into ``tensors`` of its outputs
     rolled: list[list[int | str]]  #: ``[node, calls, block name]`` per rolled block
+    instances: GraphInstances  #: calls inside rolled blocks (``GraphView.instance_metrics``)
     edges: list[int]  #: flat ``src, dst`` payload-index pairs (leaf to leaf)
     edge_tensor: list[int]  #: per edge, index into ``tensors``
     tensors: list[str]  #: ``"2x8x16x16 float32"`` (shape ``x``-joined, dtype)

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
 from labkit.trace.graph import DEFAULT_DEPTH, Canon, canonicalize, default_expanded
 from labkit.trace.model import MEMORY_CATEGORIES
+from labkit.trace.roll import instance_levels
 from labkit.widgets._contract import (
     GraphPayload,
     LargestStorage,
@@ -88,7 +90,7 @@ def node_label(trace: Trace, node_id: int, canon: Canon) -> str:
     return f"{parts[-1]}.{last}" if parts and last.isascii() and last.isdigit() else last
 
 
-def structure_key(trace: Trace, *, rolled: bool = True) -> str:
+def structure_key(trace: Trace, *, rolled: bool = True, unrolled: Collection[str] = ()) -> str:
     """A short hash of what the layout depends on (nodes, nesting, edges, rolling)."""
     h = hashlib.sha1(usedforsecurity=False)
     for n in trace.nodes:
@@ -96,10 +98,17 @@ def structure_key(trace: Trace, *, rolled: bool = True) -> str:
     for e in trace.edges:
         h.update(f"{e.src}>{e.dst}\n".encode())
     h.update(b"rolled" if rolled else b"flat")
+    h.update("|".join(sorted(unrolled)).encode())
     return h.hexdigest()[:16]
 
 
-def graph_payload(trace: Trace, *, rolled: bool = True, canon: Canon | None = None) -> GraphPayload:
+def graph_payload(
+    trace: Trace,
+    *,
+    rolled: bool = True,
+    canon: Canon | None = None,
+    unrolled: Collection[str] = (),
+) -> GraphPayload:
     """The structure a GraphView lays out: nodes, nesting, shapes and lifted-ready edges.
 
     Only nodes that are drawn at some expansion are sent (calls rolled into a block's
@@ -109,11 +118,12 @@ def graph_payload(trace: Trace, *, rolled: bool = True, canon: Canon | None = No
         trace: The trace.
         rolled: Roll repeated blocks into one ``x N`` node.
         canon: A precomputed :func:`labkit.trace.graph.canonicalize` result.
+        unrolled: Names of blocks drawn call by call though ``rolled``.
 
     Returns:
         A :class:`~labkit.widgets._contract.GraphPayload`: JSON-ready parallel arrays.
     """
-    canon = canon or canonicalize(trace, rolled=rolled)
+    canon = canon or canonicalize(trace, rolled=rolled, unrolled=unrolled)
     keep = [n.id for n in trace.nodes if canon.is_canonical(n.id)]
     index = {nid: k for k, nid in enumerate(keep)}
     tensors: dict[str, int] = {}
@@ -130,8 +140,11 @@ def graph_payload(trace: Trace, *, rolled: bool = True, canon: Canon | None = No
         edge_tensor.append(
             tensors.setdefault(f"{'x'.join(map(str, e.shape))} {e.dtype}", len(tensors))
         )
+    heads = [i for i in keep if canon.count[i] > 1]
+    entry = {h: j for j, h in enumerate(heads)}
+    levels = instance_levels(trace, frozenset(unrolled)) if rolled and heads else {}
     return {
-        "key": structure_key(trace, rolled=rolled),
+        "key": structure_key(trace, rolled=rolled, unrolled=unrolled),
         "model": trace.meta.model,
         "ids": keep,
         "kind": "".join(KIND_CODES[n.kind] for n in nodes),
@@ -140,9 +153,12 @@ def graph_payload(trace: Trace, *, rolled: bool = True, canon: Canon | None = No
         "type": [n.type for n in nodes],
         "ins": [[tid(t) for t in n.inputs] for n in nodes],
         "outs": [[tid(t) for t in n.outputs] for n in nodes],
-        "rolled": [
-            [index[i], canon.count[i], canon.block_name[i]] for i in keep if canon.count[i] > 1
-        ],
+        "rolled": [[index[i], canon.count[i], canon.block_name[i]] for i in heads],
+        "instances": {
+            "name": [trace.nodes[i].name for i in levels],
+            "node": [index[canon.alias[i]] for i in levels],
+            "where": [[x for h, m, _ in lv for x in (entry[h], m)] for lv in levels.values()],
+        },
         "edges": edges,
         "edge_tensor": edge_tensor,
         "tensors": list(tensors),
@@ -152,35 +168,71 @@ def graph_payload(trace: Trace, *, rolled: bool = True, canon: Canon | None = No
     }
 
 
-def node_metrics(trace: Trace, *, rolled: bool = True, canon: Canon | None = None) -> NodeMetrics:
+def _figures(trace: Trace, params: dict[str, int], i: int) -> dict[str, float]:
+    """Each metric of :data:`METRICS` for one node (inclusive for a module call)."""
+    node = trace.nodes[i]
+    module = node.kind == "module"
+    return {
+        "fwd_time": node.fwd_time,
+        "bwd_time": node.bwd_time if module else node.bwd_self_time,
+        "flops": trace.total(i, "flops_fwd") + trace.total(i, "flops_bwd"),
+        "params": params.get(node.module or "", 0) if module else 0,
+        "activations": trace.total(i, "saved_bytes"),
+    }
+
+
+def _params(trace: Trace) -> dict[str, int]:
+    return {r["path"]: r["params"] for r in trace.rows()}
+
+
+def node_metrics(
+    trace: Trace, *, rolled: bool = True, canon: Canon | None = None, unrolled: Collection[str] = ()
+) -> NodeMetrics:
     """Per drawn node, each metric of :data:`METRICS` (rolled calls summed into their block).
 
     Returns:
         ``{metric: [value per payload node]}`` in the order of :func:`graph_payload`'s ``ids``.
     """
-    canon = canon or canonicalize(trace, rolled=rolled)
-    params = {r["path"]: r["params"] for r in trace.rows()}
+    canon = canon or canonicalize(trace, rolled=rolled, unrolled=unrolled)
+    params = _params(trace)
     n = len(trace.nodes)
     raw: dict[str, list[float]] = {m: [0.0] * n for m in METRICS}
     for node in trace.nodes:
-        i = node.id
-        a = canon.alias[i]
-        module = node.kind == "module"
-        raw["fwd_time"][a] += node.fwd_time
-        raw["bwd_time"][a] += node.bwd_time if module else node.bwd_self_time
-        raw["flops"][a] += trace.total(i, "flops_fwd") + trace.total(i, "flops_bwd")
-        raw["params"][a] += params.get(node.module or "", 0) if module else 0
-        raw["activations"][a] += trace.total(i, "saved_bytes")
+        a = canon.alias[node.id]
+        for m, v in _figures(trace, params, node.id).items():
+            raw[m][a] += v
     keep = [i for i in range(n) if canon.is_canonical(i)]
     return {m: [_round(vals[i]) for i in keep] for m, vals in raw.items()}
 
 
+def instance_metrics(trace: Trace, graph: GraphPayload) -> NodeMetrics:
+    """Each metric of one call, per entry of ``graph["instances"]`` (one instance's figures).
+
+    Returns:
+        ``{metric: [value per instance entry]}``.
+    """
+    params = _params(trace)
+    by_name: dict[str, list[int]] = {}
+    for n in trace.nodes:
+        if n.kind == "module":
+            by_name.setdefault(n.name, []).append(n.id)
+    seen: dict[str, int] = {}
+    out: dict[str, list[float | int]] = {m: [] for m in METRICS}
+    for name in graph["instances"]["name"]:
+        calls = by_name[name]  # a path called twice has two entries, in call order
+        i = calls[min(seen.get(name, 0), len(calls) - 1)]
+        seen[name] = seen.get(name, 0) + 1
+        for m, v in _figures(trace, params, i).items():
+            out[m].append(_round(v))
+    return out
+
+
 def graph_state(
-    trace: Trace, *, rolled: bool = True, depth: int = DEFAULT_DEPTH
+    trace: Trace, *, rolled: bool = True, depth: int = DEFAULT_DEPTH, unrolled: Collection[str] = ()
 ) -> tuple[GraphPayload, NodeMetrics, list[int]]:
     """``(graph, metrics, expanded ids)`` for a GraphView, computing the rolling once."""
-    canon = canonicalize(trace, rolled=rolled)
-    graph = graph_payload(trace, rolled=rolled, canon=canon)
+    canon = canonicalize(trace, rolled=rolled, unrolled=unrolled)
+    graph = graph_payload(trace, rolled=rolled, canon=canon, unrolled=unrolled)
     metrics = node_metrics(trace, rolled=rolled, canon=canon)
     expanded = sorted(default_expanded(trace, depth, canon))
     return graph, metrics, expanded

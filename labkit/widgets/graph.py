@@ -8,12 +8,18 @@ from typing import TYPE_CHECKING, Any
 
 import traitlets as t
 
-from labkit.trace.graph import DEFAULT_DEPTH, VisibleGraph, default_expanded, visible_graph
+from labkit.trace.graph import (
+    DEFAULT_DEPTH,
+    VisibleGraph,
+    canonicalize,
+    default_expanded,
+    visible_graph,
+)
 from labkit.widgets._base import TraceWidget
-from labkit.widgets._contract import GraphMarks
+from labkit.widgets._contract import GraphMarks, GraphPayload
 from labkit.widgets._graph_marks import break_dicts, break_marks
 from labkit.widgets._keep import MONO
-from labkit.widgets._payload import METRICS, graph_state
+from labkit.widgets._payload import METRICS, graph_state, instance_metrics
 
 if TYPE_CHECKING:
     from labkit.trace.model import Trace
@@ -70,6 +76,12 @@ class GraphView(TraceWidget):
     height = t.Int(560).tag(sync=True)
     #: Graph-break marks: ``{trace node id (as text): [one line per break]}``.
     marks = t.Dict().tag(sync=True)
+    #: Roll repeated blocks into one ``x N`` box (the toolbar's Unroll all / Roll).
+    rolled = t.Bool(True).tag(sync=True)
+    #: Names of rolled blocks drawn call by call (``"blocks.0-5"``; the breadcrumb's Unroll).
+    unrolled = t.List(t.Unicode()).tag(sync=True)
+    #: One call's figures per entry of ``graph["instances"]`` (the breadcrumb's instance).
+    instance_metrics = t.Dict().tag(sync=True)
 
     def __init__(
         self,
@@ -84,24 +96,55 @@ class GraphView(TraceWidget):
         breaks: Any = None,
     ) -> None:
         self._breaks = [] if breaks is None else break_dicts(breaks)
-        self._rolled = rolled
         self._depth = depth
         self._first_expanded = None if expanded is None else sorted(expanded)
-        super().__init__(trace, throttle=throttle, metric=metric, depth=depth, height=height)
+        super().__init__(
+            trace, throttle=throttle, metric=metric, depth=depth, height=height, rolled=rolled
+        )
         self._ready = True
+
+    @property
+    def _rolled(self) -> bool:
+        return bool(self.rolled)
 
     def _state(self, trace: Trace, settings: dict[str, Any]) -> dict[str, Any]:
         depth = settings.get("depth", self._depth)
-        graph, metrics, expanded = graph_state(trace, rolled=self._rolled, depth=depth)
-        marks = self._marks_of(trace)
-        if graph["key"] == self.graph.get("key"):
-            return {"metrics": metrics, "marks": marks}  # same structure: no new layout
+        rolled = settings.get("rolled", self.rolled)
+        unrolled = settings.get("unrolled", self.unrolled)
+        graph, metrics, expanded = graph_state(trace, rolled=rolled, depth=depth, unrolled=unrolled)
+        marks = self._marks_of(trace, rolled)
+        figures = instance_metrics(trace, graph)
+        if graph["key"] == self.graph.get("key"):  # same structure: no new layout
+            return {"metrics": metrics, "marks": marks, "instance_metrics": figures}
         if self._first_expanded is not None:  # the caller's choice, once
             expanded, self._first_expanded = self._first_expanded, None
-        return {"graph": graph, "metrics": metrics, "expanded": expanded, "marks": marks}
+        elif self.graph.get("ids"):  # a re-roll: keep what is open, by module path
+            expanded = self._same_opened(trace, graph, expanded)
+        return {
+            "graph": graph,
+            "metrics": metrics,
+            "expanded": expanded,
+            "marks": marks,
+            "instance_metrics": figures,
+        }
 
-    def _marks_of(self, trace: Trace) -> GraphMarks:
-        marks = break_marks(trace, self._breaks, rolled=self._rolled)
+    def _same_opened(self, trace: Trace, graph: GraphPayload, default: list[int]) -> list[int]:
+        """The calls open before a re-roll, found by path in the new drawing, plus defaults."""
+        ids = set(graph["ids"])
+        names = {trace.nodes[i].name for i in self.expanded if i < len(trace.nodes)}
+        kept = {n.id for n in trace.nodes if n.kind == "module" and n.name in names}
+        return sorted((kept | set(default)) & ids)
+
+    @t.observe("rolled", "unrolled")
+    def _rolling_changed(self, change: dict[str, Any]) -> None:
+        if getattr(self, "_ready", False) and change["old"] != change["new"]:
+            with self.hold_sync():
+                for name, value in self._state(self._trace, {}).items():
+                    setattr(self, name, value)
+
+    def _marks_of(self, trace: Trace, rolled: bool | None = None) -> GraphMarks:
+        rolled = self._rolled if rolled is None else rolled
+        marks = break_marks(trace, self._breaks, rolled=rolled)
         return {str(nid): texts for nid, texts in sorted(marks.items())}
 
     def mark_breaks(self, breaks: Any) -> GraphView:
@@ -138,7 +181,8 @@ class GraphView(TraceWidget):
 
     def visible(self) -> VisibleGraph:
         """What the view draws now (the same rules the browser applies)."""
-        return visible_graph(self._trace, expanded=self.expanded, rolled=self._rolled)
+        canon = canonicalize(self._trace, rolled=self._rolled, unrolled=self.unrolled)
+        return visible_graph(self._trace, expanded=self.expanded, canon=canon)
 
     def to_png(self) -> bytes:
         """The graph as drawn now (expanded calls, metric colours) as a PNG."""

@@ -60,6 +60,36 @@ marked = GraphView(t, height=420, breaks=[
     dict(brk, reason="Tensor.item() call", module="head", module_type="Linear"),
 ])
 marked"""
+# a GPT-shaped stack of six identical blocks: rolled into one "x6" frame by default
+SIX = """\
+class Mlp(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.fc, self.proj = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+    def forward(self, x):
+        return self.proj(torch.relu(self.fc(x)))
+
+class Layer(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.ln, self.mlp = nn.LayerNorm(d), Mlp(d)
+    def forward(self, x):
+        return x + self.mlp(self.ln(x))
+
+class Six(nn.Module):
+    def __init__(self, d=16):
+        super().__init__()
+        self.emb, self.out = nn.Linear(d, d), nn.Linear(d, 2)
+        self.blocks = nn.ModuleList(Layer(d) for _ in range(6))
+    def forward(self, x):
+        x = self.emb(x)
+        for b in self.blocks:
+            x = b(x)
+        return self.out(x)
+
+torch.manual_seed(0)
+six = labkit.trace(Six(), torch.randn(64, 16)).show()
+six"""
 CELLS = [
     SETUP,
     "gv = GraphView(t, height=520)\ngv",
@@ -70,8 +100,10 @@ CELLS = [
     "big = GraphView(t, height=420, depth=8)  # every call expanded: taller than the view\nbig",
     "big.selected = None\nbig.selected = 'head'\nprint('PICKED', big.selected)",
     MARKED,
+    SIX,
+    "print('SIX', six.graph.selected, six.graph.unrolled, six.graph.rolled)",
 ]
-GRAPH, PROFILE, MEMORY, TABS, READBACK, BIG, PICK, MARKS = 1, 2, 3, 4, 5, 6, 7, 8
+GRAPH, PROFILE, MEMORY, TABS, READBACK, BIG, PICK, MARKS, SIXES, SIX_READ = range(1, 11)
 
 
 @pytest.fixture(scope="module")
@@ -337,3 +369,60 @@ def test_svg_export_is_the_whole_drawing_with_its_marks(page):
     assert 'transform="translate(20,20)"' in text  # not the view's pan and zoom
     assert text.count("<marker ") == 1 and text.count('class="lk-mark"') == 2
     assert text.count('class="lk-node ') == g.locator(".lk-node").count()
+
+
+def test_a_later_call_of_a_rolled_block_selects_the_rolled_box_and_says_which(page):
+    tabs = cell(page, SIXES)
+    g = tabs.locator(".lk-graph")
+    g.locator(".lk-node").first.wait_for()
+    crumb = g.locator(".lk-crumb")
+    mlp = g.locator(".lk-node", has_text="mlp")
+    assert mlp.count() == 1  # six blocks, one rolled frame: one mlp box
+    # the rolled box's tooltip names the range and gives one call's figures and the total
+    mlp.locator("rect.lk-box").hover()
+    tip = g.locator(".lk-tip")
+    tip.wait_for(state="visible")
+    text = tip.inner_text()
+    assert "blocks.0-5.mlp" in text and "\N{MULTIPLICATION SIGN}6 total" in text, text
+    assert "blocks.0.mlp" not in text
+    # picked in the profile: the rolled box is selected, the breadcrumb names the call
+    tabs.locator(".lm-TabBar-tab", has_text="Profile").click()
+    tabs.locator(".lk-profile tbody tr[data-path='blocks.4.mlp']").click()
+    tabs.locator(".lm-TabBar-tab", has_text="Graph").click()
+    g.locator(".lk-node.lk-selected", has_text="mlp").wait_for()
+    assert "blocks.4.mlp - instance 5 of 6" in crumb.inner_text()
+    # that call's own parameters: Linear(16, 64) + Linear(64, 16), by arithmetic
+    assert "parameters 2.13K" in crumb.inner_text(), crumb.inner_text()
+    save_shot(tabs.locator(".jupyter-widgets.widget-tab"), "graph-rolled-instance")
+    # picked on the memory timeline, inside blocks.4's span: the same rolled box, the call
+    tabs.locator(".lm-TabBar-tab", has_text="Memory").click()
+    mem = tabs.locator(".lk-memory")
+    span = mem.locator(".lk-sel-span").first
+    span.wait_for()
+    box = _box(span)
+    page.mouse.click(box["x"] + box["w"] / 2, box["y"] + box["h"] / 2)
+    picked = mem.locator(".lk-mem-sel b")
+    page.wait_for_function(
+        "el => el.textContent.startsWith('blocks.4.mlp')", arg=picked.element_handle()
+    )
+    name = picked.inner_text()
+    tabs.locator(".lm-TabBar-tab", has_text="Graph").click()
+    page.wait_for_function(
+        "([el, n]) => el.textContent.includes(n + ' - instance 5 of 6')",
+        arg=[crumb.element_handle(), name],
+    )
+    assert g.locator(".lk-node.lk-selected", has_text="mlp").count() == 1
+    # Unroll: each call drawn, the choice kept in the kernel and on re-render
+    crumb.locator("button.lk-unroll").click()
+    page.wait_for_function(
+        "el => el.querySelectorAll('.lk-group').length >= 7", arg=g.element_handle()
+    )
+    assert "instance" not in crumb.inner_text()
+    assert g.locator(".lk-node.lk-selected").count() == 1
+    out = rerun_cell(page, SIX_READ, "SIX")
+    assert "['blocks.0-5'] True" in out, out
+    g.locator("button.lk-roll", has_text="Roll").click()
+    page.wait_for_function(
+        "el => el.querySelectorAll('.lk-group').length === 2", arg=g.element_handle()
+    )
+    assert g.locator("button.lk-roll").inner_text() == "Unroll all"

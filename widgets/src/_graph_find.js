@@ -1,26 +1,46 @@
 // Finding boxes in the GraphView's payload: search matches and the selected call(s).
-// Pure, no DOM; unit-tested by widgets/test/graph_draw.test.mjs.
+// Pure, no DOM; unit-tested by widgets/test/graph_draw.test.mjs and graph_crumb.test.mjs.
+import { instanceOf } from "./_graph_crumb.js";
 
 /** Payload indices whose name or type contains q (case-insensitive), in payload order. */
 export function matchesOf(graph, q) {
+  return findAll(graph, q).filter((m) => m.name === graph.name[m.k]).map((m) => m.k);
+}
+
+/**
+ * Every match of q as {k, name}: drawn nodes by name or type, then calls inside rolled
+ * blocks by path (name is the instance's path, k the box that shows it), in call order.
+ */
+export function findAll(graph, q) {
   if (!q) return [];
   q = q.toLowerCase();
   const out = [];
   for (let k = 0; k < graph.ids.length; k++) {
-    if (graph.name[k].toLowerCase().includes(q) || graph.type[k].toLowerCase().includes(q)) out.push(k);
+    if (graph.name[k].toLowerCase().includes(q) || graph.type[k].toLowerCase().includes(q)) out.push({ k, name: graph.name[k] });
+  }
+  const inst = graph.instances;
+  if (inst) {
+    const drawn = new Set(out.map((m) => m.name));
+    for (let e = 0; e < inst.name.length; e++) {
+      const name = inst.name[e];
+      if (!drawn.has(name) && name.toLowerCase().includes(q)) out.push({ k: inst.node[e], name });
+    }
   }
   return out;
 }
 
 /**
  * The payload indices a selection stands for: the call with trace id selId when its name
- * is sel, else every call of module sel (a path selected in the profile or in Python).
+ * is sel, else every call of module sel (a path selected in the profile or in Python),
+ * else the rolled box that shows sel when sel is a later instance of a rolled block.
  */
 export function selectedIndices(graph, sel, selId) {
   for (let k = 0; k < graph.ids.length; k++) if (graph.ids[k] === selId && graph.name[k] === sel) return [k];
   const hits = [];
   for (let k = 0; k < graph.ids.length; k++) if (graph.kind[k] === "m" && graph.name[k] === sel) hits.push(k);
-  return hits;
+  if (hits.length) return hits;
+  const inst = instanceOf(graph, sel);
+  return inst ? [inst.k] : [];
 }
 
 /** Payload ids of k's collapsed ancestors: what to expand so that k is drawn. */

@@ -1,5 +1,6 @@
 // The GraphView's tooltip: path, type, shapes, figures and graph breaks of one box, as
 // HTML. Pure (no DOM); unit-tested by widgets/test/graph_draw.test.mjs.
+import { rolledPath } from "./_graph_crumb.js";
 import { esc } from "./_ui.js";
 
 const KIND_NAMES = { i: "input", o: "output", m: "module", p: "op" };
@@ -14,16 +15,21 @@ const KIND_NAMES = { i: "input", o: "output", m: "module", p: "op" };
  */
 export function tipHtml(graph, rolled, k, values, metrics, mark) {
   const kind = graph.kind[k];
-  const path = kind === "m" ? graph.name[k] || `(root) ${graph.model || ""}` : graph.name[k];
+  // a box in a rolled block stands for every call of it: its path names the range
+  const { path: rpath, times } = rolledPath(graph, rolled, k);
+  const path = kind === "m" ? rpath || `(root) ${graph.model || ""}` : rpath;
   const tens = (list) => list.map((t) => esc(graph.tensors[t])).join(", ") || "-";
-  let html = `<div><b>${esc(path)}</b> <span class="lk-tip-k">${esc(graph.type[k])} · ${KIND_NAMES[kind]}</span></div>`;
-  if (rolled.count.has(k)) html += `<div>${esc(rolled.name.get(k))}: ${rolled.count.get(k)} identical calls, figures summed</div>`;
+  const badge = times > 1 ? ` <b>×${times}</b>` : "";
+  let html = `<div><b>${esc(path)}</b>${badge} <span class="lk-tip-k">${esc(graph.type[k])} · ${KIND_NAMES[kind]}</span></div>`;
+  if (times > 1) html += `<div>${times} identical calls; figures per call (mean), then the ×${times} total</div>`;
   if (graph.total_runs > 1 && graph.runs) html += `<div>ran in ${graph.runs[k]} of ${graph.total_runs} merged runs; figures are per-run means</div>`;
   html += `<div><span class="lk-tip-k">in:</span> ${tens(graph.ins[k])}</div>`;
   html += `<div><span class="lk-tip-k">out:</span> ${tens(graph.outs[k])}</div>`;
   for (const { key, label, fmt } of metrics) {
     const v = (values[key] || [])[k];
-    if (v) html += `<div><span class="lk-tip-k">${esc(label)}:</span> ${esc(fmt(v))}</div>`;
+    if (!v) continue;
+    const shown = times > 1 ? `${esc(fmt(v / times))} <span class="lk-tip-k">(×${times} total ${esc(fmt(v))})</span>` : esc(fmt(v));
+    html += `<div><span class="lk-tip-k">${esc(label)}:</span> ${shown}</div>`;
   }
   if (mark) html += breaksHtml(mark);
   return html;

@@ -21,8 +21,8 @@ export function legendHtml(scale, def) {
 }
 
 /**
- * @param act {zoomIn, zoomOut, fit, svg, png}: what the buttons do
- * @returns {el, metricSel, search, depthIn, legend, setMetrics(defs)}
+ * @param act {zoomIn, zoomOut, fit, svg, png, roll}: what the buttons do
+ * @returns {el, metricSel, search, depthIn, legend, setMetrics(defs), setRolled(rolled, unrolled)}
  */
 export function buildToolbar(act) {
   const metricSel = h("select", { title: "colour by", class: "lk-metric" });
@@ -30,6 +30,7 @@ export function buildToolbar(act) {
   const depthIn = h("input", { type: "number", min: "0", max: "64", class: "lk-depth", title: "expand to depth", style: "width:3.5em" });
   const legend = h("div", { class: "lk-legend" });
   const btn = (text, title, fn, cls = "") => h("button", { title, onclick: fn, class: cls }, text);
+  const rollBtn = btn("Unroll all", "draw every call of each repeated block", act.roll || (() => {}), "lk-roll");
   const el = h(
     "div",
     { class: "lk-toolbar" },
@@ -43,10 +44,18 @@ export function buildToolbar(act) {
     btn("−", "zoom out", act.zoomOut),
     btn("+", "zoom in", act.zoomIn),
     btn("Fit", "fit to view", act.fit, "lk-fit"),
+    rollBtn,
     btn("SVG", "export SVG", act.svg),
     btn("PNG", "export PNG", act.png),
   );
   /** Offer these metrics in the colour-by list. */
   const setMetrics = (defs) => setOptions(metricSel, defs.map((d) => [d.key, d.label]));
-  return { el, metricSel, search, depthIn, legend, setMetrics };
+  /** The roll button's text: Unroll all while every block is rolled, else Roll. */
+  const setRolled = (rolled, unrolled = 0, shown = true) => {
+    rollBtn.style.display = shown ? "" : "none";
+    const all = rolled && !unrolled;
+    rollBtn.textContent = all ? "Unroll all" : "Roll";
+    rollBtn.title = all ? "draw every call of each repeated block" : "roll repeated blocks into one ×N box again";
+  };
+  return { el, metricSel, search, depthIn, legend, setMetrics, setRolled };
 }

@@ -5,7 +5,8 @@
 // file export (_graph_export.js) are modules of their own.
 import { colorScale, NEUTRAL, selectionOf, textColor } from "./_graphcore.js";
 import { drawState, edgesSvg, groupsSvg, nodesSvg, SVG_STYLE } from "./_graph_draw.js";
-import { hiddenAncestors, matchesOf, selectedIndices } from "./_graph_find.js";
+import { findAll, hiddenAncestors, matchesOf, selectedIndices } from "./_graph_find.js";
+import { crumbHtml, crumbOf } from "./_graph_crumb.js";
 import { liftMarks } from "./_graph_marks.js";
 import { tipHtml } from "./_graph_tip.js";
 import { buildToolbar, legendHtml, metricDefs } from "./_graph_toolbar.js";
@@ -28,8 +29,19 @@ function render({ model, el }) {
     fit: () => fit(),
     svg: () => exportSvg(),
     png: () => exportPng(),
+    roll: () => {
+      const all = model.get("rolled") && !(model.get("unrolled") || []).length;
+      model.set("unrolled", []);
+      model.set("rolled", !all);
+      model.save_changes();
+    },
   });
   const { metricSel, search, depthIn, legend } = bar;
+  // the selection: which frames it is in, which call of a rolled block, its own figures
+  const crumb = h("div", {
+    class: "lk-crumb",
+    style: "display:none;align-items:center;gap:6px;padding:3px 8px;border-bottom:1px solid var(--lk-border2);font-size:12px;white-space:nowrap",
+  });
   const canvas = h("div", { class: "lk-canvas" });
   const svg = svgEl("svg");
   const style = svgEl("style");
@@ -41,7 +53,8 @@ function render({ model, el }) {
   viewport.append(gGroups, gEdges, gNodes);
   svg.append(style, viewport);
   canvas.append(svg);
-  root.append(bar.el, canvas);
+  const crumbStyle = h("style", {}, ".lk-crumb .lk-crumb-up, .lk-crumb .lk-crumb-fig { color: var(--lk-fg2); } .lk-crumb .lk-unroll { height: 20px; }");
+  root.append(crumbStyle, bar.el, crumb, canvas);
   el.appendChild(root);
   const tip = tooltip(canvas);
 
@@ -151,13 +164,34 @@ function render({ model, el }) {
     if (!S) return;
     for (const node of root.querySelectorAll(".lk-selected")) node.classList.remove("lk-selected");
     const sel = model.get("selected");
-    if (sel === null || sel === undefined) return;
-    const hits = selectedIndices(S.graph, sel, model.get("selected_node"));
+    const hits = sel === null || sel === undefined ? [] : selectedIndices(S.graph, sel, model.get("selected_node"));
+    showCrumb(sel, hits.length ? hits[0] : -1);
     for (const k of hits) {
       const node = S.els.get(S.vis.boxOf[k]);
       if (node) node.classList.add("lk-selected");
     }
     if (hits.length && pan) reveal(S.vis.boxOf[hits[0]]);
+  }
+
+  function showCrumb(sel, k) {
+    const c = crumbOf(S.graph, S.rolled, sel, k, model.get("metrics") || {}, model.get("instance_metrics") || {}, metrics);
+    crumb.innerHTML = "";
+    crumb.dataset.text = c ? c.text : "";
+    crumb.style.display = c ? "flex" : "none";
+    const text = h("span", { style: "flex:1;min-width:0;overflow:hidden;text-overflow:ellipsis" });
+    text.innerHTML = crumbHtml(c);
+    crumb.append(text);
+    if (c && c.block) {
+      const b = h("button", { class: "lk-unroll", title: `draw each call of ${c.block}` }, `Unroll ${c.block}`);
+      b.onclick = () => {
+        model.set("unrolled", [...(model.get("unrolled") || []), c.block]);
+        model.save_changes();
+      };
+      crumb.append(b);
+    }
+    const rolledNow = model.get("rolled");
+    const unrolled = rolledNow ? (model.get("unrolled") || []).length : 0;
+    bar.setRolled(rolledNow, unrolled, S.graph.rolled.length > 0 || !rolledNow || unrolled > 0);
   }
 
   /** Pan (and zoom in to a legible size) so box k is in sight; no move when it is. */
@@ -176,6 +210,7 @@ function render({ model, el }) {
   }
 
   const matches = (q) => (S ? matchesOf(S.graph, q) : []);
+  const found = (q) => (S ? findAll(S.graph, q) : []);
 
   function markMatches() {
     if (!S) return;
@@ -192,16 +227,24 @@ function render({ model, el }) {
     search.title = q ? `${n} drawn matches; Enter jumps (expanding as needed)` : "";
   }
 
+  /** Enter in the search: the next match (a call inside a rolled block too) is opened
+   * to, centred and selected; the tooltip of the box under the pointer closes. */
   function jumpToMatch() {
-    const list = matches(search.value.trim());
+    const list = found(search.value.trim());
     if (!list.length) return;
+    tip.hide();
     matchCursor = (matchCursor + 1) % list.length;
-    const k = list[matchCursor];
+    const { k, name } = list[matchCursor];
     const need = hiddenAncestors(S.graph, S.expanded, k);
     if (need.length) {
       model.set("expanded", [...(model.get("expanded") || []), ...need]);
       model.save_changes();
     }
+    clicked = true; // centred below, once laid out
+    model.set("selected", name);
+    model.set("selected_node", name === S.graph.name[k] ? S.graph.ids[k] : -1);
+    model.save_changes();
+    clicked = false;
     centerOn(k);
   }
 
@@ -294,6 +337,9 @@ function render({ model, el }) {
     ["change:selected_node", onSelected],
     ["change:depth", onDepth],
     ["change:height", onHeight],
+    ["change:instance_metrics", () => highlight()],
+    ["change:rolled", () => highlight()],
+    ["change:unrolled", () => highlight()],
   ];
   for (const [event, fn] of listeners) model.on(event, fn);
   let lastW = 0;

@@ -67,7 +67,8 @@ test("tooltip: path, shapes, figures in their units, and the breaks with their t
   assert.match(tip, /activation memory:<\/span> 1.5 KiB/);
   assert.match(tip, /graph break here:[\s\S]*x.item\(\) at &quot;m.py:3&quot;/);
   const rolledTip = tipHtml(graph, rolled, 5, {}, defs, { own: [], inside: ["a", "b"] });
-  assert.match(rolledTip, /blocks.0-2: 3 identical calls/);
+  assert.match(rolledTip, /<b>blocks.0-2<\/b> <b>×3<\/b>/);
+  assert.match(rolledTip, /3 identical calls; figures per call \(mean\), then the ×3 total/);
   assert.match(rolledTip, /2 graph breaks inside/);
   assert.ok(!/graph break/.test(tipHtml(graph, rolled, 9, {}, defs, undefined)));
 });

@@ -1,0 +1,99 @@
+// Rolled blocks told truthfully: which instance of a rolled block a module path is, the
+// rolled path and multiplicity of a drawn box, and the breadcrumb shown for a selection.
+// Pure (no DOM); unit-tested by widgets/test/graph_crumb.test.mjs.
+//
+// graph.instances (labkit/widgets/_payload.py) lists every module call inside a rolled
+// block: its path, the payload index of the box that shows it, and flat
+// [rolled entry, call] pairs (outermost block first; graph.rolled[entry] = [head, n, name]).
+import { labelOf } from "./_graphcore.js";
+import { esc } from "./_ui.js";
+
+/**
+ * The instance a module path is, or null when it is in no rolled block.
+ * @param nth which call of that path (a path called twice has two entries), default 0
+ * @returns {e, k, levels: [{block, i, n, head}]} e: entry index (for instance_metrics)
+ */
+export function instanceOf(graph, name, nth = 0) {
+  const inst = graph.instances;
+  if (!inst || !name) return null;
+  let seen = 0;
+  for (let e = 0; e < inst.name.length; e++) {
+    if (inst.name[e] !== name) continue;
+    if (seen++ < nth) continue;
+    const w = inst.where[e];
+    const levels = [];
+    for (let j = 0; j < w.length; j += 2) {
+      const [head, n, block] = graph.rolled[w[j]];
+      levels.push({ block, i: w[j + 1], n, head });
+    }
+    return { e, k: inst.node[e], levels };
+  }
+  return null;
+}
+
+/** "blocks.4.mlp - instance 5 of 6" (nested blocks add ", 3 of 4 in heads.0-3"). */
+export function instanceText(name, inst) {
+  if (!inst || !inst.levels.length) return name;
+  const [first, ...inner] = inst.levels;
+  let text = `${name} - instance ${first.i + 1} of ${first.n}`;
+  for (const lv of inner) text += `, ${lv.i + 1} of ${lv.n} in ${lv.block}`;
+  return text;
+}
+
+/**
+ * A drawn box's rolled form: how many calls its figures sum (the product of the rolled
+ * blocks around it, itself included) and its path with each block's range written in
+ * ("blocks.0-5.mlp"). times is 1 outside rolled blocks.
+ */
+export function rolledPath(graph, rolled, k) {
+  let path = graph.name[k];
+  let times = 1;
+  for (let p = k; p >= 0; p = graph.parent[p]) {
+    if (!rolled.count.has(p)) continue;
+    times *= rolled.count.get(p);
+    const head = graph.name[p];
+    const block = rolled.name.get(p);
+    if (path === head) path = block;
+    else if (path.startsWith(`${head}.`)) path = block + path.slice(head.length);
+  }
+  return { path, times };
+}
+
+/** The figures of one call as "label value" parts, zero figures left out. */
+export function figureParts(metrics, valueOf) {
+  const out = [];
+  for (const { key, label, fmt } of metrics) {
+    const v = valueOf(key);
+    if (v) out.push(`${label} ${fmt(v)}`);
+  }
+  return out;
+}
+
+/**
+ * What the breadcrumb says for a selection: the drawn frames around the selected box,
+ * the selected path (with its instance) and that call's own figures.
+ * @param k payload index of the selected box (selectedIndices' first hit), or -1
+ * @param values GraphView.metrics; instValues GraphView.instance_metrics
+ * @returns {trail: [label], text, figures: [text], block: name to unroll or "", inst}
+ */
+export function crumbOf(graph, rolled, sel, k, values, instValues, metrics) {
+  if (sel === null || sel === undefined || k < 0) return null;
+  const trail = [];
+  for (let p = graph.parent[k]; p >= 0; p = graph.parent[p]) trail.unshift(labelOf(graph, p, rolled));
+  const inst = graph.kind[k] === "m" ? instanceOf(graph, sel) : null;
+  let figures;
+  if (inst) figures = figureParts(metrics, (key) => ((instValues || {})[key] || [])[inst.e]);
+  else {
+    const { times } = rolledPath(graph, rolled, k);
+    figures = figureParts(metrics, (key) => ((values || {})[key] || [])[k] / times);
+  }
+  return { trail, text: instanceText(sel || labelOf(graph, k, rolled), inst), figures, block: inst ? inst.levels[0].block : "", inst };
+}
+
+/** The breadcrumb as HTML (the unroll button is added by the view). */
+export function crumbHtml(c) {
+  if (!c) return "";
+  const trail = c.trail.map((t) => `<span class="lk-crumb-up">${esc(t)}</span> › `).join("");
+  const figs = c.figures.length ? ` <span class="lk-crumb-fig">${esc(c.figures.join(" · "))}</span>` : "";
+  return `${trail}<b class="lk-crumb-sel">${esc(c.text)}</b>${figs}`;
+}
