@@ -15,6 +15,11 @@ the work that produces it starts, so a wrong path costs nothing:
 Errors are :class:`OutputPathError` (an ``OSError``) naming the path and what to do;
 :class:`DiskFullError` adds the bytes needed and free.
 
+Every file labkit *reads* (traces, memory reports, plans, run records, the events
+stream, checkpoints) is opened by :func:`open_input` / :func:`read_input`: a regular file
+(a FIFO, device, socket or folder is refused by name, and opening never blocks), at most
+``max_bytes`` long (checked before a byte is read). Errors are :class:`InputFileError`.
+
 Example:
     >>> check_output_file("runs/out.ipynb", force=False)               # doctest: +SKIP
     >>> with atomic_writer("runs/trace.json", "w") as f:               # doctest: +SKIP
@@ -27,6 +32,7 @@ import contextlib
 import errno
 import os
 import shutil
+import stat
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -36,13 +42,18 @@ from typing import IO, Any
 from labkit._format import fmt_bytes
 
 __all__ = [
+    "MAX_INPUT_BYTES",
     "DiskFullError",
+    "InputFileError",
     "OutputPathError",
     "atomic_writer",
     "check_folder",
     "check_free_space",
+    "check_name",
     "check_output_file",
     "file_mode",
+    "open_input",
+    "read_input",
 ]
 
 _umask_lock = threading.Lock()
@@ -75,6 +86,123 @@ class DiskFullError(OutputPathError):
         self.free = free
 
 
+MAX_INPUT_BYTES = 256 << 20
+"""Largest file a labkit reader opens unless told otherwise (``max_bytes=``)."""
+
+
+class InputFileError(OSError):
+    """A file labkit reads is missing, not a regular file, too large or unreadable.
+
+    Args:
+        message: The full report, naming the file and what to do.
+        path: The file.
+    """
+
+    def __init__(self, message: str, path: str | os.PathLike[str] | None = None) -> None:
+        super().__init__(message)
+        self.path = None if path is None else str(path)
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+def _kind(mode: int) -> str | None:
+    """What a non-regular file is, in words (``None`` for a regular file)."""
+    if stat.S_ISREG(mode):
+        return None
+    kinds = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+             (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+             (stat.S_ISBLK, "a block device"))  # fmt: skip
+    return next((word for test, word in kinds if test(mode)), "not a regular file")
+
+
+def _check_kind_and_size(st: os.stat_result, path: Path, what: str, max_bytes: int,
+                         limit_hint: str) -> None:  # fmt: skip
+    kind = _kind(st.st_mode)
+    if kind is not None:
+        raise InputFileError(f"the {what} {path} is {kind}, not a regular file; labkit reads "
+                             "only regular files (reading it could hang or never end)",
+                             path)  # fmt: skip
+    if st.st_size > max_bytes:
+        raise InputFileError(
+            f"the {what} {path} is {fmt_bytes(st.st_size)} ({st.st_size} bytes); labkit reads "
+            f"{what}s up to {fmt_bytes(max_bytes)} ({max_bytes} bytes){limit_hint}",
+            path,
+        )
+
+
+def open_input(path: str | os.PathLike[str], *, what: str = "file",
+               max_bytes: int = MAX_INPUT_BYTES, limit_hint: str = "") -> IO[bytes]:  # fmt: skip
+    """Open ``path`` for reading (binary) once it is known to be a regular, small-enough file.
+
+    The kind and size are checked with ``stat`` before opening, and again on the open
+    descriptor (opened non-blocking, so a FIFO swapped in meanwhile cannot hang the open).
+
+    Args:
+        path: The file.
+        what: What it is, for messages (``"trace file"``, ``"checkpoint"``).
+        max_bytes: Largest size accepted.
+        limit_hint: Appended to the size message (how to raise the limit).
+
+    Returns:
+        The open file (blocking reads), positioned at its start.
+
+    Raises:
+        InputFileError: naming the file: missing, a folder, FIFO, socket or device, larger
+            than ``max_bytes``, or not readable.
+
+    Example:
+        >>> with open_input("run.json", what="run record") as fh:  # doctest: +SKIP
+        ...     data = fh.read()
+    """
+    p = Path(path)
+    try:
+        _check_kind_and_size(p.stat(), p, what, max_bytes, limit_hint)
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise InputFileError(f"no {what} at {p}: the file does not exist", p) from None
+    except InputFileError:
+        raise
+    except OSError as exc:
+        raise InputFileError(f"cannot read the {what} {p}: {_reason(exc)}", p) from exc
+    try:
+        _check_kind_and_size(os.fstat(fd), p, what, max_bytes, limit_hint)
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_input(path: str | os.PathLike[str], *, what: str = "file",
+               max_bytes: int = MAX_INPUT_BYTES, limit_hint: str = "") -> bytes:  # fmt: skip
+    """The bytes of ``path``, checked as :func:`open_input` does (a file that grows past
+    ``max_bytes`` while being read is refused too).
+
+    Args:
+        path: The file.
+        what: What it is, for messages.
+        max_bytes: Largest size accepted.
+        limit_hint: Appended to the size message.
+
+    Returns:
+        The file's contents.
+
+    Raises:
+        InputFileError: see :func:`open_input`.
+    """
+    p = Path(path)
+    with open_input(p, what=what, max_bytes=max_bytes, limit_hint=limit_hint) as fh:
+        try:
+            data = fh.read(max_bytes + 1)
+        except OSError as exc:
+            raise InputFileError(f"cannot read the {what} {p}: {_reason(exc)}", p) from exc
+    if len(data) > max_bytes:
+        raise InputFileError(f"the {what} {p} grew past {fmt_bytes(max_bytes)} while it was "
+                             f"read{limit_hint}", p)  # fmt: skip
+    return data
+
+
 def file_mode() -> int:
     """The mode ``open(path, "w")`` would give a new file: ``0o666`` less the umask."""
     try:  # Linux: read it without changing it (os.umask is process-wide, not thread-safe)
@@ -91,6 +219,44 @@ def file_mode() -> int:
 
 def _reason(exc: OSError) -> str:
     return exc.strerror or type(exc).__name__
+
+
+def _name_max(folder: Path) -> int:
+    try:
+        return os.pathconf(_existing_ancestor(folder), "PC_NAME_MAX")
+    except (OSError, ValueError):
+        return 255
+
+
+def check_name(path: str | os.PathLike[str], *, what: str = "file") -> Path:
+    """Refuse a path with a component longer than its filesystem allows (255 bytes).
+
+    Args:
+        path: The path about to be written.
+        what: What it is, for the message.
+
+    Returns:
+        The path.
+
+    Raises:
+        OutputPathError: naming the component, its length and the limit.
+    """
+    path = Path(path)
+    limit = _name_max(path.parent)
+    for part in path.parts:
+        size = len(os.fsencode(part))
+        if size > limit:
+            which = "its name" if part == path.name else f"the folder name {_short(part)!r}"
+            raise OutputPathError(
+                f"cannot write the {what} {_short(str(path))!r}: {which} is {size} bytes long "
+                f"and this filesystem allows {limit} per name; choose a shorter name",
+                path,
+            )
+    return path
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= 80 else f"{text[:38]}...{text[-38:]}"
 
 
 def check_folder(folder: str | os.PathLike[str], *, what: str = "folder",
@@ -111,7 +277,7 @@ def check_folder(folder: str | os.PathLike[str], *, what: str = "folder",
     Raises:
         OutputPathError: naming the folder: it is a file, missing, or not writable.
     """
-    folder = Path(folder)
+    folder = check_name(folder, what=what)
     if folder.exists() and not folder.is_dir():
         raise OutputPathError(f"the {what} {folder} is a file, not a folder; "
                               "choose another path or move the file", folder)  # fmt: skip
@@ -157,7 +323,7 @@ def check_output_file(path: str | os.PathLike[str], *, force: bool = False,
         OutputPathError: the path is a folder, exists without ``force``, or its folder is
             missing or not writable.
     """
-    path = Path(path)
+    path = check_name(path, what=what)
     if path.is_dir():
         raise OutputPathError(f"the {what} {path} is a folder; give a file name "
                               f"(e.g. {path / file_name})", path)  # fmt: skip
@@ -221,14 +387,15 @@ def atomic_writer(path: str | os.PathLike[str], mode: str = "w", *, what: str = 
     Yields:
         The open temporary file.
     """
-    path = Path(path)
+    path = check_name(path, what=what)
     if path.is_dir():
         raise OutputPathError(f"the {what} {path} is a folder; remove it or choose "
                               "another path", path)  # fmt: skip
     if needed is not None:
         check_free_space(path, needed, what=what)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        # a name near the filesystem's limit still leaves room for the temporary's suffix
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:200]}.", suffix=".tmp", dir=path.parent)
     except OSError as exc:
         raise _translate(exc, path, what, needed) from exc
     try:

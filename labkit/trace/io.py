@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -11,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from labkit._paths import atomic_writer
+from labkit._paths import InputFileError, atomic_writer, read_input
 from labkit.trace import _validate
 from labkit.trace.errors import TraceFileError
 from labkit.trace.model import SCHEMA_VERSION, Trace
@@ -68,11 +69,16 @@ def load(path: str | os.PathLike[str], *, max_bytes: int = _validate.MAX_FILE_BY
     """
     path = Path(path)
     try:
-        _validate.check_size(path.stat().st_size, str(path), max_bytes)
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise TraceFileError(f"{path}: no such trace file") from None
-    except (OSError, UnicodeDecodeError) as e:
+        if not path.exists() and not path.is_symlink():
+            raise TraceFileError(f"{path}: no such trace file")
+        with contextlib.suppress(OSError):  # the size message names how to raise the limit
+            if path.is_file():
+                _validate.check_size(path.stat().st_size, str(path), max_bytes)
+        raw = read_input(path, what="trace file", max_bytes=max_bytes)
+        text = raw.decode("utf-8")
+    except InputFileError as e:  # a FIFO, device or folder: refused unopened, never a hang
+        raise TraceFileError(str(e)) from e
+    except UnicodeDecodeError as e:
         raise TraceFileError(f"{path}: cannot read it ({e})") from e
     try:
         data = json.loads(text)
@@ -91,7 +97,7 @@ def trace_from_dict(data: Any, *, source: str = "<dict>") -> Trace:
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         raise TraceFileError(f"{source}: not a labkit trace (no 'schema': '{SCHEMA}' field)")
     version = data.get("version")
-    if version != SCHEMA_VERSION:
+    if type(version) is not int or version != SCHEMA_VERSION:  # True == 1, but is no version
         raise TraceFileError(
             f"{source}: trace schema version {version!r} is not supported; this labkit "
             f"reads version {SCHEMA_VERSION} (upgrade labkit or re-record the trace)"

@@ -16,6 +16,7 @@ _LAZY = {
     "fit_from_args": "labkit.train.lab",
     "FitOptions": "labkit.train.fit_options",
     "Run": "labkit.train.run",
+    "RunFileError": "labkit.train.run",
     "LabModule": "labkit.train.module",
     "as_datamodule": "labkit.train.data",
     "EpochShuffleSampler": "labkit.train.data",

@@ -11,10 +11,13 @@ from __future__ import annotations
 import json
 import math
 import os
+import stat
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from labkit._paths import InputFileError, OutputPathError, open_input
 
 EVENTS_FILE = "events.jsonl"
 STOP_FILE = "STOP"
@@ -59,7 +62,7 @@ class EventLog:
         with self._lock:
             if self._pid != os.getpid():  # (re)open in each process: forked ranks write too
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-                self._fh = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - see close()
+                self._fh = _open_append(self.path)
                 self._pid = os.getpid()
             self._fh.write(line)
             self._fh.flush()
@@ -80,18 +83,64 @@ class EventLog:
         return f"EventLog(path={str(self.path)!r})"
 
 
-def read_events(path: str | os.PathLike[str], offset: int = 0) -> tuple[list[dict[str, Any]], int]:
-    """Complete events after byte ``offset``; returns them and the offset to read from next."""
+def _open_append(path: Path) -> Any:
+    """Open the events file to append; a FIFO, device or folder is refused, never waited on."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
     try:
-        with open(path, "rb") as fh:
+        fd = os.open(path, flags, 0o666)
+    except OSError as exc:  # ENXIO: a FIFO nobody reads; EISDIR: a folder
+        raise OutputPathError(f"cannot write the events file {path}: {exc.strerror}; it must be "
+                              "a regular file: remove it", path) from None  # fmt: skip
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OutputPathError(f"the events file {path} is not a regular file; remove it", path)
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "a", encoding="utf-8")
+
+
+MAX_EVENTS_READ = 64 << 20
+"""Most bytes one :func:`read_events` call reads; the rest comes on the next call."""
+
+
+class EventsFileError(ValueError):
+    """The events file holds a line that is not a JSON event; names the file and line."""
+
+
+def read_events(path: str | os.PathLike[str], offset: int = 0, *,
+                limit: int = MAX_EVENTS_READ) -> tuple[list[dict[str, Any]], int]:  # fmt: skip
+    """Complete events after byte ``offset``; returns them and the offset to read from next.
+
+    At most ``limit`` bytes are read per call. The file must be a regular file (a FIFO or
+    device is refused unopened, so a reader never hangs).
+
+    Raises:
+        labkit._paths.InputFileError: the events file is not a regular file.
+        EventsFileError: a complete line is not a JSON object (names the byte offset).
+    """
+    try:
+        with open_input(path, what="events file", max_bytes=1 << 62) as fh:
             fh.seek(offset)
-            data = fh.read()
-    except FileNotFoundError:
-        return [], offset
+            data = fh.read(limit)
+    except InputFileError:
+        if not os.path.lexists(path):
+            return [], offset
+        raise
     end = data.rfind(b"\n")
     if end < 0:
         return [], offset
-    events = [_restore(json.loads(line)) for line in data[: end + 1].splitlines() if line.strip()]
+    events = []
+    at = offset
+    for line in data[: end + 1].splitlines(keepends=True):
+        if line.strip():
+            try:
+                event = json.loads(line)
+            except ValueError:
+                event = None
+            if not isinstance(event, dict):
+                raise EventsFileError(f"{path}: the line at byte {at} is not a JSON event "
+                                      f"({line[:60]!r}); the events file is corrupt")  # fmt: skip
+            events.append(_restore(event))
+        at += len(line)
     return events, offset + end + 1
 
 
@@ -117,6 +166,7 @@ class EventTail:
         self.handler = handler
         self.interval = interval
         self.offset = offset
+        self.error: Exception | None = None  # why following stopped early (a corrupt file)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="labkit-event-tail", daemon=True)
 
@@ -125,7 +175,13 @@ class EventTail:
         return self
 
     def _poll(self) -> None:
-        events, self.offset = read_events(self.path, self.offset)
+        if self.error is not None:
+            return
+        try:
+            events, self.offset = read_events(self.path, self.offset)
+        except (InputFileError, EventsFileError) as exc:  # kept; training goes on
+            self.error = exc
+            return
         for ev in events:
             self.handler(ev)
 

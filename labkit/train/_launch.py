@@ -196,6 +196,9 @@ def run_in_subprocess(
         cloudpickle.dump((lab, fit_kwargs), fh)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([p for p in sys.path if p] + [env.get("PYTHONPATH", "")])
+    from labkit.train._lock import INHERIT_ENV, LOCK_FILE
+
+    env[INHERIT_ENV] = str((logdir / LOCK_FILE).resolve())  # fits for this process: its lock
     return subprocess.Popen([sys.executable, "-m", "labkit.train._launch", str(work)], env=env)
 
 
@@ -207,7 +210,9 @@ def subprocess_result(proc: subprocess.Popen[bytes], logdir: Path) -> dict[str, 
         err = work / "error.txt"
         text = err.read_text() if err.exists() else f"the training subprocess exited with code {rc}"
         raise DDPWorkerError(f"training subprocess failed: {text}")
-    return torch.load(work / "result.pt", map_location="cpu", weights_only=True)
+    from labkit.train.checkpoint import load_checkpoint
+
+    return load_checkpoint(work / "result.pt")
 
 
 def _main(work: str) -> int:  # pragma: no cover - runs in the subprocess

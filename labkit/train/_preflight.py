@@ -11,6 +11,7 @@ momentum, RMSprop and the like, none for plain SGD).
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -60,11 +61,27 @@ def check_logdir(logdir: str | os.PathLike[str], model: torch.nn.Module | None =
             raise OutputPathError(
                 f"the logdir {logdir} holds a folder {name!r} where labkit writes a file; "
                 f"move {path} away or choose another logdir", path)  # fmt: skip
+        if os.path.lexists(path) and not path.is_file():  # a FIFO would hang the fit
+            raise OutputPathError(
+                f"the logdir {logdir} holds {_kind(path)} {name!r} where labkit reads and "
+                f"writes a regular file; remove {path} or choose another logdir", path)  # fmt: skip
     if model is not None:
         states = optimizer_states(optimizer, optimizer_kwargs or {})
         check_free_space(logdir / CHECKPOINTS / LAST, first_checkpoint_bytes(model, states),
                          what="first checkpoint")  # fmt: skip
     return logdir
+
+
+def _kind(path: Path) -> str:
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return "a broken link"
+    for test, word in ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device")):  # fmt: skip
+        if test(mode):
+            return word
+    return "a non-regular file"
 
 
 def optimizer_states(optimizer: Any, kwargs: Mapping[str, Any]) -> int:

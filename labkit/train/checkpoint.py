@@ -17,13 +17,15 @@ Example:
 from __future__ import annotations
 
 import os
+import pickle
+import re
 from pathlib import Path
 from typing import Any
 
 import torch
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 
-from labkit._paths import atomic_writer, check_folder
+from labkit._paths import InputFileError, atomic_writer, check_folder, open_input
 
 CHECKPOINTS = "checkpoints"  # the folder under a run's logdir
 LAST = "last.ckpt"  # the checkpoint Lab writes after every epoch, and resumes from
@@ -68,22 +70,72 @@ def checkpoint_bytes(obj: Any) -> int:
     return sum(seen.values()) + (64 << 10)
 
 
-def load_checkpoint(path: str | os.PathLike[str], map_location: Any = "cpu") -> dict[str, Any]:
-    """Load a checkpoint with ``weights_only=True``.
+MAX_CHECKPOINT_BYTES = 64 << 30
+"""Largest checkpoint :func:`load_checkpoint` opens unless told otherwise (``max_bytes=``)."""
+
+
+def load_checkpoint(path: str | os.PathLike[str], map_location: Any = "cpu", *,
+                    max_bytes: int = MAX_CHECKPOINT_BYTES) -> dict[str, Any]:  # fmt: skip
+    """Load a checkpoint with ``weights_only=True`` (a file cannot run code when loaded).
+
+    The file must be a regular file (a FIFO or device is refused unopened) of at most
+    ``max_bytes``, holding a dict of tensors and plain data.
+
+    Args:
+        path: The checkpoint file.
+        map_location: Where tensors go (``torch.load``'s argument).
+        max_bytes: Largest file opened.
+
+    Returns:
+        The checkpoint dict.
 
     Raises:
-        CheckpointError: naming the file when it is missing or cannot be read.
+        CheckpointError: naming the file when it is missing, not a regular file, too
+            large, corrupt or holding objects other than tensors and plain data.
     """
     p = Path(path)
-    if not p.is_file():
-        raise CheckpointError(f"no checkpoint at {p}")
+    hint = "; pass max_bytes= to load_checkpoint to read a larger one"
     try:
-        return torch.load(p, map_location=map_location, weights_only=True)
+        fh = open_input(p, what="checkpoint", max_bytes=max_bytes, limit_hint=hint)
+    except InputFileError as exc:
+        raise CheckpointError(str(exc)) from None
+    why = None
+    try:
+        with fh:
+            data = torch.load(fh, map_location=map_location, weights_only=True)
     except Exception as exc:
-        raise CheckpointError(
-            f"checkpoint {p} could not be loaded with weights_only=True: "
-            f"{type(exc).__name__}: {exc}"
-        ) from exc
+        why = _why(exc)
+    if why is not None:
+        # raised outside the except block, so torch's error (its advice to retry with
+        # weights_only=False would run whatever code a hostile file holds) is not chained
+        raise CheckpointError(f"the checkpoint {p} cannot be loaded: {why}")
+    if not isinstance(data, dict):
+        raise CheckpointError(f"the checkpoint {p} holds a {type(data).__name__}, not the dict "
+                              "of a Lightning checkpoint")  # fmt: skip
+    return data
+
+
+_NOT_A_CHECKPOINT = (
+    "it is not a file torch.save wrote (corrupt, truncated, or another kind of file); "
+    "use a checkpoint labkit or Lightning saved, or delete it to start fresh"
+)
+
+
+def _why(exc: Exception) -> str:
+    """Why torch.load failed, in one sentence, without torch's unsafe-load advice."""
+    text = str(exc)
+    found = re.search(r"Unsupported global: GLOBAL ([\w.]+)", text)
+    if found:
+        return (f"it holds a Python object of type {found.group(1)}, and labkit loads only "
+                "tensors and plain data (weights_only=True) so that opening a file never "
+                "runs code; save the checkpoint with tensors, numbers, strings, lists and "
+                "dicts only")  # fmt: skip
+    if "Weights only load failed" in text or "zip archive" in text or "magic number" in text:
+        return _NOT_A_CHECKPOINT
+    if isinstance(exc, EOFError | pickle.UnpicklingError | UnicodeDecodeError):
+        return _NOT_A_CHECKPOINT
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    return f"{type(exc).__name__}: {first[:300]}"
 
 
 def recipe_of(checkpoint: dict[str, Any]) -> dict[str, Any] | None:

@@ -26,6 +26,7 @@ from typing import Any
 
 __all__ = [
     "SCRIPT_OPTIONS",
+    "FitOptionError",
     "FitOptions",
     "fit_argument_parser",
     "fit_options_markdown",
@@ -146,6 +147,15 @@ class FitOptions:
     trainer_kwargs: Mapping[str, Any] | None = _opt(
         None, "More lightning.Trainer arguments (callbacks are added to labkit's own).", None
     )
+    on_change: str = _opt(
+        "refuse",
+        "On resume, when the Lab's lr or Recipe differs from the checkpoint's: 'refuse' "
+        "(name the differences), 'apply' (the Lab's) or 'keep' (the checkpoint's lr).",
+        "str",
+    )
+
+    def __post_init__(self) -> None:
+        check_types(self)
 
     # ------------------------------------------------------------------ building
     @classmethod
@@ -168,7 +178,10 @@ class FitOptions:
                 close = difflib.get_close_matches(key, names, n=1)
                 hint = f"; did you mean {close[0]!r}?" if close else ""
                 raise TypeError(f"{where}() got an unknown option {key!r}{hint}")
-        return dataclasses.replace(options or cls(), **overrides)
+        try:
+            return dataclasses.replace(options or cls(), **overrides)
+        except FitOptionError as exc:
+            raise FitOptionError(f"{where}(): {exc}") from None
 
     def replace(self, **changes: Any) -> FitOptions:
         """A copy with ``changes`` (unknown names raise ``TypeError``)."""
@@ -206,6 +219,65 @@ class FitOptions:
             text = f"{indent}{f.name}: {f.metadata['help']}"
             lines += textwrap.wrap(text, 88, subsequent_indent=indent + "    ")
         return "\n".join(lines)
+
+
+class FitOptionError(TypeError):
+    """A fit option of the wrong type or value; names the option, the value and what it takes."""
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+def _is_path(v: Any) -> bool:
+    return isinstance(v, str | os.PathLike)
+
+
+# what each annotation accepts, and how the message says it
+_KINDS: dict[str, tuple[Any, str]] = {
+    "int": (_is_int, "an integer"),
+    "float": (_is_number, "a number"),
+    "str": (lambda v: isinstance(v, str), "a string"),
+    "bool": (lambda v: isinstance(v, bool), "True or False"),
+    "bool | None": (lambda v: v is None or isinstance(v, bool), "True, False or None"),
+    "int | str | list[int]": (
+        lambda v: _is_int(v) or isinstance(v, str)
+        or (isinstance(v, list | tuple) and all(map(_is_int, v))),
+        "a count, 'auto' or a list of device ids"),
+    "str | os.PathLike[str] | None": (lambda v: v is None or _is_path(v), "a path or None"),
+    "int | float | None": (lambda v: v is None or _is_number(v),
+                           "a count of batches, a fraction or None"),
+    "Mapping[str, Any] | None": (lambda v: v is None or isinstance(v, Mapping),
+                                 "a dict of Trainer arguments or None"),
+}  # fmt: skip
+_CHOICES = {"launch": ("auto", "inline", "fork", "subprocess"),
+            "on_change": ("refuse", "apply", "keep")}  # fmt: skip
+_AT_LEAST = {"max_epochs": -1, "max_steps": -1, "num_nodes": 1, "seed": 0, "trace_every": 0,
+             "histogram_every": 0, "log_every": 1}  # fmt: skip
+
+
+def check_types(options: FitOptions) -> None:
+    """Refuse an option of the wrong type or value before Lightning sees it.
+
+    Raises:
+        FitOptionError: naming the option, the value given and what it takes.
+    """
+    for f in dataclasses.fields(options):
+        value = getattr(options, f.name)
+        kind = _KINDS.get(str(f.type))
+        if kind is not None and not kind[0](value):
+            raise FitOptionError(f"fit option {f.name}={value!r} ({type(value).__name__}): "
+                                 f"{f.name} takes {kind[1]}")  # fmt: skip
+        if f.name in _CHOICES and value not in _CHOICES[f.name]:
+            raise FitOptionError(f"fit option {f.name}={value!r}: one of {_CHOICES[f.name]}")
+        if f.name in _AT_LEAST and value < _AT_LEAST[f.name]:
+            raise FitOptionError(f"fit option {f.name}={value!r}: at least {_AT_LEAST[f.name]}")
+    if isinstance(options.ddp_timeout, int | float) and not options.ddp_timeout > 0:
+        raise FitOptionError(f"fit option ddp_timeout={options.ddp_timeout!r}: seconds, above 0")
 
 
 # options of a promoted script's command line that are not ``Lab.fit`` keywords

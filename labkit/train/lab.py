@@ -177,18 +177,25 @@ class Lab:
         self._stop = threading.Event()
 
     # ------------------------------------------------------------------ pieces
-    def module(self) -> Any:
-        """The LightningModule ``fit`` trains: the Recipe applied to a copy of the model."""
+    def module(self, *, copy: bool = True) -> Any:
+        """The LightningModule ``fit`` trains.
+
+        Args:
+            copy: Train a copy of the model (the Recipe applied to it). With ``False`` and a
+                Recipe that changes nothing, the model itself is trained (what ``fit``
+                does, so an optimizer that refers to the model trains it); a Recipe always
+                applies to a copy, and the optimizer's parameters are mapped onto it.
+        """
         from labkit.optimize import apply
         from labkit.train.module import LabModule
 
-        net = apply(self.model, self.recipe)
+        net = self.model if not copy and self.recipe.is_default else apply(self.model, self.recipe)
         if self._is_lightning():
             return net
         return LabModule(
             net, loss=self._plain_loss(), optimizer=self.optimizer, lr=self.lr,
             optimizer_kwargs=self.optimizer_kwargs, metrics=self.metrics, step=self.step,
-            recipe=self.recipe.to_dict(),
+            recipe=self.recipe.to_dict(), original=self.model,
         )  # fmt: skip
 
     def datamodule(self, seed: int = 0) -> Any:
@@ -305,7 +312,9 @@ class Lab:
             >>> run.losses[-1], run.last_checkpoint              # doctest: +SKIP
         """
         o = FitOptions.build(options, overrides)
+        self._refuse_while_running()
         logdir = Path(o.logdir) if o.logdir else self.logdir
+        from labkit.train._lock import LogdirLock
         from labkit.train._preflight import check_logdir
         from labkit.train.checkpoint import CHECKPOINTS, LAST
 
@@ -322,6 +331,12 @@ class Lab:
         ckpt: str | None = str(o.ckpt_path) if o.ckpt_path and not _is_last(o) else None
         if ckpt is None and resume and last.exists():
             ckpt = str(last)
+        lock = LogdirLock.acquire(logdir)  # one fit per logdir, from here to the end
+        try:
+            module, notes = self._preflight(plan, o, ckpt)
+        except BaseException:
+            lock.release()
+            raise
         config = {
             "max_epochs": o.max_epochs, "max_steps": o.max_steps, "devices": o.devices,
             "accelerator": o.accelerator, "strategy": o.strategy if isinstance(o.strategy, str)
@@ -331,7 +346,7 @@ class Lab:
             "recipe": self.recipe.to_dict(), "lr": self.lr,
             "batch_size": self.batch_size,
         }  # fmt: skip
-        run = Run(logdir=str(logdir), config=config, notes=[plan.reason])
+        run = Run(logdir=str(logdir), config=config, notes=[plan.reason, *lock.notes, *notes])
         from labkit.promote.recipe_record import record_recipe
 
         record_recipe(self.recipe, source="Lab.fit")  # read by `labkit promote`; no-op outside
@@ -349,22 +364,25 @@ class Lab:
 
         def body() -> None:
             exc: BaseException | None = None
-            tail.start()
             try:
+                tail.start()
                 if plan.mode == "subprocess":
                     self._fit_subprocess(o, ckpt, logdir)
                 else:
-                    self._fit_here(plan, o, ckpt=ckpt, logdir=logdir)
+                    self._fit_here(plan, o, ckpt=ckpt, logdir=logdir, module=module)
             except BaseException as e:
                 exc = self._translate(e)
             finally:
                 tail.stop()
+                if tail.error is not None:
+                    run.notes.append(f"the events file stopped being read: {tail.error}")
                 if exc is not None:
                     run.status, run.error = "failed", f"{type(exc).__name__}: {exc}"
                 elif run.status in ("created", "running"):
                     run.status = "finished"
                 with contextlib.suppress(OSError):
                     run.save()
+                lock.release()
                 run._finish(exc)
                 if dash is not None:
                     dash.finish(run)
@@ -377,10 +395,50 @@ class Lab:
                 with contextlib.suppress(BaseException):
                     body()
 
-            threading.Thread(target=bg, name="labkit-fit", daemon=True).start()
+            try:
+                threading.Thread(target=bg, name="labkit-fit", daemon=True).start()
+            except BaseException:
+                lock.release()
+                raise
             return run
         body()
         return run
+
+    def _refuse_while_running(self) -> None:
+        running = self.last_run
+        if running is not None and not running.done:
+            raise RuntimeError(
+                f"this Lab is still fitting ({running!r}); a second fit would share its model "
+                "and logdir: wait for it (run.wait()) or stop it (lab.stop()) first")  # fmt: skip
+
+    def _preflight(
+        self, plan: _launch.Plan, o: FitOptions, ckpt: str | None
+    ) -> tuple[Any, list[str]]:
+        """The module to train, its optimizer checked, and the checkpoint checked against both.
+
+        Runs before any file is written. Returns the module (``None`` for a subprocess
+        launch, which builds its own) and notes for the Run.
+        """
+        from labkit.train import _resume
+
+        if plan.mode == "subprocess":
+            module = None
+            if ckpt is not None:  # the weights, at least, are checked here
+                _resume.load_for_resume(ckpt)
+            return module, []
+        module = self.module(copy=False)
+        optimizer = module.prepare_optimizer() if hasattr(module, "prepare_optimizer") else None
+        if ckpt is None:
+            return module, []
+        ck = _resume.load_for_resume(ckpt)
+        path = Path(ckpt)
+        _resume.check_weights(ck, module.state_dict(), path, strict_names=self.recipe.is_default)
+        if optimizer is None:
+            return module, []
+        _resume.check_optimizer(ck, optimizer, path)
+        diff = _resume.changes(ck, lr=self.lr if _builds_lr(self.optimizer) else None,
+                               recipe=self.recipe.to_dict())  # fmt: skip
+        return module, _resume.apply_rule(diff, o.on_change, path, module)
 
     def _translate(self, exc: BaseException) -> BaseException:
         err = _launch.worker_error(exc)
@@ -402,7 +460,7 @@ class Lab:
         self.model.load_state_dict(state)
 
     def _fit_here(
-        self, plan: _launch.Plan, o: FitOptions, *, ckpt: str | None, logdir: Path
+        self, plan: _launch.Plan, o: FitOptions, *, ckpt: str | None, logdir: Path, module: Any
     ) -> None:
         import lightning.pytorch as pl
         from lightning.pytorch.loggers import TensorBoardLogger
@@ -415,7 +473,6 @@ class Lab:
         from labkit.train.guards import NonFiniteGuard, check_loaders
 
         seed_all(o.seed)
-        module = self.module()
         dm = self.datamodule(o.seed)
         check_loaders(dm)  # an empty train/val loader is named, with or without a dry run
         if o.dry_run:
@@ -470,6 +527,7 @@ class Lab:
         kw["callbacks"] += [extra] if isinstance(extra, pl.Callback) else list(extra)
         kw.update(trainer_kwargs)
         sigint = signal.getsignal(signal.SIGINT)
+        modes = [(m, m.training) for m in self.model.modules()]  # trained in place: kept
         try:
             with _quiet_lightning():
                 trainer = pl.Trainer(**kw)
@@ -493,17 +551,21 @@ class Lab:
             if threading.current_thread() is threading.main_thread():
                 signal.signal(signal.SIGINT, sigint)  # Lightning leaves SIGINT ignored
             sink.close()
+            for m, mode in modes:
+                m.training = mode
         self._take_weights(module)
 
     def _take_weights(self, module: Any) -> None:
         net = getattr(module, "net", module) if not self._is_lightning() else module
+        self.trained_model = net
+        if net is self.model:  # trained in place
+            return
         try:
             self.model.load_state_dict(net.state_dict())
         except Exception as exc:  # e.g. a quantized model's state_dict: keep the trained copy
             warnings.warn(
                 f"the trained weights could not be copied back into lab.model ({exc}); the "
                 "trained model is lab.trained_model", stacklevel=3)  # fmt: skip
-        self.trained_model = net
 
     # ------------------------------------------------------------------ live views
     def _dashboard(self, want: bool | None, run: Run) -> Any:
@@ -647,6 +709,11 @@ class Lab:
             f"recipe={self.recipe!r}, runs={len(self.runs)}, traces={len(self.traces)}, "
             f"logdir={str(self.logdir)!r})"
         )
+
+
+def _builds_lr(optimizer: Any) -> bool:
+    """Whether ``lab.lr`` reaches the optimizer (a name or class; not a factory/instance)."""
+    return isinstance(optimizer, str | type)
 
 
 def _is_last(o: FitOptions) -> bool:

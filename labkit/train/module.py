@@ -68,7 +68,12 @@ def batch_size_of(batch: Any) -> int:
 def make_optimizer(
     optimizer: Any, params: Any, lr: float, kwargs: Mapping[str, Any] | None
 ) -> torch.optim.Optimizer:
-    """Build the optimizer from a class, a name (``"adam"``) or ``params -> optimizer``."""
+    """Build the optimizer from a class, a name (``"adam"``) or ``params -> optimizer``.
+
+    An optimizer instance is returned as it is (it already holds its parameters).
+    """
+    if isinstance(optimizer, torch.optim.Optimizer):
+        return optimizer
     kwargs = dict(kwargs or {})
     if isinstance(optimizer, str):
         name = OPTIMIZERS.get(optimizer.lower())
@@ -78,7 +83,17 @@ def make_optimizer(
         optimizer = getattr(torch.optim, name)
     if isinstance(optimizer, type):
         return optimizer(params, lr=lr, **kwargs)
-    return optimizer(params)
+    if not callable(optimizer):
+        raise TypeError(
+            "optimizer must be a name, a torch.optim class, an optimizer or a callable "
+            f"params -> optimizer, got {type(optimizer).__name__}"
+        )
+    built = optimizer(params)
+    if not isinstance(built, torch.optim.Optimizer):
+        name = getattr(optimizer, "__name__", type(optimizer).__name__)
+        raise TypeError(f"the optimizer factory {name} returned {type(built).__name__}, not a "
+                        "torch.optim.Optimizer")  # fmt: skip
+    return built
 
 
 _PLAIN_ATTRS = frozenset({"_current_fx_name", "last_loss", "last_batch_size", "_logged_step"})
@@ -91,7 +106,8 @@ class LabModule(pl.LightningModule):
         net: The model (already optimized by ``labkit.optimize.apply``).
         loss: ``loss(output, target) -> scalar tensor``.
         optimizer: A ``torch.optim`` class, a name (``"adam"``, ``"adamw"``, ``"sgd"``,
-            ``"rmsprop"``) or ``params -> optimizer``.
+            ``"rmsprop"``), ``params -> optimizer`` or an optimizer instance. A factory or
+            instance that holds ``original``'s parameters is mapped onto ``net``'s.
         lr: Learning rate (read by ``lab.lr_find``; used when ``optimizer`` is a class/name).
         optimizer_kwargs: Extra arguments of the optimizer class.
         metrics: ``{name: metric(output, target)}``, each returning one number per batch.
@@ -100,6 +116,8 @@ class LabModule(pl.LightningModule):
             batch size, over every process.
         step: ``step(net, batch) -> (output, target)``; see :func:`default_step`.
         recipe: The Recipe as a dict, stored in every checkpoint.
+        original: The user's model when ``net`` is a copy of it (a Recipe applied): the
+            parameters of it that the optimizer holds are mapped onto ``net``'s.
 
     Example:
         >>> from torch import nn
@@ -120,9 +138,12 @@ class LabModule(pl.LightningModule):
         metrics: Mapping[str, Callable[[Any, Any], Any]] | None = None,
         step: StepFn | None = None,
         recipe: Mapping[str, Any] | None = None,
+        original: torch.nn.Module | None = None,
     ) -> None:
         super().__init__()
         self.net = net
+        # a plain tuple: the user's model must not become a submodule of this one
+        self._original = (original,) if original is not None and original is not net else ()
         self.loss_fn = loss
         self.optimizer = optimizer
         self.lr = lr
@@ -136,6 +157,8 @@ class LabModule(pl.LightningModule):
         self._closed: set[str] = set()
         self._resumed_epoch: int | None = None
         self._logged_step = -1
+        self._prepared: torch.optim.Optimizer | None = None
+        self.lr_override: float | None = None  # set by a resume with on_change="apply"
 
     def __setattr__(self, name: str, value: Any) -> None:
         # Lightning sets ``_current_fx_name`` twice around every hook it calls (~45 times a
@@ -237,15 +260,49 @@ class LabModule(pl.LightningModule):
     def on_validation_epoch_end(self) -> None:
         self.close_epoch("val")
 
+    def prepare_optimizer(self) -> torch.optim.Optimizer:
+        """Build and check the optimizer now (before Lightning starts); the next
+        :meth:`configure_optimizers` returns it instead of building another."""
+        self._prepared = self.configure_optimizers()
+        return self._prepared
+
     def configure_optimizers(self) -> torch.optim.Optimizer:
-        return make_optimizer(self.optimizer, self.net.parameters(), self.lr, self.optimizer_kwargs)
+        """The optimizer, bound to ``net`` and holding all its trainable parameters.
+
+        Raises:
+            labkit.train._optimizer.OptimizerCoverageError: it misses trainable parameters
+                of the model (named) or holds parameters that are not the model's.
+        """
+        from labkit.train._optimizer import bind, check_covers
+
+        if self._prepared is not None:
+            opt, self._prepared = self._prepared, None
+            return opt
+
+        opt = make_optimizer(self.optimizer, self.net.parameters(), self.lr, self.optimizer_kwargs)
+        if self._original:
+            opt = bind(opt, self._original[0], self.net)
+        check_covers(opt, self.net, where=f"the optimizer ({_describe(self.optimizer)})")
+        return opt
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        from labkit.train._resume import optimizer_record
+
         checkpoint["labkit"] = {
             "recipe": self.recipe,
             "format": 1,
             "train_means": {"epoch": self.current_epoch, **self._means["train"].state_dict()},
         }
+        trainer = self._trainer
+        if trainer is not None and trainer.optimizers:
+            checkpoint["labkit"]["optimizer"] = optimizer_record(trainer.optimizers[0])
+
+    def on_train_start(self) -> None:
+        # Lightning restored the optimizer's state (its lr too) before this hook
+        if self.lr_override is not None:
+            for opt in self.trainer.optimizers:
+                for group in opt.param_groups:
+                    group["lr"] = self.lr_override
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         state = checkpoint.get("labkit", {}).get("train_means")
@@ -254,10 +311,18 @@ class LabModule(pl.LightningModule):
             self._resumed_epoch = int(state["epoch"])
 
     def __repr__(self) -> str:
-        opt = self.optimizer if isinstance(self.optimizer, str) else getattr(
-            self.optimizer, "__name__", type(self.optimizer).__name__)  # fmt: skip
+        opt = _describe(self.optimizer)
         loss = getattr(self.loss_fn, "__name__", type(self.loss_fn).__name__)
         return (
-            f"LabModule(net={type(self.net).__name__}, loss={loss}, optimizer={opt!r}, "
+            f"LabModule(net={type(self.net).__name__}, loss={loss}, optimizer={opt}, "
             f"lr={self.lr}, metrics={sorted(self.metrics)})"
         )
+
+
+def _describe(optimizer: Any) -> str:
+    """How an optimizer argument is named in messages and reprs."""
+    if isinstance(optimizer, str):
+        return repr(optimizer)
+    if isinstance(optimizer, torch.optim.Optimizer):
+        return f"{type(optimizer).__name__} instance"
+    return repr(getattr(optimizer, "__name__", type(optimizer).__name__))

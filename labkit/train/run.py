@@ -15,9 +15,100 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from labkit._paths import InputFileError, read_input
+
 RUN_SCHEMA = "labkit.run"
 RUN_VERSION = 1
 STATUSES = ("created", "running", "finished", "stopped", "failed")
+MAX_RUN_BYTES = 256 << 20
+"""Largest ``run.json`` :meth:`Run.load` reads (``max_bytes=`` raises it)."""
+
+# each field of a run record and the JSON type it must have
+_TYPES: dict[str, tuple[type, ...]] = {
+    "logdir": (str,), "config": (dict,), "status": (str,), "steps": (list,),
+    "epochs": (list,), "checkpoints": (list,), "traces": (list,), "error": (str, type(None)),
+    "notes": (list,), "ranks": (list,),
+}  # fmt: skip
+_ITEMS: dict[str, type] = {"steps": dict, "epochs": dict, "checkpoints": str, "traces": str,
+                           "notes": str, "ranks": dict}  # fmt: skip
+
+
+class RunFileError(ValueError):
+    """A run record cannot be read; the message names the file and the field."""
+
+
+def read_json(path: Path, *, what: str, max_bytes: int) -> Any:
+    """Parse a JSON file checked by :func:`labkit._paths.read_input`; errors name the file.
+
+    Raises:
+        RunFileError: the file is missing, not a regular file, too large, not UTF-8 or
+            not valid (or too deeply nested) JSON.
+    """
+    try:
+        text = read_input(path, what=what, max_bytes=max_bytes).decode("utf-8")
+        return json.loads(text)
+    except InputFileError as exc:
+        raise RunFileError(str(exc)) from exc
+    except UnicodeDecodeError as exc:
+        raise RunFileError(f"{path}: the {what} is not UTF-8 text ({exc.reason} at byte "
+                           f"{exc.start}); the file is corrupt") from None  # fmt: skip
+    except json.JSONDecodeError as exc:
+        raise RunFileError(
+            f"{path}: the {what} is not valid JSON (line {exc.lineno}, column {exc.colno}: "
+            f"{exc.msg}); the file is truncated or corrupt") from None  # fmt: skip
+    except RecursionError:
+        raise RunFileError(f"{path}: the {what} nests too deeply to be one") from None
+
+
+def _fields(data: Any, source: str) -> dict[str, Any]:
+    """The constructor arguments in a run record's data, each checked (unknown keys dropped)."""
+    if not isinstance(data, dict):
+        raise RunFileError(f"{source}: a run record is a JSON object, this file holds a "
+                           f"{_json_type(data)}")  # fmt: skip
+    if data.get("schema") != RUN_SCHEMA:
+        raise RunFileError(f"{source}: not a labkit run record (field schema is "
+                           f"{data.get('schema')!r}, not {RUN_SCHEMA!r})")  # fmt: skip
+    version = data.get("version")
+    if type(version) is not int or version != RUN_VERSION:  # True == 1 but is no version
+        raise RunFileError(f"{source}: field version is {version!r}; this labkit reads run "
+                           f"records of version {RUN_VERSION}")  # fmt: skip
+    out: dict[str, Any] = {}
+    for name, types in _TYPES.items():
+        if name not in data:
+            continue
+        value: Any = data[name]
+        if not isinstance(value, types):
+            want = " or ".join(_json_type(t()) if t is not type(None) else "null" for t in types)
+            raise RunFileError(f"{source}: field {name} is {_json_type(value)} {_cut(value)}; "
+                               f"a run record's {name} is {want}")  # fmt: skip
+        item = _ITEMS.get(name)
+        if item is not None:
+            items: list[Any] = data[name]
+            bad = next((i for i, x in enumerate(items) if not isinstance(x, item)), None)
+            if bad is not None:
+                raise RunFileError(
+                    f"{source}: field {name}[{bad}] is {_json_type(items[bad])} "
+                    f"{_cut(items[bad])}; each is a {_json_type(item())}"
+                )
+        out[name] = value
+    if "status" in out and out["status"] not in STATUSES:
+        raise RunFileError(f"{source}: field status is {out['status']!r}; one of {STATUSES}")
+    for i, s in enumerate(out.get("steps", [])):
+        if not isinstance(s.get("step"), int) or isinstance(s.get("step"), bool):
+            raise RunFileError(f"{source}: field steps[{i}].step is {s.get('step')!r}; "
+                               "each step has an integer step")  # fmt: skip
+    return out
+
+
+def _json_type(value: Any) -> str:
+    names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean",
+             int: "a number", float: "a number", type(None): "null"}  # fmt: skip
+    return names.get(type(value), type(value).__name__)
+
+
+def _cut(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 @dataclass
@@ -179,12 +270,13 @@ class Run:
         }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Run:
-        """Read :meth:`to_dict` output."""
-        if data.get("schema") != RUN_SCHEMA:
-            raise ValueError(f"not a labkit run record (schema {data.get('schema')!r})")
-        fields = {k: v for k, v in data.items() if k not in ("schema", "version")}
-        return cls(**fields)
+    def from_dict(cls, data: Any, *, source: str = "<dict>") -> Run:
+        """Read :meth:`to_dict` output; keys this labkit does not know are ignored.
+
+        Raises:
+            RunFileError: naming ``source`` and the field when the data is not a run record.
+        """
+        return cls(**_fields(data, source))
 
     def save(self, path: str | os.PathLike[str] | None = None) -> Path:
         """Write the record as JSON, atomically; defaults to ``<logdir>/run.json``."""
@@ -197,12 +289,21 @@ class Run:
         return target
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str]) -> Run:
-        """Read a record written by :meth:`save` (a file or a run directory)."""
+    def load(cls, path: str | os.PathLike[str], *, max_bytes: int = MAX_RUN_BYTES) -> Run:
+        """Read a record written by :meth:`save` (a file or a run directory).
+
+        Args:
+            path: ``run.json`` or the run's logdir.
+            max_bytes: Largest file read; larger ones are refused unread.
+
+        Raises:
+            RunFileError: naming the file (and the field) when it is missing, not a regular
+                file, too large, not JSON or not a run record.
+        """
         p = Path(path)
         if p.is_dir():
             p = p / "run.json"
-        return cls.from_dict(json.loads(p.read_text()))
+        return cls.from_dict(read_json(p, what="run record", max_bytes=max_bytes), source=str(p))
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Run) and self.to_dict() == other.to_dict()
