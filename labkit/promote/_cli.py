@@ -52,13 +52,15 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def promote_command(args: argparse.Namespace) -> int:
-    from labkit._paths import OutputPathError, check_output_file
+    from labkit._paths import OutputPathError
     from labkit.promote import NotebookError, PromoteError, TargetExistsError, promote
+    from labkit.promote.pipeline import check_script_path
 
     try:
         if args.output is not None and not args.dry_run:  # before reading the notebook
-            check_output_file(args.output, force=args.force, what="script (-o)",
-                              file_name=f"{Path(args.notebook).stem}.py")  # fmt: skip
+            check_script_path(
+                Path(args.output), Path(args.notebook), force=args.force, what="script (-o)"
+            )
         result = promote(
             args.notebook, args.output, force=args.force, check_run=args.check,
             dry_run=args.dry_run, fabric=args.fabric,

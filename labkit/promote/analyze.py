@@ -259,7 +259,7 @@ def analyze(notebook: Notebook) -> Analysis:  # noqa: C901 - one pass over cells
     parsed: list[tuple[Cell, list[ast.stmt], str, tuple[str, ...], frozenset[str], str]] = []
     for cell in order:
         code, magics, magic_names, reason = strip_magics(cell.source)
-        body, problem = _parse_cell(notebook, cell, code)
+        body, problem = _parse_cell(cell, code)
         if problem is not None:
             problems.append(problem)
         parsed.append((cell, body, code, magics, magic_names, reason))
@@ -323,7 +323,7 @@ def analyze(notebook: Notebook) -> Analysis:  # noqa: C901 - one pass over cells
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def _parse_cell(notebook: Notebook, cell: Cell, code: str) -> tuple[list[ast.stmt], Problem | None]:
+def _parse_cell(cell: Cell, code: str) -> tuple[list[ast.stmt], Problem | None]:
     """The cell's top-level statements, or none and the error that names the cell: a
     syntax error, a lone surrogate (no script file can hold it), code nested too deeply."""
     bad = _SURROGATE.search(code)
@@ -337,7 +337,7 @@ def _parse_cell(notebook: Notebook, cell: Cell, code: str) -> tuple[list[ast.stm
             cell.number,
         )
     try:
-        return ast.parse(code, filename=f"{notebook.path} {cell.label}").body, None
+        return ast.parse(code, filename=f"<{cell.label}>").body, None
     except SyntaxError as exc:
         return [], Problem(
             "error", f"{cell.label}: syntax error on line {exc.lineno}: {exc.msg}", cell.number

@@ -107,7 +107,7 @@ def promote(
     if out.resolve() == nb.path.resolve():
         raise PromoteError(out, [Problem("error", f"{out}: the output would replace the notebook")])
     if not dry_run:
-        _check_script_path(out, nb.path, force=force)
+        check_script_path(out, nb.path, force=force)
     analysis = analyze(nb)
     problems = check(analysis)
     if any(p.severity == "error" for p in problems):
@@ -153,17 +153,17 @@ def promote(
     return Promoted(nb.path, out, source, warnings, analysis)
 
 
-def _check_script_path(out: Path, notebook: Path, *, force: bool) -> None:
+def check_script_path(out: Path, notebook: Path, *, force: bool, what: str = "script") -> None:
     """Before any work: the script's path can be written (a file name, not a folder, in a
     writable folder, not too long), and it exists only with ``force``."""
     try:
-        check_output_file(out, force=True, what="script", file_name=f"{notebook.stem}.py")
+        check_output_file(out, force=True, what=what, file_name=f"{notebook.stem}.py")
         exists = out.exists()
     except OutputPathError:
         raise
     except (OSError, ValueError) as exc:  # e.g. a name over the filesystem's limit
         reason = getattr(exc, "strerror", None) or str(exc)
-        raise OutputPathError(f"cannot write the script {out}: {reason}", out) from None
+        raise OutputPathError(f"cannot write the {what} {out}: {reason}", out) from None
     if exists and not force:
         raise TargetExistsError(f"{out} exists; pass --force (force=True) to overwrite it")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +29,9 @@ def markdown(source: str) -> Any:
     return nbformat.v4.new_markdown_cell(source)
 
 
-def write_notebook(path: Path, cells: list[Any]) -> Path:
-    """Write ``cells`` as a valid nbformat-4 notebook with a python3 kernelspec."""
+def write_notebook(path: Path, cells: list[Any], *, escaped: bool = False) -> Path:
+    """Write ``cells`` as a valid nbformat-4 notebook with a python3 kernelspec; ``escaped``
+    writes JSON's ``\\u`` escapes (text may then hold lone surrogates, as JSON allows)."""
     nb = nbformat.v4.new_notebook()
     nb.cells = cells
     nb.metadata["kernelspec"] = {
@@ -38,7 +40,10 @@ def write_notebook(path: Path, cells: list[Any]) -> Path:
         "language": "python",
     }
     nbformat.validate(nb)
-    path.write_text(nbformat.writes(nb), encoding="utf-8")
+    if escaped:
+        path.write_text(json.dumps(nb, indent=1, ensure_ascii=True), encoding="ascii")
+    else:
+        path.write_text(nbformat.writes(nb), encoding="utf-8")
     return path
 
 
