@@ -5,6 +5,11 @@ more about labkit than about the model. The times a trace shows come instead fro
 passes that carry module hooks only, after a warm-up, repeated; each figure is the
 median over the passes, with its interquartile range. Op times come from passes that
 add the op-level hook alone.
+
+On the host clock, hooked passes alternate with hook-free ones (only the root's own clock,
+:class:`~labkit.trace._plain.PlainClock`): the root's forward and backward shown are the
+hook-free figures, and every other call's time is net of what the hooks still cost per
+call (:mod:`labkit.trace._hookcost`, measured at trace time and stated in the timing line).
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ from collections.abc import Callable
 
 import torch
 
+from labkit.trace._hookcost import HookCost, calibrate, no_gc
+from labkit.trace._plain import PlainClock
 from labkit.trace.model import Node, Trace
 from labkit.trace.recorder import Recorder
 
@@ -68,12 +75,78 @@ def time_step(model: torch.nn.Module, step: Step, base: Trace, *, mode: str, war
     if repeat == 0:
         return base
     devices = [p.device.index or 0 for p in model.parameters() if p.is_cuda][:1]
+    cuda = any(p.is_cuda for p in model.parameters())
     with torch.random.fork_rng(devices=devices):  # the passes draw no numbers the user sees
-        steps = _passes(model, step, "step", warmup, repeat, budget)
+        # on the host clock, what the hooks still cost per call is measured and subtracted
+        cost = None if cuda else calibrate()
+        passes = _step_passes(model, step, warmup, repeat, budget, plain=not cuda)
         # op times are host times around each op: meaningful on the CPU only
-        cuda = any(p.is_cuda for p in model.parameters())
         ops = _passes(model, step, "ops", 0, repeat, budget) if mode == "full" and not cuda else []
-    return _with_times(base, steps, ops, warmup)
+    return _with_times(base, passes, ops, warmup, cost)
+
+
+@dataclasses.dataclass
+class _Passes:
+    """What the timing passes measured: hooked traces, segment counts, hook-free clocks."""
+
+    steps: list[Trace] = dataclasses.field(default_factory=list)
+    segments: list[dict[str, int]] = dataclasses.field(default_factory=list)
+    plain_fwd: list[list[float]] = dataclasses.field(default_factory=list)
+    plain_bwd: list[list[float]] = dataclasses.field(default_factory=list)
+
+
+def _step_passes(model: torch.nn.Module, step: Step, warmup: int, repeat: int,
+                 budget: float | None, *, plain: bool) -> _Passes:  # fmt: skip
+    """Hook-free and hooked passes, interleaved (plain, hooked, plain, hooked, ...).
+
+    The hook-free pass carries only the root's own clock (:class:`PlainClock`): the root's
+    forward and backward shown come from it. The hooked pass (module hooks, the timing
+    observer) gives every call's figures. The garbage collector is held off while a pass
+    runs, in both kinds alike.
+    """
+    rec = Recorder(model, mode="step")
+    clock = PlainClock(model)
+    out = _Passes()
+    t_end = None if budget is None else time.perf_counter() + budget
+    try:
+        for i in range(warmup + repeat):
+            if plain:
+                rec.detach()  # an attached hook sends every call down the slow path
+                clock.attach()
+                _clear_grads(model)
+                clock.start()
+                try:
+                    with no_gc():
+                        step([])
+                finally:
+                    clock.stop()
+                clock.detach()
+            rec.attach()
+            _clear_grads(model)
+            rec.start()
+            try:
+                with no_gc():
+                    step([])
+            finally:
+                trace = rec.stop()
+            if i >= warmup:
+                out.steps.append(trace)
+                assert rec.timing is not None
+                out.segments.append(dict(rec.timing.segments))
+                if plain:
+                    out.plain_fwd.append(clock.forward)
+                    out.plain_bwd.append(clock.backward)
+                if t_end is not None and len(out.steps) >= 3 and time.perf_counter() > t_end:
+                    break
+    finally:
+        clock.detach()
+        rec.detach()
+    return out
+
+
+def _clear_grads(model: torch.nn.Module) -> None:
+    for p in model.parameters():
+        p.grad = None  # each pass is the same step: gradients made, not accumulated
 
 
 def _passes(model: torch.nn.Module, step: Step, mode: str, warmup: int, repeat: int,
@@ -83,11 +156,11 @@ def _passes(model: torch.nn.Module, step: Step, mode: str, warmup: int, repeat: 
     t_end = None if budget is None else time.perf_counter() + budget
     try:
         for i in range(warmup + repeat):
-            for p in model.parameters():
-                p.grad = None  # each pass is the same step: gradients made, not accumulated
+            _clear_grads(model)
             rec.start()
             try:
-                step([])
+                with no_gc():
+                    step([])
             finally:
                 trace = rec.stop()
             if i >= warmup:
@@ -121,8 +194,27 @@ def _by_key(traces: list[Trace], kind: str) -> dict[str, dict[str, list[float]]]
     return out
 
 
-def _with_times(base: Trace, steps: list[Trace], ops: list[Trace], warmup: int) -> Trace:
+def _descendants(trace: Trace) -> dict[str, int]:
+    """Module calls inside each module call, by key."""
+    counts = [0] * len(trace.nodes)
+    for n in reversed(trace.nodes):  # children come after parents
+        if n.kind == "module" and n.parent is not None:
+            counts[n.parent] += counts[n.id] + 1
+    return {n.key: counts[n.id] for n in trace.nodes if n.kind == "module"}
+
+
+def _median(values: list[float]) -> float:
+    return statistics.median(values) if values else 0.0
+
+
+def _with_times(base: Trace, passes: _Passes, ops: list[Trace], warmup: int,
+                cost: HookCost | None) -> Trace:  # fmt: skip
+    steps = passes.steps
     calls, op_times = _by_key(steps, "module"), _by_key(ops, "op")
+    cost = cost or HookCost()
+    inside = _descendants(steps[0])
+    segs = {k: _median([float(s.get(k, 0)) for s in passes.segments])
+            for k in {k for s in passes.segments for k in s}}  # fmt: skip
 
     def timed(n: Node) -> Node:
         src = calls if n.kind == "module" else op_times if n.kind == "op" else None
@@ -132,6 +224,9 @@ def _with_times(base: Trace, steps: list[Trace], ops: list[Trace], warmup: int) 
         fwd, fwd_iqr = _stats(d["fwd"])
         _, bwd_iqr = _stats(d["bwd"])
         bwd_self, _ = _stats(d["bwd_self"])
+        if n.kind == "module":  # what the hooks still cost, per call, off each figure
+            fwd = max(0.0, fwd - cost.forward(inside.get(n.key, 0)))
+            bwd_self = max(0.0, bwd_self - segs.get(n.key, 0.0) * cost.segment)
         return dataclasses.replace(n, fwd_time=fwd, fwd_iqr=fwd_iqr, bwd_time=bwd_self,
                                    bwd_iqr=bwd_iqr, bwd_self_time=bwd_self)  # fmt: skip
 
@@ -144,16 +239,53 @@ def _with_times(base: Trace, steps: list[Trace], ops: list[Trace], warmup: int) 
     nodes = [dataclasses.replace(n, bwd_time=inclusive[n.id]) if n.kind == "module" else n
              for n in nodes]  # fmt: skip
 
+    outside = max(0.0, _stats([t.meta.outside_bwd_time for t in steps])[0]
+                  - segs.get("", 0.0) * cost.segment)  # fmt: skip
     fwd, fwd_iqr = _stats([t.meta.forward_time for t in steps])
     bwd, bwd_iqr = _stats([t.meta.backward_time for t in steps])
-    outside, _ = _stats([t.meta.outside_bwd_time for t in steps])
+    roots = [n for n in nodes if n.kind == "module" and n.parent is None]
+    if cost != HookCost():  # the roots' figures net of the hook cost
+        fwd = sum(n.fwd_time for n in roots)
+        bwd = sum(n.bwd_time for n in roots) + outside
+    plain = bool(passes.plain_fwd) and all(len(f) == len(roots) for f in passes.plain_fwd)
+    if plain:  # the root's own figures from the hook-free passes
+        nodes, fwd, fwd_iqr, root_bwd = _plain_roots(nodes, roots, passes, cost)
+        if root_bwd is not None:
+            bwd, bwd_iqr = root_bwd[0] + outside, root_bwd[1]
     clock = "CUDA events (GPU time)" if "CUDA events" in steps[0].meta.timing else (
         "host clock, labkit's hook cost subtracted")  # fmt: skip
     how = (f"median (IQR) of {len(steps)} timing-only passes after {warmup} warm-up; {clock}"
+           + (f"; the model's forward and backward from {len(passes.plain_fwd)} hook-free "
+              "passes interleaved with them" if plain else "")
+           + (f"; {cost.describe()}" if cost != HookCost() else "")
            + (f"; op times from {len(ops)} op-only passes" if ops else
               "; op nodes untimed (on CUDA only module times are GPU times)"
               if "CUDA" in clock and base.meta.mode == "full" else ""))  # fmt: skip
     meta = dataclasses.replace(base.meta, forward_time=fwd, backward_time=bwd,
                                outside_bwd_time=outside, forward_iqr=fwd_iqr,
-                               backward_iqr=bwd_iqr, timing=how)  # fmt: skip
+                               backward_iqr=bwd_iqr, timing=how,
+                               hook_cost=cost.as_dict() if cost != HookCost() else {})  # fmt: skip
     return base.replace(meta=meta, nodes=tuple(nodes))
+
+
+def _plain_roots(nodes: list[Node], roots: list[Node], passes: _Passes, cost: HookCost
+                 ) -> tuple[list[Node], float, float, tuple[float, float] | None]:  # fmt: skip
+    """Root calls' forward (and, for one call, backward) from the hook-free passes.
+
+    Returns:
+        ``(nodes, forward, forward IQR, (backward, its IQR) or None)``: ``None`` when the
+        hook-free backward cannot be given to one root call (several calls, or none ran).
+    """
+    per_pass = [[max(0.0, t - cost.call) for t in f] for f in passes.plain_fwd]
+    for i, root in enumerate(roots):
+        f, f_iqr = _stats([p[i] for p in per_pass])
+        nodes[root.id] = dataclasses.replace(root, fwd_time=f, fwd_iqr=f_iqr)
+    fwd, fwd_iqr = _stats([sum(p) for p in per_pass])
+    if len(roots) != 1 or not all(passes.plain_bwd):
+        return nodes, fwd, fwd_iqr, None  # several root calls share one backward
+    root = nodes[roots[0].id]
+    b, b_iqr = _stats([sum(b) for b in passes.plain_bwd])
+    kids = root.bwd_time - root.bwd_self_time
+    nodes[root.id] = dataclasses.replace(root, bwd_time=b, bwd_self_time=max(0.0, b - kids),
+                                         bwd_iqr=b_iqr)  # fmt: skip
+    return nodes, fwd, fwd_iqr, (b, b_iqr)

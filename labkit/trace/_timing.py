@@ -40,6 +40,9 @@ class TimingObserver(Observer):
         self._open: dict[int, Any] = {}
         self._segs: list[tuple[RawNode | None, Any]] = []  # (owner or None, start event); None
         self._inst: Instrumentation | None = None
+        # backward segments per owning call's key ("" for those outside any call): each
+        # holds one autograd pre-hook's cost, which the timing passes subtract
+        self.segments: dict[str, int] = {}
 
     def start(self, inst: Instrumentation) -> None:
         self._reset()
@@ -73,6 +76,8 @@ class TimingObserver(Observer):
         if self.cuda:
             return
         self.backward += seconds
+        key = "" if node is None else node.key
+        self.segments[key] = self.segments.get(key, 0) + 1
         if node is None:
             self.outside_bwd += seconds
         else:

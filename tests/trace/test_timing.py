@@ -53,11 +53,12 @@ def test_no_timing_passes_means_no_times_in_a_full_trace() -> None:
 
 
 def test_warm_up_passes_are_not_kept() -> None:
-    # call 0 is the full recording, call 1 the warm-up pass, call 2 the kept pass
-    warm = labkit.trace(_model({1}), torch.randn(2, 4), warmup=1, repeat=1)
-    cold = labkit.trace(_model({1}), torch.randn(2, 4), warmup=0, repeat=1)
-    assert warm.calls_of("1")[0].fwd_time < 0.15
-    assert cold.calls_of("1")[0].fwd_time >= 0.3
+    # call 0 is the full recording; then each pass is a hook-free one and a hooked one:
+    # calls 1 and 2 the warm-up pair, calls 3 and 4 the kept pair
+    warm = labkit.trace(_model({1, 2}), torch.randn(2, 4), warmup=1, repeat=1)
+    cold = labkit.trace(_model({1, 2}), torch.randn(2, 4), warmup=0, repeat=1)
+    assert warm.calls_of("1")[0].fwd_time < 0.15 and warm.meta.forward_time < 0.15
+    assert cold.calls_of("1")[0].fwd_time >= 0.3 and cold.meta.forward_time >= 0.3
 
 
 def test_the_median_ignores_one_slow_pass() -> None:

@@ -1,0 +1,140 @@
+"""What labkit's timing hooks still add to a recorded time, measured on this machine.
+
+The instrumentation layer subtracts the time spent *inside* its hooks, but a hooked module
+call costs more than that: PyTorch's hooked call path (``Module._call_impl`` builds a
+closure, walks the hook dicts, checks compile state) runs before the pre-hook's clock and
+after the post-hook's, and an autograd pre-hook's call from C++ lands in the backward
+segment it closes. Those costs are constant per call, so they are measured once per trace
+on a probe (a module with many trivial children, hooked as the timing passes hook, next to
+an unhooked twin timed by :class:`~labkit.trace._plain.PlainClock`) and subtracted per
+call:
+
+- ``call``: in a module call's own time, per call (between its two hook clocks);
+- ``child``: in the time of every call that encloses a hooked module call, per such call;
+- ``segment``: in a call's backward time, per backward segment it owns.
+
+Each figure is the fastest of a few repetitions (noise on a busy machine only adds time).
+``call`` may be below zero: a plain call's own entry cost lies outside the hooked span.
+"""
+
+from __future__ import annotations
+
+import gc
+import statistics
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import torch
+
+from labkit.trace._plain import PlainClock
+
+
+@dataclass(frozen=True)
+class HookCost:
+    """Per-call cost of the timing hooks that a recorded time still holds, in seconds.
+
+    Args:
+        call: In a module call's own recorded time, per call.
+        child: In an enclosing call's recorded time, per module call inside it.
+        segment: In a call's recorded backward time, per backward segment it owns.
+    """
+
+    call: float = 0.0
+    child: float = 0.0
+    segment: float = 0.0
+
+    def forward(self, descendants: int) -> float:
+        """Seconds to subtract from a call with ``descendants`` module calls inside it."""
+        return self.call + descendants * self.child
+
+    def describe(self) -> str:
+        """The figures in words, as a trace's timing line states them."""
+        return (
+            f"hook cost subtracted: {self.call * 1e6:.2f} us per module call, "
+            f"{self.child * 1e6:.2f} us per call inside it, "
+            f"{self.segment * 1e6:.2f} us per backward segment (calibrated at trace time)"
+        )
+
+    def as_dict(self) -> dict[str, float]:
+        """``{"call": s, "child": s, "segment": s}``, as :class:`TraceMeta` keeps it."""
+        return {"call": self.call, "child": self.child, "segment": self.segment}
+
+
+@contextmanager
+def no_gc() -> Iterator[None]:
+    """Hold Python's cyclic garbage collector off during a timed span (as ``timeit`` does):
+    the hooks allocate, so collections would land in the hooked passes more often."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+class _Leaf(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * 1.0  # one autograd node: one backward segment per call
+
+
+class _Probe(torch.nn.Module):
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.kids = torch.nn.ModuleList(_Leaf() for _ in range(n))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for kid in self.kids:
+            x = kid(x)
+        return x
+
+
+def calibrate(*, calls: int = 64, reps: int = 5) -> HookCost:
+    """Measure :class:`HookCost` on this machine with a probe of ``calls`` trivial modules.
+
+    Args:
+        calls: Child module calls of the probe.
+        reps: Repetitions; each figure is the fastest.
+
+    Returns:
+        The per-call costs (about 10 ms to measure).
+    """
+    from labkit.trace.recorder import Recorder  # the recorder imports the timing modules
+
+    if calls < 1 or reps < 1:
+        raise ValueError(f"calls and reps must be >= 1, got calls={calls}, reps={reps}")
+    hooked, plain = _Probe(calls), _Probe(calls)
+    rec = Recorder(hooked, mode="step")
+    clock = PlainClock(plain).attach()
+    fwd_plain, bwd_plain, fwd_rec, bwd_rec, leaf = [], [], [], [], []
+    # the user's no_grad or inference_mode does not reach the probe
+    with torch.inference_mode(False), torch.enable_grad():
+        x = torch.zeros(4, requires_grad=True)
+    try:
+        with torch.inference_mode(False), torch.enable_grad(), no_gc():
+            for _ in range(reps + 1):  # the first round warms up
+                clock.start()
+                plain(x).sum().backward()
+                clock.stop()
+                rec.start()
+                try:
+                    hooked(x).sum().backward()
+                finally:
+                    trace = rec.stop()
+                calls_ = [n for n in trace.nodes if n.kind == "module"]
+                root, kids = calls_[0], calls_[1:]
+                fwd_plain.append(clock.forward[0])
+                bwd_plain.append(clock.backward[0] if clock.backward else 0.0)
+                fwd_rec.append(root.fwd_time)
+                bwd_rec.append(root.bwd_time)
+                leaf.append(statistics.median(k.fwd_time for k in kids))
+    finally:
+        rec.detach()
+        clock.detach()
+        x.grad = None
+    u, r = min(fwd_plain[1:]), min(fwd_rec[1:])
+    call = min(leaf[1:]) - u / calls  # a leaf's recorded span against its plain call's cost
+    child = (r - call - u) / calls
+    segment = (min(bwd_rec[1:]) - min(bwd_plain[1:])) / calls
+    return HookCost(call=call, child=max(child, 0.0), segment=max(segment, 0.0))
