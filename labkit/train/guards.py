@@ -85,7 +85,7 @@ def dry_run(
         ShapeCheckError: naming the first module that failed, its input shapes, or the loss
             with the output and target shapes.
     """
-    was_training = model.training
+    modes = [(m, m.training) for m in model.modules()]  # each module's own flag comes back
     model.eval()
     try:
         with torch.random.fork_rng(devices=[]), torch.no_grad():
@@ -115,7 +115,8 @@ def dry_run(
                     f"{_shape(value)} for output {_shape(out)} and target {_shape(target)}"
                 ) from exc
     finally:
-        model.train(was_training)
+        for m, mode in modes:
+            m.training = mode
 
 
 _TORCH_SIZE_WARNING = "is different to the input size"  # F.mse_loss, l1_loss, huber, ...
