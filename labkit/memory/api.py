@@ -14,10 +14,10 @@ from labkit.memory.attribution import MemoryReport
 from labkit.memory.errors import MemoryRecordError
 from labkit.memory.timeline import MAX_SAMPLES
 from labkit.memory.tracker import CATEGORIES, MemoryTracker
-from labkit.trace.api import _backward_target, check_devices
+from labkit.trace.api import check_devices
 from labkit.trace.errors import LossError, TraceError
-from labkit.trace.model import Trace
 from labkit.trace.recorder import Recorder, check_model
+from labkit.trace.step import Step, check_inputs, check_keywords, record_step
 
 
 def memory(
@@ -30,15 +30,21 @@ def memory(
     backward: bool = True,
     max_samples: int = MAX_SAMPLES,
     cuda_history: str | os.PathLike[str] | None = None,
+    keep_output: bool = True,
+    keep_step: bool = False,
+    model_kwargs: dict[str, Any] | None = None,
     **inputs: Any,
 ) -> MemoryReport:
     """Record where every byte of one training step goes: forward, backward, optimizer step.
 
-    Runs a real step (the optimizer, when given, updates the parameters). Tensor
-    storages are counted as they are created and freed, each once however many views
-    share it, and sorted into parameters, gradients, optimizer state, activations
-    saved for backward, inputs and temporaries. On CUDA the caching allocator's
-    figures (allocated vs reserved, fragmentation, retries, peak) come too.
+    Runs a real step, as the usual loop does (``out = model(x); loss(out).backward();
+    optimizer.step()``: the output stays alive until the step ends). Tensor storages are
+    counted as they are created and freed, each once however many views share it, and
+    sorted into parameters, gradients, optimizer state, activations saved for backward,
+    inputs and temporaries. On CUDA the caching allocator's figures (allocated vs
+    reserved, fragmentation, retries, peak) come too. Afterwards the model (parameters,
+    ``.grad``, buffers, flags), the inputs, the optimizer (state and param groups), the
+    scaler and the RNG are as before the call, on error too, unless ``keep_step=True``.
 
     Args:
         model: The module to record.
@@ -55,6 +61,12 @@ def memory(
         cuda_history: On CUDA, also record the caching allocator's own event history
             (with Python stacks) and write the snapshot to this path; drop the file on
             https://pytorch.org/memory_viz. Costs more than the recording itself.
+        keep_output: Keep the model's output alive through backward and the optimizer step
+            (``False``: a loop that frees it before backward). The notes say which.
+        keep_step: Keep the step's effects: the optimizer's update, the new ``.grad``,
+            optimizer state, buffers and RNG as after one training step.
+        model_kwargs: Keyword inputs of ``model`` given apart (when one is named like an
+            option here, e.g. ``backward``).
         **inputs: Keyword inputs of ``model``, as :func:`labkit.trace` takes them
             (``labkit.memory(model, ids, attention_mask=m)``); with them ``batch`` may
             be left out.
@@ -82,7 +94,14 @@ def memory(
             f"{type(model).__name__} are not on a CUDA device: drop cuda_history or move the "
             "model with model.cuda()"
         )
+    if model_kwargs is not None:
+        inputs = {**inputs, **model_kwargs}
+    check_keywords("labkit.memory", model, {"loss": (loss, None), "optimizer": (optimizer, None),
+                   "scaler": (scaler, None), "backward": (backward, True),
+                   "keep_output": (keep_output, True), "keep_step": (keep_step, False)},
+                   model_kwargs)  # fmt: skip
     args, kwargs = call_inputs(batch, inputs, where="labkit.memory")
+    check_inputs("labkit.memory", args, kwargs)
     check_devices(model, args, kwargs)
     tracker = MemoryTracker(
         model,
@@ -90,40 +109,22 @@ def memory(
         inputs=(args, kwargs),
         cuda_history=cuda_history,
         scalers=(scaler,) if scaler is not None else (),
+        max_samples=max_samples,
     )
-    # the same recording as labkit.trace's full mode: the graph, its dataflow and FLOPs too
-    rec = Recorder(model, mode="full", memory=tracker)
-    err: BaseException | None = None
-    try:
-        with rec:
-            out = model(*args, **kwargs)
-            if backward:
-                target = _backward_target(out, loss, rec.notes)
-                del out
-                if target is not None:
-                    (scaler.scale(target) if scaler is not None else target).backward()
-            if optimizer is not None and scaler is not None:
-                scaler.step(optimizer)
-                scaler.update()
-            elif optimizer is not None:
-                optimizer.step()
-    except LossError:
-        raise  # the loss returned no scalar: the caller's to fix, not a step that failed
-    except Exception as e:
-        err = e
-    report = _report(rec, tracker, max_samples)
-    if err is not None:
+    step = Step(model, args, kwargs, loss=loss, optimizer=optimizer, scaler=scaler,
+                backward=backward, keep_output=keep_output)  # fmt: skip
+
+    def failed(err: BaseException, rec: Recorder) -> None:
+        if isinstance(err, LossError) or rec.trace is None:
+            return  # the loss returned no scalar: the caller's to fix, not a step that failed
+        report = MemoryReport(rec.trace)
         msg = _failure_message(err, report, tracker.failed_where)
         raise MemoryRecordError(msg, report, tracker.failed_module) from (
             err.__cause__ if isinstance(err, TraceError) and err.__cause__ is not None else err
         )
-    return report
 
-
-def _report(rec: Recorder, tracker: MemoryTracker, max_samples: int) -> MemoryReport:
-    samples, meta = tracker.result(max_samples)
-    assert rec.trace is not None
-    trace: Trace = rec.trace.replace(memory=samples, memory_meta=meta)
+    # the same recording as labkit.trace's full mode: the graph, its dataflow and FLOPs too
+    trace = record_step(step, mode="full", memory=tracker, keep_step=keep_step, on_error=failed)
     return MemoryReport(trace)
 
 

@@ -54,7 +54,7 @@ def memory_meta(tracker: MemoryTracker, device: str = "cpu") -> MemoryMeta:
         peak_by_category={c: n for c, n in zip(CATEGORIES, tracker.peak_cat, strict=True) if n},
         peak_by_module=by_module,
         peak_fp32_by_category=fp32,
-        saved_by_module=dict(sorted(tracker._saved.items())),
+        saved_by_module=dict(sorted(tracker.saved_by_module.items())),
         resident_before=tracker.resident_before,
         largest=tuple(tracker.largest()),
         events=len(tracker.events),

@@ -101,6 +101,8 @@ class MemoryTracker(Observer):
             write its snapshot here (a pickle for https://pytorch.org/memory_viz).
         scalers: ``torch.amp.GradScaler`` s whose scale and growth tracker count as
             optimizer state (from their allocation, like an optimizer's).
+        max_samples: Timeline samples :meth:`result` keeps at most (peaks kept); default
+            ``labkit.memory.timeline.MAX_SAMPLES``.
 
     Inputs count the bytes the batch's tensors use (a view counts its own extent); the
     rest of their storages existed before the step and is kept apart in
@@ -132,8 +134,10 @@ class MemoryTracker(Observer):
         inputs: Any = None,
         cuda_history: str | os.PathLike[str] | None = None,
         scalers: tuple[Any, ...] = (),
+        max_samples: int | None = None,
     ) -> None:
         self.model = model
+        self.max_samples = max_samples
         self._scalers = tuple(scalers)
         self.cuda_history = cuda_history
         self.stacks = stacks
@@ -157,7 +161,7 @@ class MemoryTracker(Observer):
         self.grads_before = 0
         self._mod: dict[tuple[str, int], int] = {}
         self._fp32: dict[tuple[str, int], int] = {}
-        self._saved: dict[str, int] = {}
+        self.saved_by_module: dict[str, int] = {}  # bytes saved for backward, by module
         self.total = 0
         self.peak = 0
         self.dev_total = 0  # accelerator storages only (compared with the CUDA allocator)
@@ -476,7 +480,7 @@ class MemoryTracker(Observer):
         if rec is not None and rec.cat == TEMPS:
             self._move(rec, ACTS)
             where = self._module(_FWD)
-            self._saved[where] = self._saved.get(where, 0) + rec.nbytes
+            self.saved_by_module[where] = self.saved_by_module.get(where, 0) + rec.nbytes
 
     def saved(self, t: torch.Tensor) -> None:
         self.on_saved(t)
@@ -563,7 +567,7 @@ class MemoryTracker(Observer):
         from labkit.memory.timeline import MAX_SAMPLES, to_samples
 
         dev = str(model_device(self.model))
-        samples = to_samples(self._events, max_samples or MAX_SAMPLES)
+        samples = to_samples(self._events, max_samples or self.max_samples or MAX_SAMPLES)
         return samples, memory_meta(self, dev)
 
     def mark_step(self) -> None:

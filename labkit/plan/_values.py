@@ -20,6 +20,7 @@ from torch._subclasses.fake_tensor import (
     DataDependentOutputException,
     DynamicOutputShapeException,
     FakeTensorMode,
+    is_fake,
     unset_fake_temporarily,
 )
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -27,6 +28,10 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 MAX_NUMEL = 1 << 22  # real copies above this many elements are not kept (memory)
 _VALUE_ERRORS = (DataDependentOutputException, DynamicOutputShapeException)
+_aten = torch.ops.aten
+# ops taking a list of index tensors, where a boolean mask's shape depends on its values
+_INDEX_OPS = frozenset({_aten.index.Tensor, _aten.index_put.default, _aten.index_put_.default,
+                        _aten._index_put_impl_.default})  # fmt: skip
 
 
 def _indexlike(t: Any) -> bool:
@@ -64,6 +69,10 @@ class IndexValues(TorchDispatchMode):
         self._values.pop(key, None)
 
     def value(self, t: Any) -> torch.Tensor | None:
+        """The real value of ``t``: a real tensor is its own (one the loss or the model
+        captured, such as a boolean train mask); a fake one's recorded copy, or ``None``."""
+        if isinstance(t, torch.Tensor) and not is_fake(t) and t.device.type != "meta":
+            return t
         entry = self._values.get(id(t))
         if entry is not None and entry[0]() is t:
             return entry[1]
@@ -77,6 +86,8 @@ class IndexValues(TorchDispatchMode):
         kwargs: dict[str, Any] | None = None,
     ) -> Any:
         kwargs = kwargs or {}
+        if func in _INDEX_OPS:
+            args = self._masks_as_indices(args)
         flat, _ = tree_flatten((args, kwargs))
         tensors = [a for a in flat if isinstance(a, torch.Tensor)]
         known = all(self.value(t) is not None for t in tensors)
@@ -99,6 +110,27 @@ class IndexValues(TorchDispatchMode):
             real = self._real(func, args, kwargs)
             self._pair(out, real)
         return out
+
+    def _masks_as_indices(self, args: tuple[Any, ...]) -> tuple[Any, ...]:
+        """``x[mask]`` with a known boolean mask becomes ``x[i, j, ...]`` with the mask's
+        nonzero positions: the same result, and a shape fake tensors can compute."""
+        if len(args) < 2 or not isinstance(args[1], (list, tuple)):
+            return args
+        new: list[Any] = []
+        changed = False
+        for ix in args[1]:
+            real = self.value(ix) if isinstance(ix, torch.Tensor) else None
+            if real is None or real.dtype not in (torch.bool, torch.uint8):
+                new.append(ix)
+                continue
+            changed = True
+            with unset_fake_temporarily():
+                cols = real.nonzero().unbind(1)
+            for col in cols:
+                f = self.fake.from_tensor(col)
+                self.know(f, col)
+                new.append(f)
+        return (args[0], new, *args[2:]) if changed else args
 
     def _real(self, func: Any, args: Any, kwargs: Any) -> Any:
         self.computed += 1

@@ -15,6 +15,8 @@ from torch._subclasses.fake_tensor import (
 )
 
 from labkit._tensors import call_inputs, model_device
+from labkit.memory.tracker import MemoryTracker
+from labkit.plan._batch_dim import batch_size
 from labkit.plan._fake import (
     fake_batch,
     fake_model,
@@ -24,10 +26,11 @@ from labkit.plan._fake import (
     new_mode,
 )
 from labkit.plan._values import IndexValues, seed_values
-from labkit.plan.batch import batch_size, resize
 from labkit.plan.errors import PlanError
-from labkit.plan.model import PREDICTED_NOTE, Plan
+from labkit.plan.model import PREDICTED_NOTE, Plan, PlanRequest
+from labkit.trace.model import Trace
 from labkit.trace.recorder import Recorder, check_model
+from labkit.trace.step import Step, check_inputs, check_keywords, record_step
 
 _FAKE_ERRORS = (DataDependentOutputException, DynamicOutputShapeException,
                 UnsupportedOperatorException)  # fmt: skip
@@ -42,15 +45,22 @@ def plan(
     recipe: Any = None,
     device: str | torch.device | None = None,
     backward: bool = True,
+    keep_output: bool = True,
+    model_kwargs: dict[str, Any] | None = None,
     **inputs: Any,
 ) -> Plan:
     """Predict one training step's memory, FLOPs and graph without allocating it.
 
     The step (forward, backward, ``optimizer.step()``) runs on a copy of the model whose
     parameters are fake tensors (``torch._subclasses.fake_tensor``): every op computes
-    its output's shape, dtype and strides and allocates nothing. The same observers as
-    :func:`labkit.memory` watch it, so the plan carries what a measured step's trace
-    carries: the graph, FLOPs per module (``FlopCounterMode``'s formulas), the memory
+    its output's shape, dtype and strides and allocates nothing. It is the user's loop:
+    the output stays alive through backward (``logits, loss = model(x, y);
+    loss.backward()``) unless ``keep_output=False``, and the notes say which. Integer and
+    boolean tensors with values (the batch's, the model's buffers, and real tensors the
+    loss or the model captured, such as ``data.train_mask``) keep their values, so
+    value-dependent ops on them (``nonzero``, boolean-mask indexing) plan exactly. The
+    same observers as :func:`labkit.memory` watch it, so the plan carries what a measured
+    step's trace carries: the graph, FLOPs per module (``FlopCounterMode``'s formulas), the memory
     timeline by category, module and phase, and the peak and where it is. The model,
     its parameters and the optimizer given are not touched.
 
@@ -61,13 +71,20 @@ def plan(
             (positional) or a dict (keywords). Tensors may be real or on the meta device;
             a ``torch.Size`` stands for a float32 tensor of that shape.
         loss: ``loss(output) -> scalar tensor``; without it, the sum of the outputs.
-        optimizer: An optimizer of ``model`` (rebuilt for the fake copy with the same
-            class and hyperparameters) or a factory ``params -> optimizer``.
+        optimizer: An optimizer of ``model`` (any ``torch.optim`` class: rebuilt for the
+            fake copy from its ``defaults`` and param groups, with its state) or a factory
+            ``params -> optimizer`` (or ``params -> param groups -> optimizer`` code such as
+            nanoGPT's ``configure_optimizers``: ``lambda m: m.configure_optimizers(...)``
+            receives the fake copy when it takes a module).
         recipe: A :class:`~labkit.optimize.Recipe` (precision, checkpointing) applied to
             the fake copy, as ``labkit.optimize.apply`` applies it for a real run.
         device: The device to plan for; default the model's (CPU for a meta model).
             Planning for CUDA needs no GPU memory.
         backward: Predict the backward pass too.
+        keep_output: Keep the output alive through backward and the optimizer step, as a
+            loop holding ``out = model(x)`` does; ``False``: a loop that frees it first.
+        model_kwargs: Keyword inputs of ``model`` given apart (when one is named like an
+            option here).
         **inputs: Keyword inputs of ``model`` (as for :func:`labkit.memory`); with them
             ``batch`` may be left out.
 
@@ -86,6 +103,12 @@ def plan(
         >>> p.peak_bytes, p.peak_where                                  # doctest: +SKIP
     """
     check_model(model, "labkit.plan")
+    if model_kwargs is not None:
+        inputs = {**inputs, **model_kwargs}
+    check_keywords("labkit.plan", model, {"loss": (loss, None), "optimizer": (optimizer, None),
+                   "recipe": (recipe, None), "device": (device, None),
+                   "backward": (backward, True), "keep_output": (keep_output, True)},
+                   model_kwargs)  # fmt: skip
     dev = torch.device(device) if device is not None else model_device(model)
     if dev.type == "cuda" and not torch.backends.cuda.is_built():
         raise ValueError(
@@ -103,13 +126,15 @@ def plan(
     if isinstance(batch, torch.Size):  # a shape stands for one tensor, not a tuple of inputs
         batch = (batch,)
     real = call_inputs(batch, inputs, where="labkit.plan")
+    check_inputs("labkit.plan", *real)
     args, kwargs = fake_batch(real, mode, dev)
     values = IndexValues(mode)
     seed_values(values, (args, kwargs), real)
     for t in (*model.parameters(), *model.buffers()):
         if id(t) in memo and t.device.type != "meta":
             values.know(memo[id(t)], t.detach().clone())
-    trace = _record(model, fmodel, args, kwargs, loss, fopt, (mode, values), backward)
+    trace = _record(model, fmodel, args, kwargs, loss, fopt, (mode, values), backward,
+                    keep_output)  # fmt: skip
     seconds = time.perf_counter() - t0
     notes = (
         PREDICTED_NOTE,
@@ -122,15 +147,12 @@ def plan(
     mm = trace.memory_meta
     if mm is not None:
         mm = dataclasses.replace(mm, device=str(dev))
-    replan = None
+    request = None
     if not callable(batch) and batch_size(real) is not None:
-
-        def replan(n: int) -> Plan:
-            rargs, rkwargs = resize(real, n)
-            return plan(model, rargs, loss=loss, optimizer=optimizer, recipe=recipe,
-                        device=dev, backward=backward, **rkwargs)  # fmt: skip
-
-    return Plan(trace.replace(meta=meta, memory_meta=mm), seconds=seconds, replan=replan)
+        options = {"loss": loss, "optimizer": optimizer, "recipe": recipe, "device": dev,
+                   "keep_output": keep_output}  # fmt: skip
+        request = PlanRequest(model, real, options)
+    return Plan(trace.replace(meta=meta, memory_meta=mm), seconds=seconds, request=request)
 
 
 def _with_recipe(model: torch.nn.Module, recipe: Any, mode: Any, dev: torch.device,
@@ -166,35 +188,19 @@ def _with_recipe(model: torch.nn.Module, recipe: Any, mode: Any, dev: torch.devi
 
 def _record(model: torch.nn.Module, fmodel: torch.nn.Module, args: tuple[Any, ...],
             kwargs: dict[str, Any], loss: Any, fopt: Any, modes: tuple[Any, Any],
-            backward: bool) -> Any:  # fmt: skip
-    from labkit.memory.tracker import MemoryTracker
-    from labkit.trace.api import _backward_target
-
+            backward: bool, keep_output: bool) -> Trace:  # fmt: skip
     tracker = MemoryTracker(fmodel, optimizers=(fopt,) if fopt is not None else (),
                             inputs=(args, kwargs))  # fmt: skip
-    rec = Recorder(fmodel, mode="full", memory=tracker)
-    err: BaseException | None = None
-    try:
-        with modes[0], modes[1], rec:
-            out = fmodel(*args, **kwargs)
-            if backward:
-                target = _backward_target(out, loss, rec.notes)
-                del out
-                if target is not None:
-                    target.backward()
-                del target
-            if fopt is not None:
-                fopt.step()
-    except Exception as e:
-        err = e
-    if err is not None:
-        raise PlanError(_failure(model, err, tracker, rec)) from None
-    assert rec.trace is not None
-    samples, meta = tracker.result()
-    return rec.trace.replace(memory=samples, memory_meta=meta)
+    step = Step(fmodel, args, kwargs, loss=loss, optimizer=fopt, backward=backward,
+                keep_output=keep_output)  # fmt: skip
+
+    def failed(err: BaseException, rec: Recorder) -> None:
+        raise PlanError(_failure(model, err, rec)) from None
+
+    return record_step(step, mode="full", memory=tracker, contexts=modes, on_error=failed)
 
 
-def _failure(model: torch.nn.Module, err: BaseException, tracker: Any, rec: Recorder) -> str:
+def _failure(model: torch.nn.Module, err: BaseException, rec: Recorder) -> str:
     cause = err
     while cause.__cause__ is not None and not isinstance(cause, _FAKE_ERRORS):
         cause = cause.__cause__

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
 
 from labkit._format import fmt_bytes
 from labkit._tensors import model_device
+from labkit.memory.api import memory
+from labkit.plan._batch_dim import batch_size, resize
+from labkit.plan.api import plan
 
 DEFAULT_MARGIN = 0.08  # of CUDA free memory: the allocator's rounding and cache, kernels' workspace
 
@@ -116,50 +119,11 @@ def search(replan: Callable[[int], Any], budget: int | None, device: str, *,
     return BatchSearch(lo, peak(lo), cap, how, tried)
 
 
-def resize(batch: Any, n: int, size: int | None = None) -> Any:
-    """``batch`` with every tensor whose first dimension is the batch size cut or repeated to
-    ``n`` rows (values repeat cyclically; meta tensors and shapes just change shape)."""
-    size = size if size is not None else batch_size(batch)
-    if size is None:
-        raise ValueError("the batch has no tensor to take a batch size from")
-    if isinstance(batch, torch.Size):
-        return torch.Size((n, *batch[1:])) if batch and batch[0] == size else batch
-    if isinstance(batch, torch.Tensor):
-        if batch.dim() == 0 or batch.shape[0] != size:
-            return batch
-        if batch.device.type == "meta":
-            return torch.empty((n, *batch.shape[1:]), dtype=batch.dtype, device="meta")
-        return batch[torch.arange(n, device=batch.device) % size].requires_grad_(
-            batch.requires_grad
-        )
-    if isinstance(batch, dict):
-        return {k: resize(v, n, size) for k, v in batch.items()}
-    if isinstance(batch, tuple) and hasattr(batch, "_fields"):
-        return type(batch)(*(resize(v, n, size) for v in batch))
-    if isinstance(batch, (list, tuple)):
-        return type(batch)(resize(v, n, size) for v in batch)
-    return batch
-
-
-def batch_size(batch: Any) -> int | None:
-    """The first dimension of the batch's first tensor (or shape)."""
-    if isinstance(batch, torch.Size):
-        return batch[0] if batch else None
-    if isinstance(batch, torch.Tensor):
-        return batch.shape[0] if batch.dim() else None
-    values = batch.values() if isinstance(batch, dict) else batch
-    if isinstance(values, (list, tuple, type({}.values()))):
-        for v in values:
-            b = batch_size(v)
-            if b is not None:
-                return b
-    return None
-
-
 def max_batch_size(model: torch.nn.Module, batch: Any, budget: int | None = None, *,
                    loss: Any = None, optimizer: Any = None, recipe: Any = None,
                    device: str | torch.device | None = None, margin: float = DEFAULT_MARGIN,
-                   limit: int = 1 << 20, verify: bool = False) -> BatchSearch:  # fmt: skip
+                   limit: int = 1 << 20, verify: bool = False, keep_output: bool = True,
+                   inputs: dict[str, Any] | None = None) -> BatchSearch:  # fmt: skip
     """The largest batch whose predicted training-step peak fits a memory budget.
 
     Plans the step (:func:`labkit.plan`) at a few batch sizes: two give the line the peak
@@ -171,16 +135,16 @@ def max_batch_size(model: torch.nn.Module, batch: Any, budget: int | None = None
             or a function ``n -> batch``.
         budget: Bytes the step's peak may use. On CUDA, default: the device's free memory
             less ``margin``. On CPU it must be given.
-        loss, optimizer, recipe, device: As for :func:`labkit.plan`. A loss that closes
+        loss, optimizer, recipe, device, keep_output: As for :func:`labkit.plan`. A loss that closes
             over targets of one batch size cannot follow the batch: build the targets from
             the output's shape instead.
         margin: Fraction of CUDA free memory kept back for the caching allocator's
             rounding and cache and kernels' workspace (only when ``budget`` is ``None``).
         limit: The largest batch size considered.
+        inputs: Keyword inputs of the model beside ``batch`` (resized with it).
         verify: Run one real step at the answer with :func:`labkit.memory` and keep its
-            measured peak in ``measured_bytes`` (needs a real model and batch). It is a
-            training step: the optimizer updates the weights; gradients are set to ``None``
-            afterwards.
+            measured peak in ``measured_bytes`` (needs a real model and batch); the model
+            and optimizer are left as they were.
 
     Returns:
         A :class:`BatchSearch`; ``int(result)`` is the batch size.
@@ -190,26 +154,31 @@ def max_batch_size(model: torch.nn.Module, batch: Any, budget: int | None = None
         ...                                budget=4 * 2**30, optimizer=opt)  # doctest: +SKIP
         >>> r.batch                                                         # doctest: +SKIP
     """
-    from labkit.plan.api import plan
-
-    make = batch if callable(batch) else (lambda n: resize(batch, n))
+    if callable(batch):
+        make = batch
+    else:
+        size = batch_size((batch, inputs or {}))
+        make = lambda n: resize((batch, inputs or {}), n, size)  # noqa: E731
     dev = torch.device(device) if device is not None else model_device(model)
 
     def replan(n: int) -> Any:
-        return plan(model, make(n), loss=loss, optimizer=optimizer, recipe=recipe, device=dev)
+        b, kw = _split(make(n), callable(batch))
+        return plan(model, b, loss=loss, optimizer=optimizer, recipe=recipe, device=dev,
+                    keep_output=keep_output, model_kwargs=kw)  # fmt: skip
 
     result = search(replan, budget, str(dev), margin=margin, limit=limit)
     if verify and result.batch:
-        from dataclasses import replace
-
-        from labkit.memory.api import memory
-
         opt = optimizer
         if opt is not None and not isinstance(opt, torch.optim.Optimizer):
             opt = opt(model.parameters())
-        try:
-            real = memory(model, make(result.batch), loss=loss, optimizer=opt)
-        finally:
-            model.zero_grad(set_to_none=True)  # as planned: the next step starts without .grad
+        # labkit.memory puts the model and optimizer back as they were afterwards
+        b, kw = _split(make(result.batch), callable(batch))
+        real = memory(model, b, loss=loss, optimizer=opt, keep_output=keep_output,
+                      model_kwargs=kw)  # fmt: skip
         result = replace(result, measured_bytes=real.peak_bytes)
     return result
+
+
+def _split(made: Any, from_function: bool) -> tuple[Any, dict[str, Any]]:
+    """``(batch, keyword inputs)`` of a resized batch (a function's batch has no keywords)."""
+    return (made, {}) if from_function else made

@@ -3,12 +3,31 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from labkit._format import fmt_bytes, fmt_count
 from labkit.memory.attribution import MemoryReport
 from labkit.trace.model import Trace
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    """What a plan was made of, to plan it again at other batch sizes.
+
+    Args:
+        model: The model planned.
+        batch: Its inputs as ``(args, kwargs)``.
+        options: ``labkit.plan``'s options (loss, optimizer, recipe, device, keep_output).
+    """
+
+    model: Any
+    batch: tuple[tuple[Any, ...], dict[str, Any]]
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        return f"PlanRequest(model={type(self.model).__name__}, options={sorted(self.options)})"
+
 
 PREDICTED_NOTE = "predicted on fake tensors (FakeTensorMode): nothing of this size was allocated"
 
@@ -24,7 +43,8 @@ class Plan(MemoryReport):
     Args:
         trace: A trace made by :func:`labkit.plan` (``meta.mode == "plan"``).
         seconds: How long planning took.
-        replan: ``batch size -> Plan`` for :meth:`max_batch_size` (not saved with the file).
+        request: What was planned (model, batch, options), for :meth:`max_batch_size`
+            (not saved with the file).
 
     Example:
         >>> import torch, labkit
@@ -40,7 +60,7 @@ class Plan(MemoryReport):
     """
 
     def __init__(self, trace: Trace, *, seconds: float = 0.0,
-                 replan: Callable[[int], Plan] | None = None) -> None:  # fmt: skip
+                 request: PlanRequest | None = None) -> None:  # fmt: skip
         if trace.meta.mode != "plan":
             raise ValueError(
                 f"this trace was measured (mode={trace.meta.mode!r}), not planned: wrap it in "
@@ -48,7 +68,7 @@ class Plan(MemoryReport):
             )
         super().__init__(trace)
         self.seconds = seconds
-        self._replan = replan
+        self.request = request
 
     def __repr__(self) -> str:
         return (
@@ -126,17 +146,20 @@ class Plan(MemoryReport):
 
     def max_batch_size(self, budget: int | None = None, *, margin: float = 0.08,
                        limit: int = 1 << 20) -> int:  # fmt: skip
-        """The largest batch whose predicted peak fits ``budget``; see
-        :func:`labkit.plan.max_batch_size` (this plan's model, batch and step)."""
-        if self._replan is None:
+        """The largest batch whose predicted peak fits ``budget``: this plan's model, batch
+        and options given to :func:`labkit.plan.max_batch_size`."""
+        if self.request is None:
             raise ValueError(
                 "this plan cannot re-plan at other batch sizes (loaded from a file, or its "
                 "batch has no batch dimension to scale): call "
                 "labkit.plan.max_batch_size(model, make_batch, budget=...)"
             )
-        from labkit.plan.batch import search
+        from labkit.plan.batch import max_batch_size  # the search plans: it sits above plans
 
-        return search(self._replan, budget, self.meta.device, margin=margin, limit=limit).batch
+        r = self.request
+        args, kwargs = r.batch
+        return max_batch_size(r.model, args, budget, margin=margin, limit=limit, inputs=kwargs,
+                              **r.options).batch  # fmt: skip
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> Plan:

@@ -9,9 +9,8 @@ import torch
 
 from labkit._tensors import named_tensors
 from labkit.trace._graph import bind as _bind
-from labkit.trace._passes import record_step
-from labkit.trace.errors import scalar_loss
 from labkit.trace.recorder import MODES, Recorder, check_model
+from labkit.trace.step import Step, check_inputs, check_keywords, record_step
 
 
 def trace(
@@ -23,6 +22,9 @@ def trace(
     warmup: int = 1,
     repeat: int = 5,
     time_budget: float | None = 10.0,
+    keep_step: bool = False,
+    keep_output: bool = True,
+    model_kwargs: dict[str, Any] | None = None,
     **kwargs: Any,
 ) -> Any:
     """Record what ``model`` does on the given inputs, or return a Recorder.
@@ -31,9 +33,13 @@ def trace(
     enabled) for the graph, FLOPs and memory, then times the same step with timing-only
     passes (module hooks alone, labkit's hook cost subtracted; CUDA events on a GPU):
     ``warmup`` passes thrown away, then ``repeat`` kept; each time shown is the median
-    over them, with its interquartile range (``Node.fwd_iqr``). Afterwards the model is
-    restored exactly: parameter ``.grad``s, buffers (e.g. BatchNorm running statistics),
-    ``training`` flags and the random number generators' state are as after one step.
+    over them, with its interquartile range (``Node.fwd_iqr``). Afterwards everything the
+    step touched is as it was before the call: parameters' values and ``.grad``, buffers
+    (BatchNorm running statistics, a buffer the forward reassigns), the inputs' values and
+    ``.grad``, plain attributes of the modules, ``training`` flags and the random number
+    generators, on success, on error and on KeyboardInterrupt (``keep_step=True`` keeps
+    one step's effects instead). What the step changed that cannot be put back (a list
+    attribute appended to) is named in the notes with how many times the passes ran it.
 
     Without inputs, returns a :class:`Recorder` to use as a context manager around
     your own code (several calls, a full training step with an optimizer); the
@@ -41,7 +47,8 @@ def trace(
 
     Args:
         model: The module to record.
-        *args: Positional inputs of ``model``.
+        *args: Positional inputs of ``model`` (a list, not a generator: the step runs
+            several times).
         loss: ``loss(output) -> scalar tensor`` for the backward pass. Without it the
             backward pass runs on the sum of the floating-point outputs.
         backward: Record a backward pass too.
@@ -50,10 +57,20 @@ def trace(
         repeat: Timing passes kept; 0 records no times.
         time_budget: Stop repeating after this many seconds of timing (3 passes at least);
             ``None``: always ``repeat``.
+        keep_step: Leave the model, inputs and RNG as after one step instead of as before.
+        keep_output: Keep the output alive through backward, as a loop holding
+            ``out = model(x)`` does (``False``: a loop that frees it first).
+        model_kwargs: Keyword inputs of ``model`` given apart; use it when the model takes
+            a keyword named like one of these options (``mode``, ``loss``...). With it,
+            every keyword above is labkit's.
         **kwargs: Keyword inputs of ``model``.
 
     Returns:
         A :class:`Trace` when inputs were given, else a :class:`Recorder`.
+
+    Raises:
+        TypeError: A keyword is both one of these options and an argument of the model's
+            forward (pass ``model_kwargs=``), or an input is a generator.
 
     Example:
         >>> import torch, labkit
@@ -66,6 +83,8 @@ def trace(
         ['', '0', '1', '2']
         >>> t.rows()[0]["flops_fwd"]  # 2 * 32 * (8 * 16 + 16 * 4)
         12288
+        >>> model[0].weight.grad is None  # as before the call
+        True
         >>> opt = torch.optim.SGD(model.parameters(), lr=0.1)
         >>> with labkit.trace(model) as rec:
         ...     opt.zero_grad(); model(x).sum().backward(); opt.step()
@@ -74,23 +93,19 @@ def trace(
     check_model(model)
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    if model_kwargs is not None:
+        kwargs = {**kwargs, **model_kwargs}
     if not args and not kwargs:
         return Recorder(model, mode=mode)
+    check_keywords("labkit.trace", model, {"loss": (loss, None), "backward": (backward, True),
+                   "warmup": (warmup, 1), "repeat": (repeat, 5),
+                   "time_budget": (time_budget, 10.0), "keep_step": (keep_step, False),
+                   "keep_output": (keep_output, True)}, model_kwargs)  # fmt: skip
+    check_inputs("labkit.trace", args, kwargs)
     check_devices(model, args, kwargs)
-    saved = _ModelState(model)
-
-    def step(notes: list[str]) -> None:
-        out = model(*args, **kwargs)
-        if backward:
-            target = _backward_target(out, loss, notes)
-            if target is not None:
-                target.backward()
-
-    try:
-        return record_step(model, step, mode=mode, warmup=warmup, repeat=repeat,
-                           budget=time_budget)  # fmt: skip
-    finally:
-        saved.restore()
+    step = Step(model, args, kwargs, loss=loss, backward=backward, keep_output=keep_output)
+    return record_step(step, mode=mode, warmup=warmup, repeat=repeat, time_budget=time_budget,
+                       keep_step=keep_step)  # fmt: skip
 
 
 def check_devices(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
@@ -107,42 +122,3 @@ def check_devices(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[st
                     f"{type(model).__name__} are on {where}: move the input with "
                     f"{tname}.to('{where}') or the model with model.to('{t.device}')"
                 )
-
-
-def _backward_target(out: Any, loss: Any, notes: list[str]) -> torch.Tensor | None:
-    if not torch.is_grad_enabled():
-        notes.append("no backward pass: gradients are disabled (no_grad or inference_mode)")
-        return None
-    if loss is not None:
-        value = scalar_loss(loss(out))
-        if not value.requires_grad:
-            notes.append("no backward pass: the loss does not require grad")
-            return None
-        return value
-    tensors = [t for _, t in named_tensors(out) if t.requires_grad and t.is_floating_point()]
-    if not tensors:
-        notes.append("no backward pass: no output requires grad")
-        return None
-    if len(tensors) == 1 and tensors[0].numel() == 1:
-        return tensors[0]
-    notes.append("backward of the sum of the outputs (no loss given)")
-    return torch.stack([t.sum() for t in tensors]).sum()
-
-
-class _ModelState:
-    """What a one-shot trace may change, saved so it can be put back."""
-
-    def __init__(self, model: torch.nn.Module) -> None:
-        self.training = [(m, m.training) for m in model.modules()]
-        self.grads = [(p, p.grad) for p in model.parameters()]
-        self.buffers = [(b, b.detach().clone()) for b in model.buffers()]
-
-    def restore(self) -> None:
-        for m, flag in self.training:
-            m.training = flag
-        for p, g in self.grads:
-            p.grad = g
-        with torch.no_grad():
-            for b, v in self.buffers:
-                if b.shape == v.shape:
-                    b.copy_(v)

@@ -42,7 +42,7 @@ def test_optimizer_state_counts_from_its_allocation(make) -> None:
     model = nn.Linear(1000, 1000)
     opt = make(model.parameters())
     x = torch.randn(8, 1000)
-    rep = labkit.memory(model, x, loss=lambda out: out.pow(2).mean(), optimizer=opt)
+    rep = labkit.memory(model, x, loss=lambda out: out.pow(2).mean(), optimizer=opt, keep_step=True)
     state = _state_bytes(opt)
     assert state >= _param_bytes(model)  # moments / momentum: at least one per parameter
     opt_samples = [s for s in rep.samples if s.phase == "optimizer"]
@@ -101,7 +101,7 @@ def test_grad_scaler_state_is_optimizer_state() -> None:
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     scaler = torch.amp.GradScaler("cpu")
     rep = labkit.memory(model, torch.randn(4, 32), loss=lambda o: o.pow(2).mean(),
-                        optimizer=opt, scaler=scaler)  # fmt: skip
+                        optimizer=opt, scaler=scaler, keep_step=True)  # fmt: skip
     scale_bytes = scaler._scale.untyped_storage().nbytes()
     growth = scaler._growth_tracker.untyped_storage().nbytes()
     assert rep.samples[-1].bytes.get("optimizer", 0) == scale_bytes + growth
@@ -124,9 +124,11 @@ def test_a_step_that_fails_in_the_optimizer_says_where() -> None:
                       optimizer=opt)  # fmt: skip
     # the partial report has its categories right up to the failure
     last = e.value.report.samples[-1].bytes
-    assert last["optimizer"] == _state_bytes(opt)
+    assert last["optimizer"] == _param_bytes(model)  # one momentum buffer per parameter
     assert last["gradients"] == _param_bytes(model)
     assert_clean(model)
+    # and the failed step was undone: no state, no .grad
+    assert not opt.state and all(p.grad is None for p in model.parameters())
 
 
 def test_the_memory_trace_has_the_same_dataflow_as_a_trace() -> None:

@@ -127,7 +127,7 @@ def test_views_count_once_and_categories_are_right() -> None:
     opt = torch.optim.Adam(model.parameters())
     x = torch.randn(8, 16)
     param_bytes = sum(p.numel() * 4 for p in model.parameters())
-    rep = labkit.memory(model, x, loss=lambda out: out.pow(2).mean(), optimizer=opt)
+    rep = labkit.memory(model, x, loss=lambda out: out.pow(2).mean(), optimizer=opt, keep_step=True)
     end = rep.samples[-1].bytes
     assert end["parameters"] == param_bytes
     assert end["gradients"] == param_bytes

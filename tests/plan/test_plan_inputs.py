@@ -73,7 +73,11 @@ def test_grads_left_by_an_earlier_backward_are_counted_and_said():
     fresh_plan, fresh = labkit.plan(model, x), labkit.memory(model, x)
     assert fresh_plan.peak_bytes == fresh.peak_bytes
     assert not any(".grad from an earlier backward" in n for n in fresh.meta.notes)
-    # memory ran a real backward: the next step starts with every .grad allocated
+    # memory left no .grad behind: a plan after it is the plan before it
+    assert all(p.grad is None for p in model.parameters())
+    assert labkit.plan(model, x).peak_bytes == fresh_plan.peak_bytes
+    # the user's own backward: the next step starts with every .grad allocated
+    model(x).sum().backward()
     param_bytes = sum(p.numel() * 4 for p in model.parameters())
     again_plan, again = labkit.plan(model, x), labkit.memory(model, x)
     assert again_plan.peak_bytes == again.peak_bytes > fresh.peak_bytes

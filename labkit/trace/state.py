@@ -1,0 +1,287 @@
+"""What a step can touch, saved before it and put back after: measuring changes nothing.
+
+A :class:`StepState` holds the model's parameters and buffers (their values, and which
+tensor each module slot held, so a reassigned buffer comes back), parameter ``.grad``,
+the inputs' values and ``.grad``, the optimizers' state and param groups, a GradScaler's
+state, plain attributes of every module (a Python counter, a flag, a cached tensor),
+``training`` flags and the random number generators (torch CPU and CUDA, Python's
+``random``, NumPy's global one). :meth:`StepState.restore` puts all of it back.
+
+Values are written back through ``.data`` so a tensor's autograd version counter does not
+move: a graph built before the call (``loss = model(x)``, then ``labkit.trace(...)``,
+then ``loss.backward()``) stays valid. Copies of CUDA tensors are kept on the host.
+
+What cannot be put back is named by :meth:`StepState.changes`: a list, dict or set
+attribute of a module that the step changed in place.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+import sys
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+from torch._subclasses.fake_tensor import is_fake
+
+from labkit._tensors import is_wrapper, named_tensors, plain_tensors
+
+__all__ = ["StepState"]
+
+# nn.Module's own bookkeeping (hooks labkit installs included): never compared or restored
+_MODULE_INTERNALS = frozenset(vars(torch.nn.Module())) | {"_compiled_call_impl"}
+_OPT_INTERNALS = frozenset({"state", "param_groups", "defaults"})
+_SCALARS = (int, float, bool, str, bytes, complex, type(None))
+
+
+def _has_values(t: torch.Tensor) -> bool:
+    """Whether ``t`` holds real memory (not meta, not a fake tensor of a plan)."""
+    return not (t.device.type == "meta" or t.is_sparse or is_fake(t))
+
+
+class _Saved:
+    """One tensor: the storage it had (to undo a ``.data =``) and a copy of its values."""
+
+    __slots__ = ("alias", "copy", "t")
+
+    def __init__(self, t: torch.Tensor) -> None:
+        self.t = t
+        with torch.no_grad():
+            self.alias = t.detach()
+            src = self.alias
+            self.copy = src.to("cpu", copy=True) if src.is_cuda else src.clone()
+
+    def restore(self) -> None:
+        t, alias = self.t, self.alias
+        with torch.no_grad():
+            moved = (
+                t.dtype != alias.dtype
+                or t.device != alias.device
+                or t.shape != alias.shape
+                or t.stride() != alias.stride()
+                or t.untyped_storage().data_ptr() != alias.untyped_storage().data_ptr()
+                or t.storage_offset() != alias.storage_offset()
+            )
+            if moved:  # reassigned through .data (an EMA written as p.data = ...)
+                t.data = alias
+            t.data.copy_(self.copy)  # .data: the version counter stays where it was
+
+
+def _save(t: torch.Tensor, seen: dict[int, _Saved]) -> None:
+    """Save ``t`` once; a wrapper subclass (a quantized weight) through its inner tensors."""
+    for inner in plain_tensors(t) if is_wrapper(t) else (t,):
+        if id(inner) not in seen and _has_values(inner):
+            seen[id(inner)] = _Saved(inner)
+
+
+def _fingerprint(v: Any) -> tuple[Any, ...]:
+    """A shallow picture of a container: its length and the identity of what it holds."""
+    if isinstance(v, dict):
+        return (len(v), tuple((k, id(x)) for k, x in list(v.items())[:256]))
+    return (len(v), tuple(id(x) for x in list(v)[:256]))
+
+
+class _Attrs:
+    """An object's plain attributes: which object each name held, tensors' values, and a
+    shallow picture of containers (changed in place: named, not restored)."""
+
+    def __init__(self, obj: Any, where: str, skip: frozenset[str], *,
+                 shallow: bool = False) -> None:  # fmt: skip
+        self.obj, self.where, self.skip = obj, where, skip
+        d = vars(obj)
+        self.names = {k: v for k, v in d.items() if k not in skip}
+        self.tensors = [
+            _Saved(v)
+            for v in self.names.values()
+            if isinstance(v, torch.Tensor) and not isinstance(v, torch.nn.Parameter)
+            and _has_values(v)
+        ]  # fmt: skip
+        self.containers = {
+            k: _fingerprint(v) for k, v in self.names.items() if isinstance(v, (list, dict, set))
+        }
+        # shallow: containers' contents are put back too (a GradScaler's per-optimizer dict)
+        self.contents = {k: copy.copy(self.names[k]) for k in self.containers} if shallow else {}
+
+    def changed(self) -> list[str]:
+        """Attributes changed in place that :meth:`restore` cannot put back."""
+        d = vars(self.obj)
+        return [
+            k for k, fp in self.containers.items()
+            if d.get(k) is self.names[k] and _fingerprint(self.names[k]) != fp
+        ]  # fmt: skip
+
+    def restore(self) -> None:
+        d = vars(self.obj)
+        for k in [k for k in d if k not in self.skip and k not in self.names]:
+            del d[k]  # made by the step (a cache): gone, as before
+        for k, v in self.names.items():
+            if d.get(k, _MISSING) is not v:
+                d[k] = v
+        for k, items in self.contents.items():
+            v = self.names[k]
+            v.clear()
+            (v.extend if isinstance(v, list) else v.update)(items)
+        for s in self.tensors:
+            s.restore()
+
+
+_MISSING = object()
+
+
+class StepState:
+    """Everything one step can touch, saved now so :meth:`restore` can put it back.
+
+    Args:
+        model: The model (``None``: only inputs, optimizers and the RNG).
+        inputs: The step's inputs: tensors or anything holding them (``(args, kwargs)``).
+        optimizers: Optimizers whose state and param groups the step may change.
+        scalers: ``torch.amp.GradScaler`` s the step may update.
+        rng: Save the random number generators too.
+
+    Example:
+        >>> import torch
+        >>> model = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.BatchNorm1d(2))
+        >>> x = torch.randn(4, 3)
+        >>> before = model[1].running_mean.clone()
+        >>> state = StepState(model, x)
+        >>> model(x).sum().backward()
+        >>> state.restore()
+        >>> torch.equal(model[1].running_mean, before), model[0].weight.grad is None
+        (True, True)
+    """
+
+    def __init__(self, model: torch.nn.Module | None, inputs: Any = None, *,
+                 optimizers: Iterable[torch.optim.Optimizer] = (),
+                 scalers: Iterable[Any] = (), rng: bool = True) -> None:  # fmt: skip
+        self.model = model
+        modules = list(model.named_modules(remove_duplicate=True)) if model is not None else []
+        self._training = [(m, m.training) for _, m in modules]
+        self._slots: list[tuple[dict[str, Any], str, Any]] = []
+        seen: dict[int, _Saved] = {}
+        for _, m in modules:
+            for table in (m._parameters, m._buffers):
+                for name, t in table.items():
+                    self._slots.append((table, name, t))
+                    if t is not None:
+                        _save(t, seen)
+        self._grads: list[tuple[torch.Tensor, torch.Tensor | None, _Saved | None]] = [
+            (p, p.grad, _Saved(p.grad) if p.grad is not None and _has_values(p.grad) else None)
+            for p in (model.parameters() if model is not None else ())
+        ]  # fmt: skip
+        self._attrs = [_Attrs(m, path, _MODULE_INTERNALS) for path, m in modules]
+        for _, t in named_tensors(inputs):
+            if id(t) not in seen and _has_values(t):
+                _save(t, seen)
+                if t.is_leaf and t.requires_grad:
+                    g = t.grad
+                    self._grads.append((t, g, _Saved(g) if g is not None else None))
+        self._opts = [_OptState(o) for o in optimizers]
+        self._scalers = [_Attrs(s, type(s).__name__, frozenset(), shallow=True) for s in scalers]
+        self._tensors = list(seen.values())
+        self._rng = _rng_state() if rng else None
+
+    def __repr__(self) -> str:
+        name = type(self.model).__name__ if self.model is not None else None
+        return (
+            f"StepState(model={name}, tensors={len(self._tensors)}, "
+            f"optimizers={len(self._opts)}, rng={self._rng is not None})"
+        )
+
+    def changes(self) -> list[str]:
+        """What the step changed that :meth:`restore` cannot put back, in words: a module's
+        list, dict or set attribute changed in place (``"module 'enc.0' (Memory): .history
+        (a list)"``)."""
+        out = []
+        for a in self._attrs:
+            for k in a.changed():
+                kind = type(a.names[k]).__name__
+                where = f"module '{a.where}'" if a.where else "the root module"
+                out.append(f"{where} ({type(a.obj).__name__}): .{k} (a {kind})")
+        return out
+
+    def restore(self) -> None:
+        """Put back everything saved (safe to call more than once)."""
+        for m, flag in self._training:
+            m.training = flag
+        for table, name, t in self._slots:
+            if table.get(name, _MISSING) is not t:
+                table[name] = t
+        for a in self._attrs:
+            a.restore()
+        for s in self._tensors:
+            s.restore()
+        for t, g, saved in self._grads:
+            if saved is not None:
+                saved.restore()
+            if t.grad is not g:
+                t.grad = g
+        for o in self._opts:
+            o.restore()
+        for sc in self._scalers:
+            sc.restore()
+        if self._rng is not None:
+            _set_rng_state(self._rng)
+
+
+class _OptState:
+    """An optimizer's per-parameter state, param groups and plain attributes."""
+
+    def __init__(self, opt: torch.optim.Optimizer) -> None:
+        self.opt = opt
+        self.groups = list(opt.param_groups)
+        self.group_items = [dict(g) for g in opt.param_groups]
+        self.state = {p: (s, dict(s)) for p, s in opt.state.items()}
+        self.tensors = [
+            _Saved(v) for _, items in self.state.values() for v in items.values()
+            if isinstance(v, torch.Tensor) and _has_values(v)
+        ]  # fmt: skip
+        self.group_tensors = [
+            _Saved(v) for g in self.group_items for k, v in g.items()
+            if k != "params" and isinstance(v, torch.Tensor) and _has_values(v)
+        ]  # fmt: skip
+        self.attrs = _Attrs(opt, type(opt).__name__, _OPT_INTERNALS | _hook_names(opt))
+
+    def restore(self) -> None:
+        opt = self.opt
+        opt.param_groups[:] = self.groups
+        for g, items in zip(self.groups, self.group_items, strict=True):
+            g.clear()
+            g.update(items)
+        for p in [p for p in opt.state if p not in self.state]:
+            del opt.state[p]
+        for p, (s, items) in self.state.items():
+            s.clear()
+            s.update(items)
+            opt.state[p] = s
+        for t in (*self.tensors, *self.group_tensors):
+            t.restore()
+        self.attrs.restore()
+
+
+def _hook_names(opt: Any) -> frozenset[str]:
+    return frozenset(k for k in vars(opt) if "hook" in k)
+
+
+def _cuda_ready() -> bool:
+    return torch.cuda.is_available() and torch.cuda.is_initialized()
+
+
+def _rng_state() -> dict[str, Any]:
+    state: dict[str, Any] = {"torch": torch.get_rng_state(), "python": random.getstate()}
+    if _cuda_ready():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    np = sys.modules.get("numpy")
+    if np is not None:
+        state["numpy"] = np.random.get_state()
+    return state
+
+
+def _set_rng_state(state: dict[str, Any]) -> None:
+    torch.set_rng_state(state["torch"])
+    random.setstate(state["python"])
+    if "cuda" in state:
+        torch.cuda.set_rng_state_all(state["cuda"])
+    if "numpy" in state:
+        sys.modules["numpy"].random.set_state(state["numpy"])

@@ -1,0 +1,311 @@
+"""One public step: the user's training step, recorded under the instrumentation layer.
+
+:class:`Step` says what the user's loop does (forward, the loss, backward, the optimizer
+step, whether the output stays alive); :func:`record_step` records it once with a
+:class:`~labkit.trace.Recorder` (and any more observers), optionally times it with
+timing-only passes, and puts back everything the step touched (:class:`StepState`) on
+success, on error and on KeyboardInterrupt, unless asked to keep the step.
+``labkit.trace``, ``labkit.memory``, ``labkit.plan`` and ``Lab.trace`` are this one
+function with different observers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import sys
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, ExitStack
+from typing import Any
+
+import torch
+
+from labkit._tensors import named_tensors
+from labkit.trace._passes import time_step
+from labkit.trace.errors import TraceError, scalar_loss
+from labkit.trace.instrument import Observer
+from labkit.trace.model import Trace
+from labkit.trace.recorder import Recorder
+from labkit.trace.state import StepState
+
+__all__ = ["FREE_OUTPUT_NOTE", "KEEP_OUTPUT_NOTE", "Step", "backward_target", "record_step"]
+
+KEEP_OUTPUT_NOTE = (
+    "the output stayed alive through backward and the optimizer step, as "
+    "`out = model(x); loss(out).backward()` keeps it (keep_output=False: a loop that frees it)"
+)
+FREE_OUTPUT_NOTE = (
+    "the output was freed before backward (keep_output=False), as in "
+    "`loss_fn(model(x), y).backward()`; only what autograd saved stayed alive"
+)
+DEEP_LIMIT = 20_000  # the recursion limit a recording may raise to (deep nesting)
+_DEEP = 50  # nesting depth from which a RecursionError is blamed on the nesting
+
+
+def backward_target(out: Any, loss: Callable[[Any], Any] | None,
+                    notes: list[str]) -> torch.Tensor | None:  # fmt: skip
+    """The scalar to call ``backward()`` on: ``loss(out)``, or the sum of the floating-point
+    outputs that require grad; ``None`` (with a note saying why) when there is none."""
+    if not torch.is_grad_enabled():
+        notes.append("no backward pass: gradients are disabled (no_grad or inference_mode)")
+        return None
+    if loss is not None:
+        value = scalar_loss(loss(out))
+        if not value.requires_grad:
+            notes.append("no backward pass: the loss does not require grad")
+            return None
+        return value
+    tensors = [t for _, t in named_tensors(out) if t.requires_grad and t.is_floating_point()]
+    if not tensors:
+        notes.append("no backward pass: no output requires grad")
+        return None
+    if len(tensors) == 1 and tensors[0].numel() == 1:
+        return tensors[0]
+    notes.append("backward of the sum of the outputs (no loss given)")
+    return torch.stack([t.sum() for t in tensors]).sum()
+
+
+@dataclasses.dataclass(repr=False)
+class Step:
+    """One training step as the user's loop runs it.
+
+    Calling it (with a list to append notes to) runs ``model(*args, **kwargs)`` (or
+    ``forward(*args, **kwargs)``), the loss, ``backward()`` and the optimizer step.
+
+    Args:
+        model: The model.
+        args: Positional inputs.
+        kwargs: Keyword inputs (given as a dict: they never collide with labkit's options).
+        loss: ``loss(output) -> scalar``; without it, the sum of the floating-point outputs.
+        optimizer: Stepped after backward.
+        scaler: A ``torch.amp.GradScaler``: the loss is scaled, the step goes through it.
+        backward: Run the backward pass.
+        keep_output: Keep the model's output alive through backward and the optimizer step,
+            as ``logits, loss = model(x, y); loss.backward()`` does; ``False`` frees it
+            before backward (``loss_fn(model(x), y).backward()``).
+        forward: Runs the forward pass instead of ``model(*args, **kwargs)`` (a trainer's
+            step function); it gets ``args`` and ``kwargs``.
+
+    Example:
+        >>> import torch
+        >>> model = torch.nn.Linear(3, 1)
+        >>> step = Step(model, (torch.randn(4, 3),))
+        >>> step([]); model.weight.grad is not None, step.calls
+        (True, 1)
+    """
+
+    model: torch.nn.Module
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
+    loss: Callable[[Any], Any] | None = None
+    optimizer: torch.optim.Optimizer | None = None
+    scaler: Any = None
+    backward: bool = True
+    keep_output: bool = True
+    forward: Callable[..., Any] | None = None
+    calls: int = 0
+
+    def __repr__(self) -> str:
+        opt = type(self.optimizer).__name__ if self.optimizer is not None else None
+        return (
+            f"Step(model={type(self.model).__name__}, args={len(self.args)}, "
+            f"kwargs={sorted(self.kwargs)}, loss={self.loss is not None}, optimizer={opt}, "
+            f"backward={self.backward}, keep_output={self.keep_output})"
+        )
+
+    def __call__(self, notes: list[str]) -> None:
+        self.calls += 1
+        run = self.forward if self.forward is not None else self.model
+        out = run(*self.args, **self.kwargs)
+        target = None
+        if self.backward:
+            target = backward_target(out, self.loss, notes)
+            if not self.keep_output:
+                out = None  # the loop frees its output before backward
+            if target is not None:
+                scaled = self.scaler.scale(target) if self.scaler is not None else target
+                scaled.backward()
+                del scaled
+        if self.optimizer is not None and self.scaler is not None:
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        elif self.optimizer is not None:
+            self.optimizer.step()
+        del out, target  # alive until here: the step's end, as in the user's loop
+
+    def state(self) -> StepState:
+        """What this step can touch, saved now (see :class:`StepState`)."""
+        return StepState(
+            self.model, (self.args, self.kwargs),
+            optimizers=[self.optimizer] if self.optimizer is not None else [],
+            scalers=[self.scaler] if self.scaler is not None else [],
+        )  # fmt: skip
+
+
+OnError = Callable[[BaseException, Recorder], None]
+
+
+def record_step(
+    step: Step,
+    *,
+    mode: str = "full",
+    observers: Sequence[Observer] = (),
+    memory: Any = None,
+    warmup: int = 0,
+    repeat: int = 0,
+    time_budget: float | None = None,
+    keep_step: bool = False,
+    contexts: Iterable[AbstractContextManager[Any]] = (),
+    on_error: OnError | None = None,
+) -> Trace:
+    """Record ``step`` once, optionally time it, and leave everything as it was.
+
+    Args:
+        step: The user's step (:class:`Step`).
+        mode: ``"full"`` (graph, FLOPs, memory) or ``"timing"`` (module hooks only).
+        observers: More observers of the recording (e.g. a drift check).
+        memory: In full mode, the ``MemoryTracker`` to use.
+        warmup: Timing-only passes run first and not kept.
+        repeat: Timing-only passes kept (0: the recording alone, untimed in full mode).
+        time_budget: Stop repeating after this many seconds of timing (3 passes at least).
+        keep_step: Keep one step's effects (parameters, ``.grad``, buffers, optimizer
+            state, RNG as after one step); default: everything as before the call.
+        contexts: Entered around the recording (a plan's fake-tensor mode).
+        on_error: ``on_error(exception, recorder)`` when the recording fails; it may raise
+            its own error (the partial recording is in ``recorder.trace``); if it
+            returns, the exception is raised as it was. State is restored first.
+
+    Returns:
+        The :class:`Trace` of the step, with notes on what the step assumed and on what it
+        changed that could not be put back.
+
+    Example:
+        >>> import torch
+        >>> model = torch.nn.Sequential(torch.nn.Linear(4, 2), torch.nn.BatchNorm1d(2))
+        >>> before = model[1].running_mean.clone()
+        >>> t = record_step(Step(model, (torch.randn(8, 4),)), mode="timing", repeat=3)
+        >>> t.meta.calls, torch.equal(model[1].running_mean, before)
+        (1, True)
+    """
+    state = step.state()
+    kept: StepState | None = None
+    try:
+        rec = Recorder(step.model, mode=mode, observers=tuple(observers), memory=memory)
+        try:
+            with ExitStack() as stack, _deep_enough(step.model):
+                for c in contexts:
+                    stack.enter_context(c)
+                with rec:
+                    step(rec.notes)
+        except Exception as e:
+            deep = e if isinstance(e, RecursionError) else e.__cause__
+            if isinstance(deep, RecursionError) and _depth(step.model) > _DEEP:
+                raise deep_error(step.model, deep) from None
+            if on_error is not None:
+                on_error(e, rec)
+            raise
+        base = rec.trace
+        assert base is not None
+        changed = state.changes()
+        if keep_step:
+            kept = step.state()
+        if repeat:
+            with _deep_enough(step.model):
+                base = time_step(step.model, step, base, mode=mode, warmup=warmup,
+                                 repeat=repeat, budget=time_budget)  # fmt: skip
+        return _with_notes(base, step, changed)
+    finally:
+        (kept or state).restore()
+
+
+def _with_notes(trace: Trace, step: Step, changed: list[str]) -> Trace:
+    notes = list(trace.meta.notes)
+    if step.backward and trace.meta.backward and step.forward is None:
+        notes.append(KEEP_OUTPUT_NOTE if step.keep_output else FREE_OUTPUT_NOTE)
+    if changed:
+        notes.append(
+            "the step changed what labkit cannot put back: " + "; ".join(changed)
+            + f" (in place; the recording and timing passes ran the step {step.calls} "
+            + ("time" if step.calls == 1 else "times") + ")"
+        )  # fmt: skip
+    return trace.replace(meta=dataclasses.replace(trace.meta, notes=tuple(notes)))
+
+
+class _deep_enough:
+    """Raise the recursion limit for a deeply nested model (each module call takes a few
+    Python frames of hooks and ``_call_impl``), and put it back afterwards."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        self.depth = _depth(model)
+        self.old = sys.getrecursionlimit()
+
+    def __enter__(self) -> None:
+        need = 200 + 12 * self.depth
+        if need > self.old:
+            sys.setrecursionlimit(min(DEEP_LIMIT, need))
+
+    def __exit__(self, *exc: Any) -> None:
+        sys.setrecursionlimit(self.old)
+
+
+def _depth(model: torch.nn.Module) -> int:
+    """The deepest module path's length (dots + 1)."""
+    deepest = 0
+    for name, _ in model.named_modules():
+        deepest = max(deepest, name.count(".") + 1 if name else 0)
+    return deepest
+
+
+def deep_error(model: torch.nn.Module, err: RecursionError) -> TraceError:
+    """A clear error for a model nested deeper than labkit's recursion limit."""
+    path = max((n for n, _ in model.named_modules()), key=lambda n: n.count("."), default="")
+    short = path if len(path) <= 60 else f"{path[:24]}...{path[-24:]}"
+    return TraceError(
+        f"{type(model).__name__} is nested {_depth(model)} modules deep (e.g. '{short}'): "
+        f"recording it passed Python's recursion limit ({DEEP_LIMIT}) ({err}); flatten the "
+        "nesting (an nn.Sequential of the blocks instead of blocks inside blocks)"
+    )
+
+
+def check_inputs(what: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """Raise a TypeError naming an input that a step run more than once cannot reuse
+    (a generator or another one-shot iterator)."""
+    named = [(f"input {i}", a) for i, a in enumerate(args)]
+    named += [(f"input {k!r}", v) for k, v in kwargs.items()]
+    for name, value in named:
+        if isinstance(value, Iterator) and not isinstance(value, torch.Tensor):
+            raise TypeError(
+                f"{what}: {name} is a {type(value).__name__} (a one-shot iterator): the step "
+                "runs more than once and the first run would use it up; pass a list instead "
+                "(list(...) of it)"
+            )
+
+
+def check_keywords(what: str, model: torch.nn.Module, given: dict[str, tuple[Any, Any]],
+                   model_kwargs: dict[str, Any] | None) -> None:  # fmt: skip
+    """Raise a TypeError when one of ``what``'s own options was given a value and the model's
+    forward takes an argument of that name: it would be labkit's, silently.
+
+    Args:
+        what: ``"labkit.trace"``...
+        model: The model.
+        given: ``{option: (value, default)}`` of labkit's options.
+        model_kwargs: The model's keywords given apart; with it, every option is labkit's.
+    """
+    if model_kwargs is not None:
+        return
+    try:
+        params = inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        return
+    for name, (value, default) in given.items():
+        p = params.get(name)
+        if p is None or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            continue
+        if value is not default and value != default:
+            raise TypeError(
+                f"{what} got {name}={value!r}, and {type(model).__name__}.forward takes "
+                f"'{name}' too: labkit would take it as its own option. Pass the model's "
+                f"keywords as model_kwargs={{{name!r}: {value!r}}}; with model_kwargs given, "
+                f"{name}= is labkit's option"
+            )
