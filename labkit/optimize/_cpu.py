@@ -15,6 +15,7 @@ from typing import Any
 _FLAGS = (
     "avx512_bf16",
     "amx_bf16",
+    "amx_tile",
     "avx512_fp16",
     "amx_fp16",
     "amx_int8",
@@ -25,16 +26,40 @@ _FLAGS = (
 
 @functools.lru_cache(maxsize=1)
 def cpu_flags() -> frozenset[str]:
-    """The reduced-precision flags of this CPU that labkit cares about (empty off Linux)."""
+    """The reduced-precision flags of this CPU that labkit cares about: the one source every
+    note reads. ``/proc/cpuinfo`` on Linux; elsewhere what torch's own CPU probe says."""
     try:
         text = Path("/proc/cpuinfo").read_text()
     except OSError:
-        return frozenset()
+        return _torch_flags()
     for line in text.splitlines():
         if line.startswith("flags"):
             present = set(line.split(":", 1)[1].split())
             return frozenset(f for f in _FLAGS if f in present)
-    return frozenset()
+    return _torch_flags()
+
+
+def _torch_flags() -> frozenset[str]:
+    """The same flags from ``torch.cpu``'s probes (macOS, Windows, containers without /proc)."""
+    import torch
+
+    probes = {
+        "avx512_bf16": "_is_avx512_bf16_supported",
+        "amx_tile": "_is_amx_tile_supported",
+        "amx_fp16": "_is_amx_fp16_supported",
+        "avx512_vnni": "_is_vnni_supported",
+    }
+    out = set()
+    for flag, name in probes.items():
+        probe = getattr(torch.cpu, name, None)
+        try:
+            if probe is not None and probe():
+                out.add(flag)
+        except Exception:  # a probe this build lacks or cannot run
+            continue
+    if "amx_tile" in out:  # torch probes the tile unit; its bf16/int8 forms come with it
+        out |= {"amx_bf16", "amx_int8"}
+    return frozenset(out)
 
 
 @functools.lru_cache(maxsize=1)
@@ -48,9 +73,20 @@ def capability() -> str:
         return "unknown"
 
 
+def bf16_unit() -> str | None:
+    """What computes bf16 here, in the words every note uses: ``'AMX-BF16 tiles'``,
+    ``'AVX512-BF16 (no AMX)'``, or ``None`` (emulated)."""
+    flags = cpu_flags()
+    if "amx_bf16" in flags:
+        return "AMX-BF16 tiles"
+    if "avx512_bf16" in flags:
+        return "AVX512-BF16 (no AMX)"
+    return None
+
+
 def native_bf16() -> bool:
     """True when the CPU computes bf16 natively (AVX512-BF16 or AMX-BF16)."""
-    return bool({"avx512_bf16", "amx_bf16"} & cpu_flags())
+    return bf16_unit() is not None
 
 
 def native_fp16() -> bool:
@@ -65,13 +101,14 @@ def int8_dot() -> bool:
 
 def amx() -> bool:
     """True when the CPU has AMX tile units (bf16 or int8)."""
-    return bool({"amx_bf16", "amx_int8"} & cpu_flags())
+    return bool({"amx_bf16", "amx_int8", "amx_tile"} & cpu_flags())
 
 
 def describe() -> str:
     """One line for notes and benchmark headers, e.g. ``'CPU bf16: native; fp16: ...'``."""
     flags = sorted(cpu_flags())
-    bf16 = "native" if native_bf16() else "emulated (no AVX512-BF16/AMX): slower than fp32"
+    unit = bf16_unit()
+    bf16 = f"native, {unit}" if unit else "emulated (no AVX512-BF16/AMX): slower than fp32"
     fp16 = "native" if native_fp16() else "emulated"
     return (
         f"CPU bf16: {bf16}; fp16: {fp16}; int8 dot product: "
@@ -129,7 +166,7 @@ def why_slower(recipe: Any, speedup: float) -> str:
             return f"{at}: no AVX512-BF16/AMX on this CPU, so bf16 is emulated; keep fp32"
         return (
             f"{at}: autocast casts every op's inputs to bf16 and the GEMMs are too small "
-            "for bf16 dot products (AVX512-BF16, no AMX) to win it back; it pays for "
+            f"for bf16 dot products ({bf16_unit()}) to win it back; it pays for "
             "larger layers or batches, or compiled (compile='default' fuses the casts)"
         )
     if recipe.precision == "16-mixed":

@@ -227,7 +227,7 @@ def _gemms(ops: list[Any], trace: Trace, inference: bool) -> list[Suggestion]:
     on_cpu = trace.meta.device.startswith("cpu")
     if not on_cpu or _cpu.native_bf16():
         hw = (
-            "this CPU has native bf16 (AVX512-BF16/AMX)"
+            f"this CPU has native bf16 ({_cpu.bf16_unit()})"
             if on_cpu
             else "GPUs run bf16 on tensor cores"
         )
