@@ -115,6 +115,7 @@ class Lab:
         if type(data).__module__.startswith("torch_geometric."):
             from labkit.gnn.data import for_lab  # one graph with masks: node classification
 
+            _check_masks(data)
             data = for_lab(data)
         if step is None:
             step = getattr(data, "lab_step", None)  # data that knows its batches' step
@@ -703,6 +704,26 @@ class Lab:
             f"recipe={self.recipe!r}, runs={len(self.runs)}, traces={len(self.traces)}, "
             f"logdir={str(self.logdir)!r})"
         )
+
+
+def _check_masks(data: Any) -> None:
+    """One PyG graph (a ``Data``, or a dataset of one graph) must say which nodes train."""
+    graph = data
+    if not hasattr(graph, "edge_index"):
+        try:
+            graph = data[0] if len(data) == 1 else None
+        except (TypeError, IndexError, KeyError):
+            graph = None
+    if graph is None or not hasattr(graph, "edge_index"):
+        return  # many graphs: graph-level batches, not node classification
+    missing = [m for m in ("train_mask", "val_mask") if getattr(graph, m, None) is None]
+    if "train_mask" in missing:
+        nodes = getattr(graph, "num_nodes", "?")
+        raise ValueError(
+            f"this graph ({nodes} nodes) has no {' and no '.join(missing)}: Lab trains node "
+            "classification on the nodes of data.train_mask (and validates on data.val_mask). "
+            "Add boolean masks of length num_nodes (e.g. torch_geometric.transforms."
+            "RandomNodeSplit()(data)), or pass a DataLoader of graphs")  # fmt: skip
 
 
 def _builds_lr(optimizer: Any) -> bool:

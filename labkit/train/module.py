@@ -96,6 +96,16 @@ def make_optimizer(
     return built
 
 
+class MetricError(RuntimeError):
+    """A metric function raised; names the metric, the stage, the batch and the shapes."""
+
+
+def _shape(value: Any) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"{list(value.shape)} {str(value.dtype).removeprefix('torch.')}"
+    return type(value).__name__
+
+
 _PLAIN_ATTRS = frozenset({"_current_fx_name", "last_loss", "last_batch_size", "_logged_step"})
 
 
@@ -172,7 +182,7 @@ class LabModule(pl.LightningModule):
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         return self.net(*args, **kwargs)
 
-    def _evaluate(self, batch: Any, stage: str) -> torch.Tensor:
+    def _evaluate(self, batch: Any, stage: str, batch_idx: int = 0) -> torch.Tensor:
         out, target = self.step_fn(self.net, batch)
         loss = self.loss_fn(out, target)
         bs = batch_size_of(batch)
@@ -180,7 +190,15 @@ class LabModule(pl.LightningModule):
         if self.metrics:
             with torch.no_grad():
                 for name, fn in self.metrics.items():
-                    values[name] = as_scalar(name, fn(out, target), loss.device)
+                    try:
+                        value = fn(out, target)
+                    except Exception as exc:
+                        raise MetricError(
+                            f"the metric {name!r} raised {type(exc).__name__}: {exc} on "
+                            f"{stage} batch {batch_idx} of epoch {self.current_epoch} "
+                            f"(output {_shape(out)}, target {_shape(target)}); fix "
+                            f"metrics[{name!r}] or remove it") from exc  # fmt: skip
+                    values[name] = as_scalar(name, value, loss.device)
         self._means[stage].add(values, bs)
         if stage == "train":
             self.last_loss = loss.detach()
@@ -188,10 +206,10 @@ class LabModule(pl.LightningModule):
         return loss
 
     def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
-        return self._evaluate(batch, "train")
+        return self._evaluate(batch, "train", batch_idx)
 
     def validation_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
-        return self._evaluate(batch, "val")
+        return self._evaluate(batch, "val", batch_idx)
 
     # Logging. Per step, ``train_<name>`` goes to the loggers on the steps Lightning writes
     # step metrics (every ``log_every_n_steps``, and the last step before a stop); per
