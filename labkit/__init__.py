@@ -33,6 +33,8 @@ _LAZY = {
     "compare": "labkit.optimize",
     "advise": "labkit.optimize",
     "Lab": "labkit.train",
+    "runs": "labkit.train.runs",
+    "Runs": "labkit.train.runs",
     "GAT": "labkit.gnn",
     "GATv2": "labkit.gnn",
 }
