@@ -12,7 +12,7 @@ from __future__ import annotations
 from labkit.optimize._export_errors import ExportError
 from labkit.optimize.advise import Advice, Suggestion, advise
 from labkit.optimize.apply import Applied, Step, applied, apply, grad_scaler, is_compiled
-from labkit.optimize.compare import Comparison, RecipeResult, compare
+from labkit.optimize.compare import Bench, Comparison, RecipeResult, compare
 from labkit.optimize.drift import LayerDrift, layer_drift
 from labkit.optimize.recipe import Recipe, RecipeError
 from labkit.optimize.step import RecipeStep
@@ -20,6 +20,7 @@ from labkit.optimize.step import RecipeStep
 __all__ = [
     "Advice",
     "Applied",
+    "Bench",
     "Comparison",
     "ExportError",
     "LayerDrift",

@@ -21,6 +21,12 @@ class CheckpointForward:
     that ask for it (``replay_in_recompute = True``: labkit's dropout-off mode) are
     active in the recompute as they were in the forward, so it takes the same kernels.
 
+    Under ``torch.compile`` the call passes no ``context_fn``: compile accepts only a pair
+    of ``TorchDispatchMode`` s there (selective-checkpoint policies), and it needs none.
+    Dynamo traces the function modes active at the call (dropout off included) into the
+    graph, and the compiled backward recomputes from that same graph, so the recompute
+    sees what the forward saw without replaying anything.
+
     Args:
         fn: The module's original bound forward.
         path: The module's path, for reprs and reports.
@@ -33,6 +39,8 @@ class CheckpointForward:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if not torch.is_grad_enabled():
             return self.fn(*args, **kwargs)
+        if torch.compiler.is_compiling():
+            return checkpoint(self.fn, *args, use_reentrant=False, **kwargs)
         return checkpoint(self.fn, *args, use_reentrant=False, context_fn=_forward_modes, **kwargs)
 
     def __repr__(self) -> str:

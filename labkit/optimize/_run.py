@@ -11,8 +11,10 @@ from typing import Any
 import torch
 
 from labkit._format import first_line
+from labkit._interleave import median_interval, ratio_interval
 from labkit._tensors import model_device, split_batch
 from labkit.optimize import _breaks, _cpu, _deploy, _measure
+from labkit.optimize._run_errors import describe
 from labkit.optimize.apply import applied, apply
 from labkit.optimize.comparison import RecipeResult
 from labkit.optimize.drift import deviation, first_drift, flat, fp16_risks, layer_drift
@@ -66,7 +68,7 @@ class _Run:
             if self.mode == "train":  # the controlled pass starts from these weights again
                 self.start = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
         except Exception as exc:
-            self.error = f"{type(exc).__name__}: {exc}"
+            self.error = describe(exc, getattr(self, "model", None))
             self.notes = getattr(self, "notes", [])
 
     def _new_step(self) -> RecipeStep:
@@ -90,7 +92,7 @@ class _Run:
                 if value is not None:
                     self.losses.append(value)
         except Exception as exc:
-            self.error = f"{type(exc).__name__}: {exc}"
+            self.error = describe(exc, getattr(self, "model", None))
 
     def _call(self) -> tuple[Any, float | None]:
         self.k += 1
@@ -159,11 +161,12 @@ class _Run:
             self._sync()
             self.first_time = time.perf_counter() - t0
         except Exception as exc:
-            self.error = f"{type(exc).__name__}: {exc}"
+            self.error = describe(exc, getattr(self, "model", None))
 
-    def step(self, timed: bool = False) -> None:
+    def step(self, timed: bool = False) -> float | None:
+        """One step; its seconds (also kept in ``times`` when ``timed``), None if it failed."""
         if self.error:
-            return
+            return None
         try:
             frames = _frames_compiled() if self.recipe.compile else 0
             self._sync()
@@ -174,39 +177,57 @@ class _Run:
             if self.recipe.compile:
                 self.recompiles += _frames_compiled() - frames
         except Exception as exc:
-            self.error = f"{type(exc).__name__}: {exc}"
-            return
+            self.error = describe(exc, getattr(self, "model", None))
+            return None
         if timed:
             self.times.append(elapsed)
+        return elapsed
+
+    def with_times(self, r: RecipeResult, level: float) -> RecipeResult:
+        """``r`` with this run's step times (all of them so far) and the figures of them."""
+        return _with(r, **self._time_fields(level))
+
+    def _time_fields(self, level: float) -> dict[str, Any]:
+        med = statistics.median(self.times) if self.times else None
+        fields: dict[str, Any] = {"step_time": med, "step_times": tuple(self.times)}
+        if len(self.times) > 1:
+            iv = median_interval(self.times, level=level)
+            fields["step_time_low"], fields["step_time_high"] = iv.low, iv.high
+        bs = _batch_size(self.args, self.kwargs)
+        if med and bs:
+            fields["throughput"] = bs / med
+        return fields
 
     def result(  # noqa: C901 - one optional figure after another, each with its own note
         self,
         base: _Run,
+        pairs: list[tuple[float, float]],
         memory: bool,
         drift: bool,
         tolerance: float,
         val: Any,
         metric_fn: Callable[[Any, Any], Any] | None,
         base_model: torch.nn.Module,
+        level: float = 0.95,
     ) -> RecipeResult:
+        """This run's row; ``pairs``: (baseline, this) seconds of the rounds timed together."""
         r = RecipeResult(label=self.label, recipe=self.recipe.to_dict(), notes=tuple(self.notes))
         if self.error:
             return _with(r, error=self.error)
-        med = statistics.median(self.times) if self.times else None
-        base_med = statistics.median(base.times) if base.times and not base.error else None
+        fields = self._time_fields(level)
+        med = fields["step_time"]
+        base_med = statistics.median(b for b, _ in pairs) if pairs and not base.error else None
         notes = list(self.notes)
-        fields: dict[str, Any] = {
-            "step_time": med,
-            "step_times": tuple(self.times),
-            "first_call": self.first_time,
-            "losses": tuple(self.losses),
-        }
-        bs = _batch_size(self.args, self.kwargs)
-        if med and bs:
-            fields["throughput"] = bs / med
-        if med and base_med:
-            fields["speedup"] = base_med / med
-            if fields["speedup"] < 0.95 and self is not base:
+        fields.update(first_call=self.first_time, losses=tuple(self.losses))
+        if pairs and not base.error:
+            a, b = zip(*pairs, strict=True)
+            iv = ratio_interval(a, b, level=level)
+            fields["speedup"] = iv.estimate
+            if self is not base:
+                fields["speedup_low"], fields["speedup_high"] = iv.low, iv.high
+                fields["within_noise"] = iv.spans(1.0)
+                fields["rounds"] = iv.rounds
+            if iv.estimate < 0.95 and iv.high < 1.0 and self is not base:
                 slower = f"slower than {base.label}: "
                 if self.device_type == "cpu":
                     notes.append(slower + _cpu.why_slower(self.recipe, fields["speedup"]))

@@ -20,8 +20,16 @@ class RecipeResult:
         recipe: The Recipe as a dict (``Recipe.from_dict`` rebuilds it).
         step_time: Median time of one step (forward, or forward+backward+optimizer).
         step_times: Every timed step, in order.
+        step_time_low: Lower end of the median step time's interval (bootstrap).
+        step_time_high: Upper end of the median step time's interval.
         throughput: Samples per second at the median step time.
-        speedup: Baseline median step time divided by this one (above 1 is faster).
+        speedup: Baseline median step time divided by this one (above 1 is faster), both
+            medians over the rounds timed side by side.
+        speedup_low: Lower end of the speedup's interval (paired bootstrap over the rounds).
+        speedup_high: Upper end of the speedup's interval.
+        within_noise: True when the speedup's interval spans 1.0: the recipe is not
+            measurably faster or slower, and it is not ranked.
+        rounds: Interleaved rounds the speedup comes from.
         first_call: Time of the first call (includes compilation).
         compile_time: First call minus a steady step, for compiled recipes.
         break_even: Steps after which compiling has paid for itself (None: never).
@@ -52,8 +60,14 @@ class RecipeResult:
     recipe: dict[str, Any]
     step_time: float | None = None
     step_times: tuple[float, ...] = ()
+    step_time_low: float | None = None
+    step_time_high: float | None = None
     throughput: float | None = None
     speedup: float | None = None
+    speedup_low: float | None = None
+    speedup_high: float | None = None
+    within_noise: bool | None = None
+    rounds: int | None = None
     first_call: float | None = None
     compile_time: float | None = None
     break_even: float | None = None
@@ -81,7 +95,7 @@ class Comparison:
 
     Args:
         mode: ``"train"`` or ``"inference"``.
-        steps: Timed steps per recipe (after warm-up).
+        steps: Timed rounds per recipe before the intervals were first checked.
         warmup: Untimed steps per recipe after the first call.
         baseline: Label of the baseline row (fp32 eager unless given).
         batch_size: Samples per step, for throughput.
@@ -92,6 +106,11 @@ class Comparison:
         notes: Notes about the whole run (CPU precision support, threads).
         randomness: How randomness was held equal across recipes for the deviation,
             drift and loss figures.
+        level: Confidence level of the intervals.
+        target: The interval half-width the rounds ran for (0.03: +-3%); None: fixed rounds.
+        budget_s: Wall-clock seconds the timed rounds could take.
+        ended_by: What ended the last measurement's rounds: ``"target"`` (every interval
+            narrow enough), ``"budget"`` (time ran out first) or ``"rounds"`` (fixed).
 
     Example:
         >>> import torch, labkit
@@ -117,6 +136,10 @@ class Comparison:
     results: tuple[RecipeResult, ...]
     notes: tuple[str, ...] = field(default_factory=tuple)
     randomness: str = ""
+    level: float = 0.95
+    target: float | None = None
+    budget_s: float | None = None
+    ended_by: str = ""
 
     def result(self, label: str) -> RecipeResult:
         """The row called ``label``."""
@@ -124,6 +147,17 @@ class Comparison:
             if r.label == label:
                 return r
         raise KeyError(f"no recipe labelled {label!r}; have {[r.label for r in self.results]}")
+
+    def ranked(self) -> list[RecipeResult]:
+        """The rows measurably different from the baseline, fastest first: rows whose
+        speedup's interval spans 1.0 (within noise), failed rows and the baseline are left
+        out."""
+        found = [
+            r
+            for r in self.results
+            if r.error is None and r.speedup is not None and r.within_noise is False
+        ]
+        return sorted(found, key=lambda r: -(r.speedup or 0.0))
 
     def rows(self) -> list[dict[str, Any]]:
         """One plain dict per recipe (the widget and ``to_pandas`` read these)."""
@@ -152,6 +186,10 @@ class Comparison:
                 "tolerance",
                 "metric",
                 "randomness",
+                "level",
+                "target",
+                "budget_s",
+                "ended_by",
             )
         }
         return {**head, "notes": list(self.notes), "results": self.rows()}
@@ -199,7 +237,7 @@ class Comparison:
             line = [
                 r.label,
                 fmt_time(r.step_time) if r.step_time is not None else "-",
-                _num(r.speedup, "{:.2f}x"),
+                speedup_text(r),
                 _num(r.throughput, "{:.1f}"),
                 fmt_time(r.compile_time) if r.compile_time is not None else "-",
                 _break_even(r),
@@ -224,7 +262,8 @@ class Comparison:
             f"compare ({self.mode}, {self.steps} steps after {self.warmup} warm-up, "
             f"device {self.device}, drift tolerance {self.tolerance:g})"
         )
-        notes = [f"- {n}" for n in (self.randomness, *self.notes) if n]
+        head_notes = (self.intervals(), self.ranking(), self.randomness, *self.notes)
+        notes = [f"- {n}" for n in head_notes if n]
         for r in self.results:
             notes += [f"- {r.label}: {n}" for n in r.notes]
             if r.error:
@@ -233,10 +272,38 @@ class Comparison:
                 notes.append(f"- {r.label}: ERROR {first_line(r.error)}{rest}")
         return "\n".join([title, *lines, *(["", "notes:", *notes] if notes else [])])
 
+    def intervals(self) -> str:
+        """How the speedup intervals were taken and what ended the rounds, in one sentence."""
+        rounds = [r.rounds for r in self.results if r.rounds]
+        if not rounds:
+            return ""
+        target = f"+-{self.target:.0%}" if self.target is not None else "the target"
+        ended = {
+            "target": f"every speedup's interval was within {target}",
+            "budget": f"the {self.budget_s:g} s budget ran out before every interval was "
+            f"within {target}",
+            "rounds": "the fixed number of rounds was done",
+        }.get(self.ended_by, self.ended_by)
+        n = f"{min(rounds)}" if min(rounds) == max(rounds) else f"{min(rounds)}-{max(rounds)}"
+        return (
+            f"speedups: baseline median / recipe median over interleaved rounds, "
+            f"[{self.level:.0%} interval] by a paired bootstrap over {n} rounds; rounds "
+            f"stopped because {ended}; an interval spanning 1.00x is within noise, not ranked"
+        )
+
+    def ranking(self) -> str:
+        """The measurably faster or slower rows in order, and those within noise."""
+        ranked = self.ranked()
+        noise = [r.label for r in self.results if r.within_noise]
+        parts = []
+        if ranked:
+            parts.append("ranked: " + " > ".join(f"{r.label} {r.speedup:.2f}x" for r in ranked))
+        if noise:
+            parts.append("within noise of the baseline: " + ", ".join(noise))
+        return "; ".join(parts)
+
     def __repr__(self) -> str:
-        parts = [
-            f"{r.label}: {'error' if r.error else _num(r.speedup, '{:.2f}x')}" for r in self.results
-        ]
+        parts = [f"{r.label}: {'error' if r.error else speedup_text(r)}" for r in self.results]
         return f"Comparison(mode={self.mode!r}, steps={self.steps}, {', '.join(parts)})"
 
 
@@ -269,6 +336,18 @@ def _per_batch_table(results: tuple[RecipeResult, ...]) -> list[str]:
                 cells.append(f"{fmt_time(b['step_time'])} ({_num(b['speedup'], '{:.2f}x')})")
         table.append([r.label, *cells])
     return ["", *_columns(table)]
+
+
+def speedup_text(r: RecipeResult) -> str:
+    """``"1.12x [1.05-1.19]"``, ``"1.01x (noise)"`` when the interval spans 1.0, ``"1.00x"``
+    for the baseline, ``"-"`` when not measured."""
+    if r.speedup is None:
+        return "-"
+    if r.speedup_low is None or r.speedup_high is None:
+        return f"{r.speedup:.2f}x"
+    if r.within_noise:
+        return f"{r.speedup:.2f}x (noise)"
+    return f"{r.speedup:.2f}x [{r.speedup_low:.2f}-{r.speedup_high:.2f}]"
 
 
 def _num(x: float | None, fmt: str) -> str:

@@ -145,6 +145,43 @@ def locks(mode: str, recipe: Recipe, specs: list[dict[str, Any]]) -> dict[str, s
     return out
 
 
+def option_locks(
+    mode: str, recipe: Recipe, specs: list[dict[str, Any]]
+) -> dict[str, dict[str, str]]:
+    """Control name -> {option value: why Recipe refuses it with the rest of ``recipe``}.
+
+    Every value a control offers is tried against the current Recipe: one that
+    :class:`~labkit.optimize.Recipe` refuses (int8 with fp16 autocast, a precision with an
+    export, ...) is locked in the panel with Recipe's own reason, so the panel offers only
+    combinations that run. A check box or list is tried as "on" (key ``"on"``). Controls
+    already locked whole (:func:`locks`) are left out.
+
+    Example:
+        >>> got = option_locks("train", Recipe(quantization="int8-dynamic"), fields())
+        >>> sorted(got["precision"]), got["precision"]["16-mixed"][:40]
+        (['16-mixed'], "Recipe: quantization='int8-dynamic' with")
+    """
+    whole = locks(mode, recipe, specs)
+    current = recipe.to_dict()
+    out: dict[str, dict[str, str]] = {}
+    for f in specs:
+        name = f["name"]
+        if name in whole or name == "export":
+            continue
+        if f["kind"] == "select":
+            tries = {o["value"]: (None if o["value"] == NONE else o["value"]) for o in f["options"]}
+        else:
+            tries = {"on": True if f["kind"] == "check" else ["x"]}
+        for key, value in tries.items():
+            if value == current[name]:
+                continue
+            try:
+                Recipe.from_dict({**current, name: value})
+            except RecipeError as exc:
+                out.setdefault(name, {})[str(key)] = str(exc)
+    return out
+
+
 def without_export_clash(state: dict[str, Any], specs: list[dict[str, Any]]) -> list[str]:
     """Reset (in ``state``) the fields an export does not combine with; their names."""
     default = Recipe().to_dict()
@@ -157,7 +194,8 @@ def without_export_clash(state: dict[str, Any], specs: list[dict[str, Any]]) -> 
 
 
 _KEYS = (
-    "label", "step_time", "speedup", "throughput", "compile_time", "break_even", "export_time",
+    "label", "step_time", "speedup", "speedup_low", "speedup_high", "within_noise", "rounds",
+    "throughput", "compile_time", "break_even", "export_time",
     "peak_memory", "max_abs", "rel", "cosine", "loss", "drift_path", "drift_rel",
 )  # fmt: skip
 
@@ -179,6 +217,16 @@ def rows(cmp: Any) -> list[dict[str, Any]]:
         item.update(spread(row.get("step_times") or ()))
         out.append(item)
     return out
+
+
+def ended(cmp: Any) -> str:
+    """What ended the last Measure's rounds, in a few words."""
+    rounds = max((r.rounds or 0 for r in cmp.results), default=0)
+    if cmp.ended_by == "target":
+        return f"{rounds} rounds, every interval within +-{cmp.target:.0%}"
+    if cmp.ended_by == "budget":
+        return f"{rounds} rounds, the {cmp.budget_s:g} s budget ended them before the target"
+    return f"{cmp.steps} rounds"
 
 
 def export_model(model: Any, batch: Any, recipe: Recipe) -> tuple[Any, float]:

@@ -15,7 +15,7 @@ from labkit.optimize.recipe import Recipe, RecipeError
 from labkit.widgets import _optimize_fields as fields
 from labkit.widgets._assets import bundle_path
 from labkit.widgets._keep import KeepsPicture
-from labkit.widgets._measure_budget import loss_label, probe_step_s, steps_for_budget
+from labkit.widgets._measure_budget import loss_label
 
 
 class OptimizePanel(KeepsPicture, anywidget.AnyWidget):
@@ -27,6 +27,9 @@ class OptimizePanel(KeepsPicture, anywidget.AnyWidget):
     with the chosen export, is disabled with the reason (``locks``). "Measure" runs
     :func:`labkit.compare` on the model and batch in a background thread (progress
     shows in the panel; the kernel stays free), then shows a table and a bar chart.
+    Rows accumulate across Measure (one :class:`~labkit.optimize.Bench` per mode: the
+    fp32 baseline is set up and measured once, then timed again side by side with each
+    new recipe); "Clear" drops them.
 
     Modes: ``"train"`` times forward, backward and an optimizer step; ``"inference"``
     times the forward in eval mode, and its table has latency, samples/s, latency at
@@ -51,12 +54,15 @@ class OptimizePanel(KeepsPicture, anywidget.AnyWidget):
         recipe: Starting Recipe (default: fp32 eager).
         loss: ``loss(output) -> scalar`` for train mode.
         mode: ``"train"`` or ``"inference"`` (an export recipe starts in inference).
-        steps: Timed steps per recipe (ignored when ``budget_s`` is given).
-        budget_s: Seconds of timed steps for the whole measurement: the panel times the
-            model's forward on the batch first and picks the steps per recipe from it
-            (:func:`steps_for_budget`), so a big model is not run 5 times only and a small
-            one not thousands. Each step time is shown as a median with its IQR.
+        steps: Timed rounds per recipe before the speedup's interval is first checked.
+        budget_s: Seconds of timed rounds per Measure at most (default 5): rounds go on
+            after ``steps`` until the speedup's 95% interval is within ``+-speedup_target``
+            or this budget is spent; the status says which. Each step time is shown as
+            a median with its IQR, each speedup with its interval, or "within noise"
+            when the interval spans 1.00x.
         warmup: Warm-up steps per recipe.
+        speedup_target: The interval half-width rounds continue for (default 0.03: +-3%;
+            None: exactly ``steps`` rounds); ``compare(target=...)``.
         batch_sizes: Inference mode: also time each recipe at these batch sizes (the
             batch cut or repeated along dim 0); editable in the panel.
         on_apply: Called with the Recipe when "Apply" is pressed; without one, Apply
@@ -110,6 +116,7 @@ class OptimizePanel(KeepsPicture, anywidget.AnyWidget):
         steps: int = 5,
         warmup: int = 1,
         budget_s: float | None = None,
+        speedup_target: float | None = 0.03,
         batch_sizes: Sequence[int] = (),
         on_apply: Callable[[Recipe], Any] | None = None,
         target: Any = None,
@@ -130,11 +137,13 @@ class OptimizePanel(KeepsPicture, anywidget.AnyWidget):
             )
         self.model, self.batch, self.loss = model, batch, loss
         self.steps, self.warmup, self.on_apply, self.target = steps, warmup, on_apply, target
-        self.budget_s = budget_s
-        if budget_s is not None:
-            steps_for_budget(budget_s, 1.0, 1)  # fails now, naming the argument
+        self.budget_s, self.speedup_target = budget_s, speedup_target
+        if budget_s is not None and not (isinstance(budget_s, (int, float)) and budget_s > 0):
+            raise ValueError(f"OptimizePanel(budget_s=...) must be > 0 seconds, got {budget_s}")
         self.compare_kwargs = compare_kwargs
         self.comparison: Any = None
+        self._bench: Any = None
+        self._bench_key: tuple[Any, ...] = ()
         self.exported: Any = None
         self._thread: threading.Thread | None = None
         self._fields = fields.fields()
@@ -296,8 +305,6 @@ class OptimizePanel(KeepsPicture, anywidget.AnyWidget):
         return recipe
 
     def _measure(self, recipe: Recipe, mode: str) -> None:
-        from labkit.optimize.compare import compare
-
         last = [0.0]
 
         def progress(frac: float, msg: str) -> None:
@@ -309,29 +316,12 @@ class OptimizePanel(KeepsPicture, anywidget.AnyWidget):
 
         try:
             recipes = {recipe.label: recipe} if not recipe.is_default else {}
-            steps = self.steps
-            if self.budget_s is not None:
-                per_step = probe_step_s(self.model, self.batch, mode)
-                steps = steps_for_budget(self.budget_s, per_step, 1 + len(recipes))
-            extra = dict(self.compare_kwargs)
-            if mode == "inference" and self.batch_sizes:
-                extra["batch_sizes"] = tuple(self.batch_sizes)
-            cmp = compare(
-                self.model,
-                self.batch,
-                recipes,
-                loss=self.loss,
-                mode=mode,
-                steps=steps,
-                warmup=self.warmup,
-                progress=progress,
-                **extra,
-            )
+            cmp = self._bench_for(mode).compare(recipes, progress=progress)
             self.comparison = cmp
             with self.hold_sync():
                 self.results = fields.rows(cmp)
                 self.measured_mode = cmp.mode
-                self.status = f"measured {len(cmp.results)} recipes ({cmp.mode}, {cmp.steps} steps)"
+                self.status = f"measured {recipe.label} ({cmp.mode}): {fields.ended(cmp)}"
                 self.progress = 1.0
         except Exception as exc:
             self.error = f"{type(exc).__name__}: {exc}"
@@ -339,6 +329,33 @@ class OptimizePanel(KeepsPicture, anywidget.AnyWidget):
         finally:
             self.running = False
             self.refresh_output()  # the saved notebook keeps the measured table
+
+    def _bench_for(self, mode: str) -> Any:
+        """The Bench of this mode and settings: its baseline is measured once and reused,
+        and its rows accumulate until :meth:`clear` (a new mode or batch sizes start a new
+        one)."""
+        from labkit.optimize.bench import Bench
+
+        sizes = tuple(self.batch_sizes) if mode == "inference" else ()
+        key = (mode, sizes)
+        if self._bench is None or key != self._bench_key:
+            extra = dict(self.compare_kwargs)
+            if self.budget_s is not None:
+                extra["budget_s"] = self.budget_s
+            self._bench = Bench(
+                self.model, self.batch, loss=self.loss, mode=mode, steps=self.steps,
+                warmup=self.warmup, batch_sizes=sizes, target=self.speedup_target, **extra,
+            )  # fmt: skip
+            self._bench_key = key
+        return self._bench
+
+    def clear(self) -> None:
+        """Drop the measured rows (the baseline stays measured for the next Measure)."""
+        if self._bench is not None:
+            self._bench.clear()
+        self.results = []
+        self.comparison = None
+        self.status = "cleared"
 
     def _picture(self) -> dict[str, str]:
         from labkit.widgets._final_state import optimize_picture
@@ -352,6 +369,8 @@ class OptimizePanel(KeepsPicture, anywidget.AnyWidget):
                 self.measure()
             elif kind == "apply":
                 self.apply()
+            elif kind == "clear":
+                self.clear()
         except Exception as exc:
             self.error = f"{type(exc).__name__}: {first_line(str(exc))}"
 

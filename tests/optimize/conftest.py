@@ -69,3 +69,34 @@ def state_equal(a: nn.Module, b: nn.Module) -> bool:
     return sa.keys() == sb.keys() and all(
         type(sa[k]) is type(sb[k]) and torch.equal(sa[k], sb[k]) for k in sa
     )
+
+
+class Block(nn.Module):
+    """A pre-norm transformer block as research code writes it: fused qkv, SDPA with
+    attention dropout, a GELU MLP with dropout."""
+
+    def __init__(self, d: int = 8, heads: int = 2, p: float = 0.1) -> None:
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.mlp = nn.Sequential(nn.Linear(d, 2 * d), nn.GELU(), nn.Linear(2 * d, d), nn.Dropout(p))
+        self.heads, self.p = heads, p
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, d = x.shape
+        qkv = self.qkv(self.ln1(x)).view(b, t, 3, self.heads, d // self.heads)
+        q, k, v = qkv.permute(2, 0, 3, 1, 4)
+        p = self.p if self.training else 0.0
+        a = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=p)
+        x = x + self.proj(a.transpose(1, 2).reshape(b, t, d))
+        return x + self.mlp(self.ln2(x))
+
+
+class TinyTransformer(nn.Module):
+    def __init__(self, d: int = 8, n_blocks: int = 1) -> None:
+        super().__init__()
+        self.blocks = nn.Sequential(*[Block(d) for _ in range(n_blocks)])
+        self.head = nn.Linear(d, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.blocks(x))

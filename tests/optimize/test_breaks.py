@@ -57,7 +57,13 @@ def test_compare_reports_breaks_on_the_compile_row():
     torch.manual_seed(0)
     model = Net().eval()
     cmp = compare(
-        model, torch.randn(4, 8), Recipe(compile="default"), mode="inference", steps=2, warmup=1
+        model,
+        torch.randn(4, 8),
+        Recipe(compile="default"),
+        mode="inference",
+        steps=2,
+        warmup=1,
+        target=None,
     )
     r = cmp.result("compile")
     assert r.error is None and r.graphs == 3 and r.recompiles == 0
@@ -93,7 +99,17 @@ def test_advise_names_the_costliest_break_compare_found():
     recipe = Recipe(compile="default")
     if recipe not in advise(t, top=10).recipes().values():
         pytest.skip("this trace's times did not make advise suggest compile")
-    compare(model, x, recipe, mode="inference", steps=1, warmup=0, memory=False, drift=False)
+    compare(
+        model,
+        x,
+        recipe,
+        mode="inference",
+        steps=1,
+        warmup=0,
+        memory=False,
+        drift=False,
+        target=None,
+    )
     s = next(s for s in advise(t, top=10) if s.change == {"compile": "default"})
     assert s.title.endswith("; 2 graph breaks, the costliest in chatty")
     assert s.where[0] == "chatty"

@@ -24,6 +24,7 @@ def test_train_compare(mlp, x, target):
         warmup=1,
         val=(x, target),
         tolerance=1e-3,
+        target=None,
     )
     assert isinstance(cmp, Comparison)
     assert [r.label for r in cmp.results] == ["fp32", "bf16-mixed", "ckpt(blocks.*)"]
@@ -46,7 +47,9 @@ def test_train_compare(mlp, x, target):
 
 
 def test_summary_and_repr(mlp, x):
-    cmp = compare(mlp, x, Recipe(precision="bf16-mixed"), steps=2, warmup=0, memory=False)
+    cmp = compare(
+        mlp, x, Recipe(precision="bf16-mixed"), steps=2, warmup=0, memory=False, target=None
+    )
     text = cmp.summary()
     lines = text.splitlines()
     assert lines[0] == "compare (train, 2 steps after 0 warm-up, device cpu, drift tolerance 0.01)"
@@ -88,6 +91,7 @@ def test_inference_int8_and_skipped_toggle(mlp, x):
         mode="inference",
         steps=2,
         warmup=0,
+        target=None,
     )
     q = cmp.result("int8")
     assert "quantization: 3 of 3 Linear layers quantized (int8-dynamic)" in q.notes
@@ -103,7 +107,9 @@ def test_checkpointing_saves_memory():
     blocks = [nn.Sequential(nn.Linear(64, 64), nn.GELU(), nn.Linear(64, 64)) for _ in range(4)]
     model = nn.Sequential(*blocks)
     x = torch.randn(512, 64)
-    cmp = compare(model, x, Recipe(checkpoint=("Sequential",)), steps=1, warmup=0, drift=False)
+    cmp = compare(
+        model, x, Recipe(checkpoint=("Sequential",)), steps=1, warmup=0, drift=False, target=None
+    )
     # outermost match only: the root is never selected, so the 4 blocks are checkpointed
     base, ck = cmp.results
     assert ck.notes[0].startswith("checkpoint: 4 modules recompute in backward")
@@ -114,7 +120,9 @@ def test_a_recipe_that_fails_is_reported_not_raised(mlp, x):
     def bad_loss(out):
         return out.sum() if out.dtype == torch.float32 else out.sum().reshape(1, 1).expand(2, 2)
 
-    cmp = compare(mlp, x, Recipe(precision="bf16-mixed"), loss=bad_loss, steps=1, warmup=0)
+    cmp = compare(
+        mlp, x, Recipe(precision="bf16-mixed"), loss=bad_loss, steps=1, warmup=0, target=None
+    )
     r = cmp.result("bf16-mixed")
     assert r.error is not None and "loss must return a scalar tensor, got (2, 2)" in r.error
     assert "bf16-mixed: ERROR" in cmp.summary()
@@ -126,7 +134,9 @@ def test_a_long_error_is_one_line_in_the_summary(mlp, x):
             raise RuntimeError("the first line names it\nsecond line\nthird line")
         return out.sum()
 
-    cmp = compare(mlp, x, Recipe(precision="bf16-mixed"), loss=bad_loss, steps=1, warmup=0)
+    cmp = compare(
+        mlp, x, Recipe(precision="bf16-mixed"), loss=bad_loss, steps=1, warmup=0, target=None
+    )
     assert cmp.result("bf16-mixed").error.endswith("second line\nthird line")  # all kept
     line = "- bf16-mixed: ERROR RuntimeError: the first line names it (+2 lines: "
     assert line + "cmp.result('bf16-mixed').error)" in cmp.summary().splitlines()
@@ -135,7 +145,16 @@ def test_a_long_error_is_one_line_in_the_summary(mlp, x):
 
 def test_progress_callback(mlp, x):
     seen = []
-    compare(mlp, x, [], steps=1, warmup=0, memory=False, progress=lambda f, m: seen.append((f, m)))
+    compare(
+        mlp,
+        x,
+        [],
+        steps=1,
+        warmup=0,
+        memory=False,
+        progress=lambda f, m: seen.append((f, m)),
+        target=None,
+    )
     assert seen[0] == (0.0, "applying recipes") and seen[-1] == (1.0, "done")
     assert all(a[0] <= b[0] for a, b in itertools.pairwise(seen))
 
@@ -153,6 +172,8 @@ def test_progress_callback(mlp, x):
         ({"metric": "accuracy"}, ValueError, "compare(metric=...) needs val=(inputs, targets)"),
         ({"val": (1, 2, 3)}, ValueError, "compare(val=...) must be a pair"),
         ({"baseline": "fp32"}, TypeError, "compare(baseline=...) must be a Recipe"),
+        ({"target": 0}, ValueError, "compare(target=...) must be between 0 and 1 (0.03: +-3%)"),
+        ({"budget_s": -1}, ValueError, "compare(budget_s=...) must be > 0 seconds"),
     ],
 )
 def test_bad_input(mlp, x, kwargs, error, needle):
@@ -173,7 +194,9 @@ def test_not_a_module(x):
 def test_compile_time_and_break_even(x):
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 4)).eval()
-    cmp = compare(model, x, Recipe(compile="default"), mode="inference", steps=3, warmup=1)
+    cmp = compare(
+        model, x, Recipe(compile="default"), mode="inference", steps=3, warmup=1, target=None
+    )
     r = cmp.result("compile")
     assert r.error is None
     assert r.compile_time is not None and r.compile_time > 0
@@ -196,7 +219,7 @@ def test_cuda_compare_fp16_bf16_compile():
         Recipe(precision="bf16-mixed"),
         Recipe(compile="default"),
     ]
-    cmp = compare(model, x, recipes, steps=5, warmup=2)
+    cmp = compare(model, x, recipes, steps=5, warmup=2, target=None)
     print(cmp.summary())
     for r in cmp.results:
         assert r.error is None, r.error
@@ -248,7 +271,7 @@ def test_cpu_peak_memory_is_torchs_memtracker_plus_the_batch():
             step(x, seed=0)
         peak = ref.get_tracker_snapshot("peak")
         expected = sum(v.get("Total", 0) for v in peak.values() if isinstance(v, dict))
-        cmp = compare(model, x, recipe, loss=loss, steps=1, warmup=0, drift=False)
+        cmp = compare(model, x, recipe, loss=loss, steps=1, warmup=0, drift=False, target=None)
         assert cmp.results[-1].peak_memory == expected + x.numel() * 4, recipe.label
 
 
@@ -258,7 +281,7 @@ def test_int8_weight_only_peak_counts_the_dequantized_weight():
     model = nn.Sequential(nn.Linear(512, 1024), nn.ReLU(), nn.Linear(1024, 256)).eval()
     cmp = compare(
         model, torch.randn(4, 512), Recipe(quantization="int8-weight-only"),
-        mode="inference", steps=1, warmup=0, drift=False,
+        mode="inference", steps=1, warmup=0, drift=False, target=None,
     )  # fmt: skip
     base, q = cmp.results
     int8 = 512 * 1024 + 1024 * 256  # one byte per weight, scales and biases on top
@@ -268,3 +291,84 @@ def test_int8_weight_only_peak_counts_the_dequantized_weight():
     # peak holds it beside the int8 weights, so it is far above the int8 weight bytes
     assert base.peak_memory > q.peak_memory >= int8 + 512 * 1024 * 4
     assert any(n.startswith("weights: ") for n in q.notes)
+
+
+def test_compare_leaves_model_inputs_and_rng_as_they_were():
+    import copy
+    import random
+
+    import numpy as np
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.BatchNorm1d(16), nn.Dropout(0.2), nn.Linear(16, 4))
+    model(torch.randn(4, 8)).sum().backward()  # .grad from an earlier step
+    x = torch.randn(6, 8, requires_grad=True)
+    x.grad = torch.ones_like(x)
+    twin, twin_x = copy.deepcopy(model), x.detach().clone()
+    for p, q in zip(model.parameters(), twin.parameters(), strict=True):
+        q.grad = p.grad.clone()  # deepcopy leaves a Parameter's .grad behind
+    torch.manual_seed(123)
+    random.seed(5)
+    np.random.seed(7)
+    rng = (torch.get_rng_state(), random.getstate(), np.random.get_state()[1].copy())
+    compare(
+        model, x, [Recipe(precision="bf16-mixed"), Recipe(checkpoint=("1",))], steps=2,
+        warmup=1, target=None,
+    )  # fmt: skip
+    assert torch.equal(torch.get_rng_state(), rng[0]) and random.getstate() == rng[1]
+    assert (np.random.get_state()[1] == rng[2]).all()
+    assert model.training == twin.training
+    for (name, a), b in zip(model.state_dict().items(), twin.state_dict().values(), strict=True):
+        assert torch.equal(a, b), name
+    for p, q in zip(model.parameters(), twin.parameters(), strict=True):
+        assert torch.equal(p.grad, q.grad)
+    assert torch.equal(x.detach(), twin_x) and torch.equal(x.grad, torch.ones_like(x))
+
+
+def test_speedups_carry_intervals_and_noise_is_not_ranked(mlp, x):
+    cmp = compare(
+        mlp, x, {"control": Recipe(), "bf16": Recipe(precision="bf16-mixed")}, steps=6,
+        warmup=1, memory=False, drift=False, target=None,
+    )  # fmt: skip
+    base = cmp.result("fp32")
+    assert base.speedup == 1.0 and base.speedup_low is None and base.within_noise is None
+    for r in cmp.results[1:]:
+        assert r.rounds == 6 == len(r.step_times)
+        assert r.speedup_low <= r.speedup <= r.speedup_high
+        assert r.within_noise == (r.speedup_low <= 1.0 <= r.speedup_high)
+        assert r.step_time_low <= r.step_time <= r.step_time_high
+    assert [r.label for r in cmp.ranked()] == [
+        r.label for r in sorted(cmp.results[1:], key=lambda r: -r.speedup) if not r.within_noise
+    ]
+    text = cmp.summary()
+    assert "paired bootstrap over 6 rounds" in text and "fixed number of rounds" in text
+    for r in cmp.results[1:]:
+        shown = "(noise)" if r.within_noise else f"[{r.speedup_low:.2f}-{r.speedup_high:.2f}]"
+        assert f"{r.speedup:.2f}x {shown}" in text
+
+
+def test_rounds_end_at_the_target_or_the_budget(mlp, x):
+    args = {"steps": 4, "warmup": 0, "memory": False, "drift": False}
+    loose = compare(mlp, x, Recipe(precision="bf16-mixed"), target=0.999, budget_s=30, **args)
+    assert loose.ended_by == "target" and len(loose.results[1].step_times) < 100
+    tight = compare(mlp, x, Recipe(precision="bf16-mixed"), target=1e-6, budget_s=0.5, **args)
+    assert tight.ended_by == "budget" and tight.target == 1e-6
+    assert "the 0.5 s budget ran out before every interval was within +-0%" in tight.summary()
+
+
+def test_a_bench_measures_the_baseline_once_and_keeps_rows(mlp, x):
+    from labkit.optimize import Bench
+
+    bench = Bench(mlp, x, steps=3, warmup=0, memory=False, drift=False, target=None)
+    first = bench.compare(Recipe(precision="bf16-mixed"))
+    base_first_call = first.result("fp32").first_call
+    second = bench.compare(Recipe(checkpoint=("blocks.*",)))
+    assert [r.label for r in second.results] == ["fp32", "bf16-mixed", "ckpt(blocks.*)"]
+    base = second.result("fp32")
+    assert base.first_call == base_first_call  # not set up again
+    assert len(base.step_times) == 6  # its rounds accumulate: 3 with each recipe
+    assert second.result("ckpt(blocks.*)").rounds == 3  # paired with this call's rounds
+    assert second.result("bf16-mixed") == first.result("bf16-mixed")
+    bench.clear()
+    assert [r.label for r in bench.comparison.results] == ["fp32"]
+    assert repr(bench).startswith("Bench(MLP, mode='train', baseline='fp32', rows=0")

@@ -73,6 +73,7 @@ def test_fp16_overflow_is_noted_by_compare():
         warmup=0,
         mode="inference",
         memory=False,
+        target=None,
     )
     notes = cmp.result("16-mixed").notes
     assert any(n.startswith("fp16 overflow risk in 0 (Linear)") for n in notes), notes

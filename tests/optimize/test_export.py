@@ -55,7 +55,9 @@ class Blocked(nn.Module):
 def encoder_cmp():
     x = torch.randn(4, 10, 32)
     recipes = [Recipe(export="torch.export"), Recipe(export="onnxruntime")]
-    return compare(encoder(), x, recipes, mode="inference", steps=2, warmup=1, batch_sizes=(1, 6))
+    return compare(
+        encoder(), x, recipes, mode="inference", steps=2, warmup=1, batch_sizes=(1, 6), target=None
+    )
 
 
 def test_exports_run_with_fp32_deviation_and_per_batch_latency(encoder_cmp):
@@ -137,7 +139,9 @@ def test_export_recipes_are_inference_only(mlp, x):
         Recipe(export="onnxruntime", precision="bf16-mixed")
     r = Recipe(export="torch.export", fuse_conv_bn=True)
     assert r.label == "fuse_conv_bn + torch.export" and Recipe.from_json(r.to_json()) == r
-    cmp = compare(mlp, x, Recipe(export="torch.export"), steps=1, warmup=0, memory=False)
+    cmp = compare(
+        mlp, x, Recipe(export="torch.export"), steps=1, warmup=0, memory=False, target=None
+    )
     assert "labkit.compare(..., mode='inference')" in cmp.result("torch.export").error
     assert (
         "model.eval()" in apply(mlp.train(), Recipe(export="torch.export"))._labkit_applied.notes[0]

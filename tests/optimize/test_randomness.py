@@ -53,7 +53,7 @@ def test_deviation_is_zero_for_recipes_that_keep_numerics(noisy, batch):
         "ckpt": Recipe(checkpoint=("attn",)),
         "bf16": Recipe(precision="bf16-mixed"),
     }
-    cmp = compare(noisy, batch, recipes, steps=2, warmup=0, memory=False, loss_steps=2)
+    cmp = compare(noisy, batch, recipes, steps=2, warmup=0, memory=False, loss_steps=2, target=None)
     base, again, ck, bf16 = cmp.results
     for r in (again, ck):
         assert r.error is None
@@ -136,7 +136,7 @@ def test_checkpoint_recomputes_with_dropout_held_as_in_the_forward():
     mask[..., 12:] = float("-inf")
     cmp = compare(
         Encoder(), {"x": x, "mask": mask}, Recipe(checkpoint=["blocks.*"]),
-        steps=1, warmup=0, memory=False, drift=False,
+        steps=1, warmup=0, memory=False, drift=False, target=None,
     )  # fmt: skip
     r = cmp.result("ckpt(blocks.*)")
     assert r.error is None, r.error

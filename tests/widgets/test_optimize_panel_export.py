@@ -82,7 +82,9 @@ def test_choosing_an_export_switches_to_inference_and_back(mlp):
 
 def test_measure_torch_export_from_the_page(mlp):
     x = torch.randn(8, 32)
-    panel = OptimizePanel(mlp, x, steps=3, warmup=1, batch_sizes=[1, 16], memory=False)
+    panel = OptimizePanel(
+        mlp, x, steps=3, warmup=1, batch_sizes=[1, 16], memory=False, speedup_target=None
+    )
     choose(panel, export="torch.export")
     send(panel, "measure")
     assert panel.error == "" and panel.measured_mode == "inference"

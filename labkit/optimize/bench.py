@@ -1,0 +1,319 @@
+"""A :class:`Bench`: one model, batch and settings, whose baseline is measured once and
+reused, interleaved with every recipe measured against it (``labkit.compare`` is one
+Bench used once)."""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import torch
+
+from labkit._interleave import interleaved, interleaved_until, ratio_interval
+from labkit._tensors import model_device, split_batch
+from labkit.optimize import _cpu, _deploy
+from labkit.optimize._bench_checks import (
+    Progress,
+    check_settings,
+    metric_fn,
+    named_recipes,
+    progress_fn,
+    randomness,
+)
+from labkit.optimize._run import _batch_size, _Run
+from labkit.optimize.comparison import Comparison, RecipeResult
+from labkit.optimize.recipe import Recipe
+from labkit.trace.state import StepState
+
+Sized = tuple[int, tuple[Any, ...], dict[str, Any]]  # batch size, args, kwargs
+
+# recipe JSON -> (speedup, mode, device, graph breaks) from the last compare() in this
+# process that measured it: advise() reads it so that it never suggests, without saying
+# so, what was measured slower here
+MEASURED: dict[str, tuple[float, str, str, tuple[dict[str, Any], ...]]] = {}
+
+
+class Bench:
+    """A model, its batch and the measuring settings; recipes are measured against a
+    baseline that is set up and measured once, then reused.
+
+    Each :meth:`compare` call interleaves the baseline with the new recipes (B A1 A2 B A1
+    A2 ...), so every speedup comes from rounds timed side by side, and its 95% interval
+    from a paired bootstrap over those rounds (:func:`labkit._interleave.ratio_interval`).
+    Rounds continue after ``steps`` until every new recipe's interval is within
+    ``+-target`` or ``budget_s`` seconds of timed rounds are spent; the result says which
+    ended them. The baseline's model, first call, controlled pass (losses, outputs) and
+    peak memory are kept between calls, and its step times accumulate. Rows accumulate
+    too (:attr:`comparison`); :meth:`clear` drops them but keeps the baseline.
+
+    The user's model is not run (each recipe runs on a copy); its inputs (values and
+    ``.grad``) and the random number generators are put back after each call.
+
+    Args:
+        model: The model; it is not changed.
+        batch: Its input: a tensor, a tuple of positional inputs or a dict of keyword inputs.
+        loss: ``loss(output) -> scalar`` for training steps (default: the mean of the outputs).
+        mode: ``"train"`` (forward, backward, SGD step) or ``"inference"`` (eval, no_grad).
+        steps: Timed rounds before the interval is first checked (the minimum).
+        warmup: Untimed rounds after the first call.
+        baseline: The reference Recipe (default: fp32 eager, ``Recipe()``).
+        val: ``(inputs, targets)`` to score each model on after its steps.
+        metric: ``metric(output, targets) -> float``, ``"accuracy"`` or ``"mse"``.
+        tolerance: Relative error past which a layer's output counts as drifted.
+        lr: SGD learning rate in train mode.
+        memory: Measure peak memory (an extra step per recipe).
+        drift: Find the first drifting layer (an extra forward per recipe).
+        seed: Seed set before every step (the same for every recipe).
+        loss_steps: Training steps of the controlled pass (train mode).
+        batch_sizes: Inference only: also time every recipe at these batch sizes.
+        target: Stop adding rounds once every speedup's interval is within +-target of it
+            (0.03: +-3%); None: exactly ``steps`` rounds.
+        budget_s: Wall-clock seconds of timed rounds per call, at most (after ``steps``).
+        level: Confidence level of the intervals.
+
+    Example:
+        >>> import torch
+        >>> from labkit.optimize import Bench, Recipe
+        >>> bench = Bench(torch.nn.Linear(8, 4), torch.randn(16, 8), mode="inference",
+        ...               steps=5, warmup=1, budget_s=1.0)
+        >>> _ = bench.compare(Recipe(precision="bf16-mixed"))
+        >>> cmp = bench.compare(Recipe(matmul_precision="medium"))  # baseline reused
+        >>> [r.label for r in cmp.results]
+        ['fp32', 'bf16-mixed', 'matmul:medium']
+        >>> cmp.ended_by in ("target", "budget")
+        True
+    """
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        batch: Any,
+        *,
+        loss: Callable[[Any], torch.Tensor] | None = None,
+        mode: str = "train",
+        steps: int = 10,
+        warmup: int = 2,
+        baseline: Recipe | None = None,
+        val: tuple[Any, torch.Tensor] | None = None,
+        metric: Callable[[Any, torch.Tensor], float] | str | None = None,
+        tolerance: float = 1e-2,
+        lr: float = 1e-2,
+        memory: bool = True,
+        drift: bool = True,
+        seed: int = 0,
+        loss_steps: int = 3,
+        batch_sizes: Sequence[int] = (),
+        target: float | None = 0.03,
+        budget_s: float = 5.0,
+        level: float = 0.95,
+    ) -> None:
+        check_settings(model, mode, steps, warmup, tolerance, baseline, loss_steps)
+        self.batch_sizes = tuple(batch_sizes)
+        if self.batch_sizes and mode != "inference":
+            raise ValueError("compare(batch_sizes=...) times inference only: pass mode='inference'")
+        if not all(isinstance(n, int) and n >= 1 for n in self.batch_sizes):
+            raise ValueError(
+                f"compare(batch_sizes=...) must be ints >= 1, got {self.batch_sizes!r}"
+            )
+        if target is not None and not (isinstance(target, (int, float)) and 0 < target < 1):
+            raise ValueError(
+                f"compare(target=...) must be between 0 and 1 (0.03: +-3%), got {target!r}"
+            )
+        if not (isinstance(budget_s, (int, float)) and budget_s > 0):
+            raise ValueError(f"compare(budget_s=...) must be > 0 seconds, got {budget_s!r}")
+        if not 0 < level < 1:
+            raise ValueError(f"compare(level=...) must be between 0 and 1, got {level!r}")
+        self.args, self.kwargs = split_batch(batch, strict="compare(batch=...)")
+        self.metric_name, self._metric = metric_fn(metric, val)
+        self.batch = _batch_size(self.args, self.kwargs)
+        if self.batch_sizes and self.batch is None:
+            raise ValueError("compare(batch_sizes=...) needs a tensor input with a batch dimension")
+        self.loss, self.mode, self.steps, self.warmup, self.val = loss, mode, steps, warmup, val
+        self.tolerance, self.lr, self.memory, self.drift = tolerance, lr, memory, drift
+        self.seed, self.loss_steps, self.target, self.budget_s = seed, loss_steps, target, budget_s
+        self.level = level
+        self.baseline = baseline if baseline is not None else Recipe()
+        with _kept(self.args, self.kwargs, val):
+            self.base_model = copy.deepcopy(model)
+        self.base_model.train(mode == "train")
+        self.device = str(model_device(self.base_model))
+        self._base: _Run | None = None
+        self._base_result: RecipeResult | None = None
+        self._rows: dict[str, RecipeResult] = {}
+        self._ended_by = ""
+
+    # ------------------------------------------------------------------ public
+    @property
+    def comparison(self) -> Comparison:
+        """Every row measured so far, baseline first."""
+        rows = [self._base_result] if self._base_result is not None else []
+        return self._comparison((*rows, *self._rows.values()))
+
+    def clear(self) -> None:
+        """Drop the measured rows; the baseline (and its times) stays."""
+        self._rows.clear()
+
+    def compare(
+        self,
+        recipes: Recipe | Sequence[Recipe] | Mapping[str, Recipe],
+        *,
+        progress: Progress | bool | None = None,
+    ) -> Comparison:
+        """Measure ``recipes`` against the baseline; the rows join :attr:`comparison`.
+
+        A label measured before is measured again and its row replaced.
+
+        Returns:
+            :attr:`comparison`: every row so far, baseline first.
+        """
+        named = named_recipes(recipes)
+        named = {k: v for k, v in named.items() if v != self.baseline or k != self.baseline.label}
+        with _kept(self.args, self.kwargs, self.val):
+            self._measure(named, progress_fn(progress))
+        return self.comparison
+
+    def __repr__(self) -> str:
+        return (
+            f"Bench({type(self.base_model).__name__}, mode={self.mode!r}, "
+            f"baseline={self.baseline.label!r}, rows={len(self._rows)}, target={self.target}, "
+            f"budget_s={self.budget_s})"
+        )
+
+    # ------------------------------------------------------------------ measuring
+    def _new_run(self, label: str, recipe: Recipe) -> _Run:
+        return _Run(
+            label, recipe, self.base_model, self.mode, self.args, self.kwargs, self.loss,
+            self.lr, self.seed, self.loss_steps,
+        )  # fmt: skip
+
+    def _measure(self, named: dict[str, Recipe], report: Progress) -> None:
+        first_time = self._base is None
+        if self._base is None:
+            self._base = self._new_run(self.baseline.label, self.baseline)
+        base = self._base
+        runs = [self._new_run(label, r) for label, r in named.items()]
+        everyone = [base, *runs]
+        report(0.0, "applying recipes")
+        for run in everyone if first_time else runs:
+            run.setup()
+            report(0.05, f"{run.label}: first call")
+            run.first()
+        t0 = time.perf_counter()
+        rounds = [0]
+
+        def sample(run: _Run, i: int, timed: bool) -> float | None:
+            got = run.step(timed=timed)
+            if run is everyone[-1]:
+                rounds[0] += timed
+                spent = (time.perf_counter() - t0) / self.budget_s
+                frac = 0.1 + 0.6 * min(1.0, max(rounds[0] / self.steps, spent) if timed else 0)
+                what = f"round {i + 1}" if timed else f"warm-up {i + 1}/{self.warmup}"
+                report(frac, f"{what}: {len(everyone)} recipes interleaved")
+            return got
+
+        narrow = self._narrow if self.target is not None and runs else None
+        times, self._ended_by = interleaved_until(
+            everyone, sample, warmup=self.warmup, rounds=self.steps, narrow=narrow,
+            budget_s=self.budget_s if narrow is not None else None,
+        )  # fmt: skip
+        self._per_batch(everyone, report)
+        for run in everyone if first_time else runs:
+            report(0.75, f"{run.label}: controlled pass (dropout off)")
+            run.controlled()
+        for k, run in enumerate(runs, start=1):
+            report(0.8, f"{run.label}: memory, drift and validation")
+            self._rows[run.label] = self._result(run, _paired(times[0], times[k]))
+        report(0.95, f"{base.label}: baseline figures")
+        if self._base_result is None or self._base_result.error or base.error:
+            self._base_result = self._result(base, [(t, t) for t in base.times])
+        else:  # measured once: only its step times grew
+            self._base_result = base.with_times(self._base_result, self.level)
+        report(1.0, "done")
+        _remember(self.mode, self.device, list(self._rows.values()))
+
+    def _narrow(self, times: list[list[float | None]]) -> bool:
+        assert self.target is not None
+        for k in range(1, len(times)):
+            pairs = _paired(times[0], times[k])
+            if not pairs and times[k] and times[k][-1] is None:
+                continue  # the recipe failed: nothing to wait for
+            if len(pairs) < 2:
+                return False
+            a, b = zip(*pairs, strict=True)
+            iv = ratio_interval(a, b, level=self.level, resamples=1000)
+            if iv.half_width > self.target:
+                return False
+        return True
+
+    def _per_batch(self, runs: list[_Run], report: Progress) -> None:
+        for n in self.batch_sizes:
+            assert self.batch is not None  # checked in __init__
+            b_args, b_kwargs = _deploy.resize_batch(self.args, self.kwargs, n, self.batch)
+
+            def at_size(
+                run: _Run, i: int, timed: bool, size: Sized = (n, b_args, b_kwargs)
+            ) -> None:
+                run.timed_at(*size, timed=timed)
+                step = f"step {i + 1 + timed}/{1 + self.steps}"
+                report(0.72, f"batch {size[0]}, {step}: {run.label}")
+
+            interleaved(runs, at_size, warmup=1, rounds=self.steps)
+
+    def _result(self, run: _Run, pairs: list[tuple[float, float]]) -> RecipeResult:
+        assert self._base is not None
+        return run.result(
+            self._base, pairs, self.memory, self.drift, self.tolerance, self.val, self._metric,
+            self.base_model, self.level,
+        )  # fmt: skip
+
+    def _comparison(self, results: tuple[RecipeResult, ...]) -> Comparison:
+        notes = [_cpu.describe(), *_cpu.implications()] if self.device.startswith("cpu") else []
+        notes.append(f"torch threads: {torch.get_num_threads()}")
+        if self.mode == "train" and self.loss is None:
+            notes.append("no loss given: training steps minimise the mean of the outputs")
+        return Comparison(
+            randomness=randomness(self.base_model, self.mode, self.seed, self.loss_steps),
+            mode=self.mode,
+            steps=self.steps,
+            warmup=self.warmup,
+            baseline=self.baseline.label,
+            batch_size=self.batch,
+            device=self.device,
+            tolerance=self.tolerance,
+            metric=self.metric_name,
+            results=results,
+            notes=tuple(notes),
+            level=self.level,
+            target=self.target,
+            budget_s=self.budget_s,
+            ended_by=self._ended_by,
+        )
+
+
+class _kept:
+    """The inputs' values and ``.grad`` and the random number generators, put back on exit
+    (labkit.trace's :class:`~labkit.trace.state.StepState`, without a model: every recipe
+    runs on a copy)."""
+
+    def __init__(self, *inputs: Any) -> None:
+        self.inputs = inputs
+
+    def __enter__(self) -> None:
+        self.state = StepState(None, self.inputs, rng=True)
+
+    def __exit__(self, *exc: object) -> None:
+        self.state.restore()
+
+
+def _paired(base: list[float | None], new: list[float | None]) -> list[tuple[float, float]]:
+    """(baseline, recipe) seconds of the rounds where both have a time."""
+    return [(b, t) for b, t in zip(base, new, strict=True) if b is not None and t is not None]
+
+
+def _remember(mode: str, device: str, results: list[RecipeResult]) -> None:
+    for r in results:
+        if r.speedup is not None and r.error is None:
+            key = Recipe.from_dict(r.recipe).to_json()
+            MEASURED[key] = (r.speedup, mode, device, r.graph_breaks)
