@@ -10,6 +10,7 @@ planned device), so tied weights stay tied.
 from __future__ import annotations
 
 import copy
+import inspect
 from typing import Any
 
 import torch
@@ -87,8 +88,9 @@ def fake_batch(batch: Any, mode: FakeTensorMode, device: torch.device) -> Any:
 
 def fake_optimizer(optimizer: Any, fmodel: torch.nn.Module, mode: FakeTensorMode,
                    device: torch.device, memo: dict[int, Any]) -> Any:  # fmt: skip
-    """The optimizer for the fake model: a factory is called on its parameters; an optimizer
-    is rebuilt with the same class, groups and hyperparameters (and fake state)."""
+    """The optimizer for the fake model: a factory is called on its parameters (or, failing
+    that, on the fake model: ``lambda m: m.configure_optimizers(...)``); an optimizer is
+    rebuilt with the same class, param groups and hyperparameters (and fake state)."""
     if optimizer is None:
         return None
     if not isinstance(optimizer, torch.optim.Optimizer):
@@ -98,7 +100,13 @@ def fake_optimizer(optimizer: Any, fmodel: torch.nn.Module, mode: FakeTensorMode
                 f"(e.g. lambda ps: torch.optim.AdamW(ps, lr=1e-3)), got {type(optimizer).__name__}"
             )
         with mode:
-            return optimizer(fmodel.parameters())
+            try:
+                return optimizer(fmodel.parameters())
+            except (AttributeError, TypeError) as e:
+                try:  # a factory of the module: lambda m: m.configure_optimizers(...)
+                    return optimizer(fmodel)
+                except Exception:
+                    raise e from None
     groups = []
     for g in optimizer.param_groups:
         missing = [p for p in g["params"] if id(p) not in memo]
@@ -111,7 +119,7 @@ def fake_optimizer(optimizer: Any, fmodel: torch.nn.Module, mode: FakeTensorMode
         groups.append({**g, "params": [memo[id(p)] for p in g["params"]]})
     try:
         with mode:
-            fopt = type(optimizer)(groups, **optimizer.defaults)
+            fopt = type(optimizer)(groups, **_accepted(type(optimizer), optimizer.defaults))
     except TypeError as e:
         raise TypeError(
             f"could not rebuild {type(optimizer).__name__} for the plan ({e}): pass a factory "
@@ -122,6 +130,19 @@ def fake_optimizer(optimizer: Any, fmodel: torch.nn.Module, mode: FakeTensorMode
         if fp is not None:
             fopt.state[fp] = {k: _fake_state(v, mode, device) for k, v in state.items()}
     return fopt
+
+
+def _accepted(cls: type, defaults: dict[str, Any]) -> dict[str, Any]:
+    """The defaults this torch's constructor of ``cls`` takes by name (AdamW keeps
+    ``decoupled_weight_decay`` in its defaults but takes no such keyword in some versions);
+    the rest still reach the optimizer through the param groups, which carry every key."""
+    try:
+        params = inspect.signature(cls.__init__).parameters
+    except (TypeError, ValueError):
+        return dict(defaults)
+    if any(p.kind == p.VAR_KEYWORD for p in params.values()):
+        return dict(defaults)
+    return {k: v for k, v in defaults.items() if k in params}
 
 
 def _fake_state(v: Any, mode: FakeTensorMode, device: torch.device) -> Any:

@@ -24,6 +24,8 @@ from labkit.trace.model import (
     TraceMeta,
 )
 from labkit.trace.recorder import Recorder
+from labkit.trace.state import StepState
+from labkit.trace.step import Step, record_step
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -34,6 +36,8 @@ __all__ = [
     "ModuleInfo",
     "Node",
     "Recorder",
+    "Step",
+    "StepState",
     "TensorMeta",
     "Trace",
     "TraceDiff",
@@ -41,6 +45,7 @@ __all__ = [
     "TraceFileError",
     "TraceMeta",
     "diff",
+    "record_step",
     "trace",
 ]
 
