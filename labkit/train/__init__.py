@@ -17,6 +17,8 @@ _LAZY = {
     "FitOptions": "labkit.train.fit_options",
     "Run": "labkit.train.run",
     "RunFileError": "labkit.train.run",
+    "runs": "labkit.train.runs",
+    "Runs": "labkit.train.runs",
     "LabModule": "labkit.train.module",
     "as_datamodule": "labkit.train.data",
     "EpochShuffleSampler": "labkit.train.data",

@@ -88,7 +88,7 @@ class LabCallback(pl.Callback):
         self.logdir = Path(logdir) if logdir else None
         self.resumed_from = resumed_from
         self.stopped = False
-        self._pending: list[tuple[int, int, Any, float, float, int]] = []
+        self._pending: list[tuple[int, int, Any, float, float, int, float]] = []
         self._last_flush = 0.0
         self._t_end = 0.0
         self._t_start = 0.0
@@ -107,10 +107,12 @@ class LabCallback(pl.Callback):
             return
         pending, self._pending = self._pending, []
         losses = torch.stack([p[2] for p in pending]).float().cpu().tolist()
+        # t: the wall clock at the step's end (the runs view's wall-time axis)
         steps = [
-            {"step": s, "epoch": e, "loss": loss, "compute_time": c, "data_time": d, "samples": n}
-            for (s, e, _, c, d, n), loss in zip(pending, losses, strict=True)
-        ]
+            {"step": s, "epoch": e, "loss": loss, "compute_time": c, "data_time": d, "samples": n,
+             "t": round(w, 4)}
+            for (s, e, _, c, d, n, w), loss in zip(pending, losses, strict=True)
+        ]  # fmt: skip
         self._emit(trainer, {"type": "steps", "steps": steps, "memory": memory_bytes()})
         self._last_flush = time.perf_counter()
 
@@ -173,7 +175,8 @@ class LabCallback(pl.Callback):
                 loss = outputs["loss"] if isinstance(outputs, dict) else outputs
             n = getattr(pl_module, "last_batch_size", 0) or 0
             self._pending.append((step, trainer.current_epoch, loss.detach(),
-                                  now - self._t_start, self._t_start - self._t_end, n))  # fmt: skip
+                                  now - self._t_start, self._t_start - self._t_end, n,
+                                  time.time()))  # fmt: skip
             if now - self._last_flush >= self.flush_interval:
                 self._flush(trainer)
         self._t_end = now

@@ -339,7 +339,8 @@ class Lab:
             "resume": resume,
             "ckpt_path": ckpt, "launch": plan.mode, "processes": plan.processes,
             "recipe": self.recipe.to_dict(), "lr": self.lr,
-            "batch_size": self.batch_size,
+            "batch_size": self.batch_size, "optimizer": _optimizer_name(self.optimizer),
+            "versions": _versions(),
         }  # fmt: skip
         run = Run(logdir=str(logdir), config=config, notes=[plan.reason, *lock.notes, *notes])
         from labkit.promote.recipe_record import record_recipe
@@ -704,6 +705,26 @@ class Lab:
             f"recipe={self.recipe!r}, runs={len(self.runs)}, traces={len(self.traces)}, "
             f"logdir={str(self.logdir)!r})"
         )
+
+
+def _optimizer_name(optimizer: Any) -> str:
+    if isinstance(optimizer, str):
+        return optimizer
+    if isinstance(optimizer, torch.optim.Optimizer):
+        return type(optimizer).__name__
+    return str(getattr(optimizer, "__name__", type(optimizer).__name__))
+
+
+def _versions() -> dict[str, str]:
+    """labkit, torch and lightning versions, for the run record."""
+    import importlib.metadata
+
+    import labkit
+
+    out = {"labkit": labkit.__version__, "torch": torch.__version__}
+    with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+        out["lightning"] = importlib.metadata.version("lightning")
+    return out
 
 
 def _check_masks(data: Any) -> None:

@@ -27,7 +27,8 @@ MAX_RUN_BYTES = 256 << 20
 _TYPES: dict[str, tuple[type, ...]] = {
     "logdir": (str,), "config": (dict,), "status": (str,), "steps": (list,),
     "epochs": (list,), "checkpoints": (list,), "traces": (list,), "error": (str, type(None)),
-    "notes": (list,), "ranks": (list,),
+    "notes": (list,), "ranks": (list,), "started": (int, float, type(None)),
+    "ended": (int, float, type(None)),
 }  # fmt: skip
 _ITEMS: dict[str, type] = {"steps": dict, "epochs": dict, "checkpoints": str, "traces": str,
                            "notes": str, "ranks": dict}  # fmt: skip
@@ -128,6 +129,8 @@ class Run:
         traces: Paths of the labkit traces sampled during training.
         error: The error message when ``status == "failed"``.
         notes: Plain sentences about choices labkit made (launch mode, resume, ...).
+        started: Wall-clock time the training started (seconds since the epoch), or None.
+        ended: Wall-clock time the fit ended, or None.
         ranks: With several processes, one dict per gathering (each epoch end): ``epoch``,
             ``step``, ``ranks`` (per-rank means per step: ``data_time``, ``forward_time``,
             ``backward_time``, ``comm_wait``, ``optimizer_time``, ``comm_time``,
@@ -153,6 +156,8 @@ class Run:
     error: str | None = None
     notes: list[str] = field(default_factory=list)
     ranks: list[dict[str, Any]] = field(default_factory=list)
+    started: float | None = None
+    ended: float | None = None
 
     def __post_init__(self) -> None:
         self._done = threading.Event()
@@ -166,6 +171,8 @@ class Run:
         kind = event.get("type")
         if kind == "start":
             self.status = "running"
+            if self.started is None and isinstance(event.get("t"), int | float):
+                self.started = float(event["t"])
             if event.get("resumed_from"):
                 self.notes.append(f"resumed from {event['resumed_from']}")
         elif kind == "steps":
@@ -186,6 +193,8 @@ class Run:
         elif kind == "end":
             self.status = event.get("status", "finished")
             self.error = event.get("error")
+            if isinstance(event.get("t"), int | float):
+                self.ended = float(event["t"])
 
     # ------------------------------------------------------------------ views
     @property
@@ -267,6 +276,8 @@ class Run:
             "error": self.error,
             "notes": self.notes,
             "ranks": self.ranks,
+            "started": self.started,
+            "ended": self.ended,
         }
 
     @classmethod
@@ -279,13 +290,19 @@ class Run:
         return cls(**_fields(data, source))
 
     def save(self, path: str | os.PathLike[str] | None = None) -> Path:
-        """Write the record as JSON, atomically; defaults to ``<logdir>/run.json``."""
+        """Write the record as JSON, atomically; defaults to ``<logdir>/run.json``.
+
+        Beside it goes ``series.npz``: the record without its steps plus the steps as
+        columns, which :func:`labkit.runs` reads without parsing the JSON.
+        """
         target = Path(path) if path is not None else Path(self.logdir) / "run.json"
         target.parent.mkdir(parents=True, exist_ok=True)
         from labkit._paths import atomic_writer  # temp file, umask's mode, rename
+        from labkit.train.runs import write_series
 
         with atomic_writer(target, "w", what="run record", fsync=False) as fh:
             json.dump(self.to_dict(), fh, indent=1)
+        write_series(self, target.parent)
         return target
 
     @classmethod

@@ -1,0 +1,489 @@
+"""Runs side by side: :func:`runs` reads many fits' records into plain data.
+
+Every ``Lab.fit`` leaves ``run.json`` (the :class:`~labkit.train.Run` record) and, beside
+it, ``series.npz``: the same record without its steps, plus the steps as columns (one
+float64 array per figure: ``step``, ``t``, ``loss``, ``compute_time``, ...). :func:`runs`
+reads the columns (never the JSON steps), so 200 runs of 100k steps load in about a second
+(``benchmarks/runs_read.py``). Long curves are cut to ``points`` points by keeping each
+bucket's minimum and maximum in their order (:func:`minmax_downsample`): a spike survives.
+
+:class:`Runs` is plain data: one :class:`RunRow` per run (status, steps, wall time, last
+and best metrics, the Recipe, the fit options, labkit/torch/lightning versions) and each
+run's curves. ``summary()`` prints a table, ``to_pandas()`` gives a DataFrame,
+``show()`` the interactive view (:class:`labkit.widgets.runs.RunsView`).
+
+Example:
+    >>> rs = labkit.runs("labkit_runs")           # doctest: +SKIP
+    >>> print(rs.summary())                       # doctest: +SKIP
+    >>> rs.show(metrics=["loss", "val_acc"])      # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import math
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from labkit._paths import InputFileError, atomic_writer, open_input
+
+SERIES_FILE = "series.npz"
+RUN_FILE = "run.json"
+MAX_SERIES_BYTES = 1 << 30
+"""Largest ``series.npz`` read (1 GiB: about 16M steps of 8 figures)."""
+_STEP_PREFIX = "s."
+_X_KEYS = ("step", "epoch", "t")
+
+
+class RunsError(ValueError):
+    """Runs cannot be read; the message names the path."""
+
+
+# ---------------------------------------------------------------------- writing
+def write_series(run: Any, folder: str | os.PathLike[str]) -> Path:
+    """Write ``<folder>/series.npz``: ``run``'s record without steps plus its steps as columns.
+
+    A figure missing from a step is NaN in its column; a figure that is not a number (or
+    a bool) in any step is left out (it is still in ``run.json``).
+
+    Args:
+        run: A :class:`~labkit.train.Run`.
+        folder: The run's folder.
+
+    Returns:
+        The file written.
+    """
+    target = Path(folder) / SERIES_FILE
+    meta = run.to_dict()
+    steps: list[dict[str, Any]] = meta.pop("steps")
+    meta["n_steps"] = len(steps)
+    keys: dict[str, None] = {}
+    for s in steps:
+        keys.update(dict.fromkeys(s))
+    arrays: dict[str, np.ndarray] = {"meta": np.frombuffer(json.dumps(meta).encode(), np.uint8)}
+    for k in keys:
+        values = [s.get(k, math.nan) for s in steps]
+        if all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+            arrays[_STEP_PREFIX + k] = np.asarray(values, dtype=np.float64)
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)  # type: ignore[arg-type]  # numpy's stub wants positional arrays
+    data = buf.getvalue()
+    with atomic_writer(target, "wb", what="run series", needed=len(data), fsync=False) as fh:
+        fh.write(data)
+    return target
+
+
+# ---------------------------------------------------------------------- reading
+Columns = dict[str, np.ndarray]
+
+
+def read_series(
+    folder: str | os.PathLike[str], columns: Sequence[str] | None = None
+) -> tuple[dict[str, Any], Columns]:
+    """A run's record (without steps) and its step columns.
+
+    Reads ``series.npz`` when present (only the columns asked for), else ``run.json``.
+
+    Args:
+        folder: The run's folder.
+        columns: Step figures to read (default: all).
+
+    Returns:
+        ``(meta, {figure: float64 array})``.
+
+    Raises:
+        RunsError: naming the file when it is missing, not a regular file, too large or
+            not a run's series.
+    """
+    folder = Path(folder)
+    series = folder / SERIES_FILE
+    if os.path.lexists(series):
+        try:
+            with (open_input(series, what="run series", max_bytes=MAX_SERIES_BYTES) as fh,
+                  np.load(fh, allow_pickle=False) as npz):  # fmt: skip
+                meta = json.loads(npz["meta"].tobytes())
+                names = [n[len(_STEP_PREFIX) :] for n in npz.files if n.startswith(_STEP_PREFIX)]
+                want = names if columns is None else [c for c in columns if c in names]
+                cols = {c: npz[_STEP_PREFIX + c] for c in want}
+        except InputFileError as exc:
+            raise RunsError(str(exc)) from None
+        except (ValueError, KeyError, OSError, EOFError) as exc:
+            raise RunsError(f"{series}: not a labkit run series ({type(exc).__name__}: {exc}); "
+                            "delete it to read run.json instead") from None  # fmt: skip
+        if not isinstance(meta, dict):
+            raise RunsError(f"{series}: its record is not a JSON object")
+        return meta, cols
+    from labkit.train.run import Run, RunFileError
+
+    try:
+        run = Run.load(folder / RUN_FILE)
+    except RunFileError as exc:
+        raise RunsError(str(exc)) from None
+    meta = run.to_dict()
+    steps = meta.pop("steps")
+    meta["n_steps"] = len(steps)
+    keys = dict.fromkeys(k for s in steps for k in s)
+    want = list(keys) if columns is None else [c for c in columns if c in keys]
+    cols = {}
+    for k in want:
+        values = [s.get(k, math.nan) for s in steps]
+        if all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+            cols[k] = np.asarray(values, dtype=np.float64)
+    return meta, cols
+
+
+def minmax_downsample(x: np.ndarray, y: np.ndarray, points: int) -> tuple[np.ndarray, np.ndarray]:
+    """At most ``points`` points of ``(x, y)``: each bucket's minimum and maximum, in order.
+
+    ``points // 2`` buckets of equal length; from each, the smallest and the largest finite
+    ``y`` (one point when they are the same), so spikes and dips survive. NaN and Inf
+    are skipped; the first and last finite points are kept.
+
+    Args:
+        x: Positions (steps or seconds), ascending.
+        y: Values.
+        points: Most points returned (at least 4).
+
+    Returns:
+        ``(x, y)`` of the points kept.
+
+    Example:
+        >>> x = np.arange(10.0); y = np.array([0, 0, 9, 0, 0, 0, -5, 0, 0, 0.0])
+        >>> minmax_downsample(x, y, 4)[1].tolist()
+        [0.0, 9.0, -5.0, 0.0]
+    """
+    finite = np.isfinite(y)
+    if not finite.all():
+        x, y = x[finite], y[finite]
+    n = len(y)
+    points = max(4, int(points))
+    if n <= points:
+        return x, y
+    buckets = points // 2
+    size = -(-n // buckets)
+    pad = buckets * size - n
+    lo = np.concatenate([y, np.full(pad, np.inf)]).reshape(buckets, size)
+    hi = np.concatenate([y, np.full(pad, -np.inf)]).reshape(buckets, size)
+    base = np.arange(buckets) * size
+    first = base + lo.argmin(axis=1)
+    second = base + hi.argmax(axis=1)
+    idx = np.unique(np.concatenate([first, second, [0, n - 1]]))
+    idx = idx[idx < n]
+    return x[idx], y[idx]
+
+
+# ---------------------------------------------------------------------- the data
+@dataclass(frozen=True)
+class RunRow:
+    """One run in :class:`Runs`.
+
+    Args:
+        name: The run's folder, relative to the root it was found under.
+        path: The run's folder.
+        status: ``finished``, ``stopped``, ``failed``, ``running`` or ``created``.
+        steps: Optimizer steps recorded.
+        epochs: Epochs recorded.
+        wall_time: Seconds from the first to the last recorded moment (None: unknown).
+        last: The last value of each metric (``loss``, ``val_loss``, ``val_acc``, ...).
+        best: The best value of each metric (lowest for ``*loss*``/``*err*``, else highest).
+        recipe: The Recipe it trained with (as a dict).
+        options: Its fit options and settings (``max_epochs``, ``lr``, ``seed``, ...).
+        versions: labkit, torch and lightning versions (empty for older runs).
+        started: Wall-clock start (seconds since the epoch), or None.
+        error: The error of a failed run.
+    """
+
+    name: str
+    path: str
+    status: str
+    steps: int
+    epochs: int
+    wall_time: float | None
+    last: dict[str, float] = field(default_factory=dict)
+    best: dict[str, float] = field(default_factory=dict)
+    recipe: dict[str, Any] = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict)
+    versions: dict[str, str] = field(default_factory=dict)
+    started: float | None = None
+    error: str | None = None
+
+
+#: a curve: ``x`` (step), ``t`` (seconds since the run started) and ``y``, equal lengths
+Curve = dict[str, list[Any]]
+
+
+def _lower_is_better(metric: str) -> bool:
+    return any(w in metric for w in ("loss", "err", "time", "perplexity", "ppl"))
+
+
+@dataclass(frozen=True)
+class Runs:
+    """Several runs' records and curves, as plain data (see the module docstring).
+
+    Args:
+        rows: One :class:`RunRow` per run, in the order found (sorted by name).
+        curves: ``{run name: {metric: {"x": steps, "t": seconds, "y": values}}}``, each
+            cut to at most ``points`` points by :func:`minmax_downsample`.
+        points: The most points per curve.
+        skipped: ``"path: why"`` for folders that could not be read.
+
+    Example:
+        >>> rs = Runs(rows=(), curves={})
+        >>> len(rs), rs.metrics
+        (0, [])
+    """
+
+    rows: tuple[RunRow, ...]
+    curves: dict[str, dict[str, Curve]]
+    points: int = 2000
+    skipped: tuple[str, ...] = ()
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __iter__(self) -> Iterator[RunRow]:
+        return iter(self.rows)
+
+    def __getitem__(self, name: str | int) -> RunRow:
+        if isinstance(name, int):
+            return self.rows[name]
+        for row in self.rows:
+            if row.name == name:
+                return row
+        raise KeyError(f"no run named {name!r}; runs: {[r.name for r in self.rows]}")
+
+    @property
+    def metrics(self) -> list[str]:
+        """Every metric with a curve in some run (``loss`` first, then by name)."""
+        names = {m for c in self.curves.values() for m in c}
+        return sorted(names, key=lambda m: (m != "loss", m))
+
+    def summary(self) -> str:
+        """One line per run: status, steps, wall time, last loss, best validation figures."""
+        from labkit._format import fmt_time
+
+        vals = sorted({m for r in self.rows for m in r.best if m.startswith("val_")})[:3]
+        head = ["run", "status", "steps", "wall", "loss", *[f"best {m}" for m in vals], "lr",
+                "recipe"]  # fmt: skip
+        lines = [head]
+        for r in self.rows:
+            recipe = ", ".join(f"{k}={v}" for k, v in _recipe_changes(r.recipe).items()) or "fp32"
+            lines.append([
+                r.name, r.status, str(r.steps),
+                fmt_time(r.wall_time) if r.wall_time is not None else "-",
+                _num(r.last.get("loss")), *[_num(r.best.get(m)) for m in vals],
+                _num(r.options.get("lr")), recipe,
+            ])  # fmt: skip
+        widths = [max(len(row[i]) for row in lines) for i in range(len(head))]
+        text = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+                for row in lines]  # fmt: skip
+        text.insert(1, "  ".join("-" * w for w in widths))
+        skipped = f"; {len(self.skipped)} skipped: " + "; ".join(self.skipped)
+        text.append(f"{len(self.rows)} run(s)" + (skipped if self.skipped else ""))
+        return "\n".join(text)
+
+    def to_pandas(self) -> Any:
+        """A DataFrame: one row per run; ``last_*``, ``best_*``, options, ``recipe.*``, versions."""
+        import pandas as pd
+
+        records = []
+        for r in self.rows:
+            rec: dict[str, Any] = {k: getattr(r, k) for k in
+                                   ("name", "status", "steps", "epochs", "wall_time", "started",
+                                    "error", "path")}  # fmt: skip
+            rec.update({f"last_{k}": v for k, v in r.last.items()})
+            rec.update({f"best_{k}": v for k, v in r.best.items()})
+            rec.update({k: _cell(v) for k, v in r.options.items()})
+            rec.update({f"recipe.{k}": _cell(v) for k, v in r.recipe.items()})
+            rec.update({f"{k}_version": v for k, v in r.versions.items()})
+            records.append(rec)
+        return pd.DataFrame.from_records(records)
+
+    def show(self, metrics: Sequence[str] | None = None, runs: Sequence[str] | None = None,
+             *, x: str = "step") -> Any:  # fmt: skip
+        """The interactive view: chosen metrics of chosen runs overlaid, a table of runs.
+
+        Args:
+            metrics: Metrics to chart (default: ``loss`` and the validation metrics).
+            runs: Run names shown (default: all).
+            x: ``"step"`` or ``"time"`` (wall-clock seconds since each run started).
+
+        Returns:
+            A :class:`labkit.widgets.runs.RunsView`.
+        """
+        from labkit.widgets.runs import RunsView
+
+        return RunsView(self, metrics=metrics, runs=runs, x=x)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready plain data."""
+        return {"rows": [dataclasses.asdict(r) for r in self.rows], "curves": self.curves,
+                "points": self.points, "skipped": list(self.skipped)}  # fmt: skip
+
+    def __repr__(self) -> str:
+        status: dict[str, int] = {}
+        for r in self.rows:
+            status[r.status] = status.get(r.status, 0) + 1
+        counts = ", ".join(f"{v} {k}" for k, v in sorted(status.items()))
+        return f"Runs({len(self.rows)} runs: {counts or 'none'}; metrics={self.metrics})"
+
+
+def _num(v: Any) -> str:
+    return "-" if v is None else f"{v:.4g}"
+
+
+def _cell(v: Any) -> Any:
+    return json.dumps(v) if isinstance(v, list | dict) else v
+
+
+def _recipe_changes(recipe: dict[str, Any]) -> dict[str, Any]:
+    try:
+        from labkit.optimize.recipe import Recipe
+
+        return Recipe.from_dict(dict(recipe)).changes()
+    except Exception:  # a Recipe from another labkit: show it as it is
+        return dict(recipe)
+
+
+# ---------------------------------------------------------------------- finding runs
+def _is_run(folder: Path) -> bool:
+    return (folder / SERIES_FILE).is_file() or (folder / RUN_FILE).is_file()
+
+
+def find_runs(source: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+              max_depth: int = 4) -> list[tuple[str, Path]]:  # fmt: skip
+    """``(name, folder)`` of every run under ``source`` (a run folder, a root of run folders,
+    a ``run.json`` or a list of those), sorted by name; names are relative to each root."""
+    sources = [source] if isinstance(source, str | os.PathLike) else list(source)
+    found: dict[Path, str] = {}
+    for s in sources:
+        p = Path(s)
+        if p.is_file() and p.name in (RUN_FILE, SERIES_FILE):
+            p = p.parent
+        if not p.is_dir():
+            raise RunsError(f"{p}: no such run folder or logdir root")
+        if _is_run(p):
+            found.setdefault(p.resolve(), p.name or str(p))
+            continue
+        for root, dirs, _files in os.walk(p):
+            here = Path(root)
+            depth = len(here.relative_to(p).parts)
+            if depth >= max_depth:
+                dirs[:] = []
+            dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in
+                             ("checkpoints", "tensorboard", "traces", "launch"))  # fmt: skip
+            if here != p and _is_run(here):
+                found.setdefault(here.resolve(), str(here.relative_to(p)))
+                dirs[:] = []
+    return sorted(((n, f) for f, n in found.items()), key=lambda nf: nf[0])
+
+
+def runs(source: str | os.PathLike[str] | Iterable[str | os.PathLike[str]], *,
+         metrics: Sequence[str] | None = None, points: int = 2000) -> Runs:  # fmt: skip
+    """Read every run under ``source`` into :class:`Runs` (plain data).
+
+    Args:
+        source: A logdir root (its run folders are found, 4 levels deep at most), one run's
+            folder or ``run.json``, or a list of those.
+        metrics: Metrics to read curves of (default: every one: the step ``loss`` and the
+            epoch metrics such as ``val_loss``, ``val_acc``, ``train_loss``).
+        points: Most points per curve (min/max per bucket keeps spikes).
+
+    Returns:
+        :class:`Runs`. Folders that cannot be read are listed in ``skipped`` with the reason.
+
+    Raises:
+        RunsError: ``source`` does not exist.
+
+    Example:
+        >>> labkit.runs("labkit_runs").summary()   # doctest: +SKIP
+    """
+    rows, curves, skipped = [], {}, []
+    want = None if metrics is None else list(dict.fromkeys(metrics))
+    for name, folder in find_runs(source):
+        try:
+            row, c = _read_one(name, folder, want, points)
+        except RunsError as exc:
+            skipped.append(str(exc))
+            continue
+        rows.append(row)
+        curves[name] = c
+    return Runs(rows=tuple(rows), curves=curves, points=points, skipped=tuple(skipped))
+
+
+def _read_one(name: str, folder: Path, want: list[str] | None,
+              points: int) -> tuple[RunRow, dict[str, Curve]]:  # fmt: skip
+    step_cols = None if want is None else [*_X_KEYS, *(m for m in want if m not in _X_KEYS)]
+    meta, cols = read_series(folder, step_cols)
+    started = meta.get("started")
+    t = cols.get("t")
+    t0 = started if isinstance(started, int | float) else (
+        float(t[0]) if t is not None and len(t) else None)  # fmt: skip
+    out: dict[str, Curve] = {}
+    last: dict[str, float] = {}
+    best: dict[str, float] = {}
+    steps_x = cols.get("step")
+    for metric, y in cols.items():
+        figure = metric in _X_KEYS or metric in ("compute_time", "data_time", "samples")
+        if figure and (want is None or metric not in want):
+            continue
+        if steps_x is None or not len(y):
+            continue
+        _extremes(metric, y, last, best)
+        idx_x, ys = minmax_downsample(np.arange(len(y), dtype=np.float64), y, points)
+        pos = idx_x.astype(np.int64)
+        xs = steps_x[pos]
+        ts = (t[pos] - t0) if t is not None and t0 is not None else np.full(len(pos), np.nan)
+        out[metric] = {"x": xs.tolist(), "t": _finite_or_none(ts), "y": ys.tolist()}
+    epochs = meta.get("epochs") or []
+    keys = dict.fromkeys(k for e in epochs if isinstance(e, dict) for k in e)
+    for metric in keys:
+        if metric in ("epoch", "step", "t") or (want is not None and metric not in want):
+            continue
+        pts = [e for e in epochs if _number(e.get(metric)) and _number(e.get("step"))]
+        if not pts:
+            continue
+        ey = np.asarray([e[metric] for e in pts], dtype=np.float64)
+        _extremes(metric, ey, last, best)
+        ets = [float(e["t"]) - t0 if isinstance(e.get("t"), int | float) and t0 is not None
+              else None for e in pts]  # fmt: skip
+        out.setdefault(metric, {"x": [float(e["step"]) for e in pts], "t": ets,
+                                "y": [float(v) for v in ey]})  # fmt: skip
+    config = dict(meta.get("config") or {})
+    recipe = config.pop("recipe", None) or {}
+    versions = config.pop("versions", None) or {}
+    ended = meta.get("ended")
+    t_last = float(t[-1]) if t is not None and len(t) else None
+    end = ended if isinstance(ended, int | float) else t_last
+    wall = end - t0 if end is not None and t0 is not None else None
+    row = RunRow(
+        name=name, path=str(folder), status=str(meta.get("status", "created")),
+        steps=int(meta.get("n_steps", 0)), epochs=len(epochs), wall_time=wall,
+        last=last, best=best, recipe=dict(recipe), options=config,
+        versions={str(k): str(v) for k, v in dict(versions).items()},
+        started=float(t0) if t0 is not None else None, error=meta.get("error"),
+    )  # fmt: skip
+    return row, out
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+def _finite_or_none(a: np.ndarray) -> list[float | None]:
+    return [float(v) if math.isfinite(v) else None for v in a.tolist()]
+
+
+def _extremes(metric: str, y: np.ndarray, last: dict[str, float], best: dict[str, float]) -> None:
+    finite = y[np.isfinite(y)]
+    if not len(finite):
+        return
+    last[metric] = float(finite[-1])
+    best[metric] = float(finite.min() if _lower_is_better(metric) else finite.max())
