@@ -101,6 +101,7 @@ class MemoryPayload(TypedDict):
     bytes: list[list[int]]  #: per category, bytes per sample
     colors: list[str]  #: per category, its fill (``#rrggbb``)
     largest: list[LargestStorage]  #: the biggest storages, largest first
+    peak_where: str  #: where the peak is, as the summary says it (``"backward of 'fc'"``)
 
 
 class AttentionEdge(TypedDict):

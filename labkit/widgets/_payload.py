@@ -227,6 +227,31 @@ def instance_metrics(trace: Trace, graph: GraphPayload) -> NodeMetrics:
     return out
 
 
+#: Class names of layers from libraries, drawn collapsed at the default depth (their
+#: insides are the library's, not the researcher's): PyG's message-passing convs (names
+#: end in ``Conv``; torch's ``Conv1d/2d/3d`` end in ``d``), ``nn.MultiheadAttention`` and
+#: Hugging Face's attention classes (``BertSelfAttention``, ``GPT2Attention``, ...).
+LIBRARY_SUFFIXES = ("Conv", "Attention")
+
+
+def library_layer(type_name: str) -> bool:
+    """Whether a module class is a library layer that opens collapsed (see LIBRARY_SUFFIXES)."""
+    return type_name.endswith(LIBRARY_SUFFIXES)
+
+
+def opened_at(trace: Trace, depth: int, canon: Canon) -> list[int]:
+    """The calls a graph opens at ``depth``: ``default_expanded`` less library layers
+    (:func:`library_layer`; never the model itself) and every call inside one; expand
+    them by hand to see inside."""
+    opened = default_expanded(trace, depth, canon)
+    closed: set[int] = set()
+    for n in trace.nodes:  # parents come before their children
+        inner = n.parent is not None and n.name != ""
+        if n.kind == "module" and ((inner and library_layer(n.type)) or n.parent in closed):
+            closed.add(n.id)
+    return sorted(opened - closed)
+
+
 def graph_state(
     trace: Trace, *, rolled: bool = True, depth: int = DEFAULT_DEPTH, unrolled: Collection[str] = ()
 ) -> tuple[GraphPayload, NodeMetrics, list[int]]:
@@ -234,7 +259,7 @@ def graph_state(
     canon = canonicalize(trace, rolled=rolled, unrolled=unrolled)
     graph = graph_payload(trace, rolled=rolled, canon=canon, unrolled=unrolled)
     metrics = node_metrics(trace, rolled=rolled, canon=canon)
-    expanded = sorted(default_expanded(trace, depth, canon))
+    expanded = opened_at(trace, depth, canon)
     return graph, metrics, expanded
 
 
@@ -326,7 +351,16 @@ def memory_payload(trace: Trace) -> MemoryPayload:
         "colors": [MEMORY_COLORS.get(c, OTHER_COLOR) for c in cats],
         # the biggest storages with their lifetimes: what was live in a selected range
         "largest": [_storage(r) for r in trace.memory_meta.largest] if trace.memory_meta else [],
+        "peak_where": _peak_where(trace),
     }
+
+
+def _peak_where(trace: Trace) -> str:
+    """The module or call at the peak, in the summary's words (``""`` without a recording)."""
+    m = trace.memory_meta
+    if m is None:
+        return ""
+    return m.peak_where or (f"module '{m.peak_module}'" if m.peak_module else "")
 
 
 def _storage(r: dict[str, Any]) -> LargestStorage:

@@ -12,14 +12,13 @@ from labkit.trace.graph import (
     DEFAULT_DEPTH,
     VisibleGraph,
     canonicalize,
-    default_expanded,
     visible_graph,
 )
 from labkit.widgets._base import TraceWidget
 from labkit.widgets._contract import GraphMarks, GraphPayload
 from labkit.widgets._graph_marks import break_dicts, break_marks
 from labkit.widgets._keep import MONO
-from labkit.widgets._payload import METRICS, graph_state, instance_metrics
+from labkit.widgets._payload import METRICS, graph_state, instance_metrics, opened_at
 
 if TYPE_CHECKING:
     from labkit.trace.model import Trace
@@ -44,7 +43,8 @@ class GraphView(TraceWidget):
         metric: Colour by one of ``"fwd_time"``, ``"bwd_time"``, ``"flops"``, ``"params"``,
             ``"activations"``.
         depth: Module calls above this depth start expanded (the root is depth 0); leaf
-            modules (ops only inside) start collapsed.
+            modules (ops only inside) and library layers (PyG convs, attention classes:
+            ``_payload.library_layer``) start collapsed.
         expanded: Ids of the module calls to start expanded, instead of ``depth``'s.
         rolled: Roll repeated blocks into one box.
         height: Height of the view in pixels.
@@ -177,7 +177,8 @@ class GraphView(TraceWidget):
     @t.observe("depth")
     def _depth_changed(self, change: dict[str, Any]) -> None:
         if getattr(self, "_ready", False) and change["old"] != change["new"]:
-            self.expanded = sorted(default_expanded(self._trace, change["new"]))
+            canon = canonicalize(self._trace, rolled=self._rolled, unrolled=self.unrolled)
+            self.expanded = opened_at(self._trace, change["new"], canon)
 
     def visible(self) -> VisibleGraph:
         """What the view draws now (the same rules the browser applies)."""

@@ -127,7 +127,10 @@ def test_memory_payload(memory_trace, cnn_trace):
     assert memory_payload(odd)["colors"] == [OTHER_COLOR]
     empty = memory_payload(cnn_trace.replace(memory=(), memory_meta=None))
     assert empty == {"time": [], "phase": [], "module": [], "categories": [], "bytes": [],
-                     "colors": [], "largest": []}  # fmt: skip
+                     "colors": [], "largest": [], "peak_where": ""}  # fmt: skip
+    # the header names where the peak is as the summary does (a backward sample has no module)
+    real = memory_payload(cnn_trace)["peak_where"]
+    assert real and real == cnn_trace.memory_meta.peak_where, real
 
 
 def test_bytes_per_node_stay_small(cnn_trace):

@@ -30,6 +30,8 @@ export const SVG_STYLE = `
 .lk-toggle text { font: bold 11px monospace !important; fill: var(--lk-fg, #222); }
 .lk-toggle { cursor: pointer; }
 .lk-node, .lk-group { cursor: pointer; }
+.lk-lod1 .lk-node text.lk-sub { display: none; }
+.lk-lod2 .lk-node text, .lk-lod2 .lk-toggle, .lk-lod2 .lk-mark text { display: none; }
 `;
 
 /** The second line of a box: a module's type, an op's or input's first output shape. */
@@ -59,7 +61,15 @@ export function drawState(graph, expandedIds) {
     if (!sizes.has(k)) sizes.set(k, boxSize(labelOf(graph, k, rolled), subOf(graph, k)));
     return sizes.get(k);
   };
-  return { kids, rolled, expanded, vis, edges, input, layout: layoutNested(input, size) };
+  // a frame's header: toggle (20) + its label in bold 11 px (~7 px a character) + the
+  // badge and the right margin an entering edge runs down (36)
+  const header = (g) => Math.ceil(20 + groupLabel(graph, g, rolled).length * 7 + 36);
+  return { kids, rolled, expanded, vis, edges, input, layout: layoutNested(input, size, header) };
+}
+
+/** A frame's header label: "blocks.0-5 ×6 · Layer". */
+export function groupLabel(graph, g, rolled) {
+  return `${labelOf(graph, g, rolled)} · ${graph.type[g]}`;
 }
 
 /** The class a marked box gets: its own break(s), or only breaks inside it. */
@@ -87,7 +97,7 @@ export function groupsSvg(graph, vis, layout, rolled, marks = null) {
   for (const g of vis.groups) {
     const p = layout.pos.get(g);
     const m = marks && marks.get(g);
-    const label = `${labelOf(graph, g, rolled)} · ${graph.type[g]}`;
+    const label = groupLabel(graph, g, rolled);
     out +=
       `<g class="lk-group${markClass(m)}" data-k="${g}" transform="translate(${p.x.toFixed(1)},${p.y.toFixed(1)})">` +
       `<rect class="lk-frame" width="${p.w.toFixed(1)}" height="${p.h.toFixed(1)}" rx="6"/>` +

@@ -101,14 +101,30 @@ export function selectionOf(graph, k) {
   return graph.name[k];
 }
 
-// Labels are 11 px (types 9.5 px): below this scale they are no longer legible
-// (~8 px), so fitting stops here and a bigger graph is panned instead.
+// Labels are 11 px (types 9.5 px) at scale 1. A graph opens at scale >= OPEN_SCALE
+// (labels >= 11 px; a bigger graph is scrolled); below MIN_SCALE (~8 px) a box is not
+// legible, so a jump to it zooms in. Fit shows the whole graph at any scale, drawn with
+// less detail when zoomed out (LOD_SUB, LOD_TEXT: the scales below which type lines,
+// then all box text, are left out).
+export const OPEN_SCALE = 1;
 export const MIN_SCALE = 0.75;
 export const MAX_FIT_SCALE = 1.4;
+export const LOD_SUB = 0.6;
+export const LOD_TEXT = 0.45;
 
-/** Scale that fits a w x h drawing into a cw x ch canvas, clamped to legible sizes. */
+/** Scale that shows a w x h drawing whole in a cw x ch canvas (never above MAX_FIT_SCALE). */
 export function fitScale(cw, ch, w, h) {
-  return Math.max(MIN_SCALE, Math.min(cw / w, ch / h, MAX_FIT_SCALE));
+  return Math.min(cw / w, ch / h, MAX_FIT_SCALE);
+}
+
+/** Scale a graph opens at: fitted when it fits at a legible size, else OPEN_SCALE. */
+export function openScale(cw, ch, w, h) {
+  return Math.max(OPEN_SCALE, fitScale(cw, ch, w, h));
+}
+
+/** Level of detail at scale k: 0 all, 1 no type lines, 2 no box text (frames keep labels). */
+export function detailAt(k) {
+  return k < LOD_TEXT ? 2 : k < LOD_SUB ? 1 : 0;
 }
 
 /** Estimated box size for a label and a type line (no DOM measuring: fast, testable). */

@@ -158,10 +158,12 @@ export function layoutLevel(items, size, edges) {
 }
 
 /**
- * Lay out the nested input from _graphcore.layoutInput. `size(k)` gives a box's size.
+ * Lay out the nested input from _graphcore.layoutInput. `size(k)` gives a box's size,
+ * `header(g)` the width a frame's header needs (its label, toggle and the margin an
+ * entering edge runs down), so the label stays inside its frame.
  * Returns {pos: Map(k -> {x, y, w, h}) absolute, waypoints: Map(level -> Map), width, height}.
  */
-export function layoutNested(input, size) {
+export function layoutNested(input, size, header = (g) => size(g).w + 60) {
   const { members, levelEdges, isGroup } = input;
   const sizes = new Map();
   const levels = new Map();
@@ -172,7 +174,7 @@ export function layoutNested(input, size) {
     levels.set(g, lay);
     if (g !== -1) {
       sizes.set(g, {
-        w: Math.max(lay.width + 2 * PAD, 90, size(g).w + 60), // room for the header label
+        w: Math.max(lay.width + 2 * PAD, 90, header(g)), // room for the header label
         h: lay.height + HEADER + PAD,
       });
     }
@@ -200,8 +202,9 @@ export function layoutNested(input, size) {
 /**
  * Points of an edge from box s to box d: bottom of s, dummy waypoints, top of d. An edge
  * that enters a frame runs down the frame's right margin (the header's toggle and label
- * sit on the left), one that leaves a frame runs down its left margin, so a skip
- * connection into a block (its "add" at the bottom) does not cross the block's boxes.
+ * sit on the left, and the frame is wide enough that they end before it), one that
+ * leaves a frame runs down its left margin, so a skip connection into a block (its "add"
+ * at the bottom) does not cross the block's boxes and no edge crosses a frame's label.
  */
 export function edgePoints(layout, route, s, d) {
   const a = layout.pos.get(s);
@@ -219,9 +222,9 @@ export function edgePoints(layout, route, s, d) {
   const via = lay && lay.waypoints.get(`${A}>${B}`);
   if (via) for (const p of via) pts.push({ x: o.x + p.x, y: o.y + p.y });
   const into = B !== undefined && B !== d ? layout.pos.get(B) : null;
-  if (into && b.y - into.y > HEADER + GAP_Y) {
+  if (into) {
     const xr = into.x + into.w - PAD / 2;
-    pts.push({ x: xr, y: into.y }, { x: xr, y: b.y - GAP_Y / 3 });
+    pts.push({ x: xr, y: into.y }, { x: xr, y: Math.max(into.y + HEADER, b.y - GAP_Y / 3) });
   }
   pts.push({ x: b.x + b.w / 2, y: b.y });
   return pts;

@@ -1,18 +1,24 @@
 // Pan and zoom of the GraphView: the view transform {x, y, k} (screen = x + k * drawing).
 // fitView, zoomView, centerView and inSight are pure and unit-tested by
 // widgets/test/panzoom.test.mjs; attachPanZoom wires the pointer and the wheel.
-import { fitScale, MIN_SCALE } from "./_graphcore.js";
+import { fitScale, MIN_SCALE, openScale } from "./_graphcore.js";
 
 const PAD = 20; // drawing units of margin around the graph when fitted
 const K_MIN = 0.02;
 const K_MAX = 8;
 
-/**
- * Fit a w x h drawing in a cw x ch canvas, but never below a legible text size: a
- * bigger graph opens at MIN_SCALE, top centred, and is explored by panning.
- */
+/** The whole w x h drawing in a cw x ch canvas, centred (the Fit button). */
 export function fitView(cw, ch, w, h) {
   const k = fitScale(cw, ch, w + 2 * PAD, h + 2 * PAD);
+  return { x: (cw - w * k) / 2, y: (ch - h * k) / 2, k };
+}
+
+/**
+ * How a graph opens: fitted when it fits with labels >= 11 px, else at that scale, top
+ * centred (the top of a wide graph: its middle), and explored by scrolling.
+ */
+export function openView(cw, ch, w, h) {
+  const k = openScale(cw, ch, w + 2 * PAD, h + 2 * PAD);
   const x = (cw - w * k) / 2;
   let y = Math.max(PAD * k, (ch - h * k) / 2);
   if (h * k + 2 * PAD > ch) y = PAD;
@@ -25,10 +31,13 @@ export function zoomView(view, f, cx, cy) {
   return { x: cx - ((cx - view.x) * k) / view.k, y: cy - ((cy - view.y) * k) / view.k, k };
 }
 
-/** Centre box p ({x, y, w, h} in drawing units) in the canvas, at scale >= 1. */
+/** Centre box p ({x, y, w, h} in drawing units) in the canvas, at scale >= 1; a frame
+ * taller (wider) than the canvas shows its top (left) edge, where its header is. */
 export function centerView(view, p, cw, ch) {
   const k = Math.max(view.k, 1);
-  return { x: cw / 2 - (p.x + p.w / 2) * k, y: ch / 2 - (p.y + p.h / 2) * k, k };
+  const x = p.w * k > cw - 2 * PAD ? PAD - p.x * k : cw / 2 - (p.x + p.w / 2) * k;
+  const y = p.h * k > ch - 2 * PAD ? PAD - p.y * k : ch / 2 - (p.y + p.h / 2) * k;
+  return { x, y, k };
 }
 
 /** Whether box p is wholly in sight and legible (no need to move to show it). */

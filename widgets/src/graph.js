@@ -3,7 +3,7 @@
 // (_graph_tip.js), toolbar (_graph_toolbar.js), pan/zoom (_panzoom.js), search and
 // selection lookup (_graph_find.js), graph-break marks (_graph_marks.js) and the SVG
 // file export (_graph_export.js) are modules of their own.
-import { colorScale, NEUTRAL, selectionOf, textColor } from "./_graphcore.js";
+import { colorScale, detailAt, NEUTRAL, selectionOf, textColor } from "./_graphcore.js";
 import { drawState, edgesSvg, groupsSvg, nodesSvg, SVG_STYLE } from "./_graph_draw.js";
 import { findAll, hiddenAncestors, matchesOf, selectedIndices } from "./_graph_find.js";
 import { crumbHtml, crumbOf } from "./_graph_crumb.js";
@@ -12,7 +12,7 @@ import { tipHtml } from "./_graph_tip.js";
 import { buildToolbar, legendHtml, metricDefs } from "./_graph_toolbar.js";
 import { makeMinimap } from "./_minimap.js";
 import { svgEl, svgFile } from "./_graph_export.js";
-import { attachPanZoom, centerView, fitView, inSight, zoomView } from "./_panzoom.js";
+import { attachPanZoom, centerView, fitView, inSight, openView, zoomView } from "./_panzoom.js";
 import { uid } from "./_shared.js";
 import { download, ensureStyles, h, svgToPng, tooltip } from "./_ui.js";
 
@@ -74,6 +74,12 @@ function render({ model, el }) {
   const applyView = () => {
     viewport.setAttribute("transform", `translate(${view.x},${view.y}) scale(${view.k})`);
     root.dataset.scale = view.k.toFixed(4);
+    const lod = detailAt(view.k); // zoomed out: type lines, then box text, left out
+    if (svg.dataset.lod !== String(lod)) {
+      svg.dataset.lod = String(lod);
+      svg.classList.toggle("lk-lod1", lod === 1);
+      svg.classList.toggle("lk-lod2", lod === 2);
+    }
     minimap.draw();
   };
   const setView = (v, moved) => {
@@ -82,8 +88,14 @@ function render({ model, el }) {
     applyView();
   };
 
+  /** The Fit button: the whole graph, at whatever scale it takes (less detail). */
   function fit() {
     if (S) setView(fitView(canvas.clientWidth || 800, canvas.clientHeight || 500, S.layout.width, S.layout.height), false);
+  }
+
+  /** How the graph opens: labels >= 11 px, the top of a big graph in sight. */
+  function home() {
+    if (S) setView(openView(canvas.clientWidth || 800, canvas.clientHeight || 500, S.layout.width, S.layout.height), false);
   }
 
   function zoomBy(f, cx, cy) {
@@ -91,6 +103,7 @@ function render({ model, el }) {
   }
 
   function centerOn(k) {
+    tip.hide(); // the box under the pointer moves away
     const p = S && S.layout.pos.get(k);
     if (p) setView(centerView(view, p, canvas.clientWidth, canvas.clientHeight), true);
   }
@@ -107,7 +120,7 @@ function render({ model, el }) {
     const kept = anchor && !refit ? S.graph.ids.indexOf(anchor.id) : -1;
     const at = kept >= 0 ? S.layout.pos.get(S.vis.boxOf[kept]) : null;
     if (at) setView({ x: anchor.sx - at.x * view.k, y: anchor.sy - at.y * view.k }, userMoved);
-    else if (refit || !userMoved) fit();
+    else if (refit || !userMoved) home();
     anchor = null;
     if (refit && model.get("selected") != null) highlight(true); // opened with a selection
     const ms = performance.now() - start;
@@ -348,7 +361,7 @@ function render({ model, el }) {
     if (w === lastW) return;
     lastW = w; // 0 while hidden (a tab): showing it again counts as a resize
     if (!w) return;
-    if (!userMoved) fit();
+    if (!userMoved) home();
     if (pendingReveal !== null) reveal(pendingReveal);
   });
   ro.observe(canvas);

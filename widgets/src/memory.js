@@ -172,7 +172,8 @@ function render({ model, el }) {
     g += `<text x="${W - m.r}" y="${H - 6}" font-size="10" text-anchor="end" style="fill:var(--lk-fg)">${esc(fmtTime(t1))}</text>`;
     const px = X(s.time[peak.index]);
     const peakShown = s.time[peak.index] >= t0 && s.time[peak.index] <= t1;
-    const mod = s.module[peak.index] || "-";
+    // the module or call at the peak as the summary names it (a backward sample has none)
+    const mod = s.peak_where || s.module[peak.index] || "-";
     if (peakShown) g += `<line class="lk-peak" x1="${px}" x2="${px}" y1="${m.t}" y2="${H - m.b}" style="stroke:var(--lk-error)" stroke-dasharray="4 3"/>`;
     const peakText = `peak ${fmtBytes(peak.total)} · ${mod}`;
     const flip = px + 4 + peakText.length * 6 > W - m.r; // near the right edge: label on the left

@@ -13,6 +13,8 @@ import {
   textColor,
   fitScale,
   MIN_SCALE,
+  OPEN_SCALE,
+  openScale,
   visibleNodes,
 } from "../src/_graphcore.js";
 import { edgePoints, layoutLevel, layoutNested, pathOf } from "../src/_layout.js";
@@ -194,12 +196,15 @@ test("memory stacks, peak and phase runs", () => {
   ]);
 });
 
-test("fitting never goes below a legible scale", () => {
-  // 11 px labels stay >= 8 px: a big drawing opens at MIN_SCALE and is panned
-  assert.ok(11 * MIN_SCALE >= 8);
-  assert.equal(fitScale(1000, 560, 20000, 90000), MIN_SCALE); // the 1,038-box unrolled view
+test("a graph opens with labels >= 11 px; Fit shows it whole", () => {
+  // 11 px labels at scale 1: a big drawing opens at OPEN_SCALE and is scrolled
+  assert.equal(openScale(1000, 560, 20000, 90000), OPEN_SCALE); // the 1,038-box unrolled view
+  assert.ok(11 * OPEN_SCALE >= 11 && 11 * MIN_SCALE >= 8);
+  assert.equal(fitScale(1000, 560, 20000, 90000), 560 / 90000); // Fit: the whole drawing
   assert.equal(fitScale(1000, 560, 500, 280), 1.4); // small graphs are not blown up past 1.4
+  assert.equal(openScale(1000, 560, 500, 280), 1.4);
   assert.equal(fitScale(1000, 560, 1000, 700), 0.8);
+  assert.equal(openScale(1000, 560, 1000, 700), 1);
 });
 
 test("memory: the largest storages live in a time range", () => {

@@ -1,21 +1,31 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { MIN_SCALE } from "../src/_graphcore.js";
-import { centerView, fitView, inSight, zoomView } from "../src/_panzoom.js";
+import { detailAt, OPEN_SCALE } from "../src/_graphcore.js";
+import { centerView, fitView, inSight, openView, zoomView } from "../src/_panzoom.js";
 
 const close = (a, b) => assert.ok(Math.abs(a - b) < 1e-9, `${a} != ${b}`);
 
 test("a small graph is fitted centred, within the canvas", () => {
-  const v = fitView(800, 500, 300, 200);
+  for (const v of [fitView(800, 500, 300, 200), openView(800, 500, 300, 200)]) {
   close(v.x + (300 * v.k) / 2, 400); // centred across
   close(v.y + (200 * v.k) / 2, 250); // and down
   assert.ok(v.x >= 0 && v.x + 300 * v.k <= 800 && v.y >= 0 && v.y + 200 * v.k <= 500);
+  }
 });
 
-test("a graph taller than the canvas opens at a legible scale, at the top", () => {
-  const v = fitView(800, 500, 300, 5000);
-  assert.equal(v.k, MIN_SCALE);
+test("a graph taller than the canvas opens with 11 px labels, at the top; Fit shows it whole", () => {
+  const v = openView(800, 500, 300, 5000);
+  assert.equal(v.k, OPEN_SCALE);
+  assert.equal(11 * v.k >= 11, true);
   assert.equal(v.y, 20);
+  const f = fitView(800, 500, 300, 5000);
+  assert.ok(f.k < 0.1 && f.y >= 0 && f.y + 5000 * f.k <= 500 && f.x >= 0 && f.x + 300 * f.k <= 800, JSON.stringify(f));
+});
+
+test("level of detail: type lines go first, then box text, as the scale drops", () => {
+  assert.equal(detailAt(1), 0);
+  assert.equal(detailAt(0.5), 1);
+  assert.equal(detailAt(0.1), 2);
 });
 
 test("zooming keeps the point under the pointer where it is", () => {
@@ -37,4 +47,8 @@ test("centring puts a box's middle in the canvas' middle, zoomed in to at least 
   assert.ok(inSight(v, p, 600, 400));
   assert.ok(!inSight({ x: 0, y: 0, k: 1 }, p, 600, 400)); // below the canvas
   assert.ok(!inSight({ x: 0, y: 0, k: 0.5 }, { x: 0, y: 0, w: 10, h: 10 }, 600, 400)); // too small to read
+  // a frame taller than the canvas: its header (top) in sight, 20 px down
+  const tall = centerView({ x: 0, y: 0, k: 1 }, { x: 100, y: 300, w: 200, h: 900 }, 600, 400);
+  close(tall.y + 300 * tall.k, 20);
+  close(tall.x + 200 * tall.k, 300); // still centred across
 });
