@@ -29,6 +29,18 @@ def add_promote_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="put a plain PyTorch loop on Lightning Fabric (--devices N --strategy ddp)",
     )
+    parser.add_argument(
+        "--show-results",
+        nargs="?",
+        const="*",
+        default=None,
+        metavar="EXPR[,EXPR]",
+        help="print each cell's displayed result (its last expression) in the script; "
+        "give expressions (e.g. loss,dev_loss) to print only those",
+    )
+    parser.add_argument(
+        "-q", "--quiet", action="store_true", help="do not list what the script leaves out"
+    )
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
@@ -64,6 +76,7 @@ def promote_command(args: argparse.Namespace) -> int:
         result = promote(
             args.notebook, args.output, force=args.force, check_run=args.check,
             dry_run=args.dry_run, fabric=args.fabric,
+            show_results=_show_results(args.show_results),
         )  # fmt: skip
     except PromoteError as exc:
         for problem in exc.problems:
@@ -75,12 +88,23 @@ def promote_command(args: argparse.Namespace) -> int:
         return 1
     for line in result.warnings:
         print(f"labkit promote: warning: {line}", file=sys.stderr)
+    if not args.quiet:
+        for line in result.report.lines():
+            print(f"labkit promote: {line}", file=sys.stderr)
     if args.dry_run:
         sys.stdout.write(result.source)
     else:
         checked = " (checked on one batch)" if args.check else ""
         print(f"wrote {shown(result.script)}{checked}")
     return 0
+
+
+def _show_results(value: str | None) -> bool | list[str]:
+    if value is None:
+        return False
+    if value == "*":
+        return True
+    return [part.strip() for part in value.split(",") if part.strip()]
 
 
 def run_command(args: argparse.Namespace) -> int:

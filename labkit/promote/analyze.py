@@ -3,15 +3,16 @@
 :func:`analyze` works on source text only (it runs nothing): it strips magics and shell
 escapes, parses each cell with :mod:`ast`, sorts cells by execution count, splits each
 cell into top-level statements (cut by their exact ``ast`` spans: ``a = 1; b = 2`` is
-two) and classifies every statement as
+two) and classifies every statement (:mod:`labkit.promote._classify`) as
 
-- ``code``: kept in the script;
+- ``code``: kept in the script: every statement with an effect (``print``, logging,
+  writes, any call that is not a known display, plot or view);
 - ``fit``: the training call (``lab.fit(...)`` on a ``labkit.Lab``); the script's ``main()``
   launches it with command-line overrides;
-- ``explore``: dropped (display-only expressions, ``print``/``display``, trace, widget and
-  plot calls and what they return, calls of the Lab methods marked ``@exploration`` in
-  ``labkit/train/lab.py`` such as ``lab.trace()`` and ``lab.tensorboard()``, cells tagged
-  ``explore``);
+- ``explore``: left out, with its reason: a bare expression without effect (a displayed
+  result, printed instead with ``show_results``), ``display``, plot, trace and widget
+  calls and what they return, the Lab methods marked ``@exploration`` in
+  ``labkit/train/lab.py`` such as ``lab.trace()``, cells tagged ``explore``;
 - ``explore-import``: an import of a plotting/widget module, kept only if kept code uses it.
 
 A cell tagged ``keep`` keeps all its statements.
@@ -22,50 +23,34 @@ from __future__ import annotations
 import ast
 import dataclasses
 import re
-from collections.abc import Iterable
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
-from labkit.promote._lab_methods import lab_exploration_methods
+from labkit.promote._classify import (
+    EARLIER_FIT,
+    EXPLORE_TAG,
+    MAGIC,
+    NO_EFFECT,
+    PLOT,
+    RESULT,
+    TAGGED,
+    Context,
+    aliases_of,
+    call_of,
+    classify,
+    is_savefig,
+    lab_names,
+    reason_group,
+)
 from labkit.promote._names import StatementNames, statement_names
 from labkit.promote._spans import Span, statement_spans
 from labkit.promote.errors import Problem
 from labkit.promote.notebook import Cell, Notebook
 
-__all__ = ["Analysis", "CellPlan", "Statement", "analyze", "strip_magics"]
+__all__ = ["Analysis", "CellPlan", "Statement", "analyze", "reason_group", "strip_magics"]
 
-KEEP_TAG = "keep"
-EXPLORE_TAG = "explore"
+_aliases = aliases_of  # the name plain.py imports
 
-# modules whose calls only look at things (plots, widgets, traces, pretty printing)
-EXPLORE_MODULES = (
-    "matplotlib",
-    "seaborn",
-    "plotly",
-    "ipywidgets",
-    "IPython",
-    "anywidget",
-    "pprint",
-    "tqdm.notebook",
-    "labkit.widgets",
-    "labkit.trace",
-    "labkit.memory",
-)
-EXPLORE_FUNCTIONS = frozenset(
-    {
-        "print",
-        "display",
-        "labkit.show",
-        "labkit.compare",
-        "labkit.advise",
-        "labkit.diff",
-        "labkit.optimize.compare",
-        "labkit.optimize.advise",
-        "labkit.optimize.layer_drift",
-    }
-)
-# methods that draw, whatever they are called on (``df.plot()``, ``fig.show()``)
-EXPLORE_METHODS = frozenset({"plot", "hist", "imshow", "show", "savefig", "scatter"})
-LAB_CLASSES = frozenset({"labkit.Lab", "labkit.train.Lab", "labkit.train.lab.Lab"})
 # %%cell magics whose body is Python run once: keep the body
 _PYTHON_CELL_MAGICS = frozenset({"time", "capture", "prun"})
 
@@ -84,6 +69,8 @@ class Statement:
         names: What it defines and uses.
         prefix: Comment lines directly above it in the cell.
         suffix: A comment after it on its last line.
+        printed: A displayed result the script prints (``show_results``); ``source`` is
+            then ``print(...)`` of it.
     """
 
     cell: Cell
@@ -95,6 +82,7 @@ class Statement:
     node: ast.stmt = field(repr=False, compare=False)
     prefix: str = field(default="", repr=False)
     suffix: str = field(default="", repr=False)
+    printed: bool = field(default=False, repr=False)
 
     @property
     def text(self) -> str:
@@ -210,11 +198,14 @@ def strip_magics(source: str) -> tuple[str, tuple[str, ...], frozenset[str], str
     return "\n".join(lines), tuple(stripped), frozenset(a for a in assigned if a), ""
 
 
-def analyze(notebook: Notebook) -> Analysis:  # noqa: C901 - one pass over cells, kind by kind
+def analyze(notebook: Notebook, *, show_results: bool | Collection[str] = False) -> Analysis:
     """Classify every statement of ``notebook`` for promotion (runs none of them).
 
     Args:
         notebook: From :func:`labkit.promote.read_notebook`.
+        show_results: Print each cell's displayed result (its last expression, when the
+            notebook displayed it) in the script: ``True`` for every cell, or the
+            expressions to print, as written (``{"loss", "dev_loss"}``).
 
     Returns:
         The :class:`Analysis`; :func:`labkit.promote.check` turns it into errors.
@@ -264,60 +255,139 @@ def analyze(notebook: Notebook) -> Analysis:  # noqa: C901 - one pass over cells
             problems.append(problem)
         parsed.append((cell, body, code, magics, magic_names, reason))
 
-    aliases = _aliases(stmt for _, body, *_ in parsed for stmt in body)
-    labs = _lab_names((stmt for _, body, *_ in parsed for stmt in body), aliases)
-    plans: list[CellPlan] = []
-    tainted: set[str] = set()
-    for cell, body, code, magics, magic_names, reason in parsed:
-        statements = []
-        for stmt, span, names in _statement_names(cell, code, body, problems):
-            role, why = _classify(cell, stmt, names, aliases, labs, tainted)
-            # what a trace/widget/plot call returns is exploration too; names from cells
-            # tagged explore are not: kept code that reads them is an error, not dropped
-            if role == "explore" and why != "tagged explore":
-                tainted |= names.defines
-            statements.append(
-                Statement(
-                    cell,
-                    span.source,
-                    stmt.lineno,
-                    role,
-                    why,
-                    names,
-                    stmt,
-                    span.prefix,
-                    span.suffix,
-                )
-            )
-        if magic_names:
-            # names assigned from a shell escape (``files = !ls``) exist only in the kernel
-            statements.append(
-                Statement(
-                    cell,
-                    "",
-                    0,
-                    "explore",
-                    "assigned from a magic or shell escape",
-                    StatementNames(magic_names, frozenset(), frozenset()),
-                    ast.Pass(),
-                )
-            )
-        cell_reason = reason
-        if not cell_reason and not any(s.role in ("code", "fit") for s in statements):
-            if EXPLORE_TAG in cell.tags:
-                cell_reason = "tagged explore"
-            elif not body:
-                cell_reason = "magics and shell escapes only" if magics else "empty"
-            else:
-                cell_reason = "; ".join(dict.fromkeys(s.reason for s in statements if s.reason))
-        plans.append(CellPlan(cell, tuple(statements), magics, cell_reason))
+    aliases = aliases_of(stmt for _, body, *_ in parsed for stmt in body)
+    labs = lab_names((stmt for _, body, *_ in parsed for stmt in body), aliases)
+    ctx = Context(aliases, labs)
+    plans = [
+        _plan_cell(cell, body, code, magics, magic_names, reason, ctx, problems, show_results)
+        for cell, body, code, magics, magic_names, reason in parsed
+    ]
 
     plans, fit = _pick_fit(plans, problems)
     lab_name = None
     if fit is not None:
-        receiver = _call(fit.node).func.value  # type: ignore[union-attr]  # _pick_fit: x.fit(...)
+        receiver = call_of(fit.node).func.value  # type: ignore[union-attr]  # _pick_fit: x.fit(...)
         lab_name = receiver.id if isinstance(receiver, ast.Name) else None
     return Analysis(notebook, tuple(plans), tuple(never_run), fit, lab_name, tuple(problems))
+
+
+def _plan_cell(
+    cell: Cell,
+    body: list[ast.stmt],
+    code: str,
+    magics: tuple[str, ...],
+    magic_names: frozenset[str],
+    reason: str,
+    ctx: Context,
+    problems: list[Problem],
+    show_results: bool | Collection[str],
+) -> CellPlan:
+    """Classify the statements of one cell (``ctx.tainted`` grows with what it leaves out)."""
+    before = set(ctx.tainted)
+    statements = []
+    for stmt, span, names in _statement_names(cell, code, body, problems):
+        role, why = classify(cell, stmt, names, ctx)
+        # what a trace/widget/plot call returns is exploration too; names from cells
+        # tagged explore are not: kept code that reads them is an error, not dropped
+        if role == "explore" and why != TAGGED:
+            ctx.tainted |= names.defines
+        statements.append(
+            Statement(
+                cell, span.source, stmt.lineno, role, why, names, stmt, span.prefix, span.suffix
+            )
+        )
+    if any(s.role == "code" and _saves_figure(s, ctx) for s in statements):
+        # a figure written to a file: the plot statements that draw it are kept with it
+        statements = [_keep_plot(s, ctx) for s in statements]
+        ctx.tainted = before | {
+            n for s in statements if s.role == "explore" and s.reason != TAGGED
+            for n in s.names.defines
+        }  # fmt: skip
+    if statements and statements[-1].node is body[-1] and _displayed(cell, code, body[-1]):
+        last = statements[-1]
+        if last.role == "explore" and last.reason == NO_EFFECT:
+            last = dataclasses.replace(last, reason=RESULT)
+        if _selected(last, show_results) and _shows_value(cell, last):
+            last = _printed(last)
+        statements[-1] = last
+    if magic_names:
+        # names assigned from a shell escape (``files = !ls``) exist only in the kernel
+        statements.append(
+            Statement(cell, "", 0, "explore", MAGIC,
+                      StatementNames(magic_names, frozenset(), frozenset()), ast.Pass())
+        )  # fmt: skip
+    cell_reason = reason
+    if not cell_reason and not any(s.role in ("code", "fit") for s in statements):
+        if EXPLORE_TAG in cell.tags:
+            cell_reason = TAGGED
+        elif not body:
+            cell_reason = "magics and shell escapes only" if magics else "empty"
+        else:
+            cell_reason = "; ".join(
+                dict.fromkeys(reason_group(s.reason) for s in statements if s.reason)
+            )
+    return CellPlan(cell, tuple(statements), magics, cell_reason)
+
+
+def _saves_figure(s: Statement, ctx: Context) -> bool:
+    return (
+        isinstance(s.node, ast.Expr)
+        and isinstance(s.node.value, ast.Call)
+        and is_savefig(s.node.value, ctx.aliases)
+    )
+
+
+def _keep_plot(s: Statement, ctx: Context) -> Statement:
+    """A plot statement of a cell that saves its figure: kept, unless it only shows it."""
+    if s.role != "explore" or not (s.reason == PLOT or s.reason.startswith("uses ")):
+        return s
+    call = call_of(s.node)
+    if call is not None and isinstance(call.func, ast.Attribute) and call.func.attr == "show":
+        return s
+    return dataclasses.replace(s, role="code", reason="")
+
+
+def _displayed(cell: Cell, code: str, last: ast.stmt) -> bool:
+    """Whether Jupyter displays the value of the cell's last statement: an expression not
+    followed by ``;``."""
+    if not isinstance(last, ast.Expr):
+        return False
+    lines = code.split("\n")
+    end = lines[(last.end_lineno or last.lineno) - 1].encode("utf-8")[last.end_col_offset or 0 :]
+    rest = end.decode("utf-8", "replace") + "\n" + "\n".join(lines[last.end_lineno or 0 :])
+    rest = "\n".join(line.split("#")[0] for line in rest.split("\n"))
+    return not rest.strip().startswith(";")
+
+
+def _selected(s: Statement, show_results: bool | Collection[str]) -> bool:
+    if isinstance(show_results, bool):
+        return show_results
+    return s.source.strip() in {str(x).strip() for x in show_results}
+
+
+_ADDRESS = re.compile(r"^<.* at 0x[0-9a-fA-F]+>$")
+
+
+def _shows_value(cell: Cell, s: Statement) -> bool:
+    """A result the notebook showed: an expression without effect, or a kept call whose
+    saved output is a value (not ``None``, not ``<object at 0x...>``)."""
+    if s.role == "explore":
+        return s.reason == RESULT
+    if s.role != "code" or not isinstance(s.node, ast.Expr):
+        return False
+    for out in cell.outputs:
+        if out.get("output_type") == "execute_result":
+            text = (out.get("data") or {}).get("text/plain", "")
+            text = "".join(text) if isinstance(text, list) else str(text)
+            return bool(text.strip()) and not _ADDRESS.match(text.strip())
+    return False
+
+
+def _printed(s: Statement) -> Statement:
+    """``loss`` -> ``print(loss)`` (``a, b`` -> ``print((a, b))``, as the notebook shows it)."""
+    value = s.node.value  # type: ignore[attr-defined]  # _shows_value: an Expr
+    inner = f"({s.source})" if isinstance(value, ast.Tuple) else s.source
+    return dataclasses.replace(s, role="code", reason="", source=f"print({inner})", printed=True)
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -373,180 +443,6 @@ def _statement_names(
         return []
 
 
-def _classify(  # noqa: C901 - the statement kinds, in the order they are told apart
-    cell: Cell,
-    stmt: ast.stmt,
-    names: StatementNames,
-    aliases: dict[str, str],
-    labs: set[str],
-    tainted: set[str],
-) -> tuple[str, str]:
-    if _is_fit(stmt, labs):
-        return "fit", ""
-    if KEEP_TAG in cell.tags:
-        return "code", ""
-    if EXPLORE_TAG in cell.tags:
-        return "explore", "tagged explore"
-    if isinstance(stmt, ast.Import | ast.ImportFrom):
-        modules = [_import_target(stmt, a) for a in stmt.names]
-        if modules and all(_is_explore_module(m) for m in modules):
-            return "explore-import", "plot/widget import"
-        return "code", ""
-    if isinstance(stmt, ast.Expr):
-        value = stmt.value
-        if not isinstance(value, ast.Call | ast.Await | ast.Yield | ast.YieldFrom):
-            return "explore", "display-only expression"
-        if isinstance(value, ast.Call):
-            why = _explore_call(value, aliases, labs)
-            if why:
-                return "explore", why
-            if isinstance(value.func, ast.Attribute) and value.func.attr in EXPLORE_METHODS:
-                return "explore", "plot call"
-        if names.uses & tainted:
-            return "explore", f"uses exploration result {sorted(names.uses & tainted)[0]!r}"
-        return "code", ""
-    if isinstance(stmt, ast.Assign | ast.AnnAssign | ast.AugAssign | ast.With):
-        values: list[ast.expr | None] = (
-            [i.context_expr for i in stmt.items] if isinstance(stmt, ast.With) else [stmt.value]
-        )
-        for made in values:
-            if isinstance(made, ast.Call):
-                why = _explore_call(made, aliases, labs)
-                if why:
-                    return "explore", why
-        # a new variable made from an exploration result is exploration; a mutation
-        # (``model.w *= t.x``, ``n += t.y``) is not dropped silently: the check reports it
-        # (``panel.recipe_state = ...`` changes an exploration object: exploration too)
-        targets = _target_roots(stmt)
-        plain = isinstance(stmt, ast.Assign) and all(isinstance(t, ast.Name) for t in stmt.targets)
-        if names.uses & tainted and (plain or (targets and targets <= tainted)):
-            return "explore", f"uses exploration result {sorted(names.uses & tainted)[0]!r}"
-    return "code", ""
-
-
-def _target_roots(stmt: ast.stmt) -> set[str]:
-    """Root names of attribute/subscript targets: ``a.b[0].c = ...`` -> ``{"a"}``."""
-    if isinstance(stmt, ast.Assign):
-        targets = stmt.targets
-    elif isinstance(stmt, ast.AnnAssign | ast.AugAssign):
-        targets = [stmt.target]
-    else:
-        return set()
-    roots = set()
-    for target in targets:
-        node = target
-        while isinstance(node, ast.Attribute | ast.Subscript):
-            node = node.value
-        if isinstance(node, ast.Name) and node is not target:
-            roots.add(node.id)
-        else:
-            return set()
-    return roots
-
-
-def _explore_call(call: ast.Call, aliases: dict[str, str], labs: set[str]) -> str:
-    func = call.func
-    # ``lab.trace(...)`` and friends on a Lab variable
-    if (
-        isinstance(func, ast.Attribute)
-        and isinstance(func.value, ast.Name)
-        and func.value.id in labs
-    ):
-        methods = lab_exploration_methods()  # the methods Lab marks @exploration
-        attr = func.attr
-        if attr in methods and not _keeps(call, methods[attr]):
-            return f"{func.value.id}.{attr}() (Lab exploration method)"
-    qualname = _qualname(func, aliases)
-    if qualname is None:
-        return ""
-    if qualname in ("print", "display", "pprint"):
-        return f"{qualname}() (display only)"
-    if qualname in EXPLORE_FUNCTIONS or _is_explore_module(qualname):
-        return f"{qualname}() (trace/widget/plot)"
-    return ""
-
-
-def _keeps(call: ast.Call, keyword: str | None) -> bool:
-    """True when ``call`` passes ``keyword`` (``lr_find(apply=True)`` changes the Lab)."""
-    for kw in call.keywords:
-        if keyword is not None and kw.arg == keyword:
-            return not (isinstance(kw.value, ast.Constant) and not kw.value.value)
-        if kw.arg is None:  # ``**options`` may hold it
-            return keyword is not None
-    return False
-
-
-def _is_explore_module(qualname: str) -> bool:
-    return any(qualname == m or qualname.startswith(m + ".") for m in EXPLORE_MODULES) or (
-        qualname in EXPLORE_FUNCTIONS
-    )
-
-
-def _qualname(node: ast.expr, aliases: dict[str, str]) -> str | None:
-    """``plt.plot`` -> ``'matplotlib.pyplot.plot'`` through the notebook's imports."""
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Call):  # plt.figure().add_subplot -> matplotlib.pyplot.figure...
-        inner = _qualname(node.func, aliases)
-        return None if inner is None else ".".join([inner, *reversed(parts)])
-    if not isinstance(node, ast.Name):
-        return None
-    root = aliases.get(node.id, node.id)
-    return ".".join([root, *reversed(parts)])
-
-
-def _import_target(stmt: ast.Import | ast.ImportFrom, alias: ast.alias) -> str:
-    if isinstance(stmt, ast.Import):
-        return alias.name
-    return f"{stmt.module or ''}.{alias.name}".lstrip(".")
-
-
-def _aliases(statements: Iterable[ast.stmt]) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for stmt in statements:
-        if isinstance(stmt, ast.Import):
-            for a in stmt.names:
-                out[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
-        elif isinstance(stmt, ast.ImportFrom) and stmt.module and not stmt.level:
-            for a in stmt.names:
-                if a.name != "*":
-                    out[a.asname or a.name] = f"{stmt.module}.{a.name}"
-    return out
-
-
-def _lab_names(statements: Iterable[ast.stmt], aliases: dict[str, str]) -> set[str]:
-    labs: set[str] = set()
-    for stmt in statements:
-        if (
-            isinstance(stmt, ast.Assign | ast.AnnAssign)
-            and isinstance(stmt.value, ast.Call)
-            and _qualname(stmt.value.func, aliases) in LAB_CLASSES
-        ):
-            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-            labs.update(t.id for t in targets if isinstance(t, ast.Name))
-    return labs
-
-
-def _call(stmt: ast.stmt) -> ast.Call | None:
-    value = getattr(stmt, "value", None)
-    if isinstance(stmt, ast.Expr | ast.Assign | ast.AnnAssign) and isinstance(value, ast.Call):
-        return value
-    return None
-
-
-def _is_fit(stmt: ast.stmt, labs: set[str]) -> bool:
-    call = _call(stmt)
-    return (
-        call is not None
-        and isinstance(call.func, ast.Attribute)
-        and call.func.attr == "fit"
-        and isinstance(call.func.value, ast.Name)
-        and call.func.value.id in labs
-    )
-
-
 def _pick_fit(
     plans: list[CellPlan], problems: list[Problem]
 ) -> tuple[list[CellPlan], Statement | None]:
@@ -569,7 +465,7 @@ def _pick_fit(
     out = []
     for plan in plans:
         stmts = tuple(
-            dataclasses.replace(s, role="explore", reason="earlier training call")
+            dataclasses.replace(s, role="explore", reason=EARLIER_FIT)
             if s.role == "fit" and s is not last
             else s
             for s in plan.statements

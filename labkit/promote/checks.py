@@ -5,10 +5,28 @@ kernel's execution order), or be a builtin. Otherwise the error says which cell 
 which name and why it is missing: defined only in a dropped cell, only in a cell never
 run, only in a cell the kernel ran later (an out-of-order dependency), or nowhere.
 Names read inside function bodies only need to exist somewhere in kept code.
+
+A statement left out of the script must not hide an effect: one that calls something
+that draws random numbers (``display(model.generate(...))``) or may change state
+(``plt.plot(losses.pop())``, ``plt.imshow(model(x))``) is an error naming its cell, line
+and call, unless its cell is tagged ``explore`` (left out knowingly).
 """
 
 from __future__ import annotations
 
+import ast
+
+from labkit.promote._classify import (
+    EARLIER_FIT,
+    MAGIC,
+    PLOT_METHODS,
+    TAGGED,
+    Context,
+    aliases_of,
+    explore_call,
+    lab_names,
+)
+from labkit.promote._effects import call_effect, calls_in
 from labkit.promote._names import BUILTIN_NAMES, IPYTHON_NAMES, statement_names
 from labkit.promote.analyze import Analysis, Statement
 from labkit.promote.errors import Problem
@@ -108,12 +126,72 @@ def check(analysis: Analysis) -> list[Problem]:  # noqa: C901 - a flat list of i
             if name not in defined and (name not in BUILTIN_NAMES or name in IPYTHON_NAMES):
                 report(s, name, deferred=True)
 
+    problems += hidden_effects(analysis)
     return sorted(problems, key=lambda p: p.severity != "error")
 
 
-def _cell_defines(source: str) -> set[str]:
-    import ast
+def hidden_effects(analysis: Analysis) -> list[Problem]:
+    """Errors for left-out statements that call something with an effect (see the module
+    docstring); one per statement, naming its first such call."""
+    nodes = [s.node for s in analysis.statements]
+    aliases = aliases_of(nodes)
+    ctx = Context(aliases, lab_names(nodes, aliases))
+    ctx.tainted = {
+        n
+        for s in analysis.statements
+        if s.role == "explore" and s.reason not in (TAGGED, EARLIER_FIT)
+        for n in s.names.defines
+    }
+    problems = []
+    for s in analysis.statements:
+        if s.role != "explore" or s.reason in (TAGGED, EARLIER_FIT, MAGIC):
+            continue
+        for call in calls_in(s.node):
+            effect = _effect(call, ctx)
+            if effect is None:
+                continue
+            does = (
+                "draws random numbers"
+                if effect == "random"
+                else "may draw random numbers or change state that later code uses"
+            )
+            problems.append(
+                Problem(
+                    "error",
+                    f"{s.cell.label} line {s.lineno}: {_short(s.source)!r} is left out of the "
+                    f"script ({s.reason}), but it calls {_short(ast.unparse(call.func))}(), "
+                    f"which {does}: without it the script would not do what the notebook "
+                    "did. Make that call a statement of its own (it is kept), or tag "
+                    f"cell {s.cell.number} 'explore' to leave it out knowingly",
+                    s.cell.number,
+                )
+            )
+            break
+    return problems
 
+
+def _effect(call: ast.Call, ctx: Context) -> str | None:
+    """``None`` for a display/plot/view call, a call on an exploration result, or a pure
+    call; else ``"random"`` or ``"unknown"``."""
+    if explore_call(call, ctx) or (isinstance(call.func, ast.Name) and call.func.id == "print"):
+        return None  # printing an exploration result: left out with it
+    func = call.func
+    if isinstance(func, ast.Attribute):
+        root: ast.expr = func
+        while isinstance(root, ast.Attribute | ast.Subscript | ast.Call):
+            root = root.func if isinstance(root, ast.Call) else root.value
+        if func.attr in PLOT_METHODS or (isinstance(root, ast.Name) and root.id in ctx.tainted):
+            return None
+    effect = call_effect(call, ctx.aliases)
+    return None if effect == "pure" else effect
+
+
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _cell_defines(source: str) -> set[str]:
     from labkit.promote.analyze import strip_magics
 
     try:

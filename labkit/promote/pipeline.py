@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from labkit.promote.errors import Problem, PromoteError
 from labkit.promote.notebook import read_notebook
 from labkit.promote.plain import render_plain_script
 from labkit.promote.recipe_record import recorded_recipe
+from labkit.promote.report import Report, promotion_report
 from labkit.promote.script import render_script
 from labkit.promote.write import TargetExistsError, install, temporary_sibling
 
@@ -33,6 +35,7 @@ class Promoted:
         source: The script's text.
         problems: The warnings (promote raises on errors).
         analysis: The cell-by-cell analysis.
+        report: What the script leaves out, by cell and line, grouped by reason.
     """
 
     notebook: Path
@@ -40,6 +43,7 @@ class Promoted:
     source: str = field(repr=False)
     problems: tuple[Problem, ...] = ()
     analysis: Analysis | None = field(default=None, repr=False, compare=False)
+    report: Report = field(default_factory=Report, repr=False, compare=False)
 
     @property
     def warnings(self) -> tuple[str, ...]:
@@ -67,6 +71,7 @@ def promote(
     dry_run: bool = False,
     check_timeout: float = 300,
     fabric: bool = False,
+    show_results: bool | Collection[str] = False,
 ) -> Promoted:
     """Promote ``notebook`` to a standalone script.
 
@@ -87,6 +92,8 @@ def promote(
         check_timeout: Seconds the check run may take.
         fabric: Put a plain PyTorch loop on Lightning Fabric (``labkit promote --fabric``,
             see :mod:`labkit.promote.fabric`); refused for a notebook that uses ``lab.fit``.
+        show_results: Print each cell's displayed result (its last expression) in the
+            script: ``True`` for all, or the expressions to print as written (``{"loss"}``).
 
     Returns:
         A :class:`Promoted`.
@@ -108,7 +115,7 @@ def promote(
         raise PromoteError(out, [Problem("error", f"{out}: the output would replace the notebook")])
     if not dry_run:
         check_script_path(out, nb.path, force=force)
-    analysis = analyze(nb)
+    analysis = analyze(nb, show_results=show_results)
     problems = check(analysis)
     if any(p.severity == "error" for p in problems):
         raise PromoteError(nb.path, problems)
@@ -129,8 +136,11 @@ def promote(
             f"{analysis.lab_name}.fit, whose script scales already (--devices, --strategy)"
         )
         raise PromoteError(nb.path, [Problem("error", msg, analysis.fit.cell.number)])
+    report = promotion_report(analysis)
     if analysis.fit is None:  # no lab.fit: a plain loop, data preparation, ...
-        source, more = render_plain_script(analysis, script_name=out.name, fabric=fabric)
+        source, more = render_plain_script(
+            analysis, script_name=out.name, fabric=fabric, notes=report.summary()
+        )
         problems = [*problems, *more]
         if any(p.severity == "error" for p in more):
             raise PromoteError(nb.path, problems)
@@ -140,17 +150,18 @@ def promote(
             script_name=out.name,
             recipe=recipe,
             recipe_source=recipe_cell.label if recipe_cell else "",
+            notes=report.summary(),
         )
     warnings = tuple(p for p in problems if p.severity == "warning")
     if dry_run:
-        return Promoted(nb.path, None, source, warnings, analysis)
+        return Promoted(nb.path, None, source, warnings, analysis, report)
     if not out.parent.is_dir():
         raise FileNotFoundError(f"{out}: folder {out.parent} does not exist")
     with temporary_sibling(out, source, mode=0o755) as tmp:
         if check_run:
             _check_run(tmp, nb.path, check_timeout, trains=analysis.fit is not None)
         install(tmp, out, force=force)
-    return Promoted(nb.path, out, source, warnings, analysis)
+    return Promoted(nb.path, out, source, warnings, analysis, report)
 
 
 def check_script_path(out: Path, notebook: Path, *, force: bool, what: str = "script") -> None:

@@ -119,7 +119,7 @@ def parameters_of(kept: list[Statement]) -> tuple[list[Parameter], Statement | N
 
 
 def render_plain_script(
-    analysis: Analysis, *, script_name: str, fabric: bool = False
+    analysis: Analysis, *, script_name: str, fabric: bool = False, notes: str = ""
 ) -> tuple[str, list[Problem]]:
     """The script of a notebook without a training call, and warnings about its options.
 
@@ -127,6 +127,7 @@ def render_plain_script(
         analysis: A checked :class:`~labkit.promote.analyze.Analysis`.
         script_name: The script's file name (shown in its docstring).
         fabric: Put the training loop on Lightning Fabric (:mod:`labkit.promote.fabric`).
+        notes: A paragraph for the docstring (the report's counts).
 
     Returns:
         ``(Python source, problems)``; with errors (a loop ``--fabric`` cannot rewrite)
@@ -173,7 +174,8 @@ def render_plain_script(
             f"\n    torchrun --nproc-per-node 2 {name} --devices 2 --strategy ddp"
         )
     run = f"Run:\n    python {name}{example}"
-    parts = [script_header(script_name, analysis.notebook.path.name, [text], run)]
+    notes = textwrap.fill(notes, width=88)
+    parts = [script_header(script_name, analysis.notebook.path.name, [text, notes], run)]
     parts += [s.text for s in hoisted]
     parts.append("import argparse as _argparse")
     if any(p.kind == "literal" for p in params):

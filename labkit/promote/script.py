@@ -68,6 +68,7 @@ def render_script(
     script_name: str,
     recipe: dict[str, Any] | None = None,
     recipe_source: str = "",
+    notes: str = "",
 ) -> str:
     """The promoted script's text.
 
@@ -77,6 +78,7 @@ def render_script(
         recipe: The recorded Recipe (``Recipe.to_dict()``), or ``None`` to keep the
             notebook's code as the only source of the Recipe.
         recipe_source: Where the recipe was recorded (``"cell 7 (In [9])"``), for a comment.
+        notes: A paragraph for the docstring (the report's counts).
 
     Returns:
         Python source; it parses with :func:`ast.parse`.
@@ -101,7 +103,10 @@ def render_script(
         width=88,
     )
     header = script_header(
-        script_name, analysis.notebook.path.name, [body], _RUN.format(name=shlex.quote(script_name))
+        script_name,
+        analysis.notebook.path.name,
+        [body, textwrap.fill(notes, width=88)],
+        _RUN.format(name=shlex.quote(script_name)),
     )
     parts = [header]
     parts += [s.text for s in future]
