@@ -16,6 +16,7 @@ from labkit._format import fmt_bytes
 from labkit.optimize import _advise_measured as _measured
 from labkit.optimize import _cpu
 from labkit.optimize.recipe import Recipe
+from labkit.trace.summary import no_formula_note
 
 if TYPE_CHECKING:
     from labkit.trace import Trace
@@ -181,6 +182,8 @@ def advise(trace: Trace, *, inference: bool | None = None, top: int = 5) -> Advi
             "the trace has no op nodes (mode='timing'?): record with mode='full' for "
             "GEMM and softmax advice"
         )
+    if trace.meta.no_flop_formula:
+        notes.append(no_formula_note(trace))
     found: list[Suggestion] = []
     found += _softmax_fp16(ops, trace)
     found += _gemms(ops, trace, inference)
@@ -215,13 +218,16 @@ def _gemms(ops: list[Any], trace: Trace, inference: bool) -> list[Suggestion]:
     if f_share < 0.6 and t_share < 0.4:
         return []
     share = (t_share + f_share) / 2 if fwd_time > 0 else f_share
-    headline = f"GEMMs are {f_share:.0%} of FLOPs and {t_share:.0%} of forward time"
+    # ops that ran without a FLOP formula count 0: the share is of the FLOPs counted
+    counted = "counted FLOPs" if trace.meta.no_flop_formula else "FLOPs"
+    headline = f"GEMMs are {f_share:.0%} of {counted} and {t_share:.0%} of forward time"
     by_mod: dict[str, float] = defaultdict(float)
     for n in gemm:
         by_mod[_module_of(trace, n)] += n.fwd_time
     where = tuple(sorted(by_mod, key=lambda k: -by_mod[k])[:5])
     figures = (
-        f"{t_share:.0%} of forward time and {f_share:.0%} of forward FLOPs are in matrix multiplies"
+        f"{t_share:.0%} of forward time and {f_share:.0%} of forward {counted} are in matrix "
+        "multiplies" + (f" ({no_formula_note(trace)})" if trace.meta.no_flop_formula else "")
     )
     out = []
     on_cpu = trace.meta.device.startswith("cpu")
@@ -243,7 +249,7 @@ def _gemms(ops: list[Any], trace: Trace, inference: bool) -> list[Suggestion]:
     linears = [n for n in gemm if n.name == "linear"]
     if inference and linears:
         lin_share = sum(n.flops_fwd for n in linears) / total_flops if total_flops else share
-        out.extend(_int8(linears, lin_share, figures, where, on_cpu))
+        out.extend(_int8(linears, lin_share, figures, where, on_cpu, counted))
     if on_cpu and not _cpu.native_bf16() and not out:
         out.append(
             Suggestion(
@@ -261,7 +267,12 @@ SMALL_ROWS = 16  # at most this many rows per Linear call: weight loading domina
 
 
 def _int8(
-    linears: list[Any], share: float, figures: str, where: tuple[str, ...], on_cpu: bool
+    linears: list[Any],
+    share: float,
+    figures: str,
+    where: tuple[str, ...],
+    on_cpu: bool,
+    counted: str = "FLOPs",
 ) -> list[Suggestion]:
     """Both torchao int8 configs, the one that fits the Linear shapes first."""
     rows = sorted(_rows(n) for n in linears)
@@ -269,7 +280,7 @@ def _int8(
     small = 0 < m <= SMALL_ROWS
     shape = f"Linear calls multiply {m} rows (median)"
     dyn = Suggestion(
-        f"Linear layers are {share:.0%} of FLOPs: try int8-dynamic quantization",
+        f"Linear layers are {share:.0%} of {counted}: try int8-dynamic quantization",
         f"{figures}; {shape}: "
         + (
             "with so few rows, quantizing activations costs about what it saves"
@@ -282,7 +293,7 @@ def _int8(
         where,
     )
     wo = Suggestion(
-        f"Linear layers are {share:.0%} of FLOPs: try int8-weight-only quantization",
+        f"Linear layers are {share:.0%} of {counted}: try int8-weight-only quantization",
         f"{figures}; {shape}: int8 weights are 4x smaller, activations stay float; it pays "
         "when loading weights dominates (few rows). Verify with labkit.compare.",
         {"quantization": "int8-weight-only"},
@@ -293,7 +304,8 @@ def _int8(
     if on_cpu and _cpu.int8_dot():
         out.append(
             Suggestion(
-                f"Linear layers are {share:.0%} of FLOPs: try int8-dynamic compiled (VNNI here)",
+                f"Linear layers are {share:.0%} of {counted}: "
+                "try int8-dynamic compiled (VNNI here)",
                 f"{figures}; this CPU has VNNI int8 dot products; under torch.compile "
                 "inductor lowers torchao's int8 matmuls to fused oneDNN kernels.",
                 {"quantization": "int8-dynamic", "compile": "default"},

@@ -8,13 +8,19 @@ which passes it on to its observers.
 from __future__ import annotations
 
 import importlib
+import re
 import time
 from typing import TYPE_CHECKING, Any
 
 import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils.flop_counter import flop_registry
+from torch.utils.flop_counter import (
+    flop_registry,
+    sdpa_backward_flop_count,
+    sdpa_flop_count,
+    shape_wrapper,
+)
 
 from labkit._tensors import flat_tensors
 
@@ -110,8 +116,58 @@ def op_name(func: Any) -> str:
     return name
 
 
+def _sdpa_cpu_flop(query_shape: Any, key_shape: Any, value_shape: Any, *args: Any,
+                   out_shape: Any = None, **kwargs: Any) -> int:  # fmt: skip
+    """CPU flash attention: torch's SDPA formula (its two matmuls), as for the CUDA kernels."""
+    return int(sdpa_flop_count(query_shape, key_shape, value_shape))
+
+
+def _sdpa_cpu_backward_flop(grad_out_shape: Any, query_shape: Any, key_shape: Any,
+                            value_shape: Any, *args: Any, out_shape: Any = None,
+                            **kwargs: Any) -> int:  # fmt: skip
+    """Its backward: torch's SDPA backward formula (the gradients' matmuls and the scores'
+    recomputation), as for the CUDA kernels."""
+    return int(sdpa_backward_flop_count(grad_out_shape, query_shape, key_shape, value_shape))
+
+
+#: FLOP formulas ``torch.utils.flop_counter`` lacks, by aten op, in the form
+#: ``FlopCounterMode(custom_mapping=...)`` takes (a reference counting as labkit does).
+EXTRA_FLOP_FORMULAS: dict[Any, Any] = {
+    torch.ops.aten._scaled_dot_product_flash_attention_for_cpu: _sdpa_cpu_flop,
+    torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward: _sdpa_cpu_backward_flop,
+}
+_EXTRA = {op: shape_wrapper(f) for op, f in EXTRA_FLOP_FORMULAS.items()}
+
+# aten ops whose work is mostly multiply-adds, by name: one without a formula is worth a
+# caveat (an elementwise op without one is not: FlopCounterMode counts no elementwise work)
+_COMPUTE = re.compile(
+    r"attention|conv|matmul|linear|einsum|(^|_)[a-z0-9]*mm($|_)|lstm|gru|rnn|fused|mkldnn|"
+    r"cudnn|miopen|fft|embedding_bag|quantized|int4|int8|fp8"
+)
+# namespaces of ops that are not computation (profiling, collectives, compiler plumbing)
+_NOT_COMPUTE_NS = frozenset({"profiler", "c10d", "_c10d_functional", "_c10d_functional_autograd",
+                             "_dtensor", "inductor", "prim", "prims", "debugprims"})  # fmt: skip
+_UNCOUNTED: dict[Any, bool] = {}
+
+
+def uncounted(func: Any) -> bool:
+    """Whether an aten overload that ran without a FLOP formula computes enough that its
+    missing FLOPs deserve a caveat: a custom op (not ``aten``), or an aten op named for
+    matrix or attention work (``_weight_int8pack_mm``, ...)."""
+    hit = _UNCOUNTED.get(func)
+    if hit is None:
+        ns = getattr(func, "namespace", "aten")
+        name = func.name().split("::")[-1] if hasattr(func, "name") else str(func)
+        hit = (ns not in _NOT_COMPUTE_NS and ns != "aten") or (
+            ns == "aten" and bool(_COMPUTE.search(name))
+        )
+        _UNCOUNTED[func] = hit
+    return hit
+
+
 def flop_formula(func: Any) -> Any:
-    """``torch.utils.flop_counter``'s formula for an aten overload, or ``None``."""
+    """The FLOP formula for an aten overload (``torch.utils.flop_counter``'s, or labkit's
+    where torch has none: CPU attention), or ``None``."""
     try:
         return _PER_OP[func][0]
     except KeyError:
@@ -126,7 +182,7 @@ _PER_OP: dict[Any, tuple[Any, bool]] = {}
 def _classify(func: Any) -> tuple[Any, bool]:
     if func in _META_OPS:
         return None, False
-    formula = flop_registry.get(func._overloadpacket)
+    formula = flop_registry.get(func._overloadpacket) or _EXTRA.get(func._overloadpacket)
     decomposable = (
         formula is None and func is not torch.ops.prim.device.default and func._can_decompose()
     )

@@ -6,6 +6,11 @@ without a formula are decomposed, as ``FlopCounterMode`` does), so the total equ
 module call; backward FLOPs go to the op (or module call) that created the autograd node
 running, found by its sequence number, and to that op's module call. So the ops inside
 a module add up to the module's figures, forward and backward.
+
+An op that ran without a formula although it computes (a custom op, a quantized or fused
+matmul kernel) is kept in :meth:`FlopObserver.missing` with the op or module call that
+ran it, so a trace can say which FLOPs it could not count and what share of the time
+those ops took.
 """
 
 from __future__ import annotations
@@ -14,7 +19,8 @@ from typing import Any
 
 import torch
 
-from labkit.trace._dispatch import flop_formula
+from labkit.trace._dispatch import flop_formula, uncounted
+from labkit.trace._raw import RawNode
 from labkit.trace.instrument import Instrumentation, Observer
 
 _current_task = torch._C._current_graph_task_id
@@ -30,6 +36,8 @@ class FlopObserver(Observer):
         self.outside_fwd = 0
         self.outside_bwd = 0
         self._inst: Instrumentation | None = None
+        # op name -> [calls, module path where first seen, the nodes that ran it]
+        self._missing: dict[str, list[Any]] = {}
 
     def __repr__(self) -> str:
         return f"FlopObserver(outside_fwd={self.outside_fwd}, outside_bwd={self.outside_bwd})"
@@ -37,10 +45,38 @@ class FlopObserver(Observer):
     def start(self, inst: Instrumentation) -> None:
         self._inst = inst
         self.outside_fwd = self.outside_bwd = 0
+        self._missing = {}
+
+    def missing(self) -> tuple[dict[str, Any], ...]:
+        """Ops that computed without a FLOP formula: ``op``, ``calls``, ``module`` (where
+        first seen) and ``nodes`` (keys of the op nodes or module calls that ran them)."""
+        out = []
+        for name, (calls, module, owners) in self._missing.items():
+            keys = list(dict.fromkeys(o.key for o in owners.values() if o.key))
+            out.append({"op": name, "calls": calls, "module": module, "nodes": keys})
+        return tuple(out)
+
+    def _uncounted(self, func: Any) -> None:
+        inst = self._inst
+        assert inst is not None
+        name = str(func._overloadpacket)
+        entry = self._missing.get(name)
+        if entry is None:
+            entry = self._missing[name] = [0, inst.module_now(), {}]
+        entry[0] += 1
+        owner: RawNode | None
+        if _current_task() != -1:
+            owner = inst.backward_owner()
+        else:
+            owner = inst.op or (inst.stack[-1] if inst.stack else None)
+        if owner is not None:
+            entry[2].setdefault(id(owner), owner)
 
     def dispatch(self, func: Any, args: Any, kwargs: Any, out: Any) -> None:
         formula = flop_formula(func)
         if formula is None:
+            if uncounted(func):
+                self._uncounted(func)
             return
         n = int(formula(*args, **kwargs, out_val=out))
         if not n:

@@ -18,6 +18,7 @@ import dataclasses
 import statistics
 import time
 from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -261,11 +262,28 @@ def _with_times(base: Trace, passes: _Passes, ops: list[Trace], warmup: int,
            + (f"; op times from {len(ops)} op-only passes" if ops else
               "; op nodes untimed (on CUDA only module times are GPU times)"
               if "CUDA" in clock and base.meta.mode == "full" else ""))  # fmt: skip
+    missing = _missing_shares(base.meta.no_flop_formula, nodes, fwd + bwd) if ops else (
+        base.meta.no_flop_formula)  # fmt: skip
     meta = dataclasses.replace(base.meta, forward_time=fwd, backward_time=bwd,
                                outside_bwd_time=outside, forward_iqr=fwd_iqr,
-                               backward_iqr=bwd_iqr, timing=how,
+                               backward_iqr=bwd_iqr, timing=how, no_flop_formula=missing,
                                hook_cost=cost.as_dict() if cost != HookCost() else {})  # fmt: skip
     return base.replace(meta=meta, nodes=tuple(nodes))
+
+
+def _missing_shares(missing: tuple[dict[str, Any], ...], nodes: list[Node],
+                    step: float) -> tuple[dict[str, Any], ...]:  # fmt: skip
+    """Ops without a FLOP formula, with the measured time of the op nodes that ran them
+    (forward + backward) and its share of the step; left without when a module ran them."""
+    ops = {n.key: n for n in nodes if n.kind == "op"}
+    out = []
+    for rec in missing:
+        keys = rec.get("nodes", [])
+        if keys and all(k in ops for k in keys) and step > 0:
+            t = sum(ops[k].fwd_time + ops[k].bwd_time for k in keys)
+            rec = {**rec, "time": t, "share": min(1.0, t / step)}
+        out.append(rec)
+    return tuple(out)
 
 
 def _plain_roots(nodes: list[Node], roots: list[Node], passes: _Passes, cost: HookCost

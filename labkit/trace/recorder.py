@@ -182,6 +182,7 @@ class Recorder:
             "outside_flops_fwd": flops.outside_fwd if flops else 0,
             "outside_flops_bwd": flops.outside_bwd if flops else 0,
             "outside_bwd_time": timing.outside_bwd if timing else 0.0,
+            "no_flop_formula": flops.missing() if flops else (),
             "timing": _how_timed(timing),
             "notes": tuple(notes),
         }

@@ -172,7 +172,30 @@ def summarize(
                    "many runs the module ran")  # fmt: skip
     if any(c in _TIMES for c in columns):
         out.append(f"Times: {trace.meta.timing or 'as recorded'} ({trace.meta.device})")
+    missing = no_formula_note(trace)
+    if missing and any(c.startswith("flops") for c in columns):
+        out.append(missing)
     return "\n".join(out)
+
+
+def no_formula_note(trace: Trace) -> str:
+    """The ops that computed without a FLOP formula, in one sentence (``""`` when none).
+
+    Example:
+        ``"FLOPs not counted (no formula): mylib.attn x12 in 'blocks.0' (31% of measured
+        time); the FLOP figures cover the other ops"``
+    """
+    recs = trace.meta.no_flop_formula
+    if not recs:
+        return ""
+    parts = []
+    for r in recs:
+        where = f" in '{r.get('module', '')}'" if r.get("module") else ""
+        share = f" ({r['share']:.0%} of measured time)" if "share" in r else ""
+        parts.append(f"{r.get('op', '?')} x{r.get('calls', 0)}{where}{share}")
+    return (
+        f"FLOPs not counted (no formula): {', '.join(parts)}; the FLOP figures cover the other ops"
+    )
 
 
 def _label(row: dict[str, Any], trace: Trace) -> str:

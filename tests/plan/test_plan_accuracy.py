@@ -9,6 +9,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 import labkit
 from labkit.optimize import Recipe, apply
+from labkit.trace._dispatch import EXTRA_FLOP_FORMULAS
 from tests.memory.conftest import assert_clean
 from tests.plan.models import CNN, GPT, Encoder
 
@@ -40,7 +41,8 @@ def _case(name: str):
 
 
 def _flops(model, batch, loss) -> int:
-    with FlopCounterMode(display=False) as fc:
+    # labkit's extra formulas (CPU attention, which torch's counter leaves at 0) included
+    with FlopCounterMode(display=False, custom_mapping=EXTRA_FLOP_FORMULAS) as fc:
         out = model(*batch) if isinstance(batch, tuple) else model(batch)
         (loss(out) if loss is not None else out.sum()).backward()
     model.zero_grad(set_to_none=True)
