@@ -30,6 +30,9 @@ export interface IPromoteReply {
   warnings?: string[];
   message?: string;
   problems?: IProblem[];
+  /** What the script leaves out, by cell and line, grouped by reason (labkit.promote.report). */
+  report_lines?: string[];
+  report?: { counts?: Record<string, number> };
 }
 
 /** POST /labkit/api/promote; returns the HTTP status with the JSON body. */
@@ -55,6 +58,24 @@ export async function requestPromote(
       'The labkit server extension is not enabled; run `labkit doctor` in a terminal.';
   }
   return { status: response.status, reply };
+}
+
+/** The report of what the script leaves out, one line per statement, as the CLI prints it. */
+export function renderReport(lines: string[], warnings: string[]): Widget {
+  const node = document.createElement('div');
+  node.className = 'labkit-promote-report';
+  for (const warning of warnings) {
+    const item = document.createElement('p');
+    item.dataset.severity = 'warning';
+    item.textContent = `warning: ${warning}`;
+    node.appendChild(item);
+  }
+  const pre = document.createElement('pre');
+  pre.textContent = lines.join('\n');
+  pre.style.maxHeight = '50vh';
+  pre.style.overflow = 'auto';
+  node.appendChild(pre);
+  return new Widget({ node });
 }
 
 /** A list of the problems (errors first), one row per problem, naming the cell. */
@@ -141,12 +162,32 @@ async function promote(app: JupyterFrontEnd, path: string): Promise<void> {
   }
   await app.commands.execute('docmanager:open', { path: reply.script, factory: 'Editor' });
   const warnings = reply.warnings ?? [];
+  const lines = reply.report_lines ?? [];
+  const script = reply.script;
+  const showReport = {
+    label: 'What was left out',
+    callback: () => {
+      void showDialog({
+        title: `labkit: ${script} leaves out`,
+        body: renderReport(lines, warnings),
+        buttons: [Dialog.okButton()]
+      });
+    }
+  };
+  const counts = Object.entries(reply.report?.counts ?? {})
+    .map(([reason, n]) => `${reason}: ${n}`)
+    .join(', ');
+  const summary = counts ? ` (${counts})` : '';
   if (warnings.length) {
-    Notification.warning(`Promoted to ${reply.script} with warnings: ${warnings.join('; ')}`, {
-      autoClose: false
-    });
+    Notification.warning(
+      `Promoted to ${script} with warnings: ${warnings.join('; ')}${summary}`,
+      { autoClose: false, actions: [showReport] }
+    );
   } else {
-    Notification.success(`Promoted ${path} to ${reply.script}`, { autoClose: 5000 });
+    Notification.success(`Promoted ${path} to ${script}${summary}`, {
+      autoClose: counts ? false : 5000,
+      actions: counts ? [showReport] : []
+    });
   }
 }
 

@@ -1,9 +1,10 @@
 """``POST /labkit/api/promote``: promote a notebook under the server's root to a script.
 
-Body: ``{"path": "dir/train.ipynb", "force": false}`` (``path`` relative to the server
-root, as the Contents API names files). Answers:
+Body: ``{"path": "dir/train.ipynb", "force": false, "show_results": false}`` (``path``
+relative to the server root, as the Contents API names files). Answers:
 
-- 200 ``{"script": "dir/train.py", "warnings": [...]}``;
+- 200 ``{"script": "dir/train.py", "warnings": [...], "report": {...}, "report_lines":
+  [...]}`` (what the script leaves out, by cell and line: :mod:`labkit.promote.report`);
 - 400 ``{"message": ..., "problems": [...]}`` for a notebook that cannot be promoted
   (every error names the cell and the name);
 - 400 for a body over 64 KiB or nested too deeply, a path with a NUL byte or longer than
@@ -80,9 +81,12 @@ class PromoteHandler(APIHandler):
         if not found or hidden:
             return 404, {"message": f"{path}: no such notebook"}
         force = body.get("force") is True
+        show = body.get("show_results") is True
         loop = asyncio.get_running_loop()
         try:
-            result = await loop.run_in_executor(None, lambda: promote(notebook, force=force))
+            result = await loop.run_in_executor(
+                None, lambda: promote(notebook, force=force, show_results=show)
+            )
         except TargetExistsError as exc:
             script = notebook.with_suffix(".py").relative_to(root).as_posix()
             return 409, {"message": _relative(str(exc), root), "script": script}
@@ -101,6 +105,8 @@ class PromoteHandler(APIHandler):
         return 200, {
             "script": result.script.resolve().relative_to(root).as_posix(),
             "warnings": list(result.warnings),
+            "report": result.report.to_dict(),
+            "report_lines": result.report.lines(),
         }
 
     def _hidden(self, root: Path, path: str, notebook: Path) -> bool:

@@ -41,7 +41,9 @@ def _scripts(root: Path) -> list[str]:
 def test_promote_writes_the_script_then_asks_before_overwriting(server: JupyterProcess):
     status, data = _post(server, {"path": "sub/train.ipynb"})
     assert status == 200, data
-    assert data == {"script": "sub/train.py", "warnings": []}
+    assert data["script"] == "sub/train.py" and data["warnings"] == []
+    assert data["report_lines"] == ["left out of the script: nothing"]
+    assert data["report"]["groups"] == [] and data["report"]["counts"] == {}
     assert (server.root_dir / "sub" / "train.py").read_text().startswith("#!/usr/bin/env python")
     status, data = _post(server, {"path": "sub/train.ipynb"})
     assert status == 409 and data["script"] == "sub/train.py"
@@ -83,3 +85,17 @@ def test_request_without_token_is_refused(server: JupyterProcess):
     status, _ = _post(server, {"path": "sub/train.ipynb", "force": True}, token=False)
     assert status == 403
     assert _scripts(server.root_dir) == before
+
+
+def test_the_answer_carries_the_report_and_show_results(server: JupyterProcess):
+    root = server.root_dir
+    write_notebook(root / "shown.ipynb", numbered(HEAD, MODEL + "\nmodel", LAB, FIT))
+    status, data = _post(server, {"path": "shown.ipynb"})
+    assert status == 200, data
+    assert data["report"]["groups"] == [{"reason": "displayed result", "items": [
+        {"cell": 2, "label": "cell 2 (In [2])", "line": 3, "source": "model",
+         "reason": "displayed result"}]}]  # fmt: skip
+    assert "    cell 2 (In [2]) line 3: model" in data["report_lines"]
+    status, data = _post(server, {"path": "shown.ipynb", "force": True, "show_results": True})
+    assert status == 200 and data["report"]["counts"] == {"results printed": 1}
+    assert "\nprint(model)\n" in (root / "shown.py").read_text()
