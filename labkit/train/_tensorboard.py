@@ -21,9 +21,13 @@ def hparams_of(recipe: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]
     """Flat hparams for TensorBoard: ``recipe/<field>`` plus the scalar fit settings."""
     out: dict[str, Any] = {}
     for k, v in recipe.items():
-        out[f"recipe/{k}"] = (
-            ",".join(v) if isinstance(v, list | tuple) else ("none" if v is None else v)
-        )
+        if isinstance(v, list | tuple):
+            v = ",".join(map(str, v))
+        elif v is None:
+            v = "none"
+        elif not isinstance(v, int | float | str | bool):  # TensorBoard takes only these
+            v = str(v)
+        out[f"recipe/{k}"] = v
     for k, v in config.items():
         if isinstance(v, int | float | str | bool) and k != "recipe":
             out[k] = v

@@ -292,7 +292,7 @@ class Run:
     def save(self, path: str | os.PathLike[str] | None = None) -> Path:
         """Write the record as JSON, atomically; defaults to ``<logdir>/run.json``.
 
-        Beside it goes ``series.npz``: the record without its steps plus the steps as
+        Beside it goes ``series.bin``: the record without its steps plus the steps as
         columns, which :func:`labkit.runs` reads without parsing the JSON.
         """
         target = Path(path) if path is not None else Path(self.logdir) / "run.json"

@@ -1,7 +1,7 @@
 """Runs side by side: :func:`runs` reads many fits' records into plain data.
 
 Every ``Lab.fit`` leaves ``run.json`` (the :class:`~labkit.train.Run` record) and, beside
-it, ``series.npz``: the same record without its steps, plus the steps as columns (one
+it, ``series.bin``: the same record without its steps, plus the steps as columns (one
 float64 array per figure: ``step``, ``t``, ``loss``, ``compute_time``, ...). :func:`runs`
 reads the columns (never the JSON steps), so 200 runs of 100k steps load in about a second
 (``benchmarks/runs_read.py``). Long curves are cut to ``points`` points by keeping each
@@ -21,9 +21,9 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-import io
 import json
 import math
+import mmap
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -34,12 +34,15 @@ import numpy as np
 
 from labkit._paths import InputFileError, atomic_writer, open_input
 
-SERIES_FILE = "series.npz"
+SERIES_FILE = "series.bin"
 RUN_FILE = "run.json"
 MAX_SERIES_BYTES = 1 << 30
-"""Largest ``series.npz`` read (1 GiB: about 16M steps of 8 figures)."""
-_STEP_PREFIX = "s."
+"""Largest ``series.bin`` read (1 GiB: about 16M steps of 8 figures)."""
+_MAGIC = b"LKSERIES"
 _X_KEYS = ("step", "epoch", "t")
+
+
+Columns = dict[str, np.ndarray]
 
 
 class RunsError(ValueError):
@@ -48,7 +51,7 @@ class RunsError(ValueError):
 
 # ---------------------------------------------------------------------- writing
 def write_series(run: Any, folder: str | os.PathLike[str]) -> Path:
-    """Write ``<folder>/series.npz``: ``run``'s record without steps plus its steps as columns.
+    """Write ``<folder>/series.bin``: ``run``'s record without steps plus its steps as columns.
 
     A figure missing from a step is NaN in its column; a figure that is not a number (or
     a bool) in any step is left out (it is still in ``run.json``).
@@ -60,36 +63,67 @@ def write_series(run: Any, folder: str | os.PathLike[str]) -> Path:
     Returns:
         The file written.
     """
-    target = Path(folder) / SERIES_FILE
     meta = run.to_dict()
     steps: list[dict[str, Any]] = meta.pop("steps")
-    meta["n_steps"] = len(steps)
     keys: dict[str, None] = {}
     for s in steps:
         keys.update(dict.fromkeys(s))
-    arrays: dict[str, np.ndarray] = {"meta": np.frombuffer(json.dumps(meta).encode(), np.uint8)}
+    columns = {}
     for k in keys:
         values = [s.get(k, math.nan) for s in steps]
         if all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
-            arrays[_STEP_PREFIX + k] = np.asarray(values, dtype=np.float64)
-    buf = io.BytesIO()
-    np.savez(buf, **arrays)  # type: ignore[arg-type]  # numpy's stub wants positional arrays
-    data = buf.getvalue()
-    with atomic_writer(target, "wb", what="run series", needed=len(data), fsync=False) as fh:
-        fh.write(data)
+            columns[k] = np.asarray(values, dtype=np.float64)
+    return write_columns(meta, columns, folder, n_steps=len(steps))
+
+
+def write_columns(meta: dict[str, Any], columns: Columns, folder: str | os.PathLike[str], *,
+                  n_steps: int) -> Path:  # fmt: skip
+    """Write ``<folder>/series.bin`` from a record without steps and its step columns.
+
+    The layout (little-endian): the 8 bytes ``LKSERIES``, a uint64 header length, the
+    header (UTF-8 JSON: ``{"meta": ..., "n_steps": N, "columns": {name: offset}}``), then
+    each column as ``N`` float64 at its offset (8-byte aligned). A reader maps the file and
+    views each column in place: nothing is parsed per step.
+
+    Args:
+        meta: ``Run.to_dict()`` without ``steps``.
+        columns: ``{figure: array}``, one value per step.
+        folder: The run's folder.
+        n_steps: Steps in the run.
+
+    Returns:
+        The file written.
+    """
+    target = Path(folder) / SERIES_FILE
+    arrays = {k: np.ascontiguousarray(v, dtype="<f8") for k, v in columns.items()}
+    for k, v in arrays.items():
+        if v.shape != (n_steps,):
+            raise ValueError(f"column {k!r} has shape {v.shape}, not ({n_steps},)")
+    names = list(arrays)
+
+    def header(start: int) -> bytes:
+        offsets = {k: start + i * 8 * n_steps for i, k in enumerate(names)}  # 8-byte aligned
+        return json.dumps({"meta": meta, "n_steps": n_steps, "columns": offsets}).encode()
+
+    # room for the offsets' digits (at most 20 each), then padded with spaces to 8 bytes
+    start = -(-(16 + len(header(0)) + 20 * len(names)) // 8) * 8
+    head = header(start).ljust(start - 16)
+    with atomic_writer(target, "wb", what="run series", needed=start + 8 * n_steps * len(names),
+                       fsync=False) as fh:  # fmt: skip
+        fh.write(_MAGIC + len(head).to_bytes(8, "little") + head)
+        for k in names:
+            fh.write(arrays[k].tobytes())
     return target
 
 
 # ---------------------------------------------------------------------- reading
-Columns = dict[str, np.ndarray]
-
-
 def read_series(
     folder: str | os.PathLike[str], columns: Sequence[str] | None = None
 ) -> tuple[dict[str, Any], Columns]:
-    """A run's record (without steps) and its step columns.
+    """A run's record (without steps, plus ``n_steps``) and its step columns.
 
-    Reads ``series.npz`` when present (only the columns asked for), else ``run.json``.
+    Reads ``series.bin`` when present (the columns are read-only views of the mapped
+    file), else ``run.json``.
 
     Args:
         folder: The run's folder.
@@ -105,21 +139,7 @@ def read_series(
     folder = Path(folder)
     series = folder / SERIES_FILE
     if os.path.lexists(series):
-        try:
-            with (open_input(series, what="run series", max_bytes=MAX_SERIES_BYTES) as fh,
-                  np.load(fh, allow_pickle=False) as npz):  # fmt: skip
-                meta = json.loads(npz["meta"].tobytes())
-                names = [n[len(_STEP_PREFIX) :] for n in npz.files if n.startswith(_STEP_PREFIX)]
-                want = names if columns is None else [c for c in columns if c in names]
-                cols = {c: npz[_STEP_PREFIX + c] for c in want}
-        except InputFileError as exc:
-            raise RunsError(str(exc)) from None
-        except (ValueError, KeyError, OSError, EOFError) as exc:
-            raise RunsError(f"{series}: not a labkit run series ({type(exc).__name__}: {exc}); "
-                            "delete it to read run.json instead") from None  # fmt: skip
-        if not isinstance(meta, dict):
-            raise RunsError(f"{series}: its record is not a JSON object")
-        return meta, cols
+        return _read_bin(series, columns)
     from labkit.train.run import Run, RunFileError
 
     try:
@@ -136,6 +156,42 @@ def read_series(
         values = [s.get(k, math.nan) for s in steps]
         if all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
             cols[k] = np.asarray(values, dtype=np.float64)
+    return meta, cols
+
+
+def _read_bin(path: Path, columns: Sequence[str] | None) -> tuple[dict[str, Any], Columns]:
+    def bad(why: str) -> RunsError:
+        return RunsError(f"{path}: not a labkit run series ({why}); delete it to read "
+                         "run.json instead")  # fmt: skip
+
+    try:
+        with open_input(path, what="run series", max_bytes=MAX_SERIES_BYTES) as fh:
+            size = os.fstat(fh.fileno()).st_size
+            if size < 16:
+                raise bad(f"{size} bytes")
+            mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    except InputFileError as exc:
+        raise RunsError(str(exc)) from None
+    if mm[:8] != _MAGIC:
+        raise bad("it does not start with LKSERIES")
+    n_head = int.from_bytes(mm[8:16], "little")
+    if n_head > size - 16:
+        raise bad(f"a header of {n_head} bytes in a file of {size}")
+    try:
+        head = json.loads(mm[16 : 16 + n_head])
+        meta, n, offsets = head["meta"], int(head["n_steps"]), dict(head["columns"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise bad(f"header: {type(exc).__name__}: {exc}") from None
+    if not isinstance(meta, dict):
+        raise bad("its record is not a JSON object")
+    meta["n_steps"] = n
+    want = list(offsets) if columns is None else [c for c in columns if c in offsets]
+    cols: Columns = {}
+    for name in want:
+        at = offsets[name]
+        if not isinstance(at, int) or at % 8 or at < 16 + n_head or at + 8 * n > size:
+            raise bad(f"column {name!r} at {at!r} lies outside the file")
+        cols[name] = np.frombuffer(mm, dtype="<f8", count=n, offset=at)
     return meta, cols
 
 
@@ -166,17 +222,28 @@ def minmax_downsample(x: np.ndarray, y: np.ndarray, points: int) -> tuple[np.nda
     points = max(4, int(points))
     if n <= points:
         return x, y
-    buckets = points // 2
-    size = -(-n // buckets)
-    pad = buckets * size - n
-    lo = np.concatenate([y, np.full(pad, np.inf)]).reshape(buckets, size)
-    hi = np.concatenate([y, np.full(pad, -np.inf)]).reshape(buckets, size)
-    base = np.arange(buckets) * size
-    first = base + lo.argmin(axis=1)
-    second = base + hi.argmax(axis=1)
-    idx = np.unique(np.concatenate([first, second, [0, n - 1]]))
-    idx = idx[idx < n]
+    idx = minmax_indices(y, points)
     return x[idx], y[idx]
+
+
+def minmax_indices(y: np.ndarray, points: int) -> np.ndarray:
+    """Ascending positions of each bucket's minimum and maximum of ``y`` (all finite), plus
+    the first and last; ``points // 2`` buckets. See :func:`minmax_downsample`."""
+    n = len(y)
+    if n <= max(4, points):
+        return np.arange(n)
+    buckets = max(2, points // 2)
+    size = -(-n // buckets)
+    full = n // size  # whole buckets, viewed in place; the rest is one shorter bucket
+    grid = y[: full * size].reshape(full, size)
+    base = np.arange(full) * size
+    lo, hi = base + grid.argmin(axis=1), base + grid.argmax(axis=1)
+    pairs = [np.stack([np.minimum(lo, hi), np.maximum(lo, hi)], axis=1).ravel()]
+    if full * size < n:
+        tail = full * size + np.array([y[full * size :].argmin(), y[full * size :].argmax()])
+        pairs.append(np.sort(tail))
+    idx = np.concatenate([[0], *pairs, [n - 1]])  # ascending: buckets are in order
+    return idx[np.concatenate([[True], np.diff(idx) != 0])]
 
 
 # ---------------------------------------------------------------------- the data
@@ -436,10 +503,14 @@ def _read_one(name: str, folder: Path, want: list[str] | None,
             continue
         if steps_x is None or not len(y):
             continue
-        _extremes(metric, y, last, best)
-        idx_x, ys = minmax_downsample(np.arange(len(y), dtype=np.float64), y, points)
-        pos = idx_x.astype(np.int64)
-        xs = steps_x[pos]
+        finite = np.isfinite(y)
+        if finite.all():
+            pos = minmax_indices(y, points)
+        else:
+            keep = np.flatnonzero(finite)
+            pos = keep[minmax_indices(y[keep], points)]
+        _extremes(metric, y if len(pos) == 0 or finite.all() else y[finite], last, best)
+        ys, xs = y[pos], steps_x[pos]
         ts = (t[pos] - t0) if t is not None and t0 is not None else np.full(len(pos), np.nan)
         out[metric] = {"x": xs.tolist(), "t": _finite_or_none(ts), "y": ys.tolist()}
     epochs = meta.get("epochs") or []
@@ -478,11 +549,13 @@ def _number(v: Any) -> bool:
 
 
 def _finite_or_none(a: np.ndarray) -> list[float | None]:
+    if np.isfinite(a).all():
+        return list(a.tolist())
     return [float(v) if math.isfinite(v) else None for v in a.tolist()]
 
 
 def _extremes(metric: str, y: np.ndarray, last: dict[str, float], best: dict[str, float]) -> None:
-    finite = y[np.isfinite(y)]
+    finite = y if np.isfinite(y).all() else y[np.isfinite(y)]
     if not len(finite):
         return
     last[metric] = float(finite[-1])

@@ -88,7 +88,7 @@ def test_a_corrupt_series_file_is_skipped_with_the_reason(root: Path, tmp_path: 
 
     shutil.copytree(root / "slow", tmp_path / "slow")
     shutil.copytree(root / "fast", tmp_path / "fast")
-    (tmp_path / "fast" / SERIES_FILE).write_bytes(b"not a zip")
+    (tmp_path / "fast" / SERIES_FILE).write_bytes(b"not a series file")
     rs = runs(tmp_path)
     assert [r.name for r in rs] == ["slow"]
     assert len(rs.skipped) == 1 and f"{tmp_path / 'fast' / SERIES_FILE}: not a labkit run" in \
