@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import itertools
 import re
 from collections.abc import Collection
 from dataclasses import dataclass, field
@@ -229,6 +230,7 @@ def analyze(notebook: Notebook, *, show_results: bool | Collection[str] = False)
                     f"the execution order: {ran_as}",
                 )
             )
+            problems += _stale_outputs(ran)
     else:
         order, never_run = code_cells, ()
         if code_cells:
@@ -269,6 +271,31 @@ def analyze(notebook: Notebook, *, show_results: bool | Collection[str] = False)
         receiver = call_of(fit.node).func.value  # type: ignore[union-attr]  # _pick_fit: x.fit(...)
         lab_name = receiver.id if isinstance(receiver, ast.Name) else None
     return Analysis(notebook, tuple(plans), tuple(never_run), fit, lab_name, tuple(problems))
+
+
+def _stale_outputs(ran: list[Cell]) -> list[Problem]:
+    """Cells whose counts fall below a cell above them in the file, after a gap in the
+    counts: their outputs may come from before the last kernel start."""
+    counts = sorted(c.execution_count or 0 for c in ran)
+    gaps = any(b - a > 1 for a, b in itertools.pairwise(counts)) or counts[0] > 1
+    if not gaps:
+        return []
+    out = []
+    highest: Cell | None = None
+    for cell in ran:  # file order
+        if highest is not None and (cell.execution_count or 0) < (highest.execution_count or 0):
+            out.append(
+                Problem(
+                    "warning",
+                    f"{cell.label} ran before {highest.label} above it, and the counts have "
+                    "gaps: its outputs (or those above) may predate the last kernel start; "
+                    "Restart & Run All, save, and promote again",
+                    cell.number,
+                )
+            )
+        if highest is None or (cell.execution_count or 0) > (highest.execution_count or 0):
+            highest = cell
+    return out
 
 
 def _plan_cell(

@@ -9,6 +9,7 @@ import tempfile
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from labkit._paths import OutputPathError, check_output_file
 from labkit.promote._literal import literal
@@ -110,6 +111,7 @@ def promote(
         ('cell 5 was never run; it is left out',)
     """
     nb = read_notebook(notebook)
+    _refuse_failed_run(nb.path, nb.metadata)
     out = Path(output) if output is not None else default_output(nb.path)
     if out.resolve() == nb.path.resolve():
         raise PromoteError(out, [Problem("error", f"{out}: the output would replace the notebook")])
@@ -162,6 +164,21 @@ def promote(
             _check_run(tmp, nb.path, check_timeout, trains=analysis.fit is not None)
         install(tmp, out, force=force)
     return Promoted(nb.path, out, source, warnings, analysis, report)
+
+
+def _refuse_failed_run(path: Path, metadata: dict[str, Any]) -> None:
+    """A copy written by a failed ``labkit run`` holds cells that never ran: refuse it."""
+    labkit_meta = metadata.get("labkit")
+    record = labkit_meta.get("run") if isinstance(labkit_meta, dict) else None
+    if not isinstance(record, dict) or record.get("status") != "failed":
+        return
+    cell = record.get("cell")
+    error = str(record.get("error") or "a cell failed")
+    msg = (
+        f"{path.name} is the copy of a `labkit run` that failed ({error}); the cells after "
+        "it never ran. Fix the notebook and run it again, or promote the notebook itself"
+    )
+    raise PromoteError(path, [Problem("error", msg, cell if isinstance(cell, int) else None)])
 
 
 def check_script_path(out: Path, notebook: Path, *, force: bool, what: str = "script") -> None:

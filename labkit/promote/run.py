@@ -10,6 +10,7 @@ must assign it, and the value must fit the default's type (an ``int`` is accepte
 from __future__ import annotations
 
 import ast
+import math
 import os
 import re
 import sys
@@ -70,6 +71,27 @@ def parse_parameter(text: str) -> tuple[str, Any]:
     except (ValueError, SyntaxError):
         value = raw
     return name, value
+
+
+def value_source(value: Any) -> str:
+    """Python source that makes ``value``: ``repr``, except that floats that are not
+    literals are written as calls (``inf`` -> ``float("inf")``, ``nan`` -> ``float("nan")``).
+
+    Example:
+        >>> value_source([1.5, float("inf"), {"a": float("-inf")}])
+        '[1.5, float("inf"), {\'a\': float("-inf")}]'
+    """
+    if isinstance(value, float) and not math.isfinite(value):
+        return f'float("{value}")'
+    if isinstance(value, list):
+        return "[" + ", ".join(value_source(v) for v in value) + "]"
+    if isinstance(value, tuple):
+        inner = ", ".join(value_source(v) for v in value)
+        return f"({inner},)" if len(value) == 1 else f"({inner})"
+    if isinstance(value, dict):
+        items = (f"{value_source(k)}: {value_source(v)}" for k, v in value.items())
+        return "{" + ", ".join(items) + "}"
+    return repr(value)
 
 
 def _defaults(source: str) -> dict[str, Any]:
@@ -155,7 +177,7 @@ def inject_parameters(nb: Any, parameters: Mapping[str, Any], *, path: str | Pat
                 f"{path}: parameter {name!r} is not set in {where}; it sets: {known}"
             )
         value = _coerce(name, value, defaults[name], where)
-        lines.append(f"{name} = {value!r}")
+        lines.append(f"{name} = {value_source(value)}")
     cell = nbformat.v4.new_code_cell("\n".join(lines))
     cell.metadata["tags"] = [INJECTED_TAG]
     nb.cells.insert(index + 1, cell)
@@ -201,7 +223,10 @@ def run_notebook(
         ParameterError: a parameter does not fit the ``parameters`` cell.
         labkit._paths.OutputPathError: ``output`` is a folder, exists without ``force``, or
             its folder is missing or not writable (before anything runs).
-        NotebookRunError: a cell raised; the executed copy with the traceback is written.
+        NotebookRunError: a cell raised, ran past ``timeout`` or killed the kernel (the
+            message names the cell; the executed copy is written, with the cells that did
+            not run cleared and ``metadata.labkit.run`` marked failed), or the kernel is
+            not installed (the message names the installed ones; nothing runs).
 
     Example:
         >>> run_notebook("train.ipynb", {"epochs": 1})             # doctest: +SKIP
@@ -222,7 +247,11 @@ def run_notebook(
     injected = inject_parameters(nb, dict(parameters or {}), path=path)
     name = kernel_name or nb.metadata.get("kernelspec", {}).get("name") or "python3"
 
+    _check_kernel(name, path)
+    started: list[int] = []
+
     def on_start(cell: Any, cell_index: int) -> None:
+        started.append(cell_index)
         if progress is not None:
             if cell_index == injected:
                 label = "injected parameters"
@@ -240,20 +269,67 @@ def run_notebook(
     try:
         client.execute()
     except (CellExecutionError, CellTimeoutError, DeadKernelError) as exc:
-        failed = _failed_cell(nb)
-        if failed is not None:
-            failed = _original_number(failed - 1, injected)
-        _write(out, nbformat.writes(nb))
+        index = started[-1] if started else None  # the cell that was running
+        failed = None if index is None else _original_number(index, injected)
         where = f"cell {failed}" if failed else "a cell"
-        first = _ANSI.sub("", str(exc)).strip().splitlines()
-        summary = next((line for line in reversed(first) if line.strip()), type(exc).__name__)
+        if isinstance(exc, CellTimeoutError):
+            what = f"{where} ran past the time limit of {timeout:g} s per cell (--timeout)"
+        elif isinstance(exc, DeadKernelError):
+            what = f"the kernel died while {where} ran (os._exit, a crash, or out of memory)"
+        else:
+            what = f"{where} failed: {_error_summary(exc)}"
+        _finish(nb, started, failed=failed, error=what)
+        _write(out, nbformat.writes(nb))
         raise NotebookRunError(
-            f"{path}: {where} failed: {summary}; the executed copy is {out}",
+            f"{path}: {what}; the executed copy is {out} (cells after it were not run: their "
+            "outputs are cleared)",
             output=out,
             cell=failed,
         ) from None
+    _finish(nb, started, failed=None, error="")
     _write(out, nbformat.writes(nb))
     return out
+
+
+RUN_METADATA = "labkit"  # nb.metadata["labkit"]["run"]: {"status": "ok"|"failed", "cell", "error"}
+
+
+def _finish(nb: Any, started: list[int], *, failed: int | None, error: str) -> None:
+    """Clear the outputs and counts of every code cell that did not run (papermill does),
+    and record in the copy's metadata whether the run failed, and where."""
+    ran = set(started)
+    for index, cell in enumerate(nb.cells):
+        if cell.get("cell_type") == "code" and index not in ran:
+            cell["outputs"] = []
+            cell["execution_count"] = None
+    record: dict[str, Any] = {"status": "failed" if error else "ok"}
+    if error:
+        record.update(cell=failed, error=error)
+    nb.metadata.setdefault(RUN_METADATA, {})["run"] = record
+
+
+def _error_summary(exc: BaseException) -> str:
+    """``NameError: name 'x' is not defined`` from a CellExecutionError."""
+    name, value = getattr(exc, "ename", ""), getattr(exc, "evalue", "")
+    if name:
+        return f"{name}: {_ANSI.sub('', str(value))}".strip().rstrip(":")
+    lines = [line for line in _ANSI.sub("", str(exc)).splitlines() if line.strip("- ")]
+    return lines[-1].strip() if lines else type(exc).__name__
+
+
+def _check_kernel(name: str, path: Path) -> None:
+    """Refuse an unknown kernel before anything runs, naming the installed ones."""
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    specs = KernelSpecManager().find_kernel_specs()
+    if name not in specs:
+        raise NotebookRunError(
+            f"{path}: no Jupyter kernel named {name!r} is installed (the notebook's kernelspec "
+            f"or --kernel); installed: {', '.join(sorted(specs)) or 'none'}; pass "
+            "--kernel NAME",
+            output=None,
+            cell=None,
+        )
 
 
 def _write(out: Path, text: str) -> None:
@@ -264,13 +340,6 @@ def _write(out: Path, text: str) -> None:
 def _original_number(index: int, injected: int) -> int:
     """1-based number in the input notebook of the executed copy's cell ``index``."""
     return index if 0 <= injected < index else index + 1
-
-
-def _failed_cell(nb: Any) -> int | None:
-    for i, cell in enumerate(nb.cells, start=1):
-        if any(o.get("output_type") == "error" for o in cell.get("outputs", [])):
-            return i
-    return None
 
 
 def _stderr_progress(line: str) -> None:

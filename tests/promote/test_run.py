@@ -97,3 +97,87 @@ def test_output_cannot_replace_the_notebook(tmp_path: Path):
     path = _nb(tmp_path)
     with pytest.raises(ParameterError, match="would replace the notebook"):
         run_notebook(path, output=path)
+
+
+def _result(text: str, count: int) -> dict:
+    return {"output_type": "execute_result", "execution_count": count, "metadata": {},
+            "data": {"text/plain": text}}  # fmt: skip
+
+
+def test_a_failed_run_clears_what_did_not_run_and_promote_refuses_the_copy(tmp_path: Path):
+    """issue 29 item 4: cells after the failure keep no outputs from an earlier session."""
+    from labkit.promote import PromoteError, promote
+
+    cells = [
+        code("x = 1", 7, outputs=[]),
+        code("y = x / 0", 8),
+        code("z = 2\nz", 41, outputs=[_result("2", 41)]),  # the author's old session
+        markdown("done"),
+    ]
+    path = write_notebook(tmp_path / "s.ipynb", cells)
+    with pytest.raises(
+        NotebookRunError, match=r"cell 2 failed: ZeroDivisionError: division by zero"
+    ):
+        run_notebook(path, output=tmp_path / "s.run.ipynb")
+    copy = read_notebook(tmp_path / "s.run.ipynb")
+    assert [c.execution_count for c in copy.code_cells] == [1, 2, None]
+    assert copy.code_cells[2].outputs == ()
+    record = copy.metadata["labkit"]["run"]
+    assert record["status"] == "failed" and record["cell"] == 2
+    with pytest.raises(PromoteError) as info:
+        promote(copy.path, dry_run=True)
+    assert info.value.errors[0].message.startswith(
+        "s.run.ipynb is the copy of a `labkit run` that failed (cell 2 failed: ZeroDivisionError"
+    )
+    assert info.value.errors[0].cell == 2
+
+
+def test_counts_below_a_cell_above_after_a_gap_are_warned(tmp_path: Path):
+    from labkit.promote import promote
+
+    cells = [code("a = 1", 1), code("b = a", 2), code("c = b", 30), code("d = b", 3)]
+    done = promote(write_notebook(tmp_path / "g.ipynb", cells), dry_run=True)
+    stale = [w for w in done.warnings if "predate the last kernel start" in w]
+    assert stale == [
+        "cell 4 (In [3]) ran before cell 3 (In [30]) above it, and the counts have gaps: its "
+        "outputs (or those above) may predate the last kernel start; Restart & Run All, save, "
+        "and promote again"
+    ]
+
+
+def test_a_timeout_names_the_cell_and_the_limit(tmp_path: Path):
+    path = _nb(tmp_path, "import time\ntime.sleep(60)")
+    with pytest.raises(NotebookRunError) as info:
+        run_notebook(path, timeout=3)
+    assert "cell 4 ran past the time limit of 3 s per cell (--timeout)" in str(info.value)
+    assert info.value.cell == 4
+
+
+def test_a_dead_kernel_names_the_running_cell(tmp_path: Path):
+    path = _nb(tmp_path, "import os\nos._exit(1)", "never = 1")
+    with pytest.raises(NotebookRunError) as info:
+        run_notebook(path, timeout=60)
+    assert "the kernel died while cell 4 ran" in str(info.value)
+    copy = read_notebook(tmp_path / "p.run.ipynb")
+    assert copy.code_cells[-1].execution_count is None
+
+
+def test_infinite_values_are_injected_as_float_calls(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    path = _nb(tmp_path)
+    assert main(["run", str(path), "-q", "-p", "lr=1e999", "-p", "epochs=3"]) == 0
+    executed = read_notebook(tmp_path / "p.run.ipynb")
+    assert 'lr = float("inf")' in executed.cells[2].source
+    texts = "".join(o.get("text", "") for c in executed.cells for o in c.outputs)
+    assert "a:3:inf:False:None" in texts
+
+
+def test_an_unknown_kernel_names_the_installed_ones(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    path = _nb(tmp_path)
+    assert main(["run", str(path), "--kernel", "nope"]) == 1
+    err = capsys.readouterr().err
+    assert "no Jupyter kernel named 'nope' is installed" in err and "python3" in err
+    assert "Traceback" not in err and not (tmp_path / "p.run.ipynb").exists()
