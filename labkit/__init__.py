@@ -10,7 +10,10 @@ Example:
 
 from __future__ import annotations
 
-from labkit._lazy import lazy_exports
+import sys
+import types
+
+from labkit._lazy import callable_package, lazy_exports
 
 __version__ = "0.1.0"
 
@@ -43,4 +46,20 @@ __all__ = ["__version__", *_LAZY]
 
 
 # labkit.trace, labkit.memory and labkit.plan are callable packages; other names are attributes
-__getattr__, __dir__ = lazy_exports(__name__, _LAZY, modules=("trace", "memory", "plan"))
+_CALLABLE = ("trace", "memory", "plan")
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, modules=_CALLABLE)
+
+
+class _Package(types.ModuleType):
+    """Whenever a callable package lands on ``labkit`` (first use, or any import of it or of
+    a module inside it), it gets its function's signature and docstring."""
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if name in _CALLABLE and isinstance(value, types.ModuleType):
+            func = getattr(value, name, None)
+            if callable(func) and not isinstance(func, types.ModuleType):
+                callable_package(value, func)
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package

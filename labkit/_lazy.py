@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -44,3 +45,35 @@ def lazy_exports(
         return sorted(set(vars(sys.modules[module_name])) | set(table))
 
     return __getattr__, __dir__
+
+
+def callable_package(package: types.ModuleType, func: Callable[..., Any]) -> None:
+    """Give a callable package (``labkit.trace``) its function's signature and docstring.
+
+    ``inspect.signature`` (a notebook's Shift+Tab) then reads ``func``'s parameters, and
+    ``help()`` shows the call with ``func``'s Args and Returns under the package's own text
+    (its examples stay on ``func``, so doctests run once).
+
+    Args:
+        package: The package whose module object is called.
+        func: The function a call runs.
+
+    Example:
+        >>> import inspect, labkit
+        >>> str(inspect.signature(labkit.plan)).startswith("(model")
+        True
+    """
+    import inspect  # here, not at the top: ``import labkit`` stays fast
+    import re
+
+    sig = inspect.signature(func)
+    package.__signature__ = sig  # type: ignore[attr-defined]  # what inspect.signature reads
+    if getattr(package, "_labkit_called", None) is func:
+        return
+    own = inspect.cleandoc(package.__doc__ or "")
+    doc = re.split(r"\n\s*Example[s]?:\s*\n", inspect.cleandoc(func.__doc__ or ""))[0]
+    name = package.__name__
+    package.__doc__ = (
+        f"{own}\n\nCalling it: {name}{sig}\n\n{doc}\n\nExample: see help({name}.{func.__name__})."
+    )
+    package._labkit_called = func  # type: ignore[attr-defined]  # patched once
