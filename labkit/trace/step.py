@@ -219,16 +219,24 @@ def record_step(
 
 
 def _with_notes(trace: Trace, step: Step, changed: list[str]) -> Trace:
-    notes = list(trace.meta.notes)
+    """The trace with notes on what the step assumed and on what could not be put back
+    (in its meta, and in its memory meta, which memory reports and plans print)."""
+    more = []
     if step.backward and trace.meta.backward and step.forward is None:
-        notes.append(KEEP_OUTPUT_NOTE if step.keep_output else FREE_OUTPUT_NOTE)
+        more.append(KEEP_OUTPUT_NOTE if step.keep_output else FREE_OUTPUT_NOTE)
     if changed:
-        notes.append(
+        more.append(
             "the step changed what labkit cannot put back: " + "; ".join(changed)
             + f" (in place; the recording and timing passes ran the step {step.calls} "
             + ("time" if step.calls == 1 else "times") + ")"
         )  # fmt: skip
-    return trace.replace(meta=dataclasses.replace(trace.meta, notes=tuple(notes)))
+    if not more:
+        return trace
+    meta = dataclasses.replace(trace.meta, notes=(*trace.meta.notes, *more))
+    mm = trace.memory_meta
+    if mm is not None:
+        mm = dataclasses.replace(mm, notes=(*mm.notes, *more))
+    return trace.replace(meta=meta, memory_meta=mm)
 
 
 class _deep_enough:

@@ -419,6 +419,7 @@ class GAT(nn.Module):
 def _graph(fake_nodes: int | None, seed: int) -> Any:
     if fake_nodes is None:
         return _pyg_nn().datasets.KarateClub()[0]
+    _pyg_nn()  # PyG imported once with its import-time warning allowed
     from labkit.gnn.datasets import fake
 
     return fake(fake_nodes, 4, seed=seed, num_features=32)
