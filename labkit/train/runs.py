@@ -387,7 +387,7 @@ class Runs:
         """
         from labkit.widgets.runs import RunsView
 
-        return RunsView(self, metrics=metrics, runs=runs, x=x)
+        return RunsView(self, metrics=metrics, runs_shown=runs, x=x)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready plain data."""

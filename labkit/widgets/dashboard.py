@@ -44,6 +44,15 @@ def downsample(
     return ox, oy
 
 
+def last_of_buckets(values: list[Any], max_points: int) -> list[Any]:
+    """The last value of each of :func:`downsample`'s buckets (the point its x comes from)."""
+    n = len(values)
+    if n <= max_points:
+        return list(values)
+    size = n / max_points
+    return [values[max(int((b + 1) * size), int(b * size) + 1) - 1] for b in range(max_points)]
+
+
 def _register(stop_file: Path) -> str:
     """The token under which the server extension finds ``stop_file`` ("" when it cannot)."""
     try:
@@ -80,6 +89,9 @@ class Dashboard(KeepsPicture, anywidget.AnyWidget):
     """
 
     series = t.Dict().tag(sync=True)
+    #: curve name -> wall-clock seconds since the fit started, per point of ``series``
+    #: (None where unknown): the charts' wall-time axis
+    series_t = t.Dict().tag(sync=True)
     stats = t.Dict().tag(sync=True)
     status = t.Unicode("idle").tag(sync=True)
     error = t.Unicode("").tag(sync=True)
@@ -110,6 +122,8 @@ class Dashboard(KeepsPicture, anywidget.AnyWidget):
         self.max_points = max_points
         self._throttle = Throttle(self._publish, interval=throttle)
         self._steps: list[float] = []
+        self._times: list[float | None] = []  # wall clock of each step (its "t")
+        self._epoch_t: dict[int, float] = {}
         self._losses: list[float] = []
         self._metrics: dict[str, list[float]] = {}
         self._epochs: list[dict[str, Any]] = []
@@ -142,6 +156,7 @@ class Dashboard(KeepsPicture, anywidget.AnyWidget):
             for s in event["steps"]:
                 self._epoch = max(self._epoch, int(s.get("epoch", self._epoch)))
                 self._steps.append(s["step"])
+                self._times.append(s.get("t"))
                 self._losses.append(s["loss"])
                 for k, v in s.items():
                     if k.startswith("train_") and isinstance(v, float):
@@ -151,6 +166,8 @@ class Dashboard(KeepsPicture, anywidget.AnyWidget):
         elif kind == "epoch":
             self._epochs = [e for e in self._epochs if e["epoch"] != event["epoch"]]
             self._epochs.append({k: v for k, v in event.items() if k not in ("type", "t")})
+            if isinstance(event.get("t"), int | float):
+                self._epoch_t[event["epoch"]] = float(event["t"])
         elif kind == "grads":
             self._norms = dict(event.get("norms", {}))
         elif kind == "ranks":  # per-rank step breakdown at an epoch end (labkit.train._ranks)
@@ -249,9 +266,25 @@ class Dashboard(KeepsPicture, anywidget.AnyWidget):
                 curves[key] = {"x": [p[0] for p in pts], "y": [p[1] for p in pts]}
         return curves
 
+    def _series_t(self, series: dict[str, Any]) -> dict[str, list[float | None]]:
+        t0 = self._t0
+
+        def rel(values: list[Any]) -> list[float | None]:
+            return [round(v - t0, 4) if isinstance(v, int | float) else None for v in values]
+
+        out = {"train_loss": rel(last_of_buckets(self._times, self.max_points))}
+        for k, v in self._metrics.items():
+            out[k] = rel(last_of_buckets(self._times[-len(v) :], self.max_points))
+        for key in series:
+            if key.startswith("val_"):
+                pts = [e for e in self._epochs if isinstance(e.get(key), float)]
+                out[key] = rel([self._epoch_t.get(e["epoch"]) for e in pts])
+        return out
+
     def _publish(self, _: Any) -> None:
         with self.hold_sync():
             self.series = self._series()
+            self.series_t = self._series_t(self.series)
             self.stats = self._stats()
             self.status = self._status
             self.error = self._error

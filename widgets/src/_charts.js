@@ -1,12 +1,22 @@
 // Time-series charts on uPlot (hover values in the legend under the plot, drag to zoom,
 // double-click to reset, log scale, TensorBoard-style EMA smoothing). Colours come from
-// the theme tokens (--lk-*), read again when JupyterLab's theme changes.
+// the theme tokens (--lk-*), read again when JupyterLab's theme changes. Charts given the
+// same `sync` key share one hover cursor (by x value): hovering the loss chart shows every
+// other chart's values at that step (or second); a curve without a point there shows its
+// last value before it. The x axis is the step, or wall-clock seconds (`x: "time"`, from
+// each curve's `t`).
 import uPlot from "uplot";
 import UPLOT_CSS from "uplot/dist/uPlot.min.css";
 import { aligned, allPositive, dataRange, ema } from "./_series.js";
+import { byTime, lastBefore } from "./_chart_x.js";
+
+export { byTime, lastBefore };
 import { h } from "./_ui.js";
 
 export const COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"];
+/** Colours of runs overlaid in one chart (tab10: ten distinguishable hues). */
+export const RUN_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"];
+
 const HEIGHT = 210;
 const STEP_INCRS = [1, 2, 5].flatMap((m) => [1, 10, 100, 1e3, 1e4, 1e5, 1e6].map((p) => m * p)).sort((a, b) => a - b);
 
@@ -33,7 +43,7 @@ function tokens(el) {
  * `update(series, {smoothing, log})` redraws from the dashboard's `series` trait;
  * a zoom the user made is kept across updates until a double-click resets it.
  */
-export function timeChart(host, { keys, title }) {
+export function timeChart(host, { keys, title, sync = null, colors = null }) {
   ensureCss();
   const wrap = h("div", { class: "lk-chart lk-dash-chart", "data-title": title });
   host.appendChild(wrap);
@@ -42,6 +52,7 @@ export function timeChart(host, { keys, title }) {
   let zoom = null; // [x0, x1] chosen by the user
   let last = null;
   let cols = []; // the y columns shown now: the y range is taken from them on every update
+  let xKind = "step";
 
   function build(data, names, log) {
     if (u) u.destroy();
@@ -56,9 +67,12 @@ export function timeChart(host, { keys, title }) {
         y: { distr: log ? 3 : 1, range: () => dataRange(cols, log) },
       },
       // steps are whole numbers: no 2.5 ticks
-      axes: [{ ...axis, label: "step", labelFont: t.font, incrs: STEP_INCRS }, { ...axis, size: 56 }],
-      series: [{ label: "step" }, ...names.map((s) => s.opts)],
-      cursor: { drag: { x: true, y: false } },
+      axes: [xKind === "time"
+        ? { ...axis, label: "wall time (s)", labelFont: t.font }
+        : { ...axis, label: "step", labelFont: t.font, incrs: STEP_INCRS }, { ...axis, size: 56 }],
+      series: [{ label: xKind === "time" ? "seconds" : "step" },
+        ...names.map((s) => ({ ...s.opts, value: (self, v, si, di) => shown(self, v, si, di) }))],
+      cursor: { drag: { x: true, y: false }, ...(sync ? { sync: { key: sync, setSeries: false } } : {}) },
       legend: { live: true },
       hooks: {
         // the y scale uPlot draws with (tests compare it with the range of the data)
@@ -81,8 +95,18 @@ export function timeChart(host, { keys, title }) {
     });
   }
 
-  function update(series, { smoothing = 0, log = false } = {}, force = false) {
-    last = [series, { smoothing, log }];
+  // the legend's value: the point under the cursor, or the curve's last one before it
+  // (a validation curve has points only at epoch ends)
+  function shown(self, v, si, di) {
+    const y = v ?? (di == null ? null : lastBefore(self.data[si], di));
+    if (y == null || !Number.isFinite(y)) return "--";
+    return Math.abs(y) >= 1e4 || (Math.abs(y) < 1e-3 && y !== 0) ? y.toExponential(3) : +y.toPrecision(4);
+  }
+
+  function update(input, { smoothing = 0, log = false, x = "step" } = {}, force = false) {
+    last = [input, { smoothing, log, x }];
+    if (x !== xKind) { xKind = x; zoom = null; force = true; }
+    const series = x === "time" ? byTime(input) : input;
     const present = keys.filter((k) => series[k] && series[k].x.length);
     const base = aligned(series, present);
     const canLog = allPositive(base.slice(1));
@@ -90,7 +114,7 @@ export function timeChart(host, { keys, title }) {
     const names = [];
     const data = [base[0]];
     present.forEach((k, i) => {
-      const color = COLORS[keys.indexOf(k) % COLORS.length];
+      const color = (colors && colors[k]) || COLORS[keys.indexOf(k) % COLORS.length];
       const ys = base[i + 1];
       const val = k.startsWith("val_");
       if (!val && smoothing > 0) {
@@ -104,7 +128,7 @@ export function timeChart(host, { keys, title }) {
           points: { show: val, size: 6, fill: color } } });
       }
     });
-    const next = `${names.map((n) => n.key).join("|")}:${useLog}`;
+    const next = `${names.map((n) => n.key).join("|")}:${useLog}:${xKind}`;
     if (force || next !== shape || !u) {
       shape = next;
       cols = data.slice(1);
@@ -118,6 +142,7 @@ export function timeChart(host, { keys, title }) {
     wrap.dataset.canLog = String(canLog);
     wrap.dataset.yRange = JSON.stringify(dataRange(data.slice(1), useLog).map((v) => +v.toPrecision(4)));
     wrap.dataset.lastX = String(base[0].length ? base[0][base[0].length - 1] : "");
+    wrap.dataset.x = xKind;
   }
 
   const ro = new ResizeObserver(() => {
@@ -131,6 +156,9 @@ export function timeChart(host, { keys, title }) {
   return {
     update,
     el: wrap,
+    /** The legend values now (tests: the shared cursor fills every chart's legend). */
+    legend: () => (u ? u.series.slice(1).map((s, i) => [s.label, shown(u, u.data[i + 1][u.cursor.idx ?? -1], i + 1, u.cursor.idx)]) : []),
+    plot: () => u,
     destroy() {
       ro.disconnect();
       themeWatch.disconnect();

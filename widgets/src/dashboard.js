@@ -1,5 +1,5 @@
-// Dashboard front end: live loss/metric curves (uPlot: hover values, zoom, log scale,
-// EMA smoothing), throughput, step-time split,
+// Dashboard front end: live loss/metric curves (uPlot: one hover cursor shared by the
+// charts, zoom, log scale, EMA smoothing, step or wall-time axis), throughput, step-time split,
 // memory, progress with ETA, and a Stop button. All state comes from traits the Python
 // side sends a few times per second. Stop posts the `stop_token` to labkit's server
 // extension (a kernel busy with the fit's cell reads no widget messages; the server
@@ -55,9 +55,12 @@ function render({ model, el }) {
     class: "lk-dash-smooth", title: "EMA smoothing, as TensorBoard's (0: raw)" });
   const smoothOut = h("span", { class: "lk-dash-smooth-value" }, "0.60");
   const logBox = h("input", { type: "checkbox", class: "lk-dash-log" });
+  const xSel = h("select", { class: "lk-dash-x", title: "x axis of the charts" },
+    h("option", { value: "step" }, "step"), h("option", { value: "time" }, "wall time"));
   const chartBar = h("div", { class: "lk-dash-chartbar", style: "display:flex;gap:12px;align-items:center;font-size:11px;padding:2px 0" },
     h("label", { style: "display:flex;gap:4px;align-items:center" }, "smoothing", smooth, smoothOut),
     h("label", { style: "display:flex;gap:4px;align-items:center" }, logBox, "log scale"),
+    h("label", { style: "display:flex;gap:4px;align-items:center" }, "x", xSel),
     h("span", {}, "drag across a chart to zoom, double-click to reset"));
   const charts = h("div", { class: "lk-dash-charts", style: "display:grid;grid-template-columns:repeat(auto-fit,minmax(320px,1fr));gap:8px" });
   const grads = h("div", { class: "lk-dash-grads", style: "font-size:11px;color:var(--lk-fg2)" });
@@ -78,29 +81,34 @@ function render({ model, el }) {
     stopNote.textContent = problem;
   });
 
-  // one chart for the losses, one for the other metrics; rebuilt only when the keys change
+  // one chart for the losses, one for the other metrics; rebuilt only when the keys change.
+  // Both share one hover cursor (hovering the loss chart shows val_acc at that step too).
+  const sync = `lk-dash-${Math.random().toString(36).slice(2)}`;
   let lossChart = null;
   let metricChart = null;
   const chartOf = (current, keys, title) => {
     if (!keys.length) { current?.destroy(); return null; }
     if (current && current.keys === keys.join()) return current;
     current?.destroy();
-    const c = timeChart(charts, { keys, title });
+    const c = timeChart(charts, { keys, title, sync });
     c.keys = keys.join();
     return c;
   };
   function drawCharts() {
-    const series = model.get("series") || {};
+    const times = model.get("series_t") || {};
+    const series = Object.fromEntries(Object.entries(model.get("series") || {})
+      .map(([k, c]) => [k, { ...c, t: times[k] }]));
     const lossKeys = Object.keys(series).filter((k) => k.endsWith("_loss")).sort();
     const metricKeys = Object.keys(series).filter((k) => !k.endsWith("_loss")).sort();
     lossChart = chartOf(lossChart, lossKeys, "loss");
     metricChart = chartOf(metricChart, metricKeys, "metrics");
-    const opts = { smoothing: Number(smooth.value), log: logBox.checked };
+    const opts = { smoothing: Number(smooth.value), log: logBox.checked, x: xSel.value };
     lossChart?.update(series, opts);
     metricChart?.update(series, opts);
   }
   smooth.addEventListener("input", () => { smoothOut.textContent = Number(smooth.value).toFixed(2); drawCharts(); });
   logBox.addEventListener("change", drawCharts);
+  xSel.addEventListener("change", drawCharts);
 
   // per-rank bars (several processes): data wait | compute | all-reduce wait, per step
   const PARTS = [["data_time", "data wait", "var(--lk-accent2)"], ["compute_time", "compute", "var(--lk-accent)"],

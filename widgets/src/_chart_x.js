@@ -1,0 +1,23 @@
+// Pure helpers of the charts' x axis and hover legend (no DOM, no uPlot): node-testable.
+
+/** The last finite value of `col` at or before index `i` (null when there is none). */
+export function lastBefore(col, i) {
+  for (let j = Math.min(i, col.length - 1); j >= 0; j--) {
+    const y = col[j];
+    if (y !== null && y !== undefined && Number.isFinite(y)) return y;
+  }
+  return null;
+}
+
+/** Curves on the wall-time axis: each curve's `t` (seconds) as its x; points without one dropped. */
+export function byTime(series) {
+  const out = {};
+  for (const [k, c] of Object.entries(series)) {
+    if (!c || !Array.isArray(c.t)) continue;
+    const x = [];
+    const y = [];
+    c.t.forEach((t, i) => { if (t != null && Number.isFinite(t)) { x.push(t); y.push(c.y[i]); } });
+    out[k] = { x, y };
+  }
+  return out;
+}

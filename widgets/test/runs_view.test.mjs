@@ -1,0 +1,59 @@
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { byTime, lastBefore } from "../src/_chart_x.js";
+import { columns, filterRows, fmtCell, metricSeries, sortRows } from "../src/_runs_table.js";
+
+const rows = [
+  { name: "a", status: "finished", steps: 100, wall_time: 12.5, last: { loss: 0.3 }, best: { loss: 0.2, val_acc: 0.9 },
+    hparams: { lr: 0.1, seed: 0, optimizer: "adam" } },
+  { name: "b", status: "failed", steps: 40, wall_time: null, last: { loss: 0.9 }, best: { loss: 0.8 },
+    hparams: { lr: 0.01, seed: 0, optimizer: "adam" } },
+  { name: "c10", status: "finished", steps: 100, wall_time: 11.0, last: {}, best: { val_acc: 0.95 },
+    hparams: { lr: 0.001, seed: 0, optimizer: "sgd" } },
+];
+
+test("columns: fixed, then last/best of the charted metrics, then hparams that vary first", () => {
+  const cols = columns(rows, ["loss"]);
+  assert.deepEqual(cols.map((c) => c.key), ["name", "status", "steps", "wall_time", "last:loss", "best:loss",
+    "hp:lr", "hp:optimizer", "hp:seed"]);
+  assert.equal(cols.find((c) => c.key === "hp:lr").num, true);
+  assert.equal(cols.find((c) => c.key === "hp:optimizer").num, false);
+});
+
+test("sorting by number or text, missing values last in both directions", () => {
+  const cols = columns(rows, ["loss"]);
+  assert.deepEqual(sortRows(rows, cols, "hp:lr").map((r) => r.name), ["c10", "b", "a"]);
+  assert.deepEqual(sortRows(rows, cols, "hp:lr", true).map((r) => r.name), ["a", "b", "c10"]);
+  assert.deepEqual(sortRows(rows, cols, "last:loss").map((r) => r.name), ["a", "b", "c10"]);
+  assert.deepEqual(sortRows(rows, cols, "last:loss", true).map((r) => r.name), ["b", "a", "c10"]);
+  assert.deepEqual(sortRows(rows, cols, "wall_time").map((r) => r.name), ["c10", "a", "b"]);
+});
+
+test("filtering by text and by column comparisons", () => {
+  const cols = columns(rows, ["loss"]);
+  const names = (q) => filterRows(rows, cols, q).map((r) => r.name);
+  assert.deepEqual(names(""), ["a", "b", "c10"]);
+  assert.deepEqual(names("sgd"), ["c10"]);
+  assert.deepEqual(names("lr<0.05"), ["b", "c10"]);
+  assert.deepEqual(names("lr<0.05 status=finished"), ["c10"]);
+  assert.deepEqual(names("steps>=100"), ["a", "c10"]);
+  assert.deepEqual(names("optimizer=ADAM"), ["a", "b"]);
+  assert.deepEqual(names("lr>fast"), []); // not a number: nothing matches
+});
+
+test("a metric's curves of the chosen runs; wall-time axis from t; legend's last value", () => {
+  const curves = { a: { loss: { x: [1, 2], t: [0.5, 1.0], y: [3, 2] } }, b: { loss: { x: [1], t: [null], y: [5] } }, c10: {} };
+  assert.deepEqual(Object.keys(metricSeries(curves, "loss", ["b", "c10", "a"])), ["b", "a"]);
+  assert.deepEqual(byTime(metricSeries(curves, "loss", ["a", "b"])), { a: { x: [0.5, 1.0], y: [3, 2] }, b: { x: [], y: [] } });
+  assert.equal(lastBefore([null, 0.4, null, NaN, null], 4), 0.4); // val points only at epoch ends
+  assert.equal(lastBefore([null, 0.4], 0), null);
+  assert.equal(lastBefore([1, 2], 9), 2);
+});
+
+test("table numbers", () => {
+  assert.equal(fmtCell(null), "-");
+  assert.equal(fmtCell(100), "100");
+  assert.equal(fmtCell(0.123456), "0.1235");
+  assert.equal(fmtCell(1e-5), "1.00e-5");
+  assert.equal(fmtCell("adam"), "adam");
+});
