@@ -8,20 +8,21 @@ from __future__ import annotations
 
 import html
 import io
-import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from labkit._format import fmt_bytes, fmt_count, fmt_time
-from labkit.trace.graph import DEFAULT_DEPTH, VisibleGraph, canonicalize, visible_graph
+from labkit.trace.graph import DEFAULT_DEPTH, VisibleGraph, canonicalize
 from labkit.widgets._keep import MONO
 from labkit.widgets._payload import (
     METRIC_UNITS,
     METRICS,
     PROFILE_METRIC_COLUMNS,
+    box_values,
     memory_payload,
     node_label,
-    node_metrics,
+    opened_at,
+    tensor_text,
 )
 
 if TYPE_CHECKING:
@@ -82,66 +83,58 @@ def graph_png(
     metric: str = "fwd_time",
     rolled: bool = True,
     marks: Mapping[int, list[str]] | None = None,
+    unrolled: Collection[str] = (),
 ) -> bytes:
     """The graph at a set of expanded calls, boxes coloured by ``metric``, as a PNG.
 
-    ``marks`` (``GraphView.marks``: trace node id -> graph-break texts) outline the box
-    that shows each marked call, or holds it collapsed, with the count beside it.
+    Drawn as the live view draws it (``_graph_picture``): expanded calls as frames,
+    rolled blocks as stacked boxes and frames with an ``xN`` badge, the same labels,
+    type or shape lines and colours, at 2x resolution. A graph of more than
+    ``_graph_picture.MAX_BOXES`` boxes is drawn with its deeper calls collapsed, and
+    the picture says so. ``marks`` (``GraphView.marks``: trace node id -> graph-break
+    texts) outline the box that shows each marked call, with the count beside it.
     """
-    from matplotlib import colormaps
-    from matplotlib.colors import to_rgb
-    from matplotlib.patches import Circle, FancyBboxPatch
+    from labkit.widgets._graph_picture import MAX_BOXES, collapse_to_fit, count_boxes, draw
 
-    canon = canonicalize(trace, rolled=rolled)
-    g = visible_graph(trace, depth, expanded, canon=canon)
-    pos = layered(g.boxes, g.edges)
-    keep = [i for i in range(len(trace.nodes)) if canon.is_canonical(i)]
-    values = dict(zip(keep, node_metrics(trace, rolled=rolled, canon=canon)[metric], strict=True))
-    layers = max((p[0] for p in pos.values()), default=0) + 1
-    width = max((p[1] for p in pos.values()), default=0) + 1
-    fig = _figure(min(2.2 * width + 1, 16), min(0.55 * layers + 1, 40))
-    ax = fig.add_subplot()
-    ax.set_axis_off()
-    per_layer: dict[int, int] = {}
-    for p in pos.values():
-        per_layer[p[0]] = per_layer.get(p[0], 0) + 1
-    xy = {b: (p[1] - (per_layer[p[0]] - 1) / 2, -p[0]) for b, p in pos.items()}
-    vmax = max((values.get(b, 0) for b in g.boxes), default=0)
-    cmap = colormaps["YlOrRd"]
+    canon = canonicalize(trace, rolled=rolled, unrolled=unrolled)
+    opened = opened_at(trace, depth, canon) if expanded is None else expanded
+    g, kept = collapse_to_fit(trace, opened, canon)
+    values = box_values(trace, canon, metric)
+    drawn = [*g.boxes, *g.groups]
     marked = marked_boxes(g, marks or {})
-    for s, d in g.edges:
-        (x0, y0), (x1, y1) = xy[s], xy[d]
-        ax.annotate("", (x1, y1 + 0.18), (x0, y0 - 0.18),
-                    arrowprops={"arrowstyle": "-|>", "color": "#888", "lw": 0.8})  # fmt: skip
-    for b in g.boxes:
-        n = trace.nodes[b]
-        x, y = xy[b]
-        v = values.get(b, 0)
-        color = (
-            cmap(0.15 + 0.8 * math.log1p(v) / math.log1p(vmax)) if vmax > 0 and v > 0 else "#eee"
-        )
-        broke = marked.get(b, 0)
-        ax.add_patch(FancyBboxPatch((x - 0.42, y - 0.17), 0.84, 0.34, boxstyle="round,pad=0.02",
-                                    fc=color, ec="#c62828" if broke else "#555",
-                                    lw=2.0 if broke else 0.8))  # fmt: skip
-        ink = _ink_on(to_rgb(color))  # legible on light and dark fills
-        label = node_label(trace, b, canon)  # as the browser labels it
-        ax.text(x, y + 0.04, label, ha="center", va="center", fontsize=8, color=ink)
-        ax.text(x, y - 0.09, n.type if n.kind == "module" else fmt_metric(metric, v),
-                ha="center", va="center", fontsize=6, color=ink)  # fmt: skip
-        if broke:
-            ax.add_patch(Circle((x - 0.42, y + 0.17), 0.07, fc="#c62828", ec="white", lw=0.8))
-            ax.text(x - 0.42, y + 0.17, str(broke), ha="center", va="center", fontsize=6,
-                    color="white", fontweight="bold")  # fmt: skip
-    half = max(abs(x) for x, _ in xy.values()) if xy else 0
-    ax.set_xlim(-half - 0.6, half + 0.6)
-    ax.set_ylim(-layers + 0.4, 0.6)
     title = f"{trace.meta.model}: colour = {METRICS[metric]}"
     if marked:
         count = sum(marked.values())
         title += f"; {count} graph break{'s' if count != 1 else ''} outlined in red"
-    ax.set_title(title, fontsize=9)
-    return _png(fig)
+    note = ""
+    if kept is not None:
+        full = count_boxes(trace, canon, set(opened))
+        note = (f"{full} boxes live; drawn here with calls from depth {kept} collapsed "
+                f"(at most {MAX_BOXES} boxes)")  # fmt: skip
+    return draw(
+        trace,
+        g,
+        canon,
+        labels={k: node_label(trace, k, canon) for k in drawn},
+        subs={k: sub_line(trace, k) for k in g.boxes},
+        values=values,
+        title=title,
+        note=note,
+        marked=marked,
+    )
+
+
+def sub_line(trace: Trace, k: int) -> str:
+    """A box's second line, as the browser's ``subOf``: a module's type, an op's or
+    input's first output shape, the output's first input shape."""
+    n = trace.nodes[k]
+    if n.kind == "module":
+        return n.type
+    if n.kind in ("op", "input"):
+        if n.outputs:
+            return tensor_text(n.outputs[0]).split(" ")[0]
+        return "op" if n.kind == "op" else ""
+    return tensor_text(n.inputs[0]).split(" ")[0] if n.inputs else ""
 
 
 def marked_boxes(g: VisibleGraph, marks: Mapping[int, list[str]]) -> dict[int, int]:
@@ -243,13 +236,16 @@ def memory_png(trace: Trace) -> bytes:
     return _png(fig)
 
 
-def trace_html(trace: Trace) -> str:
-    """A trace's notebook HTML: its graph as a picture and its summary table."""
+def trace_html(trace: Trace, graph: bytes | None = None) -> str:
+    """A trace's notebook HTML: its graph (``graph``: the PNG when already drawn) and its
+    memory timeline as pictures, and its summary table; each picture stored once."""
     from labkit.widgets._base import png_img
     from labkit.widgets._keep import pre
 
+    memory = png_img(memory_png(trace), alt="memory") if trace.memory else ""
     return (
         f"<div>{pre(repr(trace))}"
-        + png_img(graph_png(trace), alt="graph")
+        + png_img(graph or graph_png(trace), alt="graph")
+        + memory
         + f"{pre(trace.summary(depth=DEFAULT_DEPTH))}</div>"
     )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import html
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -17,15 +16,10 @@ from labkit.trace.graph import (
 from labkit.widgets._base import TraceWidget
 from labkit.widgets._contract import GraphMarks, GraphPayload
 from labkit.widgets._graph_marks import break_dicts, break_marks
-from labkit.widgets._keep import MONO
 from labkit.widgets._payload import METRICS, graph_state, instance_metrics, opened_at
 
 if TYPE_CHECKING:
     from labkit.trace.model import Trace
-
-
-#: Above this many drawn boxes the HTML fallback is a table, not a matplotlib picture.
-STATIC_MAX_BOXES = 150
 
 
 class GraphView(TraceWidget):
@@ -195,16 +189,15 @@ class GraphView(TraceWidget):
             metric=self.metric,
             rolled=self._rolled,
             marks={int(k): v for k, v in self.marks.items()},
+            unrolled=self.unrolled,
         )
 
     def _fallback(self) -> dict[str, str]:
-        boxes = len(self.visible().boxes)
-        if boxes <= STATIC_MAX_BOXES:
-            return super()._fallback()
-        # matplotlib takes seconds on big graphs: a table instead, the picture on request
-        text = html.escape(self._trace.summary(depth=self.depth))
-        note = f"{boxes} boxes drawn: static picture skipped; use view.to_png()"
-        return {"text/html": f'<div><p>{note}</p><pre style="{MONO}">{text}</pre></div>'}
+        """The picture once, inline in ``text/html`` (what exports and the lab extension
+        show), not again as ``image/png``."""
+        from labkit.widgets._base import png_img
+
+        return {"text/html": png_img(self.to_png(), alt="graph")}
 
     def __repr__(self) -> str:
         g = self.visible()

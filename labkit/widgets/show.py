@@ -54,13 +54,10 @@ class TraceView(KeepsPicture, ipywidgets.Tab):
             view.update(trace)
 
     def _picture(self) -> dict[str, str]:
-        from labkit.widgets._keep import png_b64
         from labkit.widgets._static import trace_html
 
-        return {
-            "text/html": trace_html(self.graph.trace),
-            "image/png": png_b64(self.graph.to_png()),
-        }
+        # the graph as drawn now and the memory timeline, inline once (no image/png copy)
+        return {"text/html": trace_html(self.graph.trace, graph=self.graph.to_png())}
 
     def __repr__(self) -> str:
         return (

@@ -76,7 +76,11 @@ def test_saved_file_holds_final_pictures(saved):
     assert views == ["GraphView", "ProfileView", "MemoryTimeline", "Dashboard", "OptimizePanel",
                      "AttentionView", "TraceView"]  # fmt: skip
     for _, data in outs:
-        assert "image/png" in data and "text/html" in data, data.keys()
+        assert "text/html" in data, data.keys()
+        if data[LABKIT_MIME]["view"] in ("GraphView", "TraceView"):  # the picture once, inline
+            assert "image/png" not in data and "data:image/png;base64," in data["text/html"]
+        else:
+            assert "image/png" in data, data.keys()
     dash = dict(outs)[DASHBOARD]
     assert "finished: step 12/12 · epoch 2/2" in dash["text/html"], dash["text/html"][:400]
     assert "status='finished'" in dash["text/plain"]
@@ -120,5 +124,6 @@ def test_html_export_shows_the_final_state(saved, tmp_path):
     html = out.read_text()
     assert "finished: step 12/12 · epoch 2/2" in html
     assert "status=&#x27;idle&#x27;" not in html and "status='idle'" not in html
-    assert html.count("data:image/png;base64,") >= 7
+    assert html.count("data:image/png;base64,") >= 8  # TraceView: graph and memory timeline
+    assert 'alt="memory"' in html
     assert "font-family: var(--jp-code-font-family" in html
