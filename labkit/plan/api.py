@@ -29,7 +29,7 @@ from labkit.plan._values import IndexValues, seed_values
 from labkit.plan.errors import PlanError
 from labkit.plan.model import PREDICTED_NOTE, Plan, PlanRequest
 from labkit.trace.model import Trace
-from labkit.trace.recorder import Recorder, check_model
+from labkit.trace.recorder import Recorder, check_model, script_modules
 from labkit.trace.step import Step, check_inputs, check_keywords, record_step
 
 _FAKE_ERRORS = (DataDependentOutputException, DynamicOutputShapeException,
@@ -103,6 +103,14 @@ def plan(
         >>> p.peak_bytes, p.peak_where                                  # doctest: +SKIP
     """
     check_model(model, "labkit.plan")
+    scripted = script_modules(model)
+    if scripted:
+        raise PlanError(
+            f"labkit.plan cannot plan {type(model).__name__}: module '{scripted[0]}' is "
+            "TorchScript (torch.jit.script), and fake tensors cannot run inside TorchScript. "
+            "Plan the Python module (before torch.jit.script), or measure a small batch with "
+            "labkit.memory(model, batch)"
+        )
     if model_kwargs is not None:
         inputs = {**inputs, **model_kwargs}
     check_keywords("labkit.plan", model, {"loss": (loss, None), "optimizer": (optimizer, None),

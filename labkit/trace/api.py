@@ -91,16 +91,17 @@ def trace(
         >>> print(rec.trace.summary(depth=2))  # doctest: +SKIP
     """
     check_model(model)
+    check_keywords("labkit.trace", model, {"mode": (mode, "full"), "loss": (loss, None),
+                   "backward": (backward, True),
+                   "warmup": (warmup, 1), "repeat": (repeat, 5),
+                   "time_budget": (time_budget, 10.0), "keep_step": (keep_step, False),
+                   "keep_output": (keep_output, True)}, model_kwargs)  # fmt: skip
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     if model_kwargs is not None:
         kwargs = {**kwargs, **model_kwargs}
     if not args and not kwargs:
         return Recorder(model, mode=mode)
-    check_keywords("labkit.trace", model, {"loss": (loss, None), "backward": (backward, True),
-                   "warmup": (warmup, 1), "repeat": (repeat, 5),
-                   "time_budget": (time_budget, 10.0), "keep_step": (keep_step, False),
-                   "keep_output": (keep_output, True)}, model_kwargs)  # fmt: skip
     check_inputs("labkit.trace", args, kwargs)
     check_devices(model, args, kwargs)
     step = Step(model, args, kwargs, loss=loss, backward=backward, keep_output=keep_output)

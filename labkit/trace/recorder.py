@@ -27,11 +27,18 @@ from labkit.trace.model import Trace
 MODES = ("timing", "full")
 _PASS_MODES = ("timing", "full", "ops", "step")  # ops, step: timing passes of labkit.trace
 
-__all__ = ["MODES", "Recorder", "check_model"]
+__all__ = ["MODES", "Recorder", "check_model", "script_modules"]
 
 
 def check_model(model: Any, what: str = "labkit.trace") -> None:
     """Raise a TypeError naming what was given when ``model`` is not an ``nn.Module``."""
+    if isinstance(model, torch.jit.ScriptModule):
+        raise TypeError(
+            f"{what} got a TorchScript module ({type(model).__name__}, made by torch.jit.script "
+            "or torch.jit.trace): labkit hooks Python modules and cannot see inside TorchScript. "
+            "Pass the nn.Module itself (the one given to torch.jit.script): its calls, FLOPs "
+            "and memory are those the scripted one runs"
+        )
     if isinstance(model, torch.nn.Module):
         return
     given = f"{type(model).__module__}.{type(model).__qualname__}"
@@ -168,6 +175,14 @@ class Recorder:
                 n.fwd_time = 0.0
         elif timing.cuda:
             notes.append("CUDA: times are GPU times from CUDA events, resolved once per step")
+        scripted = script_modules(self.model)
+        if scripted:
+            names = ", ".join(f"'{p}'" for p in scripted)
+            notes.append(
+                f"TorchScript modules run as one opaque call: {names} (labkit cannot hook "
+                "inside TorchScript: their ops, time and memory count toward the module that "
+                "calls them; trace the Python module to see inside)"
+            )
         dev = str(model_device(self.model))
         flops = self.flops
         meta = {
@@ -204,6 +219,16 @@ class Recorder:
             f"{type(self.model).__name__} failed in {where} ({node.type}) called with "
             f"inputs ({ins}): {type(exc).__name__}: {exc}"
         )
+
+
+def script_modules(model: torch.nn.Module) -> list[str]:
+    """Paths of the outermost TorchScript submodules of ``model`` (inside them, nothing is
+    hooked)."""
+    out: list[str] = []
+    for path, m in model.named_modules():
+        if isinstance(m, torch.jit.ScriptModule) and not any(path.startswith(p + ".") for p in out):
+            out.append(path)
+    return out
 
 
 def _on_cuda(model: torch.nn.Module) -> bool:

@@ -161,6 +161,10 @@ class StepState:
         self._slots: list[tuple[dict[str, Any], str, Any]] = []
         seen: dict[int, _Saved] = {}
         for _, m in modules:
+            if isinstance(m, torch.jit.ScriptModule):  # TorchScript owns its slots: values only
+                for t in (*m.parameters(recurse=False), *m.buffers(recurse=False)):
+                    _save(t, seen)
+                continue
             for table in (m._parameters, m._buffers):
                 for name, t in table.items():
                     self._slots.append((table, name, t))
@@ -170,7 +174,10 @@ class StepState:
             (p, p.grad, _Saved(p.grad) if p.grad is not None and _has_values(p.grad) else None)
             for p in (model.parameters() if model is not None else ())
         ]  # fmt: skip
-        self._attrs = [_Attrs(m, path, _MODULE_INTERNALS) for path, m in modules]
+        self._attrs = [
+            _Attrs(m, path, _MODULE_INTERNALS) for path, m in modules
+            if not isinstance(m, torch.jit.ScriptModule)
+        ]  # fmt: skip
         for _, t in named_tensors(inputs):
             if id(t) not in seen and _has_values(t):
                 _save(t, seen)

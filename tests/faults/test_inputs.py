@@ -65,3 +65,130 @@ def test_gat_names_the_edge_index_it_expects(model_class: type, shape: tuple, sa
         model.attention_weights(x, edges)
     if shape == (7, 2):  # the hint's fix works
         assert model(x, edges.t()).shape == (5, 3)
+
+
+# ---------------------------------------------------------------- models labkit cannot see into
+# (issue 26 item 4): TorchScript, generators, deep nesting, keywords named like labkit's
+
+_JIT_DEPRECATED = "ignore:`torch.jit.script` is deprecated:DeprecationWarning"
+
+
+def _mlp() -> torch.nn.Module:
+    return torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+
+
+class _ScriptedEncoder(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.enc = torch.jit.script(torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU()))
+        self.head = torch.nn.Linear(8, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.enc(x))
+
+
+@pytest.mark.filterwarnings(_JIT_DEPRECATED)  # torch 2.13 deprecates torch.jit.script itself
+@pytest.mark.parametrize("entry", ["trace", "memory", "plan"])
+def test_a_scripted_model_names_torchscript_and_the_fix(entry: str) -> None:
+    import labkit
+
+    scripted = torch.jit.script(_mlp())
+    with pytest.raises(TypeError, match=r"TorchScript .* Pass the nn\.Module itself"):
+        getattr(labkit, entry)(scripted, torch.randn(3, 4))
+
+
+@pytest.mark.filterwarnings(_JIT_DEPRECATED)
+def test_a_scripted_submodule_is_a_note_in_a_trace_and_a_clear_plan_error() -> None:
+    import labkit
+    from labkit.plan import PlanError
+
+    model, x = _ScriptedEncoder(), torch.randn(3, 4)
+    t = labkit.trace(model, x, repeat=1)
+    assert any("TorchScript modules run as one opaque call: 'enc'" in n for n in t.meta.notes)
+    with pytest.raises(PlanError, match=r"module 'enc' is TorchScript .* Plan the Python module"):
+        labkit.plan(model, x)
+    rep = labkit.memory(model, x)  # measured: the scripted ops are seen at dispatch
+    assert rep.peak_bytes > 0 and all(p.grad is None for p in model.parameters())
+
+
+class _Sums(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 2)
+
+    def forward(self, xs) -> torch.Tensor:  # type: ignore[no-untyped-def]
+        return self.fc(torch.stack(list(xs)).sum(0))
+
+
+@pytest.mark.parametrize("entry", ["trace", "memory", "plan"])
+def test_a_generator_input_is_named_with_pass_a_list(entry: str) -> None:
+    import labkit
+
+    gen = (torch.randn(3, 4) for _ in range(2))
+    batch = gen if entry == "trace" else (gen,)
+    with pytest.raises(TypeError, match=r"input 0 is a generator .* pass a list"):
+        getattr(labkit, entry)(_Sums(), batch)
+    labkit.trace(_Sums(), [torch.randn(3, 4), torch.randn(3, 4)], repeat=1)  # a list runs
+
+
+def test_two_hundred_nested_sequentials_are_recorded_and_the_limit_put_back() -> None:
+    import sys
+
+    import labkit
+
+    model: torch.nn.Module = torch.nn.Linear(4, 4)
+    for _ in range(200):
+        model = torch.nn.Sequential(model)
+    limit = sys.getrecursionlimit()
+    t = labkit.trace(model, torch.randn(2, 4), repeat=1)
+    assert len(t.rows()) == 201 and sys.getrecursionlimit() == limit
+    rep = labkit.memory(model, torch.randn(2, 4))
+    assert rep.peak_bytes > 0 and sys.getrecursionlimit() == limit
+
+
+def test_past_labkits_limit_the_error_names_the_nesting_with_a_short_path() -> None:
+    from labkit.trace import TraceError
+    from labkit.trace.step import deep_error
+
+    model: torch.nn.Module = torch.nn.Linear(4, 4)
+    for _ in range(80):
+        model = torch.nn.Sequential(model)
+    err = deep_error(model, RecursionError("maximum recursion depth exceeded"))
+    assert isinstance(err, TraceError)
+    msg = str(err)
+    assert "nested 80 modules deep" in msg and "flatten the nesting" in msg
+    path = msg.split("(e.g. '")[1].split("')")[0]
+    assert len(path) <= 60 and "..." in path
+
+
+class _Moded(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 2)
+        self.seen: list[str] = []
+
+    def forward(self, x: torch.Tensor, mode: str = "train", backward: bool = False):  # type: ignore[no-untyped-def]
+        self.seen.append(mode)
+        return self.fc(x) * (2 if mode == "eval" else 1)
+
+
+@pytest.mark.parametrize("entry", ["trace", "memory", "plan"])
+def test_labkits_keywords_never_shadow_the_models(entry: str) -> None:
+    import labkit
+
+    model, x = _Moded(), torch.randn(3, 4)
+    call = getattr(labkit, entry)
+    option = {"trace": {"mode": "eval"}, "memory": {"backward": False},
+              "plan": {"backward": False}}[entry]  # fmt: skip
+    name = next(iter(option))
+    with pytest.raises(TypeError, match=rf"takes '{name}' too: .* model_kwargs=\{{'{name}'"):
+        call(model, x, **option)
+    assert model.seen == []  # nothing ran
+    # the route for the model's keywords; labkit's own options keep their names beside it
+    kwargs = {"mode": "eval"}
+    call(model, x, model_kwargs=kwargs)
+    if entry != "plan":  # a plan runs a copy of the model
+        assert model.seen and set(model.seen) == {"eval"}
+    if entry == "trace":
+        t = call(model, x, mode="timing", model_kwargs={"mode": "eval"}, repeat=1)
+        assert t.meta.mode == "timing"
