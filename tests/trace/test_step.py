@@ -1,0 +1,88 @@
+"""The public step (labkit.trace.Step, record_step) and state saving (StepState)."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from labkit.memory.tracker import MemoryTracker
+from labkit.trace import Step, StepState, record_step
+from labkit.trace.instrument import Observer
+from labkit.trace.step import FREE_OUTPUT_NOTE, KEEP_OUTPUT_NOTE, backward_target
+from tests.trace.conftest import assert_clean
+
+
+def test_step_and_state_reprs() -> None:
+    model = nn.Linear(3, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    step = Step(model, (torch.randn(2, 3),), {"unused": None}, optimizer=opt)
+    assert repr(step) == (
+        "Step(model=Linear, args=1, kwargs=['unused'], loss=False, optimizer=SGD, "
+        "backward=True, keep_output=True)"
+    )
+    assert repr(step.state()) == "StepState(model=Linear, tensors=3, optimizers=1, rng=True)"
+
+
+class _Counts(Observer):
+    """Counts module calls: an observer of the one step, as drift or deploy checks are."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def call(self, node, module, args, kwargs) -> None:  # type: ignore[no-untyped-def]
+        self.calls += 1
+
+
+def test_record_step_takes_observers_and_leaves_no_hook() -> None:
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 1))
+    seen = _Counts()
+    t = record_step(Step(model, (torch.randn(5, 4),)), mode="timing", observers=[seen])
+    assert seen.calls == 4 and t.meta.calls == 1
+    assert_clean(model)
+    assert all(p.grad is None for p in model.parameters())
+
+
+def test_the_output_lives_to_the_steps_end_unless_freed() -> None:
+    torch.manual_seed(0)
+    model = nn.Linear(256, 1024)  # the output (4 x 1024 floats) is larger than what it saves
+    x = torch.randn(4, 256)
+    peaks = {}
+    for keep in (True, False):
+        tracker = MemoryTracker(model, inputs=((x,), {}))
+        t = record_step(Step(model, (x,), keep_output=keep), memory=tracker)
+        assert (KEEP_OUTPUT_NOTE if keep else FREE_OUTPUT_NOTE) in t.meta.notes
+        assert t.memory_meta is not None
+        peaks[keep] = t.memory_meta.peak_bytes
+    # freed: the output's storage is gone before backward makes the weight's gradient
+    assert peaks[True] - peaks[False] == 4 * 1024 * 4
+
+
+def test_backward_target_says_why_there_is_none() -> None:
+    notes: list[str] = []
+    with torch.no_grad():
+        assert backward_target(torch.ones(2, requires_grad=True), None, notes) is None
+    assert notes == ["no backward pass: gradients are disabled (no_grad or inference_mode)"]
+    notes.clear()
+    out = (torch.ones(2, requires_grad=True), torch.ones(3, requires_grad=True))
+    assert backward_target(out, None, notes).item() == 5.0
+    assert notes == ["backward of the sum of the outputs (no loss given)"]
+
+
+def test_state_puts_back_an_ema_written_through_data_and_an_optimizer_step() -> None:
+    torch.manual_seed(0)
+    teacher, student = nn.Linear(3, 3), nn.Linear(3, 3)
+    model = nn.ModuleDict({"t": teacher, "s": student})
+    opt = torch.optim.AdamW(student.parameters(), lr=0.1)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    state = StepState(model, optimizers=[opt])
+    for pt, ps in zip(teacher.parameters(), student.parameters(), strict=True):
+        pt.data = pt.data * 0.9 + ps.data * 0.1  # a new storage: undone by storage
+        pt.data.mul_(2)  # in place through .data: no version bump, undone by value
+    student(torch.randn(2, 3)).sum().backward()
+    opt.step()
+    opt.param_groups[0]["lr"] = 5.0
+    state.restore()
+    after = model.state_dict()
+    assert all(torch.equal(after[k], v) for k, v in before.items())
+    assert not opt.state and opt.param_groups[0]["lr"] == 0.1
+    assert all(p.grad is None for p in model.parameters())
