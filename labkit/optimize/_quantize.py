@@ -1,12 +1,64 @@
-"""int8 quantization through torchao (``quantize_``), counted per Linear layer."""
+"""int8 quantization through torchao (``quantize_``), counted per Linear layer.
+
+Importing torchao logs lines a notebook should not see when labkit is the importer: its
+loader's ``Failed to load .../_C_mxfp8...so`` for kernels built for other GPUs, and
+torch's ``register_constant() on Enum subclasses is deprecated`` for one of torchao's
+enums. :class:`QuietImport` drops exactly those records, and only while labkit's own code
+is on the stack: a user's ``import torchao`` still logs them.
+"""
 
 from __future__ import annotations
 
+import logging
+import re
+import sys
 from typing import Any
 
 import torch
 
 QUANT_FIX = "pip install torchao"
+
+
+class QuietImport(logging.Filter):
+    """Drops a logger's records that match ``pattern`` when labkit's code triggered them.
+
+    Args:
+        pattern: A regular expression searched in the record's message.
+    """
+
+    def __init__(self, pattern: str) -> None:
+        super().__init__()
+        self.pattern = re.compile(pattern)
+
+    def __repr__(self) -> str:
+        return f"QuietImport(pattern={self.pattern.pattern!r})"
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not self.pattern.search(record.getMessage()):
+            return True
+        frame = sys._getframe(1)
+        while frame is not None:  # labkit on the stack: labkit imported it
+            if frame.f_globals.get("__name__", "").startswith("labkit."):
+                return False
+            frame = frame.f_back  # type: ignore[assignment]  # None ends the walk
+        return True
+
+
+# logger -> the messages of torchao's import that labkit's users are not meant to read
+_IMPORT_NOISE = {
+    "torchao": r"^Failed to load .*\.so|^Skipping import of cpp extensions",
+    "torch.utils._pytree": r"register_constant\(\) on Enum subclasses is deprecated",
+}
+
+
+def _quiet_torchao_import() -> None:
+    for name, pattern in _IMPORT_NOISE.items():
+        log = logging.getLogger(name)
+        if not any(isinstance(f, QuietImport) for f in log.filters):
+            log.addFilter(QuietImport(pattern))
+
+
+_quiet_torchao_import()
 
 
 def _config(kind: str) -> Any:  # a torchao config (torchao is untyped)
