@@ -76,6 +76,70 @@ def export_error(
     return ExportError(target, _construct(exc, text, op), module, mtype, source)
 
 
+_FOUND = re.compile(r"Found <class '([\w.]+)'> in output")
+
+
+def opaque_outputs(
+    exc: BaseException, module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> ExportError | None:
+    """An :class:`ExportError` naming the non-tensor object in the output and the fix, when
+    ``exc`` is torch.export's "Found <class ...> in output" (None otherwise).
+
+    A Hugging Face causal LM returns its KV cache (``transformers.cache_utils.DynamicCache``)
+    in the output; torch.export cannot flatten it. The output is computed once more
+    (eagerly, without gradients) to name where the object sits (``out['past_key_values']``).
+    """
+    found = _FOUND.search(str(exc))
+    if found is None:
+        return None
+    cls = found.group(1)
+    where = ""
+    try:
+        with torch.no_grad():
+            out = module(*args, **kwargs)
+        where = next(
+            (
+                f" at out{name}"
+                for name, v in _leaves(out, "")
+                if type(v).__name__ == cls.rsplit(".", 1)[-1]
+            ),
+            "",
+        )
+    except Exception:  # the model ran in export already; naming the place is a bonus
+        where = ""
+    hf = cls.startswith("transformers.")
+    fix = (
+        "pass use_cache=False to its calls: Recipe(export=..., export_kwargs={'use_cache': "
+        "False}) does it, or export a wrapper module whose forward returns the logits only"
+        if hf or "Cache" in cls
+        else "export a wrapper module whose forward returns tensors only (or register the "
+        "class as a pytree node: torch.utils._pytree.register_pytree_node)"
+    )
+    return ExportError(
+        "torch.export",
+        f"the output holds a {cls}{where}, not a tensor; {fix}",
+        None,
+        "",
+        "",
+    )
+
+
+def _leaves(obj: Any, prefix: str, depth: int = 0) -> Any:
+    """(path, value) of every non-container value in a model output."""
+    if depth > 6:
+        return
+    items: Any = None
+    if isinstance(obj, dict):  # a Hugging Face ModelOutput is an OrderedDict
+        items = ((f"[{k!r}]", v) for k, v in obj.items())
+    elif isinstance(obj, (list, tuple)):
+        items = ((f"[{i}]", v) for i, v in enumerate(obj))
+    if items is None:
+        yield prefix, obj
+        return
+    for name, v in items:
+        yield from _leaves(v, prefix + name, depth + 1)
+
+
 _KINDS = {
     "DATA_DEPENDENT_ERROR": "data-dependent value",
     "CONSTRAINT_VIOLATION_ERROR": "shape constraint violated",

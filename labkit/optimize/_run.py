@@ -267,13 +267,14 @@ class _Run:
                 notes.append(note)
         if drift and self is not base:
             try:
-                cand = apply(base_model, eager.replace(export=None))
+                cand = apply(base_model, eager.replace(export=None, export_kwargs=()))
                 skip = tuple(
                     p for s in applied(cand).steps if s.toggle == "fuse_conv_bn" for p in s.paths
                 )
                 if fwd is not None:
+                    kwargs = {**self.kwargs, **fwd.call_kwargs}  # both run as exported
                     rows = _deploy.export_drift(
-                        base_model, fwd, self.inputs, self.kwargs, seed=self.seed, skip=skip
+                        base_model, fwd, self.inputs, kwargs, seed=self.seed, skip=skip
                     )
                 else:
                     rows = layer_drift(

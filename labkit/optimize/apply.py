@@ -128,7 +128,7 @@ def apply(
         steps.append(_apply_checkpoint(work, recipe.checkpoint))
     steps.extend(_apply_runtime(work, recipe))
     if recipe.export:
-        steps.append(_apply_export(work, recipe.export))
+        steps.append(_apply_export(work, recipe.export, dict(recipe.export_kwargs)))
     report = Applied(recipe, tuple(steps))
     if strict and report.skipped:
         raise RecipeError(
@@ -271,7 +271,7 @@ def _apply_checkpoint(work: torch.nn.Module, patterns: tuple[str, ...]) -> Step:
     return Step("checkpoint", patterns, True, note, tuple(paths))
 
 
-def _apply_export(work: torch.nn.Module, target: str) -> Step:
+def _apply_export(work: torch.nn.Module, target: str, call_kwargs: dict[str, Any]) -> Step:
     from labkit.optimize.export import ExportedForward
 
     if work.training:
@@ -282,9 +282,12 @@ def _apply_export(work: torch.nn.Module, target: str) -> Step:
             f"{target} is a deployment target for inference and the model is in training "
             "mode: call model.eval() first (labkit.compare(..., mode='inference') does)",
         )
-    work.forward = ExportedForward(work, target)
+    work.forward = ExportedForward(work, target, call_kwargs)
     how = "the torch.export graph" if target == "torch.export" else "ONNX Runtime"
-    return Step("export", target, True, f"exported on the first call, then run by {how}")
+    note = f"exported on the first call, then run by {how}"
+    if call_kwargs:
+        note += "; every call gets " + ", ".join(f"{k}={v!r}" for k, v in call_kwargs.items())
+    return Step("export", target, True, note)
 
 
 def _apply_runtime(work: torch.nn.Module, recipe: Recipe) -> list[Step]:

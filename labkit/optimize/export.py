@@ -27,7 +27,12 @@ import torch
 import torch.utils._pytree as pytree
 
 from labkit._tensors import model_device
-from labkit.optimize._export_errors import ExportError, draft_issues, export_error
+from labkit.optimize._export_errors import (
+    ExportError,
+    draft_issues,
+    export_error,
+    opaque_outputs,
+)
 
 TARGETS = ("torch.export", "onnxruntime")
 ONNX_FIX = "pip install 'labkit[export]' (onnx, onnxruntime, onnxscript)"
@@ -39,6 +44,8 @@ class ExportedForward:
     Args:
         module: The model whose class ``forward`` is exported.
         target: ``"torch.export"`` or ``"onnxruntime"``.
+        call_kwargs: Keyword arguments added to every call (``Recipe.export_kwargs``,
+            e.g. ``{"use_cache": False}``).
 
     Attributes:
         program: The ``torch.export.ExportedProgram`` (after the first call).
@@ -47,10 +54,13 @@ class ExportedForward:
         notes: What was exported and how it runs.
     """
 
-    def __init__(self, module: torch.nn.Module, target: str) -> None:
+    def __init__(
+        self, module: torch.nn.Module, target: str, call_kwargs: dict[str, Any] | None = None
+    ) -> None:
         if target not in TARGETS:
             raise ValueError(f"export target must be one of {TARGETS}, got {target!r}")
         self.module, self.target = module, target
+        self.call_kwargs = dict(call_kwargs or {})
         self.program: Any = None
         self.session: Any = None
         self.onnx_program: Any = None
@@ -60,9 +70,10 @@ class ExportedForward:
         self._out_spec: Any = None
 
     def __deepcopy__(self, memo: dict[int, Any]) -> ExportedForward:
-        return ExportedForward(copy.deepcopy(self.module, memo), self.target)
+        return ExportedForward(copy.deepcopy(self.module, memo), self.target, self.call_kwargs)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs = {**kwargs, **self.call_kwargs}
         if self._run is None:
             self.export(*args, **kwargs)
         return self._run(*args, **kwargs)
@@ -87,6 +98,9 @@ class ExportedForward:
                 )
             except Exception as exc:
                 err = export_error(exc, self.module, self.target)
+                held = opaque_outputs(exc, self.module, args, kwargs)
+                if held:
+                    raise held from None
                 issues = draft_issues(self.module, args, kwargs)
                 raise ExportError(
                     err.target, err.construct, err.module, err.module_type, err.source, issues

@@ -57,6 +57,11 @@ class Recipe:
             needs ``pip install 'labkit[export]'``). The model is exported on its first
             call, with those inputs and a dynamic batch dimension. Combines with
             ``fuse_conv_bn`` and ``channels_last`` only.
+        export_kwargs: Keyword arguments added to every call of the model that is
+            exported (and to its eager reference in the drift check), e.g.
+            ``{"use_cache": False}`` for a Hugging Face causal LM, whose KV cache
+            (``DynamicCache``) in the output cannot be exported. Values are plain
+            (bool, int, float, str, None); needs ``export``.
 
     Example:
         >>> from labkit.optimize import Recipe
@@ -77,6 +82,7 @@ class Recipe:
     fuse_conv_bn: bool = False
     matmul_precision: str = "highest"
     export: str | None = None
+    export_kwargs: tuple[tuple[str, Any], ...] = ()
 
     def __post_init__(self) -> None:
         # Friendly coercions: a single checkpoint string, a list from JSON, "none" strings.
@@ -89,6 +95,12 @@ class Recipe:
         for name in ("quantization", "compile", "export"):
             if getattr(self, name) in ("none", "None", ""):
                 object.__setattr__(self, name, None)
+        kw = self.export_kwargs
+        if isinstance(kw, dict):
+            kw = tuple(sorted(kw.items()))
+        elif isinstance(kw, list):
+            kw = tuple(tuple(p) if isinstance(p, list) else p for p in kw)
+        object.__setattr__(self, "export_kwargs", kw)
         if isinstance(self.precision, int) and not isinstance(self.precision, bool):
             object.__setattr__(self, "precision", str(self.precision))
         self._validate()
@@ -103,7 +115,7 @@ class Recipe:
             clash = [
                 f"{k}={v!r}"
                 for k, v in self.changes().items()
-                if k not in ("export", "fuse_conv_bn", "channels_last")
+                if k not in ("export", "export_kwargs", "fuse_conv_bn", "channels_last")
             ]
             if clash:
                 raise RecipeError(
@@ -111,6 +123,7 @@ class Recipe:
                     f"{', '.join(clash)} would not apply; export combines with fuse_conv_bn and "
                     "channels_last only (compare the other choices as their own rows)"
                 )
+        self._validate_export_kwargs()
         if not isinstance(self.checkpoint, tuple) or not all(
             isinstance(c, str) and c for c in self.checkpoint
         ):
@@ -122,11 +135,39 @@ class Recipe:
             value = getattr(self, name)
             if not isinstance(value, bool):
                 raise RecipeError(f"Recipe.{name} must be True or False, got {value!r}")
+        if (self.quantization, self.precision) == ("int8-weight-only", "bf16-mixed") and (
+            self.compile is not None
+        ):
+            raise RecipeError(
+                "Recipe: quantization='int8-weight-only' with precision='bf16-mixed' and "
+                f"compile={self.compile!r} is not supported: inductor's code for torchao's "
+                "int8 weight-only matmul under bf16 autocast crashes the process "
+                "(segmentation fault, torch 2.13 on CPU); measure it without compile, or "
+                "compile it with precision='32'"
+            )
         if self.quantization is not None and self.precision == "16-mixed":
             raise RecipeError(
                 f"Recipe: quantization={self.quantization!r} with precision='16-mixed' is not "
                 "supported (torchao's int8 kernels take fp32 or bf16 activations); "
                 "use precision='32' or 'bf16-mixed'"
+            )
+
+    def _validate_export_kwargs(self) -> None:
+        kw = self.export_kwargs
+        ok = isinstance(kw, tuple) and all(
+            isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], str) and p[0].isidentifier()
+            and (p[1] is None or isinstance(p[1], (bool, int, float, str)))
+            for p in kw
+        )  # fmt: skip
+        if not ok:
+            raise RecipeError(
+                "Recipe.export_kwargs must be a dict of keyword name -> plain value (bool, int, "
+                f"float, str or None), e.g. {{'use_cache': False}}; got {kw!r}"
+            )
+        if kw and self.export is None:
+            raise RecipeError(
+                f"Recipe: export_kwargs={dict(kw)!r} are passed to the exported model's calls; "
+                "set export='torch.export' or 'onnxruntime' too"
             )
 
     # ----------------------------------------------------------------- views
@@ -154,7 +195,8 @@ class Recipe:
         if self.matmul_precision != "highest":
             parts.append(f"matmul:{self.matmul_precision}")
         if self.export:
-            parts.append(self.export)
+            kw = ", ".join(f"{k}={v!r}" for k, v in self.export_kwargs)
+            parts.append(f"{self.export}({kw})" if kw else self.export)
         return " + ".join(parts) if parts else "fp32"
 
     def changes(self) -> dict[str, Any]:
@@ -180,6 +222,7 @@ class Recipe:
         """Every field as JSON-ready plain data (``checkpoint`` as a list)."""
         out = dataclasses.asdict(self)
         out["checkpoint"] = list(self.checkpoint)
+        out["export_kwargs"] = dict(self.export_kwargs)
         return out
 
     @classmethod
@@ -211,7 +254,8 @@ class Recipe:
         return cls.from_dict(data)
 
     def __repr__(self) -> str:
-        inner = ", ".join(f"{k}={v!r}" for k, v in self.changes().items())
+        shown = {k: dict(v) if k == "export_kwargs" else v for k, v in self.changes().items()}
+        inner = ", ".join(f"{k}={v!r}" for k, v in shown.items())
         return f"Recipe({inner})"
 
 

@@ -92,14 +92,22 @@ def fields() -> list[dict[str, Any]]:
         {"name": "fuse_conv_bn", "kind": "check", "modes": ["inference"]},
         {"name": "checkpoint", "kind": "list", "modes": ["train"],
          "placeholder": "module paths, globs or types"},
+        {"name": "export_kwargs", "kind": "kwargs", "modes": ["inference"],
+         "placeholder": "use_cache=False"},
     ]  # fmt: skip
     default = Recipe().to_dict()
     for f in out:
         f["label"] = f["name"].replace("_", " ")
+        if f["name"] == "export_kwargs":
+            f["label"] = "export call kwargs"
         f["default"] = NONE if default[f["name"]] is None else default[f["name"]]
         f["hints"] = {m: _HINTS[(f["name"], m)] for m in MODES if (f["name"], m) in _HINTS}
         f["with_export"] = _combines_with_export(f)
     return out
+
+
+# a non-default value of a control of each kind, to try against Recipe
+_TRY: dict[str, Any] = {"check": True, "list": ["x"], "kwargs": {"use_cache": False}}
 
 
 def _combines_with_export(field: dict[str, Any]) -> bool:
@@ -107,7 +115,7 @@ def _combines_with_export(field: dict[str, Any]) -> bool:
     name = field["name"]
     if name == "export":
         return True
-    value: Any = {"check": True, "list": ("x",)}.get(field["kind"])
+    value: Any = _TRY.get(field["kind"])
     if field["kind"] == "select":
         default = Recipe().to_dict()[name]
         value = next(o["value"] for o in field["options"] if o["value"] not in (default, NONE))
@@ -132,7 +140,8 @@ def locks(mode: str, recipe: Recipe, specs: list[dict[str, Any]]) -> dict[str, s
         'conv-batchnorm fusion is for'
     """
     out = {}
-    pals = " and ".join(g["name"] for g in specs if g["with_export"] and g["name"] != "export")
+    own = ("export", "export_kwargs")
+    pals = " and ".join(g["name"] for g in specs if g["with_export"] and g["name"] not in own)
     for f in specs:
         name = f["name"]
         if mode not in f["modes"] and "sets_mode" not in f:
@@ -171,7 +180,7 @@ def option_locks(
         if f["kind"] == "select":
             tries = {o["value"]: (None if o["value"] == NONE else o["value"]) for o in f["options"]}
         else:
-            tries = {"on": True if f["kind"] == "check" else ["x"]}
+            tries = {"on": _TRY[f["kind"]]}
         for key, value in tries.items():
             if value == current[name]:
                 continue

@@ -89,6 +89,7 @@ class OptimizePanel(KeepsPicture, anywidget.AnyWidget):
     recipe_state = t.Dict().tag(sync=True)
     choices = t.Dict().tag(sync=True)
     locks = t.Dict().tag(sync=True)
+    option_locks = t.Dict().tag(sync=True)
     mode = t.Unicode("train").tag(sync=True)
     batch_sizes = t.List(t.Int()).tag(sync=True)
     running = t.Bool(False).tag(sync=True)
@@ -157,6 +158,7 @@ class OptimizePanel(KeepsPicture, anywidget.AnyWidget):
             recipe_state=self._last_valid,
             choices={"fields": self._fields, "modes": list(fields.MODES)},
             locks=fields.locks(mode, recipe, self._fields),
+            option_locks=fields.option_locks(mode, recipe, self._fields),
             mode=mode,
             batch_sizes=list(batch_sizes),
             notice=notice,
@@ -234,7 +236,7 @@ class OptimizePanel(KeepsPicture, anywidget.AnyWidget):
         if recipe.export and self.mode != "inference":
             self.mode = "inference"  # _on_mode updates the locks
         else:
-            self.locks = fields.locks(self.mode, recipe, self._fields)
+            self._update_locks()
 
     def _on_mode(self, change: dict[str, Any]) -> None:
         self.loss_label = loss_label(self.mode, self.loss)
@@ -244,8 +246,14 @@ class OptimizePanel(KeepsPicture, anywidget.AnyWidget):
                 f"export={recipe.export!r} is measured in inference mode only: export reset "
                 "to none for training"
             )
-            self.recipe = recipe.replace(export=None)
-        self.locks = fields.locks(self.mode, self.recipe, self._fields)
+            self.recipe = recipe.replace(export=None, export_kwargs=())
+        self._update_locks()
+
+    def _update_locks(self) -> None:
+        recipe = self.recipe
+        with self.hold_sync():
+            self.locks = fields.locks(self.mode, recipe, self._fields)
+            self.option_locks = fields.option_locks(self.mode, recipe, self._fields)
 
     # ----------------------------------------------------------------- actions
     def measure(self) -> threading.Thread:

@@ -180,3 +180,41 @@ def test_exporter_mute_drops_only_the_exporting_threads_writes():
     finally:
         sys.stderr = before
     assert sink.getvalue() == "from another\nafter\n"
+
+
+def test_hf_causal_lm_cache_in_the_output_is_named_with_the_fix():
+    from tests.realworld.models import hf_llama
+
+    case = hf_llama()
+    model, ids = case.model.eval(), case.kwargs["input_ids"]
+    recipes = {
+        "plain": Recipe(export="torch.export"),
+        "no cache": Recipe(export="torch.export", export_kwargs={"use_cache": False}),
+    }
+    cmp = compare(
+        model, {"input_ids": ids}, recipes, mode="inference", steps=1, warmup=0, memory=False,
+        target=None,
+    )  # fmt: skip
+    err = cmp.result("plain").error
+    assert err.startswith(
+        "ExportError: torch.export could not export the model: the output holds a "
+        "transformers.cache_utils.DynamicCache at out['"
+    )
+    assert "use_cache=False" in err and "export_kwargs={'use_cache': False}" in err
+    assert "logits" in err and "\n" not in err
+    row = cmp.result("no cache")
+    assert row.error is None and row.rel < 1e-4 and row.cosine > 0.9999
+    assert any("every call gets use_cache=False" in n for n in row.notes)
+
+
+def test_export_kwargs_are_validated_and_round_trip():
+    r = Recipe(export="onnxruntime", export_kwargs={"use_cache": False})
+    assert r.export_kwargs == (("use_cache", False),) and r.label == "onnxruntime(use_cache=False)"
+    assert Recipe.from_json(r.to_json()) == r and r.to_dict()["export_kwargs"] == {
+        "use_cache": False
+    }
+    assert repr(r) == "Recipe(export='onnxruntime', export_kwargs={'use_cache': False})"
+    with pytest.raises(RecipeError, match=r"set export='torch\.export' or 'onnxruntime' too"):
+        Recipe(export_kwargs={"use_cache": False})
+    with pytest.raises(RecipeError, match="must be a dict of keyword name -> plain value"):
+        Recipe(export="torch.export", export_kwargs={"cache": [1, 2]})

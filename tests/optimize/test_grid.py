@@ -59,7 +59,8 @@ def test_the_grid_is_whole():
     # with a non-export choice and int8 with fp16 autocast
     assert len(_combos()) == 82
     assert len(REFUSED) + sum(len(r) for r in RUNS.values()) == 82
-    assert all("export" in c or c.get("precision") == "16-mixed" for c, _ in REFUSED)
+    crash = {"precision": "bf16-mixed", "quantization": "int8-weight-only", "compile": "default"}
+    assert all("export" in c or c.get("precision") == "16-mixed" or c == crash for c, _ in REFUSED)
 
 
 @pytest.mark.parametrize(("combo", "reason"), REFUSED, ids=[str(c) for c, _ in REFUSED])
@@ -99,7 +100,7 @@ def test_a_refused_combination_names_its_fields_and_is_locked_in_the_panel(combo
 def _check_rows(cmp, recipes, model):
     assert [r.label for r in cmp.results] == ["fp32", *recipes]
     for r in cmp.results:
-        assert r.error is None, f"{r.label}: {r.error}"
+        assert r.error is None, f"{r.label}: {r.error.splitlines()[0]}"
         assert r.step_time and r.step_time > 0
         assert r.losses or cmp.mode == "inference"
         assert all(math.isfinite(v) for v in r.losses)
@@ -128,6 +129,8 @@ def test_every_eager_combination_runs(key):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("key", ["train/compiled", "inference/compiled"])
+# torch's AOT autograd cache asks torchao's Int8Tensor for a hash it lacks (torch's advice)
+@pytest.mark.filterwarnings("ignore:Int8Tensor does not implement:UserWarning")
 def test_every_compiled_combination_runs(key):
     # bf16 + checkpoint + compile failed here before: checkpoint's context_fn under compile
     _grid(key)

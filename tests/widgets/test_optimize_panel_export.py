@@ -71,7 +71,7 @@ def test_choosing_an_export_switches_to_inference_and_back(mlp):
     assert "would not apply" in panel.error and panel.recipe == Recipe(export="torch.export")
     panel.mode = "train"  # what the mode select sends
     assert panel.recipe == Recipe() and "export reset to none" in panel.notice
-    assert set(panel.locks) == {"fuse_conv_bn"}
+    assert set(panel.locks) == {"fuse_conv_bn", "export_kwargs"}  # both inference-only
     panel.mode = "eval"
     assert panel.mode == "train" and "mode must be" in panel.error
     # a Recipe given with an export starts the panel in inference mode

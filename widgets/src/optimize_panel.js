@@ -51,12 +51,33 @@ const some = (rows, key) => rows.some((r) => !r.error && r[key] !== null && r[ke
  * comma-separated text; a select's "none" stands for null. Exported for tests. */
 export function withField(recipe, name, value, kind) {
   const next = { ...recipe };
-  if (kind === "list" || name === "checkpoint") {
+  if (kind === "kwargs") {
+    next[name] = parseKwargs(value);
+  } else if (kind === "list" || name === "checkpoint") {
     next[name] = String(value).split(",").map((s) => s.trim()).filter(Boolean);
   } else {
     next[name] = value === "none" ? null : value;
   }
   return next;
+}
+
+/** "use_cache=False, n=2" -> {use_cache: false, n: 2}: Python-style literals (True/False/
+ * None, numbers), anything else a string. Exported for tests. */
+export function parseKwargs(text) {
+  const out = {};
+  for (const part of String(text).split(",").map((s) => s.trim()).filter(Boolean)) {
+    const [k, ...rest] = part.split("=");
+    const v = rest.join("=").trim();
+    const lit = { True: true, true: true, False: false, false: false, None: null, null: null };
+    out[k.trim()] = v in lit ? lit[v] : v !== "" && !Number.isNaN(Number(v)) ? Number(v) : v.replace(/^['"]|['"]$/g, "");
+  }
+  return out;
+}
+
+/** {use_cache: false} -> "use_cache=False" (as Python writes it). */
+export function kwargsText(obj) {
+  const py = (v) => (v === true ? "True" : v === false ? "False" : v === null ? "None" : String(v));
+  return Object.entries(obj || {}).map(([k, v]) => `${k}=${py(v)}`).join(", ");
 }
 
 /** The select value that shows a recipe field (null -> "none"). */
@@ -71,6 +92,7 @@ export function parseSizes(text) {
 
 /** Whether a recipe value is the field's default (null and "none" alike; lists by content). */
 export function isDefault(field, value) {
+  if (field.kind === "kwargs") return Object.keys(value || {}).length === 0;
   if (field.kind === "list") return JSON.stringify(value || []) === JSON.stringify(field.default || []);
   if (field.kind === "check") return !!value === !!field.default;
   return shown(value) === shown(field.default);
@@ -217,6 +239,8 @@ function render({ model, el: root }) {
       if (f.kind === "check") input.checked = !!r[f.name];
       else if (f.kind === "list") {
         if (document.activeElement !== input) input.value = (r[f.name] || []).join(", ");
+      } else if (f.kind === "kwargs") {
+        if (document.activeElement !== input) input.value = kwargsText(r[f.name]);
       } else input.value = shown(r[f.name]);
       const st = controlState(f, mode, locks, r[f.name]);
       input.disabled = st.disabled;

@@ -1,7 +1,7 @@
 // The OptimizePanel's pure functions: control value -> Recipe dict, control state, results table.
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { controlState, hintLines, isDefault, parseSizes, resultTable, shown, withField } from "../src/optimize_panel.js";
+import { controlState, hintLines, isDefault, kwargsText, parseKwargs, parseSizes, resultTable, shown, withField } from "../src/optimize_panel.js";
 
 const base = { precision: "32", quantization: null, compile: null, checkpoint: [], channels_last: false };
 
@@ -107,4 +107,11 @@ test("train table: step time, compile columns only when a row compiled, the loss
   assert.deepEqual(body[1].cells.slice(4, 7), ["2", "3 s", "never"]);
   assert.equal(body[0].cells[4], "-");
   assert.equal(body[1].cells[10], "0.5000");
+});
+
+test("export call kwargs are typed in as Python writes them", () => {
+  const got = withField({ export: "torch.export" }, "export_kwargs", "use_cache=False, n=2, name='a'", "kwargs");
+  assert.deepEqual(got.export_kwargs, { use_cache: false, n: 2, name: "a" });
+  assert.equal(kwargsText({ use_cache: false, cap: null }), "use_cache=False, cap=None");
+  assert.deepEqual(parseKwargs(""), {});
 });
