@@ -17,11 +17,22 @@ _SUMMED = (
 )  # fmt: skip
 
 
+NOISY = 0.5
+"""A timed figure whose interquartile range exceeds this fraction of its median is noisy."""
+
+
+def is_noisy(median: float, iqr: float) -> bool:
+    """Whether a timed figure is noise rather than a measurement: its spread over the timing
+    passes (IQR) exceeds half its median (issue 31)."""
+    return median > 0 and iqr > NOISY * median
+
+
 def module_rows(trace: Trace) -> list[dict[str, Any]]:
     """One plain record per module, in ``named_modules`` order; figures summed over calls.
 
     Inclusive figures (``fwd_time``, ``flops_fwd``, ``saved_bytes``, ``params``) cover the
-    module's children; ``*_self`` figures do not.
+    module's children; ``*_self`` figures do not. ``fwd_noisy`` and ``bwd_noisy`` flag a
+    time whose spread exceeds half its median (:func:`is_noisy`).
     """
     calls: dict[str, list[int]] = {}
     for n in trace.nodes:
@@ -70,6 +81,12 @@ def module_rows(trace: Trace) -> list[dict[str, Any]]:
                 "activation_bytes": sum(n.activation_bytes for n in nodes),
                 "saved_bytes": int(sum(trace.total(i, "saved_bytes") for i in ids)),
                 "saved_bytes_self": sum(n.saved_bytes for n in nodes),
+                "fwd_noisy": is_noisy(
+                    sum(n.fwd_time for n in nodes), sum(n.fwd_iqr for n in nodes)
+                ),
+                "bwd_noisy": is_noisy(
+                    sum(n.bwd_time for n in nodes), sum(n.bwd_iqr for n in nodes)
+                ),
                 "input_shapes": [list(t.shape) for t in first.inputs] if first else [],
                 "output_shapes": [list(t.shape) for t in first.outputs] if first else [],
             }
@@ -85,10 +102,10 @@ COLUMNS: dict[str, tuple[str, Any]] = {
     "params": ("Params", lambda r: fmt_count(r["params"])),
     "flops_fwd": ("FLOPs fwd", lambda r: fmt_count(r["flops_fwd"])),
     "flops_bwd": ("FLOPs bwd", lambda r: fmt_count(r["flops_bwd"])),
-    "fwd": ("Fwd", lambda r: fmt_time(r["fwd_time"])),
+    "fwd": ("Fwd", lambda r: _timed(r["fwd_time"], r["fwd_iqr"])),
     "fwd_iqr": ("Fwd IQR", lambda r: fmt_time(r["fwd_iqr"])),
     "fwd_self": ("Fwd self", lambda r: fmt_time(r["fwd_self_time"])),
-    "bwd": ("Bwd", lambda r: fmt_time(r["bwd_time"])),
+    "bwd": ("Bwd", lambda r: _timed(r["bwd_time"], r["bwd_iqr"])),
     "bwd_iqr": ("Bwd IQR", lambda r: fmt_time(r["bwd_iqr"])),
     "bwd_self": ("Bwd self", lambda r: fmt_time(r["bwd_self_time"])),
     "act": ("Activations", lambda r: fmt_bytes(r["activation_bytes"])),
@@ -108,6 +125,12 @@ DEFAULT_COLUMNS = (
     "act",
 )
 _TIMES = ("fwd", "fwd_iqr", "fwd_self", "bwd", "bwd_iqr", "bwd_self")
+_NOISY_MARK = " ~"
+
+
+def _timed(median: float, iqr: float) -> str:
+    """A time, marked when it is noisy."""
+    return fmt_time(median) + (_NOISY_MARK if is_noisy(median, iqr) else "")
 
 
 def summarize(
@@ -147,9 +170,9 @@ def summarize(
             "params": fmt_count(trace.total_params),
             "flops_fwd": fmt_count(root["flops_fwd"] + trace.meta.outside_flops_fwd),
             "flops_bwd": fmt_count(root["flops_bwd"] + trace.meta.outside_flops_bwd),
-            "fwd": fmt_time(trace.meta.forward_time),
+            "fwd": _timed(trace.meta.forward_time, trace.meta.forward_iqr),
             "fwd_iqr": fmt_time(trace.meta.forward_iqr),
-            "bwd": fmt_time(trace.meta.backward_time),
+            "bwd": _timed(trace.meta.backward_time, trace.meta.backward_iqr),
             "bwd_iqr": fmt_time(trace.meta.backward_iqr),
         }
         total = ["Total", *(extra.get(c, "") for c in columns)]
@@ -172,6 +195,11 @@ def summarize(
                    "many runs the module ran")  # fmt: skip
     if any(c in _TIMES for c in columns):
         out.append(f"Times: {trace.meta.timing or 'as recorded'} ({trace.meta.device})")
+    if any(_NOISY_MARK in str(cell) for cell in [*(c for b in body for c in b), *total]):
+        out.append(
+            f"{_NOISY_MARK.strip()} noisy: the spread (IQR) over the timing passes is more than "
+            "half the median; re-trace with more passes (repeat=) on a quieter machine"
+        )
     missing = no_formula_note(trace)
     if missing and any(c.startswith("flops") for c in columns):
         out.append(missing)

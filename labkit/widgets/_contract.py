@@ -73,6 +73,7 @@ class ProfilePayload(TypedDict):
     output: list[str]  #: per row, the first output's shape (``"2x8"``) or ``""``
     timing: str  #: how the times were taken
     runs: int  #: runs merged into the trace
+    noisy: dict[str, list[str]]  #: path -> times (fwd_time, bwd_time) whose IQR > median / 2
     headers: dict[str, list[str]]  #: shown column -> ``[header, unit]``, in display order
     metrics: dict[str, list[str]]  #: metric key -> ``[label, unit]`` (the top-N menu)
     metric_columns: dict[str, list[str]]  #: metric key -> ``[inclusive, self]`` column

@@ -349,6 +349,12 @@ def profile_payload(trace: Trace) -> ProfilePayload:
         "output": shapes,
         "timing": trace.meta.timing,
         "runs": trace.meta.runs,
+        # times whose spread exceeds half their median, by module path (summary.is_noisy)
+        "noisy": {
+            r["path"]: [m for m in ("fwd_time", "bwd_time") if r[m.replace("time", "noisy")]]
+            for r in rows
+            if r["fwd_noisy"] or r["bwd_noisy"]
+        },
         "headers": {c: list(PROFILE_HEADERS[c]) for c in PROFILE_HEADERS if c in columns},
         "metrics": metric_table(),
         "metric_columns": {m: list(cols) for m, cols in PROFILE_METRIC_COLUMNS.items()},
