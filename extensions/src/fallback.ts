@@ -3,6 +3,13 @@
 // outputs this renderer draws the live widget when its model exists, and the picture when
 // the model is gone (a reopened notebook whose widget state was not saved, a new kernel):
 // instead of "Error displaying widget: model not found" or an empty "Loading widget...".
+//
+// After a page reload (the kernel alive), outputs can render before the notebook's
+// widget manager is registered: the widget renderer made then is ipywidgets' placeholder,
+// with no manager, and ipywidgets only hands the manager to renderers that are direct
+// children of an output. So the live view is built again with the notebook's real widget
+// factory once it is registered, and re-attaches to its kernel model as ipywidgets' own
+// outputs do; the picture shows only when the model is really gone.
 import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
 import { DocumentRegistry } from '@jupyterlab/docregistry';
 import type { IRenderMimeRegistry } from '@jupyterlab/rendermime';
@@ -16,6 +23,9 @@ export const WIDGET_MIME = 'application/vnd.jupyter.widget-view+json';
 const RANK = -20;
 // how long a widget may show nothing before the picture stands in for it
 const EMPTY_MS = 1500;
+// how often, and how long, to look for the notebook's widget manager after a reload
+const FACTORY_POLL_MS = 200;
+const FACTORY_WAIT_MS = 120_000;
 
 /** Renders a labkit output: the live widget when it can, else the static picture. */
 export class LabkitRenderer extends Panel implements IRenderMime.IRenderer {
@@ -23,7 +33,9 @@ export class LabkitRenderer extends Panel implements IRenderMime.IRenderer {
   private _static = new Panel();
   private _observer: MutationObserver | null = null;
   private _timer = 0;
+  private _poll = 0;
   private _modelId = '';
+  private _factory: IRenderMime.IRendererFactory | null = null;
 
   constructor(
     private _options: IRenderMime.IRendererOptions,
@@ -57,14 +69,41 @@ export class LabkitRenderer extends Panel implements IRenderMime.IRenderer {
       this._observer = new MutationObserver(() => this._check());
       this._observer.observe(this._live.node, { childList: true, subtree: true, characterData: true });
     }
+    await this._mountLive(model);
+  }
+
+  /** The widget renderer of the rendermime's current widget factory, in the live panel. */
+  private async _mountLive(model: IRenderMime.IMimeModel, again = false): Promise<void> {
+    if (!this._live) return;
     this._live.widgets.forEach(w => w.dispose());
+    this._factory = this._rendermime.getFactory(WIDGET_MIME) ?? null;
     const inner = this._rendermime.createRenderer(WIDGET_MIME);
     this._live.addWidget(inner);
-    this._show(true);
+    if (!again) this._show(true); // built again: the picture stays until the view is drawn
     window.clearTimeout(this._timer);
     this._timer = window.setTimeout(() => this._check(true), EMPTY_MS);
+    this._watchFactory(model);
     await inner.renderModel(model);
     this._check();
+  }
+
+  /** Until the view is drawn: when the notebook's widget manager registers its own
+   * factory (replacing the placeholder this view was made with), build the view again. */
+  private _watchFactory(model: IRenderMime.IMimeModel): void {
+    window.clearInterval(this._poll);
+    const start = Date.now();
+    this._poll = window.setInterval(() => {
+      const drawn = (this._live?.node.firstElementChild?.childElementCount ?? 0) > 0;
+      if (this.isDisposed || drawn || Date.now() - start > FACTORY_WAIT_MS) {
+        window.clearInterval(this._poll);
+        return;
+      }
+      const now = this._rendermime.getFactory(WIDGET_MIME);
+      if (now && now !== this._factory) {
+        window.clearInterval(this._poll);
+        void this._mountLive(model, true);
+      }
+    }, FACTORY_POLL_MS);
   }
 
   /** Live widget drawn: show it; model missing (error or still empty): the picture. */
@@ -103,6 +142,7 @@ export class LabkitRenderer extends Panel implements IRenderMime.IRenderer {
 
   dispose(): void {
     window.clearTimeout(this._timer);
+    window.clearInterval(this._poll);
     this._observer?.disconnect();
     super.dispose();
   }

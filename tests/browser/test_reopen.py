@@ -127,3 +127,57 @@ def test_html_export_shows_the_final_state(saved, tmp_path):
     assert html.count("data:image/png;base64,") >= 8  # TraceView: graph and memory timeline
     assert 'alt="memory"' in html
     assert "font-family: var(--jp-code-font-family" in html
+
+
+RELOAD_CELLS = [
+    "import torch, labkit, ipywidgets\n"
+    "torch.manual_seed(0)\n"
+    "net = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))\n"
+    "t = labkit.trace(net, torch.randn(3, 4))",
+    "t.show()",
+    "from labkit.widgets import GraphView\nGraphView(t)",
+    "ipywidgets.IntSlider(3)",
+]
+
+
+def test_reload_with_the_kernel_alive_is_live_and_a_restart_shows_pictures(browser, lab_server):
+    """Run, save, reload with the kernel alive: the labkit views re-attach to their live
+    models as an IntSlider does (within 10 s); after a kernel restart, the pictures."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    try:
+        open_and_run(page, lab_server, notebook(*RELOAD_CELLS), "reload.ipynb")
+        outputs = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .lk-output")
+        assert outputs.evaluate_all("els => els.map(e => e.dataset.labkit)") == ["live"] * 2
+        page.keyboard.press("Control+s")
+        time.sleep(1.5)
+        page.reload()
+        start = time.monotonic()
+        page.wait_for_function(
+            "() => { const o = [...document.querySelectorAll('.lk-output')];"
+            " return o.length === 2 && o.every(e => e.dataset.labkit === 'live'"
+            " && e.querySelector('.lk-live .lk-view')); }",
+            timeout=10_000,
+        )
+        live_s = time.monotonic() - start
+        slider = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .widget-slider")
+        slider.first.wait_for()
+        assert live_s < 10, live_s
+        print(f"live again {live_s:.1f} s after the reload")
+        text = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)").inner_text()
+        assert "model not found" not in text
+        # the kernel restarted: the models are gone for good, the pictures stand in
+        page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)").click()
+        page.keyboard.press("Escape")
+        page.keyboard.press("0")
+        page.keyboard.press("0")
+        page.locator(".jp-Dialog-button.jp-mod-accept").click()
+        page.reload()
+        page.wait_for_function(
+            "() => { const o = [...document.querySelectorAll('.lk-output')];"
+            " return o.length === 2 && o.every(e => e.dataset.labkit === 'static'); }",
+            timeout=30_000,
+        )
+    finally:
+        context.close()
