@@ -101,6 +101,7 @@ class OptimizePanel(KeepsPicture, anywidget.AnyWidget):
     measured_mode = t.Unicode("").tag(sync=True)
     applied_label = t.Unicode("").tag(sync=True)
     loss_label = t.Unicode("").tag(sync=True)
+    suggestion = t.Unicode("").tag(sync=True)
 
     @property
     def _esm(self) -> str:  # read by AnyWidget.__init__
@@ -144,6 +145,7 @@ class OptimizePanel(KeepsPicture, anywidget.AnyWidget):
         self.compare_kwargs = compare_kwargs
         self.comparison: Any = None
         self._bench: Any = None
+        self._advice: dict[str, list[Any]] = {}
         self._bench_key: tuple[Any, ...] = ()
         self.exported: Any = None
         self._thread: threading.Thread | None = None
@@ -326,8 +328,10 @@ class OptimizePanel(KeepsPicture, anywidget.AnyWidget):
             recipes = {recipe.label: recipe} if not recipe.is_default else {}
             cmp = self._bench_for(mode).compare(recipes, progress=progress)
             self.comparison = cmp
+            suggestion = self._next_suggestion(mode, cmp)
             with self.hold_sync():
                 self.results = fields.rows(cmp)
+                self.suggestion = suggestion
                 self.measured_mode = cmp.mode
                 self.status = f"measured {recipe.label} ({cmp.mode}): {fields.ended(cmp)}"
                 self.progress = 1.0
@@ -356,6 +360,33 @@ class OptimizePanel(KeepsPicture, anywidget.AnyWidget):
             )  # fmt: skip
             self._bench_key = key
         return self._bench
+
+    def _next_suggestion(self, mode: str, cmp: Any) -> str:
+        """advise()'s first suggestion not measured yet, with "Measure it" ("" if none).
+
+        The model is traced once per mode (a full recording with ``labkit.trace``, on a
+        copy-safe public step that leaves the model as it was) and the advice kept.
+        """
+        import labkit
+        from labkit._tensors import split_batch
+        from labkit.optimize.advise import advise
+
+        if mode not in self._advice:
+            try:
+                args, kwargs = split_batch(self.batch)
+                t = labkit.trace(
+                    self.model, *args, loss=self.loss, backward=mode == "train",
+                    repeat=1, time_budget=2.0, model_kwargs=kwargs or None,
+                )  # fmt: skip
+                self._advice[mode] = list(advise(t, inference=mode == "inference"))
+            except Exception as exc:  # advice is a help, never a failure of Measure
+                return f"(no suggestion: {type(exc).__name__}: {first_line(str(exc))})"
+        done = {Recipe.from_dict(r.recipe) for r in cmp.results}
+        for s in self._advice[mode]:
+            recipe = s.recipe()
+            if recipe not in done:
+                return f"{s.title} ({s.detail}): choose {recipe.label} and Measure it"
+        return ""
 
     def clear(self) -> None:
         """Drop the measured rows (the baseline stays measured for the next Measure)."""

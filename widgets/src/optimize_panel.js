@@ -20,7 +20,12 @@ const CSS = `
 .lk-opt .lk-error { color: var(--lk-error); white-space: pre-wrap; }
 .lk-opt table { border-collapse: collapse; margin: 6px 0; }
 .lk-opt select { width: auto; }
-.lk-opt [data-testid="opt-results"] { overflow-x: auto; }
+.lk-opt [data-testid="opt-results"] { max-width: 100%; }
+.lk-opt .lk-scroll { overflow-x: auto; max-width: 100%; }
+.lk-opt td:first-child, .lk-opt th:first-child { position: sticky; left: 0; background: var(--lk-bg); z-index: 1; max-width: 16em; white-space: normal; overflow-wrap: anywhere; }
+.lk-opt th { white-space: normal; }
+.lk-opt tr.lk-picked td { background: var(--lk-bg2); }
+.lk-opt .lk-noise { color: var(--lk-fg2); }
 .lk-opt td, .lk-opt th { padding: 2px 8px; text-align: right; border-bottom: 1px solid var(--lk-border2); white-space: nowrap; }
 .lk-opt td:first-child, .lk-opt th:first-child { text-align: left; }
 .lk-opt .lk-bar { display: flex; align-items: center; gap: 6px; margin: 2px 0; }
@@ -119,6 +124,29 @@ export function hintLines(fields, mode, locks) {
   return [...byText].map(([text, labels]) => `${labels.join(", ")}: ${text}`);
 }
 
+/** A speedup with its interval: "1.12× (1.05–1.19)", "1.01× within noise" when the
+ * interval spans 1.00×, the bare ratio for the baseline. */
+export function speedupText(r) {
+  if (r.speedup == null) return "-";
+  if (r.speedup_low == null || r.speedup_high == null) return fmtRatio(r.speedup);
+  if (r.within_noise) return `${fmtRatio(r.speedup)} within noise`;
+  return `${fmtRatio(r.speedup)} (${fmtRatio(r.speedup_low)}–${fmtRatio(r.speedup_high)})`;
+}
+
+/** Two rows side by side: [figure, a, b, b against a] for each column they both have. */
+export function sideBySide(a, b, mode, lossHead) {
+  const { head, body } = resultTable([a, b], mode, lossHead);
+  const [ra, rb] = body;
+  if (!ra.cells || !rb.cells) return [];
+  const ratio = (x, y) => (x && y ? `${(y / x).toFixed(2)}×` : "");
+  const raw = { "step (median)": "step_time", "latency (median)": "step_time", "peak mem": "peak_memory", "samples/s": "throughput" };
+  return head.slice(1).map((h, i) => {
+    const key = raw[h];
+    const diff = key ? ratio(a[key], b[key]) : ra.cells[i] === rb.cells[i] ? "same" : "";
+    return [h, ra.cells[i], rb.cells[i], diff];
+  });
+}
+
 /** The results table as text: {head, body}; a body entry is {label, cells} or
  * {label, error}. Columns follow the mode measured and what the rows carry. */
 export function resultTable(rows, mode, lossHead) {
@@ -129,7 +157,7 @@ export function resultTable(rows, mode, lossHead) {
     ["IQR", spread],
     ["steps", (r) => String(r.step_n ?? "-")],
     ...(inf ? [["samples/s", (r) => num(r.throughput, fmtCount)]] : []),
-    ["speed-up", (r) => num(r.speedup, fmtRatio)],
+    ["speed-up (95%)", speedupText],
   ];
   if (some(rows, "export_time")) cols.push(["export", (r) => num(r.export_time, fmtTime)]);
   if (some(rows, "graph_breaks")) cols.push(["graph breaks", (r) => num(r.graph_breaks, String)]);
@@ -218,11 +246,13 @@ function render({ model, el: root }) {
   const actions = el("div", { class: "lk-row" });
   const measure = el("button", { "data-testid": "opt-measure", text: "Measure" });
   const apply = el("button", { "data-testid": "opt-apply", text: "Apply" });
+  const clear = el("button", { "data-testid": "opt-clear", text: "Clear rows", title: "drop the measured rows (the baseline stays measured)" });
+  clear.addEventListener("click", () => model.send({ type: "clear" }));
   measure.addEventListener("click", () => model.send({ type: "measure" }));
   apply.addEventListener("click", () => model.send({ type: "apply" }));
   const bar = el("div", { class: "lk-progress" }, el("div"));
   const status = el("span", { "data-testid": "opt-status" });
-  actions.append(measure, apply, bar, status);
+  actions.append(measure, apply, clear, bar, status);
 
   const error = el("div", { class: "lk-error", "data-testid": "opt-error" });
   const results = el("div", { "data-testid": "opt-results" });
@@ -242,6 +272,14 @@ function render({ model, el: root }) {
       } else if (f.kind === "kwargs") {
         if (document.activeElement !== input) input.value = kwargsText(r[f.name]);
       } else input.value = shown(r[f.name]);
+      const refused = (model.get("option_locks") || {})[f.name] || {};
+      if (f.kind === "select") {
+        for (const opt of input.options) {
+          const o = (f.options || []).find((x) => String(x.value) === opt.value) || {};
+          opt.disabled = !!o.disabled || opt.value in refused;
+          opt.title = refused[opt.value] || o.title || "";
+        }
+      }
       const st = controlState(f, mode, locks, r[f.name]);
       input.disabled = st.disabled;
       labels[f.name].title = st.title;
@@ -261,14 +299,23 @@ function render({ model, el: root }) {
     status.textContent = model.get("status") + (applied ? `  (applied: ${applied})` : "");
     error.textContent = model.get("error");
   };
+  let picked = [];
   const syncResults = () => {
     results.replaceChildren();
     const rows = model.get("results") || [];
     if (!rows.length) return;
-    const { head, body } = resultTable(rows, model.get("measured_mode") || model.get("mode"), model.get("loss_label"));
+    const mode = model.get("measured_mode") || model.get("mode");
+    const { head, body } = resultTable(rows, mode, model.get("loss_label"));
     const table = el("table", { "data-testid": "opt-table" }, el("tr", {}, ...head.map((h) => el("th", { text: h }))));
+    picked = picked.filter((l) => rows.some((r) => r.label === l));
     for (const r of body) {
-      const tr = el("tr", {}, el("td", { text: r.label }));
+      const name = el("td", { text: r.label, title: "click two rows to compare them side by side", "data-testid": "opt-row-label" });
+      name.style.cursor = "pointer";
+      const tr = el("tr", { class: picked.includes(r.label) ? "lk-picked" : "" }, name);
+      name.addEventListener("click", () => {
+        picked = picked.includes(r.label) ? picked.filter((l) => l !== r.label) : [...picked, r.label].slice(-2);
+        syncResults();
+      });
       if (r.error) {
         tr.append(el("td", { class: "lk-failed", colspan: String(head.length - 1), "data-testid": "opt-failed", text: `failed: ${r.error}` }));
       } else {
@@ -282,19 +329,30 @@ function render({ model, el: root }) {
       if (r.speedup == null) continue;
       const fill = el("div", { class: r.speedup < 1 ? "lk-slow" : "" });
       fill.style.width = `${Math.round((200 * r.speedup) / max)}px`;
-      chart.append(el("div", { class: "lk-bar" }, el("span", { text: r.label }), fill, el("span", { text: fmtRatio(r.speedup) })));
+      chart.append(el("div", { class: `lk-bar${r.within_noise ? " lk-noise" : ""}` }, el("span", { text: r.label }), fill, el("span", { text: speedupText(r) })));
     }
     const notes = el("ul", { class: "lk-notes" });
     for (const r of rows) for (const n of r.notes || []) notes.append(el("li", { text: `${r.label}: ${n}` }));
-    results.append(table, chart, notes);
+    const pair = el("div", { "data-testid": "opt-pair" });
+    if (picked.length === 2) {
+      const [a, b] = picked.map((l) => rows.find((r) => r.label === l));
+      const lines = sideBySide(a, b, mode, model.get("loss_label"));
+      const t2 = el("table", {}, el("tr", {}, ...["", a.label, b.label, `${b.label} vs ${a.label}`].map((h) => el("th", { text: h }))));
+      for (const line of lines) t2.append(el("tr", {}, ...line.map((c) => el("td", { text: c }))));
+      pair.append(el("div", { class: "lk-notice", text: "side by side (click a row name to change the pair):" }), el("div", { class: "lk-scroll" }, t2));
+    }
+    const suggestion = model.get("suggestion");
+    const next = el("div", { class: "lk-notice", "data-testid": "opt-suggestion", text: suggestion ? `next: ${suggestion}` : "" });
+    results.append(el("div", { class: "lk-scroll", "data-testid": "opt-scroll" }, table), pair, next, chart, notes);
   };
 
   syncRecipe();
   syncRun();
   syncResults();
-  for (const k of ["recipe_state", "mode", "locks", "batch_sizes", "notice"]) model.on(`change:${k}`, syncRecipe);
+  for (const k of ["recipe_state", "mode", "locks", "option_locks", "batch_sizes", "notice"]) model.on(`change:${k}`, syncRecipe);
   for (const k of ["running", "progress", "status", "error", "applied_label"]) model.on(`change:${k}`, syncRun);
   model.on("change:results", syncResults);
+  model.on("change:suggestion", syncResults);
 }
 
 export default { render };

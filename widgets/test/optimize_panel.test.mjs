@@ -1,7 +1,7 @@
 // The OptimizePanel's pure functions: control value -> Recipe dict, control state, results table.
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { controlState, hintLines, isDefault, kwargsText, parseKwargs, parseSizes, resultTable, shown, withField } from "../src/optimize_panel.js";
+import { controlState, hintLines, isDefault, kwargsText, parseKwargs, parseSizes, resultTable, shown, sideBySide, speedupText, withField } from "../src/optimize_panel.js";
 
 const base = { precision: "32", quantization: null, compile: null, checkpoint: [], channels_last: false };
 
@@ -86,7 +86,7 @@ const failed = { label: "onnxruntime", error: "ExportError: onnxruntime could no
 
 test("inference table: latency, samples/s, export time, rel, drift and a column per batch size", () => {
   const { head, body } = resultTable([fp32, exported, failed], "inference", "");
-  assert.deepEqual(head, ["recipe", "latency (median)", "IQR", "steps", "samples/s", "speed-up", "export",
+  assert.deepEqual(head, ["recipe", "latency (median)", "IQR", "steps", "samples/s", "speed-up (95%)", "export",
     "max abs", "rel", "cosine", "first drift", "batch 1"]);
   const [base, ep, bad] = body;
   assert.deepEqual(base.cells, ["2 ms", "1.9 ms – 2.1 ms", "5", "4K", "1.00x", "-", "0.0e+0", "0.0e+0",
@@ -102,7 +102,7 @@ test("inference table: latency, samples/s, export time, rel, drift and a column 
 test("train table: step time, compile columns only when a row compiled, the loss column when named", () => {
   const compiled = { ...fp32, label: "compile", compile_time: 3, break_even: null, graph_breaks: 2, loss: 0.5, per_batch: [] };
   const { head, body } = resultTable([{ ...fp32, per_batch: [], loss: 0.25 }, compiled], "train", "loss (your loss)");
-  assert.deepEqual(head, ["recipe", "step (median)", "IQR", "steps", "speed-up", "graph breaks", "compile",
+  assert.deepEqual(head, ["recipe", "step (median)", "IQR", "steps", "speed-up (95%)", "graph breaks", "compile",
     "break-even", "max abs", "rel", "cosine", "loss (your loss)", "first drift"]);
   assert.deepEqual(body[1].cells.slice(4, 7), ["2", "3 s", "never"]);
   assert.equal(body[0].cells[4], "-");
@@ -114,4 +114,15 @@ test("export call kwargs are typed in as Python writes them", () => {
   assert.deepEqual(got.export_kwargs, { use_cache: false, n: 2, name: "a" });
   assert.equal(kwargsText({ use_cache: false, cap: null }), "use_cache=False, cap=None");
   assert.deepEqual(parseKwargs(""), {});
+});
+
+test("a speedup shows its interval, or says it is within noise", () => {
+  assert.equal(speedupText({ speedup: 1.0 }), "1.00x");
+  assert.equal(speedupText({ speedup: 1.2, speedup_low: 1.1, speedup_high: 1.3, within_noise: false }), "1.20x (1.10x–1.30x)");
+  assert.equal(speedupText({ speedup: 1.02, speedup_low: 0.97, speedup_high: 1.06, within_noise: true }), "1.02x within noise");
+  const a = { label: "a", step_time: 0.002, throughput: 100, speedup: 1.0, max_abs: 0, rel: 0, cosine: 1 };
+  const b = { label: "b", step_time: 0.001, throughput: 200, speedup: 2.0, speedup_low: 1.8, speedup_high: 2.2, within_noise: false, max_abs: 0, rel: 0, cosine: 1 };
+  const lines = sideBySide(a, b, "inference", "");
+  assert.deepEqual(lines.find((l) => l[0] === "latency (median)").slice(3), ["0.50×"]);
+  assert.deepEqual(lines.find((l) => l[0] === "cosine").slice(3), ["same"]);
 });
