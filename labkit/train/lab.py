@@ -569,10 +569,13 @@ class Lab:
             want = _launch.in_notebook()
         if not want:
             return None
+        from labkit.train.runs import earlier_runs
         from labkit.widgets.dashboard import Dashboard
 
-        # Stop posts to the server extension, which creates the stop file every rank polls
-        dash = Dashboard(on_stop=self.stop, stop_file=Path(run.logdir) / STOP_FILE)
+        # Stop posts to the server extension, which creates the stop file every rank polls;
+        # the latest runs beside this one are overlaid faintly
+        dash = Dashboard(on_stop=self.stop, stop_file=Path(run.logdir) / STOP_FILE,
+                         earlier=earlier_runs(run.logdir))  # fmt: skip
         self.dashboard = dash
         if _launch.in_notebook():
             from IPython.display import display

@@ -485,6 +485,46 @@ def runs(source: str | os.PathLike[str] | Iterable[str | os.PathLike[str]], *,
     return Runs(rows=tuple(rows), curves=curves, points=points, skipped=tuple(skipped))
 
 
+def earlier_runs(logdir: str | os.PathLike[str], *, most: int = 5,
+                 points: int = 400) -> dict[str, dict[str, Curve]]:  # fmt: skip
+    """Curves of the runs beside ``logdir`` (same root), for the live dashboard to overlay.
+
+    The ``most`` latest finished or stopped runs under ``logdir``'s parent, other than
+    ``logdir`` itself; their step ``loss`` is named ``train_loss`` (the dashboard's name)
+    and their ``val_*`` curves keep their names. Unreadable runs are left out.
+
+    Args:
+        logdir: The running fit's logdir.
+        most: Most earlier runs returned.
+        points: Most points per curve.
+
+    Returns:
+        ``{run name: {curve: {"x", "t", "y"}}}``, latest first.
+    """
+    here = Path(logdir).resolve()
+    root = here.parent
+    try:
+        found = [(n, f) for n, f in find_runs(root, max_depth=2) if f.resolve() != here]
+    except (RunsError, OSError):
+        return {}
+    rows = []
+    for name, folder in found:
+        try:
+            row, curves = _read_one(name, folder, None, points)
+        except RunsError:
+            continue
+        if row.status in ("finished", "stopped"):
+            rows.append((row.started or 0.0, name, curves))
+    rows.sort(key=lambda r: -r[0])
+    out: dict[str, dict[str, Curve]] = {}
+    for _, name, curves in rows[:most]:
+        picked = {("train_loss" if k == "loss" else k): c for k, c in curves.items()
+                  if k == "loss" or k.startswith("val_")}  # fmt: skip
+        if picked:
+            out[name] = picked
+    return out
+
+
 def _read_one(name: str, folder: Path, want: list[str] | None,
               points: int) -> tuple[RunRow, dict[str, Curve]]:  # fmt: skip
     step_cols = None if want is None else [*_X_KEYS, *(m for m in want if m not in _X_KEYS)]

@@ -75,6 +75,7 @@ class Dashboard(KeepsPicture, anywidget.AnyWidget):
             Stop then works while the cell runs (foreground, background and DDP fits).
         throttle: Minimum seconds between two updates sent to the browser.
         max_points: Points per curve sent to the browser.
+        earlier: Earlier runs' curves to overlay (``labkit.train.runs.earlier_runs``).
 
     Returns:
         A widget; ``Lab.fit`` shows one in a notebook and pushes its events into it.
@@ -89,6 +90,9 @@ class Dashboard(KeepsPicture, anywidget.AnyWidget):
     """
 
     series = t.Dict().tag(sync=True)
+    #: earlier runs from the same logdir root, drawn faintly under this fit's curves:
+    #: run name -> curve name (``train_loss``, ``val_*``) -> ``{"x", "t", "y"}``
+    earlier = t.Dict().tag(sync=True)
     #: curve name -> wall-clock seconds since the fit started, per point of ``series``
     #: (None where unknown): the charts' wall-time axis
     series_t = t.Dict().tag(sync=True)
@@ -112,9 +116,11 @@ class Dashboard(KeepsPicture, anywidget.AnyWidget):
         stop_file: str | os.PathLike[str] | None = None,
         throttle: float = 0.25,
         max_points: int = 400,
+        earlier: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.earlier = dict(earlier or {})
         self.on_stop = on_stop
         self.stop_file = Path(stop_file) if stop_file is not None else None
         if self.stop_file is not None:

@@ -123,3 +123,13 @@ def test_series_file_round_trips_the_steps(root: Path) -> None:
     for key in ("step", "loss", "compute_time", "t"):
         assert cols[key].tolist() == [s[key] for s in record.steps]
     assert json.loads((root / "slow" / "run.json").read_text())["steps"] == record.steps
+
+
+def test_earlier_runs_beside_a_logdir_for_the_dashboard(root: Path, tmp_path: Path) -> None:
+    from labkit.train.runs import earlier_runs
+
+    got = earlier_runs(root / "slow")
+    assert list(got) == ["fast"]  # the other finished run of the root, not the fit's own
+    assert sorted(got["fast"]) == ["train_loss", "val_loss"]
+    assert got["fast"]["train_loss"]["y"] == Run.load(root / "fast").losses
+    assert earlier_runs(tmp_path / "nothing" / "here") == {}

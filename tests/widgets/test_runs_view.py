@@ -94,3 +94,26 @@ def test_dashboard_wall_time_follows_downsampling() -> None:
     dash.flush()
     xs, ts = dash.series["train_loss"]["x"], dash.series_t["train_loss"]
     assert len(ts) == len(xs) == 10 and ts == [2.0 * x for x in xs]  # the same points
+
+
+def test_the_live_dashboard_overlays_earlier_runs_of_the_same_root(tmp_path: Path) -> None:
+    import torch
+    import torch.nn.functional as F
+    from torch.utils.data import TensorDataset
+
+    x = torch.randn(16, 4)
+    data = (
+        TensorDataset(x, x.sum(1, keepdim=True)),
+        TensorDataset(x[:8], x[:8].sum(1, keepdim=True)),
+    )
+    kw = {"launch": "inline", "trainer_kwargs": {"enable_progress_bar": False}}
+    first = labkit.Lab(torch.nn.Linear(4, 1), data, loss=F.mse_loss, batch_size=8,
+                       logdir=tmp_path / "first")  # fmt: skip
+    run = first.fit(max_epochs=1, dashboard=False, **kw)
+    second = labkit.Lab(torch.nn.Linear(4, 1), data, loss=F.mse_loss, batch_size=8,
+                        logdir=tmp_path / "second")  # fmt: skip
+    second.fit(max_epochs=1, dashboard=True, **kw)
+    earlier = second.dashboard.earlier
+    assert list(earlier) == ["first"]
+    assert earlier["first"]["train_loss"]["y"] == run.losses
+    assert "val_loss" in earlier["first"]

@@ -86,11 +86,11 @@ function render({ model, el }) {
   const sync = `lk-dash-${Math.random().toString(36).slice(2)}`;
   let lossChart = null;
   let metricChart = null;
-  const chartOf = (current, keys, title) => {
+  const chartOf = (current, keys, title, colors) => {
     if (!keys.length) { current?.destroy(); return null; }
     if (current && current.keys === keys.join()) return current;
     current?.destroy();
-    const c = timeChart(charts, { keys, title, sync });
+    const c = timeChart(charts, { keys, title, sync, colors });
     c.keys = keys.join();
     return c;
   };
@@ -98,10 +98,22 @@ function render({ model, el }) {
     const times = model.get("series_t") || {};
     const series = Object.fromEntries(Object.entries(model.get("series") || {})
       .map(([k, c]) => [k, { ...c, t: times[k] }]));
-    const lossKeys = Object.keys(series).filter((k) => k.endsWith("_loss")).sort();
-    const metricKeys = Object.keys(series).filter((k) => !k.endsWith("_loss")).sort();
-    lossChart = chartOf(lossChart, lossKeys, "loss");
-    metricChart = chartOf(metricChart, metricKeys, "metrics");
+    // earlier runs from the same logdir root: "<curve> · <run>", drawn faintly
+    const earlier = model.get("earlier") || {};
+    const faint = {};
+    Object.entries(earlier).forEach(([run, curves], i) => {
+      for (const [k, c] of Object.entries(curves)) {
+        const key = `${k} · ${run}`;
+        series[key] = c;
+        faint[key] = ["#9a9a9a", "#bcbd22", "#17becf", "#e377c2", "#8c564b"][i % 5];
+      }
+    });
+    const base = (k) => k.split(" · ")[0];
+    const order = (keys) => keys.sort((a, b) => (a in faint) - (b in faint) || a.localeCompare(b));
+    const lossKeys = order(Object.keys(series).filter((k) => base(k).endsWith("_loss")));
+    const metricKeys = order(Object.keys(series).filter((k) => !base(k).endsWith("_loss")));
+    lossChart = chartOf(lossChart, lossKeys, "loss", faint);
+    metricChart = chartOf(metricChart, metricKeys, "metrics", faint);
     const opts = { smoothing: Number(smooth.value), log: logBox.checked, x: xSel.value };
     lossChart?.update(series, opts);
     metricChart?.update(series, opts);
