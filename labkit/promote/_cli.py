@@ -41,6 +41,30 @@ def add_promote_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-q", "--quiet", action="store_true", help="do not list what the script leaves out"
     )
+    parser.add_argument(
+        "--verify",
+        action="store_true",
+        help="after writing, run the notebook fresh (Restart & Run All) and the script with "
+        "the same -p values, and compare what they print line by line",
+    )
+    parser.add_argument(
+        "-p",
+        "--parameter",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="with --verify: a value for the cell tagged 'parameters' (repeatable), given "
+        "to the notebook (as labkit run -p) and to the script (as --name VALUE)",
+    )
+    parser.add_argument(
+        "--rtol", type=float, default=1e-5, help="with --verify: relative tolerance (1e-5)"
+    )
+    parser.add_argument(
+        "--atol", type=float, default=1e-8, help="with --verify: absolute tolerance (1e-8)"
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=600, help="with --verify: seconds per cell (600)"
+    )
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
@@ -67,8 +91,14 @@ def promote_command(args: argparse.Namespace) -> int:
     from labkit._paths import OutputPathError
     from labkit.promote import NotebookError, PromoteError, TargetExistsError, promote
     from labkit.promote.pipeline import check_script_path
+    from labkit.promote.run import ParameterError, parse_parameter
 
+    if args.verify and args.dry_run:
+        print("labkit promote: error: --verify runs the written script; drop --dry-run",
+              file=sys.stderr)  # fmt: skip
+        return 2
     try:
+        parameters = dict(parse_parameter(p) for p in args.parameter)
         if args.output is not None and not args.dry_run:  # before reading the notebook
             check_script_path(
                 Path(args.output), Path(args.notebook), force=args.force, what="script (-o)"
@@ -83,7 +113,8 @@ def promote_command(args: argparse.Namespace) -> int:
             print(f"labkit promote: {problem}", file=sys.stderr)
         print(f"labkit promote: {args.notebook}: nothing written", file=sys.stderr)
         return 1
-    except (NotebookError, TargetExistsError, FileNotFoundError, OutputPathError) as exc:
+    except (NotebookError, TargetExistsError, FileNotFoundError, OutputPathError,
+            ParameterError) as exc:  # fmt: skip
         print(f"labkit promote: error: {exc}", file=sys.stderr)
         return 1
     for line in result.warnings:
@@ -94,9 +125,39 @@ def promote_command(args: argparse.Namespace) -> int:
     if args.dry_run:
         sys.stdout.write(result.source)
     else:
-        checked = " (checked on one batch)" if args.check else ""
+        checked = f" ({result.checked})" if args.check and result.checked else ""
         print(f"wrote {shown(result.script)}{checked}")
+    if args.verify:
+        return _verify(args, result, parameters)
     return 0
+
+
+def _verify(args: argparse.Namespace, result: object, parameters: dict[str, object]) -> int:
+    """``--verify``: run both, print the outcome; 1 when they differ or one fails."""
+    from labkit.promote import NotebookRunError
+    from labkit.promote.verify import verify
+
+    printed = frozenset(d.number for d in result.report.printed)  # type: ignore[attr-defined]
+    try:
+        found = verify(
+            result.notebook, result.script, parameters=parameters,  # type: ignore[attr-defined]
+            timeout=args.timeout, rtol=args.rtol, atol=args.atol, results_of=printed,
+        )  # fmt: skip
+    except NotebookRunError as exc:
+        print(f"labkit promote: verify: the notebook fails under Restart & Run All: {exc}",
+              file=sys.stderr)  # fmt: skip
+        from labkit.promote import read_notebook
+        from labkit.promote.verify import hidden_state
+
+        for line in hidden_state(read_notebook(result.notebook)):  # type: ignore[attr-defined]
+            print(f"labkit promote: verify: hidden state: {line}", file=sys.stderr)
+        return 1
+    except (RuntimeError, OSError) as exc:
+        print(f"labkit promote: verify: {exc}", file=sys.stderr)
+        return 1
+    for line in found.lines_of_report():
+        print(line)
+    return 0 if found.ok else 1
 
 
 def _show_results(value: str | None) -> bool | list[str]:

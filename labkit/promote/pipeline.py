@@ -37,6 +37,7 @@ class Promoted:
         problems: The warnings (promote raises on errors).
         analysis: The cell-by-cell analysis.
         report: What the script leaves out, by cell and line, grouped by reason.
+        checked: What ``check_run`` ran (``""`` without it).
     """
 
     notebook: Path
@@ -45,6 +46,7 @@ class Promoted:
     problems: tuple[Problem, ...] = ()
     analysis: Analysis | None = field(default=None, repr=False, compare=False)
     report: Report = field(default_factory=Report, repr=False, compare=False)
+    checked: str = ""
 
     @property
     def warnings(self) -> tuple[str, ...]:
@@ -159,11 +161,12 @@ def promote(
         return Promoted(nb.path, None, source, warnings, analysis, report)
     if not out.parent.is_dir():
         raise FileNotFoundError(f"{out}: folder {out.parent} does not exist")
+    checked = ""
     with temporary_sibling(out, source, mode=0o755) as tmp:
         if check_run:
-            _check_run(tmp, nb.path, check_timeout, trains=analysis.fit is not None)
+            checked = _check_run(tmp, nb.path, check_timeout, trains=analysis.fit is not None)
         install(tmp, out, force=force)
-    return Promoted(nb.path, out, source, warnings, analysis, report)
+    return Promoted(nb.path, out, source, warnings, analysis, report, checked)
 
 
 def _refuse_failed_run(path: Path, metadata: dict[str, Any]) -> None:
@@ -196,9 +199,9 @@ def check_script_path(out: Path, notebook: Path, *, force: bool, what: str = "sc
         raise TargetExistsError(f"{out} exists; pass --force (force=True) to overwrite it")
 
 
-def _check_run(script: Path, notebook: Path, timeout: float, *, trains: bool) -> None:
+def _check_run(script: Path, notebook: Path, timeout: float, *, trains: bool) -> str:
     """Run ``script`` in a subprocess, in the notebook's folder: for one batch when it
-    trains with ``lab.fit``, else as it is."""
+    trains with ``lab.fit``, else as it is. Returns what it ran, in words."""
     with tempfile.TemporaryDirectory(prefix="labkit-check-") as logdir:
         cmd = [sys.executable, str(script.resolve())]
         if trains:
@@ -218,15 +221,19 @@ def _check_run(script: Path, notebook: Path, timeout: float, *, trains: bool) ->
                 notebook,
                 [Problem("error", f"--check: the script ran past {timeout:.0f} s")],
             ) from None
-        if done.returncode != 0:
-            tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-15:])
-            raise PromoteError(
-                notebook,
-                [
-                    Problem(
-                        "error",
-                        f"--check: the promoted script failed (exit {done.returncode}) on one "
-                        f"batch; nothing written. Its last output:\n{tail}",
-                    )
-                ],
-            )
+        if done.returncode == 0:
+            if trains:
+                return "checked: trained one batch (--max-epochs 1 --limit-batches 1)"
+            return "checked: ran the whole script as written, every kept cell"
+        tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-15:])
+        raise PromoteError(
+            notebook,
+            [
+                Problem(
+                    "error",
+                    f"--check: the promoted script failed (exit {done.returncode})"
+                    f"{' on one batch' if trains else ''}; nothing written. Its last "
+                    f"output:\n{tail}",
+                )
+            ],
+        )

@@ -83,7 +83,9 @@ def test_check_runs_one_batch_before_writing(trained: Trained, capsys: pytest.Ca
 
     out = trained.folder / "checked.py"
     assert main(["promote", str(trained.executed), "-o", str(out), "--check"]) == 0
-    assert "(checked on one batch)" in capsys.readouterr().out
+    assert (
+        "(checked: trained one batch (--max-epochs 1 --limit-batches 1))" in capsys.readouterr().out
+    )
     assert out.read_text() == trained.script.read_text().replace("train.py", "checked.py")
 
 
