@@ -298,6 +298,11 @@ class Lab:
             The :class:`~labkit.train.Run` record (also in ``lab.runs``).
 
         Raises:
+            FitOptionError: an option of the wrong type or value (before anything runs).
+            LogdirBusyError: another fit holds the logdir (named by pid and host).
+            CheckpointError: the checkpoint resumed from cannot be read, or does not fit
+                the model, the optimizer or (``on_change="refuse"``) the Lab's lr/Recipe.
+            OptimizerCoverageError: the optimizer misses trainable parameters (named).
             ShapeCheckError: the dry run found a mismatch (before training starts).
             NonFiniteError: a loss or gradient went NaN/Inf.
             DDPWorkerError: a training process died or raised; names its rank.
@@ -329,34 +334,10 @@ class Lab:
         lock = LogdirLock.acquire(logdir)  # one fit per logdir, from here to the end
         try:
             module, notes = self._preflight(plan, o, ckpt)
+            run, dash, tail = self._start_run(o, plan, logdir, ckpt, resume, [*lock.notes, *notes])
         except BaseException:
             lock.release()
             raise
-        config = {
-            "max_epochs": o.max_epochs, "max_steps": o.max_steps, "devices": o.devices,
-            "accelerator": o.accelerator, "strategy": o.strategy if isinstance(o.strategy, str)
-            else type(o.strategy).__name__, "num_nodes": o.num_nodes, "seed": o.seed,
-            "resume": resume,
-            "ckpt_path": ckpt, "launch": plan.mode, "processes": plan.processes,
-            "recipe": self.recipe.to_dict(), "lr": self.lr,
-            "batch_size": self.batch_size, "optimizer": _optimizer_name(self.optimizer),
-            "versions": _versions(),
-        }  # fmt: skip
-        run = Run(logdir=str(logdir), config=config, notes=[plan.reason, *lock.notes, *notes])
-        from labkit.promote.recipe_record import record_recipe
-
-        record_recipe(self.recipe, source="Lab.fit")  # read by `labkit promote`; no-op outside
-        if resume and ckpt is None:
-            how = "resume=True" if o.resume else "ckpt_path='last'"
-            run.notes.append(f"{how} but {last} does not exist yet: starting fresh")
-        self.runs.append(run)
-        self._stop.clear()
-        (logdir / STOP_FILE).unlink(missing_ok=True)
-
-        dash = self._dashboard(o.dashboard, run)
-        handler = self._handler(run, dash)
-        events = logdir / EVENTS_FILE
-        tail = EventTail(events, handler, offset=events.stat().st_size if events.exists() else 0)
 
         def body() -> None:
             exc: BaseException | None = None
@@ -395,10 +376,49 @@ class Lab:
                 threading.Thread(target=bg, name="labkit-fit", daemon=True).start()
             except BaseException:
                 lock.release()
+                run._finish(None)
                 raise
             return run
         body()
         return run
+
+    def _start_run(self, o: FitOptions, plan: _launch.Plan, logdir: Path, ckpt: str | None,
+                   resume: bool, notes: list[str]) -> tuple[Run, Any, EventTail]:  # fmt: skip
+        """The Run record, the dashboard and the events tail of a fit about to start."""
+        from labkit.train.checkpoint import CHECKPOINTS, LAST
+
+        last = logdir / CHECKPOINTS / LAST
+        config = {
+            "max_epochs": o.max_epochs, "max_steps": o.max_steps, "devices": o.devices,
+            "accelerator": o.accelerator, "strategy": o.strategy if isinstance(o.strategy, str)
+            else type(o.strategy).__name__, "num_nodes": o.num_nodes, "seed": o.seed,
+            "resume": resume,
+            "ckpt_path": ckpt, "launch": plan.mode, "processes": plan.processes,
+            "recipe": self.recipe.to_dict(), "lr": self.lr,
+            "batch_size": self.batch_size, "optimizer": _optimizer_name(self.optimizer),
+            "versions": _versions(),
+        }  # fmt: skip
+        run = Run(logdir=str(logdir), config=config, notes=[plan.reason, *notes])
+        from labkit.promote.recipe_record import record_recipe
+
+        record_recipe(self.recipe, source="Lab.fit")  # read by `labkit promote`; no-op outside
+        if resume and ckpt is None:
+            how = "resume=True" if o.resume else "ckpt_path='last'"
+            run.notes.append(f"{how} but {last} does not exist yet: starting fresh")
+        self.runs.append(run)
+        self._stop.clear()
+        (logdir / STOP_FILE).unlink(missing_ok=True)
+
+        try:
+            dash = self._dashboard(o.dashboard, run)
+            handler = self._handler(run, dash)
+            events = logdir / EVENTS_FILE
+            offset = events.stat().st_size if events.exists() else 0
+        except BaseException as exc:  # the run never started: it does not block the next fit
+            run.status, run.error = "failed", f"{type(exc).__name__}: {exc}"
+            run._finish(exc)
+            raise
+        return run, dash, EventTail(events, handler, offset=offset)
 
     def _refuse_while_running(self) -> None:
         running = self.last_run
