@@ -137,7 +137,7 @@ def _accepted(cls: type, defaults: dict[str, Any]) -> dict[str, Any]:
     ``decoupled_weight_decay`` in its defaults but takes no such keyword in some versions);
     the rest still reach the optimizer through the param groups, which carry every key."""
     try:
-        params = inspect.signature(cls.__init__).parameters
+        params = inspect.signature(cls).parameters
     except (TypeError, ValueError):
         return dict(defaults)
     if any(p.kind == p.VAR_KEYWORD for p in params.values()):
