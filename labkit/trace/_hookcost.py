@@ -15,6 +15,12 @@ call:
 
 Each figure is the fastest of a few repetitions (noise on a busy machine only adds time).
 ``call`` may be below zero: a plain call's own entry cost lies outside the hooked span.
+
+Among a real model's kernels a hooked call costs more than in the probe's tight loop (the
+hooks' code and objects evict the model's from the caches), so the timing passes raise
+``child`` and ``segment`` to what the model itself shows: the hooked passes' root time
+over the hook-free passes' (same step, interleaved), per call inside it
+(:meth:`HookCost.on_model`).
 """
 
 from __future__ import annotations
@@ -38,27 +44,65 @@ class HookCost:
         call: In a module call's own recorded time, per call.
         child: In an enclosing call's recorded time, per module call inside it.
         segment: In a call's recorded backward time, per backward segment it owns.
+        probe_child: ``child`` as the probe measured it, when the model's own passes
+            showed more (a hooked call among real kernels costs more than in a tight loop:
+            caches); 0 when ``child`` is the probe's.
+        probe_segment: ``segment`` as the probe measured it, likewise.
     """
 
     call: float = 0.0
     child: float = 0.0
     segment: float = 0.0
+    probe_child: float = 0.0
+    probe_segment: float = 0.0
 
     def forward(self, descendants: int) -> float:
         """Seconds to subtract from a call with ``descendants`` module calls inside it."""
         return self.call + descendants * self.child
 
+    def on_model(self, *, child: float, segment: float) -> HookCost:
+        """These costs raised to what the model's own passes showed (never lowered).
+
+        Args:
+            child: Per module call inside, from the hooked passes' excess over the hook-free
+                ones on the model itself.
+            segment: Per backward segment, likewise.
+        """
+        return HookCost(
+            call=self.call,
+            child=max(self.child, child),
+            segment=max(self.segment, segment),
+            probe_child=self.child if child > self.child else 0.0,
+            probe_segment=self.segment if segment > self.segment else 0.0,
+        )
+
     def describe(self) -> str:
         """The figures in words, as a trace's timing line states them."""
+
+        def us(s: float) -> str:
+            return f"{s * 1e6:.2f} us"
+
+        on_model = (
+            " (a probe: {}; the rest is this model's hooked passes' excess over its hook-free ones)"
+        )
         return (
-            f"hook cost subtracted: {self.call * 1e6:.2f} us per module call, "
-            f"{self.child * 1e6:.2f} us per call inside it, "
-            f"{self.segment * 1e6:.2f} us per backward segment (calibrated at trace time)"
+            f"hook cost subtracted: {us(self.call)} per module call, {us(self.child)} per "
+            "call inside it"
+            + (on_model.format(us(self.probe_child)) if self.probe_child else "")
+            + f", {us(self.segment)} per backward segment"
+            + (on_model.format(us(self.probe_segment)) if self.probe_segment else "")
+            + " (measured at trace time)"
         )
 
     def as_dict(self) -> dict[str, float]:
-        """``{"call": s, "child": s, "segment": s}``, as :class:`TraceMeta` keeps it."""
-        return {"call": self.call, "child": self.child, "segment": self.segment}
+        """``{"call": s, "child": s, "segment": s, ...}``, as :class:`TraceMeta` keeps it
+        (``probe_child`` and ``probe_segment`` when the model's passes raised them)."""
+        out = {"call": self.call, "child": self.child, "segment": self.segment}
+        if self.probe_child:
+            out["probe_child"] = self.probe_child
+        if self.probe_segment:
+            out["probe_segment"] = self.probe_segment
+        return out
 
 
 @contextmanager

@@ -47,7 +47,8 @@ def test_the_roots_times_come_from_the_hook_free_passes() -> None:
 
 def test_the_hook_cost_is_measured_and_stated() -> None:
     t = labkit.trace(nn.Sequential(nn.Linear(4, 4), nn.ReLU()), torch.randn(2, 4), repeat=3)
-    assert set(t.meta.hook_cost) == {"call", "child", "segment"}
+    assert {"call", "child", "segment"} <= set(t.meta.hook_cost)
+    assert set(t.meta.hook_cost) <= {"call", "child", "segment", "probe_child", "probe_segment"}
     assert t.meta.hook_cost["child"] >= 0 and t.meta.hook_cost["segment"] >= 0
     assert "hook cost subtracted:" in t.meta.timing
     assert "hook cost subtracted:" in t.summary()  # the Times line says it
@@ -68,8 +69,14 @@ def _recorded(fwd: dict[str, float], bwd_self: dict[str, float]) -> Trace:
     inner = nn.Sequential(nn.Linear(2, 2), nn.ReLU())
     model = nn.Sequential(inner, nn.Linear(2, 2))
     t = labkit.trace(model, torch.randn(1, 2), mode="timing", repeat=0)
+    inclusive = {
+        n.key: sum(v for k, v in bwd_self.items() if k.startswith(n.module)) if n.module
+        else sum(bwd_self.values())
+        for n in t.nodes if n.kind == "module"
+    }  # fmt: skip
     nodes = tuple(
-        dataclasses.replace(n, fwd_time=fwd[n.key], bwd_self_time=bwd_self[n.key])
+        dataclasses.replace(n, fwd_time=fwd[n.key], bwd_self_time=bwd_self[n.key],
+                            bwd_time=inclusive[n.key])
         if n.kind == "module" else n
         for n in t.nodes
     )  # fmt: skip
@@ -134,3 +141,47 @@ def test_plain_clock_times_forward_and_backward_and_leaves_nothing() -> None:
     model.zero_grad(set_to_none=True)
     assert_clean(model)
     assert "PlainClock(model=Sequential" in repr(clock)
+
+
+def test_the_models_own_passes_raise_the_per_call_cost() -> None:
+    """Hooked root 100 ms, hook-free 80 ms, 4 calls inside: 5 ms a call (the probe's 1 ms
+    is too little for this model), so the children add up to the root again."""
+    fwd = {"#0": 0.100, "0#0": 0.060, "0.0#0": 0.020, "0.1#0": 0.010, "1#0": 0.020}
+    bwd = {"#0": 0.001, "0#0": 0.002, "0.0#0": 0.030, "0.1#0": 0.003, "1#0": 0.020}
+    rec = _recorded(fwd, bwd)
+    segs = {"#0": 1, "0#0": 1, "0.0#0": 2, "0.1#0": 1, "1#0": 1}  # 6 segments in the root
+    passes = _passes._Passes(steps=[rec], segments=[segs], plain_fwd=[[0.080]],
+                             plain_bwd=[[0.050]])  # fmt: skip
+    probe = HookCost(call=0.0, child=0.001, segment=0.0001)
+    t = _passes._with_times(rec, passes, [], 0, probe)
+    child = (0.100 - 0.080) / 4
+    # the backward keeps the probe's figure: no call bounds a raise there
+    assert t.meta.hook_cost == pytest.approx(
+        {"call": 0.0, "child": child, "segment": 0.0001, "probe_child": 0.001}
+    )
+    got = {n.key: n for n in t.nodes if n.kind == "module"}
+    assert got["0#0"].fwd_time == pytest.approx(0.060 - 2 * child)
+    kids = got["0#0"].fwd_time + got["1#0"].fwd_time
+    assert got["#0"].fwd_time == pytest.approx(0.080)
+    assert kids == pytest.approx(0.080 - (0.100 - 0.060 - 0.020) + 2 * child)  # root's self
+    assert kids <= got["#0"].fwd_time
+    assert "(a probe: 1000.00 us; the rest is this model's" in t.meta.timing
+    # the probe's figures stand when the model shows less than they do
+    low = _passes._Passes(steps=[rec], segments=[segs], plain_fwd=[[0.0999]],
+                          plain_bwd=[[0.0559]])  # fmt: skip
+    assert _passes._with_times(rec, low, [], 0, probe).meta.hook_cost == pytest.approx(
+        probe.as_dict()
+    )
+
+
+def test_the_raise_stops_where_the_models_calls_leave_no_room() -> None:
+    """Hook-free root 80 ms against 100 ms hooked would say 5 ms a call, but '0' holds its
+    two calls with only 6 ms to spare (3 ms a call): a busy machine's stalls are no hook
+    cost, so 3 ms it is."""
+    fwd = {"#0": 0.100, "0#0": 0.036, "0.0#0": 0.020, "0.1#0": 0.010, "1#0": 0.020}
+    rec = _recorded(fwd, dict.fromkeys(fwd, 0.0))
+    passes = _passes._Passes(steps=[rec], segments=[{}], plain_fwd=[[0.080]],
+                             plain_bwd=[[0.0]])  # fmt: skip
+    t = _passes._with_times(rec, passes, [], 0, HookCost(child=0.001))
+    assert t.meta.hook_cost["child"] == pytest.approx((0.036 - 0.030) / 2)
+    assert t.meta.hook_cost["probe_child"] == pytest.approx(0.001)
