@@ -78,8 +78,8 @@ def value_source(value: Any) -> str:
     literals are written as calls (``inf`` -> ``float("inf")``, ``nan`` -> ``float("nan")``).
 
     Example:
-        >>> value_source([1.5, float("inf"), {"a": float("-inf")}])
-        '[1.5, float("inf"), {\'a\': float("-inf")}]'
+        >>> print(value_source([1.5, float("inf"), {"a": float("-inf")}]))
+        [1.5, float("inf"), {'a': float("-inf")}]
     """
     if isinstance(value, float) and not math.isfinite(value):
         return f'float("{value}")'
