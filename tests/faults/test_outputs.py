@@ -68,3 +68,17 @@ def test_promote_library_call_into_a_folder_is_a_clear_error(tmp_path: Path) -> 
     with pytest.raises(OutputPathError, match=r"the script .*some_dir is a folder; give a file"):
         promote(nb, tmp_path / "some_dir", force=True)
     assert list((tmp_path / "some_dir").iterdir()) == []
+
+
+@pytest.mark.parametrize("command", ["promote", "run"])
+def test_a_300_character_output_name_is_an_output_path_error_before_any_work(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    nb = _marking_notebook(tmp_path)
+    out = tmp_path / ("n" * 300 + (".py" if command == "promote" else ".ipynb"))
+    assert main([command, str(nb), "-o", str(out), *(["-q"] if command == "run" else [])]) == 1
+    err = capsys.readouterr().err
+    assert "bytes long and this filesystem allows 255 per name; choose a shorter name" in err
+    assert "Traceback" not in err and "Errno 36" not in err
+    assert not (tmp_path / "ran.txt").exists() and sorted(p.name for p in tmp_path.iterdir()) == [
+        "nb.ipynb"]  # fmt: skip
