@@ -36,6 +36,7 @@ from torch import nn
 from benchmarks._harness import Bench, report
 from labkit.optimize import Recipe, RecipeStep, apply, compare
 from labkit.optimize._cpu import describe
+from labkit.optimize.comparison import speedup_text
 from labkit.optimize.drift import deviation
 
 
@@ -161,11 +162,11 @@ def rest(x: torch.Tensor, rounds: int) -> None:
     base_r, ck_r = cmp.result("fp32"), cmp.result("checkpoint")
     if base_r.peak_memory and ck_r.peak_memory:
         mem_saved = 1 - ck_r.peak_memory / base_r.peak_memory
-        time_added = ck_r.step_time / base_r.step_time - 1
+        time_added = 1 / ck_r.speedup - 1 if ck_r.speedup else 0.0
         per = f"{mem_saved / time_added:.2f}" if time_added > 0 else "inf"
         print(
             f"checkpointing: peak memory -{mem_saved:.0%} for +{time_added:.0%} step time "
-            f"(memory saved / time added = {per})"
+            f"(memory saved / time added = {per}; speed {speedup_text(ck_r)}, 95% interval)"
         )
     for label in ("checkpoint", "fp32 control", "bf16-mixed"):
         r = cmp.result(label)
@@ -207,7 +208,7 @@ def deploy(rounds: int, d: int = 256, layers: int = 4, seq: int = 128, rows: boo
         )
         ok = "ok" if r.rel <= 1e-4 else "MISSED"
         print(
-            f"{label} / eager: {r.speedup:.2f}x speed at batch 8 ({per}); fp32 output "
+            f"{label} / eager: {speedup_text(r)} speed at batch 8 ({per}); fp32 output "
             f"deviation rel {r.rel:.1e} (target <= 1e-4: {ok}); export {r.export_time:.1f} s"
         )
 
