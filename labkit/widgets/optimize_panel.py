@@ -367,14 +367,14 @@ class OptimizePanel(KeepsPicture, anywidget.AnyWidget):
         The model is traced once per mode (a full recording with ``labkit.trace``, on a
         copy-safe public step that leaves the model as it was) and the advice kept.
         """
-        import labkit
         from labkit._tensors import split_batch
         from labkit.optimize.advise import advise
+        from labkit.trace.api import trace
 
         if mode not in self._advice:
             try:
                 args, kwargs = split_batch(self.batch)
-                t = labkit.trace(
+                t = trace(
                     self.model, *args, loss=self.loss, backward=mode == "train",
                     repeat=1, time_budget=2.0, model_kwargs=kwargs or None,
                 )  # fmt: skip
