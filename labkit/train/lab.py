@@ -112,15 +112,17 @@ class Lab:
     ) -> None:
         if not isinstance(model, torch.nn.Module):
             raise TypeError(f"Lab needs a torch.nn.Module, got {type(model).__name__}")
+        data_notes: list[str] = []
         if type(data).__module__.startswith("torch_geometric."):
             from labkit.gnn.data import for_lab  # one graph with masks: node classification
 
-            _check_masks(data)
+            data_notes = _check_masks(data)
             data = for_lab(data)
         if step is None:
             step = getattr(data, "lab_step", None)  # data that knows its batches' step
         self.model = model
         self.data = data
+        self._data_notes = data_notes  # sentences for every Run (a graph without val_mask)
         self.loss = loss
         self.optimizer = optimizer
         self.lr = lr
@@ -398,7 +400,8 @@ class Lab:
             "batch_size": self.batch_size, "optimizer": _optimizer_name(self.optimizer),
             "versions": _versions(),
         }  # fmt: skip
-        run = Run(logdir=str(logdir), config=config, notes=[plan.reason, *notes])
+        run = Run(logdir=str(logdir), config=config,
+                  notes=[plan.reason, *self._data_notes, *notes])  # fmt: skip
         from labkit.promote.recipe_record import record_recipe
 
         record_recipe(self.recipe, source="Lab.fit")  # read by `labkit promote`; no-op outside
@@ -750,8 +753,9 @@ def _versions() -> dict[str, str]:
     return out
 
 
-def _check_masks(data: Any) -> None:
-    """One PyG graph (a ``Data``, or a dataset of one graph) must say which nodes train."""
+def _check_masks(data: Any) -> list[str]:
+    """One PyG graph (a ``Data``, or a dataset of one graph) must say which nodes train;
+    returns a note when it has no ``val_mask`` (no validation runs)."""
     graph = data
     if not hasattr(graph, "edge_index"):
         try:
@@ -759,7 +763,7 @@ def _check_masks(data: Any) -> None:
         except (TypeError, IndexError, KeyError):
             graph = None
     if graph is None or not hasattr(graph, "edge_index"):
-        return  # many graphs: graph-level batches, not node classification
+        return []  # many graphs: graph-level batches, not node classification
     missing = [m for m in ("train_mask", "val_mask") if getattr(graph, m, None) is None]
     if "train_mask" in missing:
         nodes = getattr(graph, "num_nodes", "?")
@@ -768,6 +772,10 @@ def _check_masks(data: Any) -> None:
             "classification on the nodes of data.train_mask (and validates on data.val_mask). "
             "Add boolean masks of length num_nodes (e.g. torch_geometric.transforms."
             "RandomNodeSplit()(data)), or pass a DataLoader of graphs")  # fmt: skip
+    if missing:
+        return ["the graph has no val_mask: no validation runs (val_* curves stay empty); add "
+                "one to see val_loss"]  # fmt: skip
+    return []
 
 
 def _builds_lr(optimizer: Any) -> bool:

@@ -242,3 +242,27 @@ def test_the_lock_file_names_pid_and_host_while_a_fit_runs(tmp_path: Path) -> No
 
     assert seen and seen[0]["pid"] == os.getpid() and seen[0]["host"] == socket.gethostname()
     assert time.time() - seen[0]["started"] < 600
+
+
+def test_a_graph_without_val_mask_says_so_in_the_run(tmp_path: Path) -> None:
+    import warnings
+
+    from labkit.train import Lab
+
+    with warnings.catch_warnings():  # PyG's import-time jit.script deprecation (tests/realworld)
+        warnings.filterwarnings("ignore", "`torch.jit.script` is deprecated", DeprecationWarning)
+        from torch_geometric.data import Data
+
+    class PerNode(torch.nn.Module):  # a node classifier: forward(x, edge_index)
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = torch.nn.Linear(3, 2)
+
+        def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+            return self.lin(x)
+
+    g = Data(x=torch.randn(10, 3), edge_index=torch.tensor([[0, 1], [1, 2]]),
+             y=torch.zeros(10, dtype=torch.long),
+             train_mask=torch.ones(10, dtype=torch.bool))  # fmt: skip
+    run = Lab(PerNode(), g, loss=F.cross_entropy, logdir=tmp_path).fit(max_epochs=1, **FIT)
+    assert "the graph has no val_mask: no validation runs" in " ".join(run.notes)
