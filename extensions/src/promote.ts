@@ -33,18 +33,28 @@ export interface IPromoteReply {
   /** What the script leaves out, by cell and line, grouped by reason (labkit.promote.report). */
   report_lines?: string[];
   report?: { counts?: Record<string, number> };
+  /** With "verify": the outcome of labkit promote --verify (labkit.promote.verify). */
+  verification?: { outcome: string; summary: string; hidden?: string[] };
+}
+
+/** The options the Promote dialog asks for. */
+export interface IPromoteOptions {
+  verify: boolean;
+  showResults: boolean;
 }
 
 /** POST /labkit/api/promote; returns the HTTP status with the JSON body. */
 export async function requestPromote(
   path: string,
   force: boolean,
-  settings: ServerConnection.ISettings = ServerConnection.makeSettings()
+  settings: ServerConnection.ISettings = ServerConnection.makeSettings(),
+  options: IPromoteOptions = { verify: false, showResults: false }
 ): Promise<{ status: number; reply: IPromoteReply }> {
   const url = URLExt.join(settings.baseUrl, 'labkit', 'api', 'promote');
+  const body = { path, force, verify: options.verify, show_results: options.showResults };
   const response = await ServerConnection.makeRequest(
     url,
-    { method: 'POST', body: JSON.stringify({ path, force }) },
+    { method: 'POST', body: JSON.stringify(body) },
     settings
   );
   let reply: IPromoteReply = {};
@@ -60,10 +70,63 @@ export async function requestPromote(
   return { status: response.status, reply };
 }
 
+/** The Promote dialog's body: "verify after writing" (on by default), "print results". */
+class PromoteOptionsBody extends Widget implements Dialog.IBodyWidget<IPromoteOptions> {
+  private _verify: HTMLInputElement;
+  private _results: HTMLInputElement;
+
+  constructor(path: string) {
+    super({ node: document.createElement('div') });
+    this.addClass('labkit-promote-options');
+    const intro = document.createElement('p');
+    intro.textContent = `Write a standalone script from ${path}.`;
+    this.node.appendChild(intro);
+    this._verify = this._checkbox(
+      'labkit-promote-verify',
+      'Verify after writing: run the notebook fresh and the script, compare what they print',
+      true
+    );
+    this._results = this._checkbox(
+      'labkit-promote-results',
+      "Print each cell's displayed result in the script",
+      false
+    );
+  }
+
+  getValue(): IPromoteOptions {
+    return { verify: this._verify.checked, showResults: this._results.checked };
+  }
+
+  private _checkbox(name: string, text: string, checked: boolean): HTMLInputElement {
+    const label = document.createElement('label');
+    label.style.display = 'block';
+    const input = document.createElement('input');
+    input.type = 'checkbox';
+    input.name = name;
+    input.checked = checked;
+    label.appendChild(input);
+    label.appendChild(document.createTextNode(` ${text}`));
+    this.node.appendChild(label);
+    return input;
+  }
+}
+
 /** The report of what the script leaves out, one line per statement, as the CLI prints it. */
-export function renderReport(lines: string[], warnings: string[]): Widget {
+export function renderReport(
+  lines: string[],
+  warnings: string[],
+  verification?: IPromoteReply['verification']
+): Widget {
   const node = document.createElement('div');
   node.className = 'labkit-promote-report';
+  if (verification) {
+    const verdict = document.createElement('pre');
+    verdict.className = 'labkit-promote-verification';
+    verdict.dataset.outcome = verification.outcome;
+    const hidden = (verification.hidden ?? []).map(h => `hidden state: ${h}`);
+    verdict.textContent = [`verify: ${verification.summary}`, ...hidden].join('\n');
+    node.appendChild(verdict);
+  }
   for (const warning of warnings) {
     const item = document.createElement('p');
     item.dataset.severity = 'warning';
@@ -140,7 +203,29 @@ async function currentNotebook(app: JupyterFrontEnd): Promise<string | null> {
 
 async function promote(app: JupyterFrontEnd, path: string): Promise<void> {
   const settings = app.serviceManager.serverSettings;
-  let { status, reply } = await requestPromote(path, false, settings);
+  const asked = await showDialog({
+    title: 'labkit: Promote to script',
+    body: new PromoteOptionsBody(path),
+    buttons: [Dialog.cancelButton(), Dialog.okButton({ label: 'Promote' })]
+  });
+  if (!asked.button.accept || !asked.value) {
+    return;
+  }
+  const options = asked.value;
+  const running = options.verify
+    ? Notification.emit(`Promoting ${path} and verifying the script...`, 'in-progress', {
+        autoClose: false
+      })
+    : null;
+  let status: number;
+  let reply: IPromoteReply;
+  try {
+    ({ status, reply } = await requestPromote(path, false, settings, options));
+  } finally {
+    if (running) {
+      Notification.dismiss(running);
+    }
+  }
   if (status === 409) {
     const answer = await showDialog({
       title: 'labkit: replace the script?',
@@ -150,7 +235,7 @@ async function promote(app: JupyterFrontEnd, path: string): Promise<void> {
     if (!answer.button.accept) {
       return;
     }
-    ({ status, reply } = await requestPromote(path, true, settings));
+    ({ status, reply } = await requestPromote(path, true, settings, options));
   }
   if (status !== 200 || !reply.script) {
     await showDialog({
@@ -164,29 +249,36 @@ async function promote(app: JupyterFrontEnd, path: string): Promise<void> {
   const warnings = reply.warnings ?? [];
   const lines = reply.report_lines ?? [];
   const script = reply.script;
+  const verification = reply.verification;
   const showReport = {
-    label: 'What was left out',
+    label: verification ? 'Verification and what was left out' : 'What was left out',
     callback: () => {
       void showDialog({
-        title: `labkit: ${script} leaves out`,
-        body: renderReport(lines, warnings),
+        title: `labkit: ${script}`,
+        body: renderReport(lines, warnings, verification),
         buttons: [Dialog.okButton()]
       });
     }
   };
+  if (verification && verification.outcome !== 'identical') {
+    // not identical (or not verified): show it at once, with the report
+    showReport.callback();
+  }
   const counts = Object.entries(reply.report?.counts ?? {})
     .map(([reason, n]) => `${reason}: ${n}`)
     .join(', ');
-  const summary = counts ? ` (${counts})` : '';
+  const verdict = verification ? `; verify: ${verification.summary.split('\n')[0]}` : '';
+  const summary = (counts ? ` (${counts})` : '') + verdict;
   if (warnings.length) {
     Notification.warning(
       `Promoted to ${script} with warnings: ${warnings.join('; ')}${summary}`,
       { autoClose: false, actions: [showReport] }
     );
   } else {
+    const more = counts || verification;
     Notification.success(`Promoted ${path} to ${script}${summary}`, {
-      autoClose: counts ? false : 5000,
-      actions: counts ? [showReport] : []
+      autoClose: more ? false : 5000,
+      actions: more ? [showReport] : []
     });
   }
 }

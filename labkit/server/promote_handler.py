@@ -1,7 +1,9 @@
 """``POST /labkit/api/promote``: promote a notebook under the server's root to a script.
 
-Body: ``{"path": "dir/train.ipynb", "force": false, "show_results": false}`` (``path``
-relative to the server root, as the Contents API names files). Answers:
+Body: ``{"path": "dir/train.ipynb", "force": false, "show_results": false, "verify":
+false}`` (``path`` relative to the server root, as the Contents API names files; ``verify``
+runs ``labkit promote --verify`` after writing and adds ``"verification": {"outcome",
+"summary", "hidden", ...}``). Answers:
 
 - 200 ``{"script": "dir/train.py", "warnings": [...], "report": {...}, "report_lines":
   [...]}`` (what the script leaves out, by cell and line: :mod:`labkit.promote.report`);
@@ -102,12 +104,17 @@ class PromoteHandler(APIHandler):
             text = str(exc) or type(exc).__name__
             return 400, {"message": _relative(text, root)}
         assert result.script is not None
-        return 200, {
+        answer: dict[str, Any] = {
             "script": result.script.resolve().relative_to(root).as_posix(),
             "warnings": list(result.warnings),
             "report": result.report.to_dict(),
             "report_lines": result.report.lines(),
         }
+        if body.get("verify") is True:
+            answer["verification"] = await loop.run_in_executor(
+                None, lambda: _verified(result, root)
+            )
+        return 200, answer
 
     def _hidden(self, root: Path, path: str, notebook: Path) -> bool:
         """Whether the Contents API hides ``path`` (a dot name on the way, or a hidden flag)."""
@@ -133,3 +140,19 @@ def _relative(message: str, root: Path) -> str:
 
 def _reason(exc: BaseException) -> str:
     return getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+
+
+def _verified(result: Any, root: Path) -> dict[str, Any]:
+    """``labkit promote --verify`` for the Promote request: the outcome as JSON, or why it
+    could not be had (the notebook fails under Restart & Run All, the script fails)."""
+    from labkit.promote import NotebookRunError, read_notebook
+    from labkit.promote.verify import hidden_state, verify
+
+    printed = frozenset(d.number for d in result.report.printed)
+    try:
+        return dict(verify(result.notebook, result.script, results_of=printed).to_dict())
+    except (NotebookRunError, RuntimeError, OSError) as exc:
+        hidden = hidden_state(read_notebook(result.notebook))
+        text = _relative(first_line(str(exc)) or type(exc).__name__, root)
+        return {"outcome": "failed", "summary": f"could not verify: {text}",
+                "hidden": list(hidden)}  # fmt: skip

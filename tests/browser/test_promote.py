@@ -44,6 +44,17 @@ def _editor_tab_shows_script(page, name: str) -> None:
     expect(editor).to_contain_text("#!/usr/bin/env python", timeout=30_000)
 
 
+def _confirm(page, *, verify: bool = False, results: bool = False) -> None:
+    """The Promote dialog: 'verify after writing' is checked by default."""
+    dialog = page.locator(".jp-Dialog", has=page.locator(".labkit-promote-options"))
+    dialog.wait_for(state="visible")
+    box = dialog.locator("input[name='labkit-promote-verify']")
+    assert box.is_checked()  # the default
+    box.set_checked(verify)
+    dialog.locator("input[name='labkit-promote-results']").set_checked(results)
+    dialog.get_by_role("button", name="Promote").click()
+
+
 def test_toolbar_button_opens_the_promoted_script(page, lab_server):
     root = lab_server.root_dir
     # a ';' line holds two statements: each goes into the script exactly once
@@ -52,6 +63,7 @@ def test_toolbar_button_opens_the_promoted_script(page, lab_server):
     open_lab(page, lab_server, "toolbar.ipynb")
     button = page.locator(f".jp-NotebookPanel-toolbar [data-command='{COMMAND}']")
     button.click()
+    _confirm(page)
     _editor_tab_shows_script(page, "toolbar.py")
     script = (root / "toolbar.py").read_text()
     assert script.startswith("#!/usr/bin/env python") and "def main(" in script
@@ -65,10 +77,12 @@ def test_file_browser_context_menu_and_errors(page, lab_server):
     open_lab(page, lab_server)
     page.locator(".jp-DirListing-item[title*='ctx.ipynb']").click(button="right")
     page.locator(".lm-Menu-itemLabel", has_text="Promote to script").click()
+    _confirm(page)
     _editor_tab_shows_script(page, "ctx.py")
 
     page.locator(".jp-DirListing-item[title*='ctx_broken.ipynb']").click(button="right")
     page.locator(".lm-Menu-itemLabel", has_text="Promote to script").click()
+    _confirm(page)
     dialog = page.locator(".jp-Dialog")
     dialog.wait_for(state="visible")
     assert "cannot promote ctx_broken.ipynb" in dialog.locator(".jp-Dialog-header").inner_text()
@@ -76,3 +90,23 @@ def test_file_browser_context_menu_and_errors(page, lab_server):
     assert any("cell 2 (In [2]) line 1 uses undefined name 'width'" in e for e in errors)
     dialog.get_by_role("button", name="Ok").click()
     assert not (root / "ctx_broken.py").exists()
+
+
+def test_verify_after_writing_is_the_default_and_shows_the_outcome(page, lab_server):
+    root = lab_server.root_dir
+    cells = numbered("import math", "x = math.sqrt(16)\nprint(x)", "x\nprint(x + 1)")
+    write_notebook(root / "verified.ipynb", cells)
+    open_lab(page, lab_server)
+    page.locator(".jp-DirListing-item[title*='verified.ipynb']").click(button="right")
+    page.locator(".lm-Menu-itemLabel", has_text="Promote to script").click()
+    _confirm(page, verify=True)
+    _editor_tab_shows_script(page, "verified.py")
+    toast = page.locator(".Toastify__toast", has_text="verify: identical (2 lines)")
+    toast.wait_for(timeout=120_000)
+    toast.get_by_role("button", name=re.compile("Verification and what was left out")).click()
+    report = page.locator(".jp-Dialog .labkit-promote-report")
+    report.wait_for()
+    text = report.inner_text()
+    assert "verify: identical (2 lines)" in text
+    assert "cell 3 (In [3]) line 1: x" in text  # the displayed result, left out
+    page.locator(".jp-Dialog").get_by_role("button", name="Ok").click()

@@ -99,3 +99,15 @@ def test_the_answer_carries_the_report_and_show_results(server: JupyterProcess):
     status, data = _post(server, {"path": "shown.ipynb", "force": True, "show_results": True})
     assert status == 200 and data["report"]["counts"] == {"results printed": 1}
     assert "\nprint(model)\n" in (root / "shown.py").read_text()
+
+
+def test_verify_after_writing(server: JupyterProcess):
+    root = server.root_dir
+    write_notebook(root / "v.ipynb", numbered("import math", "x = math.sqrt(16)\nprint(x)", "x"))
+    status, data = _post(server, {"path": "v.ipynb", "verify": True, "show_results": True})
+    assert status == 200, data
+    assert data["verification"]["outcome"] == "identical"
+    assert data["verification"]["summary"] == "identical (2 lines)"
+    write_notebook(root / "w.ipynb", numbered("print(1)", "print(y)"))  # y: the kernel's history
+    status, data = _post(server, {"path": "w.ipynb", "verify": True})
+    assert status == 400 and "'y'" in data["message"]  # refused before anything runs
