@@ -311,15 +311,18 @@ def _per_batch_rows(run: _Run, base: _Run) -> tuple[dict[str, Any], ...]:
         med = statistics.median(times) if times else None
         base_times = base.per_batch.get(n)
         base_med = statistics.median(base_times) if base_times else None
-        out.append(
-            {
-                "batch_size": n,
-                "step_time": med,
-                "throughput": n / med if med else None,
-                "speedup": base_med / med if med and base_med else None,
-                "error": run.batch_errors.get(n),
-            }
-        )
+        row = {
+            "batch_size": n,
+            "step_time": med,
+            "throughput": n / med if med else None,
+            "speedup": base_med / med if med and base_med else None,
+            "error": run.batch_errors.get(n),
+        }
+        # rounds line up while neither failed at this size (a failure stops that run's rounds)
+        if run is not base and times and base_times and len(times) == len(base_times) > 1:
+            iv = ratio_interval(base_times, times)
+            row.update(speedup_low=iv.low, speedup_high=iv.high, within_noise=iv.spans(1.0))
+        out.append(row)
     return tuple(out)
 
 

@@ -31,7 +31,7 @@ Sized = tuple[int, tuple[Any, ...], dict[str, Any]]  # batch size, args, kwargs
 
 # recipe JSON -> (speedup, mode, device, graph breaks) from the last compare() in this
 # process that measured it: advise() reads it so that it never suggests, without saying
-# so, what was measured slower here
+# so, what was measured slower here (a speedup within noise is kept as 1.0)
 MEASURED: dict[str, tuple[float, str, str, tuple[dict[str, Any], ...]]] = {}
 
 
@@ -316,4 +316,6 @@ def _remember(mode: str, device: str, results: list[RecipeResult]) -> None:
     for r in results:
         if r.speedup is not None and r.error is None:
             key = Recipe.from_dict(r.recipe).to_json()
-            MEASURED[key] = (r.speedup, mode, device, r.graph_breaks)
+            # within noise is no measured difference: advise must not call it slower
+            speed = 1.0 if r.within_noise else r.speedup
+            MEASURED[key] = (speed, mode, device, r.graph_breaks)

@@ -51,7 +51,8 @@ class RecipeResult:
         drift_rel: Its relative error.
         per_batch: Inference latency at other batch sizes (``compare(batch_sizes=...)``):
             one dict per size with ``batch_size``, ``step_time``, ``throughput``,
-            ``speedup`` (against the baseline at that size) and ``error``.
+            ``speedup`` (against the baseline at that size) and ``error``; for a recipe
+            row also ``speedup_low``, ``speedup_high`` and ``within_noise`` (its interval).
         notes: What applied, what did not and why, and caveats of the figures.
         error: Why this recipe could not run, if it could not.
     """
@@ -333,7 +334,8 @@ def _per_batch_table(results: tuple[RecipeResult, ...]) -> list[str]:
             if b is None or b.get("error"):
                 cells.append("error" if b else "-")
             else:
-                cells.append(f"{fmt_time(b['step_time'])} ({_num(b['speedup'], '{:.2f}x')})")
+                noise = " noise" if b.get("within_noise") else ""
+                cells.append(f"{fmt_time(b['step_time'])} ({_num(b['speedup'], '{:.2f}x')}{noise})")
         table.append([r.label, *cells])
     return ["", *_columns(table)]
 

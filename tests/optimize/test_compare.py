@@ -372,3 +372,14 @@ def test_a_bench_measures_the_baseline_once_and_keeps_rows(mlp, x):
     bench.clear()
     assert [r.label for r in bench.comparison.results] == ["fp32"]
     assert repr(bench).startswith("Bench(MLP, mode='train', baseline='fp32', rows=0")
+
+
+def test_a_speedup_within_noise_is_not_remembered_as_slower():
+    from labkit.optimize.bench import MEASURED, _remember
+    from labkit.optimize.comparison import RecipeResult
+
+    recipe = Recipe(matmul_precision="medium")
+    row = RecipeResult("m", recipe.to_dict(), speedup=0.97, speedup_low=0.9, speedup_high=1.05,
+                       within_noise=True)  # fmt: skip
+    _remember("train", "cpu", [row])
+    assert MEASURED.pop(recipe.to_json())[0] == 1.0  # advise reads no difference

@@ -72,6 +72,10 @@ def test_exports_run_with_fp32_deviation_and_per_batch_latency(encoder_cmp):
         assert any("batch dimension dynamic" in n for n in r.notes)
     assert any(n.startswith("ONNX: ") and "CPUExecutionProvider" in n for n in ort.notes)
     assert [b["speedup"] for b in base.per_batch] == [1.0, 1.0]
+    for r in (ep, ort):  # each size's speedup with its interval over its 2 rounds
+        for b in r.per_batch:
+            assert b["speedup_low"] <= b["speedup"] <= b["speedup_high"]
+            assert b["within_noise"] == (b["speedup_low"] <= 1.0 <= b["speedup_high"])
     json.dumps(encoder_cmp.to_dict())  # plain data, per-batch rows included
     text = encoder_cmp.summary()
     assert "export" in text.splitlines()[1].split()

@@ -137,6 +137,11 @@ COMPILED = [
 @pytest.mark.parametrize(("mode", "label", "recipe"), COMPILED, ids=[c[1] for c in COMPILED])
 # torch's AOT autograd cache asks torchao's Int8Tensor for a hash it lacks (torch's advice)
 @pytest.mark.filterwarnings("ignore:Int8Tensor does not implement:UserWarning")
+# torchao's QAT fake-quantizer instantiates an autograd Function, which torch deprecates;
+# Dynamo probes .grad of non-leaf tensors while it builds guards (torch's own): neither is
+# the recipe's or the model's, and outside tests (warnings not errors) both only print
+@pytest.mark.filterwarnings("ignore:<class 'torch.autograd.function.Function'> should not be")
+@pytest.mark.filterwarnings("ignore:The .grad attribute of a Tensor that is not a leaf")
 def test_every_compiled_combination_runs(mode, label, recipe):
     # bf16 + checkpoint + compile failed here before: checkpoint's context_fn under compile
     _grid(mode, {label: recipe})
