@@ -145,7 +145,8 @@ class OptimizePanel(KeepsPicture, anywidget.AnyWidget):
         self.compare_kwargs = compare_kwargs
         self.comparison: Any = None
         self._bench: Any = None
-        self._advice: dict[str, list[Any]] = {}
+        self._advice: dict[str, tuple[Any, list[Any]]] = {}
+        self._suggested: Recipe | None = None
         self._bench_key: tuple[Any, ...] = ()
         self.exported: Any = None
         self._thread: threading.Thread | None = None
@@ -362,10 +363,12 @@ class OptimizePanel(KeepsPicture, anywidget.AnyWidget):
         return self._bench
 
     def _next_suggestion(self, mode: str, cmp: Any) -> str:
-        """advise()'s first suggestion not measured yet, with "Measure it" ("" if none).
+        """advise()'s first suggestion not measured yet, in figures, ending "Measure it"
+        ("" when every suggestion was measured).
 
-        The model is traced once per mode (a full recording with ``labkit.trace``, on a
-        copy-safe public step that leaves the model as it was) and the advice kept.
+        The model is traced once per mode (``labkit.trace``, which leaves the model as it
+        was) and the advice kept; the suggested Recipe waits in ``_suggested`` for the
+        panel's "Measure it" button.
         """
         from labkit._tensors import split_batch
         from labkit.optimize.advise import advise
@@ -378,15 +381,25 @@ class OptimizePanel(KeepsPicture, anywidget.AnyWidget):
                     self.model, *args, loss=self.loss, backward=mode == "train",
                     repeat=1, time_budget=2.0, model_kwargs=kwargs or None,
                 )  # fmt: skip
-                self._advice[mode] = list(advise(t, inference=mode == "inference"))
+                self._advice[mode] = (t, list(advise(t, inference=mode == "inference")))
             except Exception as exc:  # advice is a help, never a failure of Measure
                 return f"(no suggestion: {type(exc).__name__}: {first_line(str(exc))})"
+        t, found = self._advice[mode]
         done = {Recipe.from_dict(r.recipe) for r in cmp.results}
-        for s in self._advice[mode]:
-            recipe = s.recipe()
+        for sug in found:
+            recipe = sug.recipe()
             if recipe not in done:
-                return f"{s.title} ({s.detail}): choose {recipe.label} and Measure it"
+                self._suggested = recipe
+                return f"{fields.suggestion_text(sug, t)}: Measure it"
+        self._suggested = None
         return ""
+
+    def measure_suggestion(self) -> threading.Thread | None:
+        """Set the suggested Recipe (see ``suggestion``) and measure it; None without one."""
+        if self._suggested is None:
+            return None
+        self.recipe = self._suggested
+        return self.measure()
 
     def clear(self) -> None:
         """Drop the measured rows (the baseline stays measured for the next Measure)."""
@@ -410,6 +423,8 @@ class OptimizePanel(KeepsPicture, anywidget.AnyWidget):
                 self.apply()
             elif kind == "clear":
                 self.clear()
+            elif kind == "measure_suggestion":
+                self.measure_suggestion()
         except Exception as exc:
             self.error = f"{type(exc).__name__}: {first_line(str(exc))}"
 

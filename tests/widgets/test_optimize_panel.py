@@ -157,3 +157,33 @@ def test_rows_accumulate_across_measure_with_one_baseline_and_clear(mlp):
     panel.measure().join(timeout=120)
     assert [r["label"] for r in panel.results] == ["fp32", "ckpt(blocks.*)"]
     assert panel.comparison.mode == "inference"
+
+
+def test_the_next_suggestion_is_advise_in_figures_and_can_be_measured():
+    from labkit.widgets._optimize_fields import suggestion_text
+    from tests.optimize.conftest import TinyTransformer
+
+    torch.manual_seed(0)
+    model = TinyTransformer(d=16, n_blocks=4)
+    panel = OptimizePanel(model, torch.randn(4, 16, 16), steps=2, warmup=0, drift=False,
+                          memory=False, speedup_target=None)  # fmt: skip
+    panel.measure().join(timeout=120)
+    trace, found = panel._advice["train"]
+    first = found[0].recipe()
+    assert panel.suggestion.endswith(": Measure it") and panel._suggested == first
+    # 4 blocks hold nearly all saved activations: a checkpointing suggestion, in figures
+    ck = next(s for s in found if "checkpoint" in s.change)
+    text = suggestion_text(ck, trace)
+    assert (
+        text.startswith("checkpointing Block (blocks.")
+        and "+1 more) would cut the peak by ~" in text
+    )
+    rows = {r["path"]: r for r in trace.rows()}
+    saved = sum(rows[p]["saved_bytes"] for p in ck.where)
+    from labkit._format import fmt_bytes
+
+    assert f"~{fmt_bytes(saved)} at ~+" in text
+    panel.measure_suggestion().join(timeout=120)
+    assert panel.recipe == first
+    assert [r["label"] for r in panel.results] == ["fp32", first.label]
+    assert first.label not in panel.suggestion  # measured: the next one, or none

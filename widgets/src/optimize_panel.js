@@ -342,7 +342,13 @@ function render({ model, el: root }) {
       pair.append(el("div", { class: "lk-notice", text: "side by side (click a row name to change the pair):" }), el("div", { class: "lk-scroll" }, t2));
     }
     const suggestion = model.get("suggestion");
-    const next = el("div", { class: "lk-notice", "data-testid": "opt-suggestion", text: suggestion ? `next: ${suggestion}` : "" });
+    const next = el("div", { class: "lk-notice", "data-testid": "opt-suggestion", text: suggestion ? `next: ${suggestion} ` : "" });
+    if (suggestion && !suggestion.startsWith("(")) {
+      const go = el("button", { "data-testid": "opt-measure-suggestion", text: "Measure it" });
+      go.disabled = model.get("running");
+      go.addEventListener("click", () => model.send({ type: "measure_suggestion" }));
+      next.append(go);
+    }
     results.append(el("div", { class: "lk-scroll", "data-testid": "opt-scroll" }, table), pair, next, chart, notes);
   };
 
