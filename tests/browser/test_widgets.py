@@ -90,6 +90,15 @@ class Six(nn.Module):
 torch.manual_seed(0)
 six = labkit.trace(Six(), torch.randn(64, 16)).show()
 six"""
+# 10,000 nodes, every call open, nothing rolled: drawn on a canvas
+HUGE = f"""\
+import sys
+sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})  # the repository: benchmarks
+from benchmarks.widget_layout import synthetic_trace
+huge_t = synthetic_trace(10000)
+huge = GraphView(huge_t, expanded=[n.id for n in huge_t.nodes if n.kind == "module"],
+                 rolled=False, height=500)
+huge"""
 CELLS = [
     SETUP,
     "gv = GraphView(t, height=520)\ngv",
@@ -102,8 +111,9 @@ CELLS = [
     MARKED,
     SIX,
     "print('SIX', six.graph.selected, six.graph.unrolled, six.graph.rolled)",
+    HUGE,
 ]
-GRAPH, PROFILE, MEMORY, TABS, READBACK, BIG, PICK, MARKS, SIXES, SIX_READ = range(1, 11)
+GRAPH, PROFILE, MEMORY, TABS, READBACK, BIG, PICK, MARKS, SIXES, SIX_READ, HUGES = range(1, 12)
 
 
 @pytest.fixture(scope="module")
@@ -435,3 +445,36 @@ def test_a_later_call_of_a_rolled_block_selects_the_rolled_box_and_says_which(pa
         "el => el.querySelectorAll('.lk-group').length === 2", arg=g.element_handle()
     )
     assert g.locator("button.lk-roll").inner_text() == "Unroll all"
+
+
+def test_ten_thousand_nodes_draw_on_a_canvas_and_stay_interactive(page):
+    g = cell(page, HUGES).locator(".lk-graph")
+    g.locator("canvas.lk-canvas2d").wait_for()
+    page.wait_for_function("el => el.dataset.laidOut", arg=g.element_handle())
+    assert g.get_attribute("data-renderer") == "canvas"
+    assert int(g.get_attribute("data-boxes")) > 7000
+    assert g.locator(".lk-node").count() == 0  # no SVG element per box
+    canvas = _box(g.locator(".lk-canvas"))
+    assert float(g.get_attribute("data-scale")) >= 1  # opens legible, at the top
+    save_shot(g, "graph-10k-zoomed-in", also=DOCS / "graph-10k-zoomed-in.png")
+    # hover a box: the tooltip; click it: selected in the kernel's trait
+    x, y = canvas["x"] + canvas["w"] / 2, canvas["y"] + 20 + 20 + 18 + 60
+    for dy in range(0, 200, 6):  # the first box below the input
+        page.mouse.move(x, y + dy)
+        if g.locator(".lk-tip").is_visible():
+            break
+    assert g.locator(".lk-tip").is_visible()
+    page.mouse.click(x, y + dy)
+    crumb = "el => el.querySelector('.lk-crumb').dataset.text"
+    page.wait_for_function(crumb, arg=g.element_handle())
+    # search and jump to the last block: centred, selected
+    g.locator("input.lk-search").fill("layers.1998")
+    g.locator("input.lk-search").press("Enter")
+    page.wait_for_function(
+        "el => el.querySelector('.lk-crumb').dataset.text.startsWith('layers.1998')",
+        arg=g.element_handle(),
+    )
+    # Fit: the whole graph, boxes as blocks without text
+    g.locator("button.lk-fit").click()
+    assert float(g.get_attribute("data-scale")) < 0.1
+    save_shot(g, "graph-10k-zoomed-out", also=DOCS / "graph-10k-zoomed-out.png")

@@ -46,10 +46,12 @@ export function subOf(graph, k) {
 
 /**
  * What the view draws for a payload and the expanded call ids: the drawn boxes and
- * frames (vis), the lifted edges and the nested layout.
+ * frames (vis), the lifted edges and the nested layout. `cache` (a Map kept per graph)
+ * keeps each level's layout until its children change: opening a frame lays out that
+ * frame and the levels around it, not the whole graph.
  * @returns {kids, rolled, expanded, vis, edges, input, layout}
  */
-export function drawState(graph, expandedIds) {
+export function drawState(graph, expandedIds, cache = null) {
   const { kids } = childrenOf(graph);
   const rolled = rolledInfo(graph);
   const expanded = expandedIndices(graph, expandedIds || []);
@@ -64,7 +66,7 @@ export function drawState(graph, expandedIds) {
   // a frame's header: toggle (20) + its label in bold 11 px (~7 px a character) + the
   // badge and the right margin an entering edge runs down (36)
   const header = (g) => Math.ceil(20 + groupLabel(graph, g, rolled).length * 7 + 36);
-  return { kids, rolled, expanded, vis, edges, input, layout: layoutNested(input, size, header) };
+  return { kids, rolled, expanded, vis, edges, input, layout: layoutNested(input, size, header, cache) };
 }
 
 /** A frame's header label: "blocks.0-5 ×6 · Layer". */

@@ -163,14 +163,28 @@ export function layoutLevel(items, size, edges) {
  * entering edge runs down), so the label stays inside its frame.
  * Returns {pos: Map(k -> {x, y, w, h}) absolute, waypoints: Map(level -> Map), width, height}.
  */
-export function layoutNested(input, size, header = (g) => size(g).w + 60) {
+export function layoutNested(input, size, header = (g) => size(g).w + 60, cache = null) {
   const { members, levelEdges, isGroup } = input;
   const sizes = new Map();
   const levels = new Map();
   const measure = (g) => {
     const items = members.get(g) || [];
     for (const k of items) if (isGroup(k)) measure(k);
-    const lay = layoutLevel(items, (k) => sizes.get(k) || size(k), levelEdges.get(g) || []);
+    const sizeOf = (k) => sizes.get(k) || size(k);
+    const edges = levelEdges.get(g) || [];
+    // per-level layout: a level whose children and their sizes did not change (a frame
+    // opened elsewhere) keeps its layout from the last call (cache: Map level -> entry)
+    let lay = null;
+    let key = "";
+    if (cache) {
+      key = levelKey(items, sizeOf, edges);
+      const hit = cache.get(g);
+      if (hit && hit.key === key) lay = hit.lay;
+    }
+    if (!lay) {
+      lay = layoutLevel(items, sizeOf, edges);
+      if (cache) cache.set(g, { key, lay });
+    }
     levels.set(g, lay);
     if (g !== -1) {
       sizes.set(g, {
@@ -197,6 +211,18 @@ export function layoutNested(input, size, header = (g) => size(g).w + 60) {
   place(-1);
   const top = levels.get(-1);
   return { pos, levels, origin, width: top.width, height: top.height };
+}
+
+/** What a level's layout depends on: its children in order, their sizes, its edges. */
+export function levelKey(items, size, edges) {
+  let key = "";
+  for (const k of items) {
+    const { w, h } = size(k);
+    key += `${k}:${w}x${h},`;
+  }
+  key += "|";
+  for (const [a, b] of edges) key += `${a}>${b},`;
+  return key;
 }
 
 /**

@@ -11,6 +11,7 @@ import { liftMarks } from "./_graph_marks.js";
 import { tipHtml } from "./_graph_tip.js";
 import { buildToolbar, legendHtml, metricDefs } from "./_graph_toolbar.js";
 import { makeMinimap } from "./_minimap.js";
+import { CANVAS_MIN, makeCanvasView } from "./_graph_canvas.js";
 import { svgEl, svgFile } from "./_graph_export.js";
 import { attachPanZoom, centerView, fitView, inSight, openView, zoomView } from "./_panzoom.js";
 import { uid } from "./_shared.js";
@@ -57,8 +58,10 @@ function render({ model, el }) {
   root.append(crumbStyle, bar.el, crumb, canvas);
   el.appendChild(root);
   const tip = tooltip(canvas);
+  const cview = makeCanvasView(canvas, { get x() { return view.x; }, get y() { return view.y; }, get k() { return view.k; } });
 
   let S = null; // current drawing state
+  let levelCache = null; // per-level layouts of this graph (drawState's cache)
   let metrics = []; // [{key, label, unit, fmt}] from the payload
   const view = { x: 0, y: 0, k: 1 };
   let userMoved = false;
@@ -74,6 +77,7 @@ function render({ model, el }) {
   const applyView = () => {
     viewport.setAttribute("transform", `translate(${view.x},${view.y}) scale(${view.k})`);
     root.dataset.scale = view.k.toFixed(4);
+    if (S && S.canvas) cview.draw();
     const lod = detailAt(view.k); // zoomed out: type lines, then box text, left out
     if (svg.dataset.lod !== String(lod)) {
       svg.dataset.lod = String(lod);
@@ -114,7 +118,8 @@ function render({ model, el }) {
     const start = performance.now();
     metrics = metricDefs(graph.metrics);
     bar.setMetrics(metrics);
-    S = { graph, ...drawState(graph, model.get("expanded")), els: new Map(), marks: new Map() };
+    if (!levelCache || levelCache.key !== graph.key) levelCache = { key: graph.key, levels: new Map() };
+    S = { graph, ...drawState(graph, model.get("expanded"), levelCache.levels), els: new Map(), marks: new Map() };
     const { vis } = S;
     redraw();
     const kept = anchor && !refit ? S.graph.ids.indexOf(anchor.id) : -1;
@@ -145,6 +150,20 @@ function render({ model, el }) {
   function draw() {
     const { graph, vis, layout, rolled, edges, input } = S;
     S.marks = liftMarks(graph, vis.boxOf, model.get("marks"));
+    // thousands of boxes: one canvas, drawn where in sight (SVG's DOM is too slow there)
+    S.canvas = vis.boxes.length + vis.groups.length > CANVAS_MIN;
+    root.dataset.renderer = S.canvas ? "canvas" : "svg";
+    svg.style.display = S.canvas ? "none" : "";
+    cview.show(S.canvas);
+    if (S.canvas) {
+      gGroups.innerHTML = gNodes.innerHTML = gEdges.innerHTML = "";
+      S.els.clear();
+      cview.setState(S);
+      cview.draw();
+      root.dataset.marked = String(S.marks.size);
+      return;
+    }
+    cview.setState(null);
     gGroups.innerHTML = groupsSvg(graph, vis, layout, rolled, S.marks);
     gNodes.innerHTML = nodesSvg(graph, vis, layout, rolled, S.marks);
     gEdges.innerHTML = edgesSvg(layout, input, edges, arrowId);
@@ -160,7 +179,18 @@ function render({ model, el }) {
     metricSel.value = metric;
     const values = (model.get("metrics") || {})[metric] || [];
     const scale = colorScale(S.vis.boxes.map((k) => values[k] || 0));
-    for (const k of S.vis.boxes) {
+    if (S.canvas) {
+      cview.look.fills.clear();
+      cview.look.inks.clear();
+      for (const k of S.vis.boxes) {
+        const fill = scale.color(values[k] || 0);
+        if (fill === NEUTRAL) continue;
+        cview.look.fills.set(k, fill);
+        cview.look.inks.set(k, textColor(fill));
+      }
+      cview.draw();
+    }
+    for (const k of S.canvas ? [] : S.vis.boxes) {
       const node = S.els.get(k);
       if (!node) continue;
       const fill = scale.color(values[k] || 0);
@@ -179,6 +209,8 @@ function render({ model, el }) {
     const sel = model.get("selected");
     const hits = sel === null || sel === undefined ? [] : selectedIndices(S.graph, sel, model.get("selected_node"));
     showCrumb(sel, hits.length ? hits[0] : -1);
+    cview.look.selected = new Set(hits.map((k) => S.vis.boxOf[k]));
+    if (S.canvas) cview.draw();
     for (const k of hits) {
       const node = S.els.get(S.vis.boxOf[k]);
       if (node) node.classList.add("lk-selected");
@@ -230,13 +262,15 @@ function render({ model, el }) {
     for (const node of root.querySelectorAll(".lk-match")) node.classList.remove("lk-match");
     const q = search.value.trim();
     let n = 0;
+    cview.look.matches = new Set();
     for (const k of matches(q)) {
-      const node = S.els.get(S.vis.boxOf[k]);
-      if (node && S.vis.boxOf[k] === k) {
-        node.classList.add("lk-match");
-        n++;
-      }
+      if (S.vis.boxOf[k] !== k) continue;
+      const node = S.els.get(k);
+      if (node) node.classList.add("lk-match");
+      if (node || S.canvas) n++;
+      if (S.canvas) cview.look.matches.add(k);
     }
+    if (S.canvas) cview.draw();
     search.title = q ? `${n} drawn matches; Enter jumps (expanding as needed)` : "";
   }
 
@@ -281,6 +315,10 @@ function render({ model, el }) {
   }
 
   // ------------------------------------------------------------ interaction
+  const hitAt = (e) => {
+    const r = canvas.getBoundingClientRect();
+    return cview.hit(e.clientX - r.left, e.clientY - r.top);
+  };
   const nodeOf = (target) => target.closest && target.closest(".lk-node, .lk-group");
   const showTip = (k, e) => tip.show(tipHtml(S.graph, S.rolled, k, model.get("metrics") || {}, metrics, S.marks.get(k)), e.clientX, e.clientY);
   attachPanZoom(canvas, view, {
@@ -291,12 +329,25 @@ function render({ model, el }) {
     },
     zoom: zoomBy,
     hover: (e) => {
+      if (S && S.canvas) {
+        const at = hitAt(e);
+        if (at && at.part !== "expand" && at.part !== "collapse") showTip(at.k, e);
+        else tip.hide();
+        canvas.style.cursor = at ? "pointer" : "";
+        return;
+      }
       const node = nodeOf(e.target);
       if (node && node.classList.contains("lk-node")) showTip(Number(node.dataset.k), e);
       else if (node && e.target.closest(".lk-glabel, .lk-frame, .lk-mark") && e.offsetY !== undefined) showTip(Number(node.dataset.k), e);
       else tip.hide();
     },
     click: (e) => {
+      if (S && S.canvas) {
+        const at = hitAt(e);
+        if (at && (at.part === "expand" || at.part === "collapse")) toggle(at.k, at.part);
+        else if (at) select(at.k);
+        return;
+      }
       const tg = e.target.closest && e.target.closest(".lk-toggle");
       if (tg) {
         toggle(Number(tg.dataset.k), tg.dataset.act);
@@ -324,12 +375,23 @@ function render({ model, el }) {
     model.save_changes();
   });
 
+  /** The drawing as an SVG file; a canvas view writes its SVG for the export only. */
+  function svgText() {
+    if (!S.canvas) return svgFile(svg, S.layout);
+    const { graph, vis, layout, rolled, edges, input } = S;
+    gGroups.innerHTML = groupsSvg(graph, vis, layout, rolled, S.marks);
+    gNodes.innerHTML = nodesSvg(graph, vis, layout, rolled, S.marks);
+    gEdges.innerHTML = edgesSvg(layout, input, edges, arrowId);
+    const out = svgFile(svg, S.layout);
+    gGroups.innerHTML = gNodes.innerHTML = gEdges.innerHTML = "";
+    return out;
+  }
   function exportSvg() {
-    if (S) download(`${S.graph.model || "graph"}.svg`, svgFile(svg, S.layout).text, "image/svg+xml");
+    if (S) download(`${S.graph.model || "graph"}.svg`, svgText().text, "image/svg+xml");
   }
   async function exportPng() {
     if (!S) return;
-    const { text, W, H } = svgFile(svg, S.layout);
+    const { text, W, H } = svgText();
     download(`${S.graph.model || "graph"}.png`, await svgToPng(text, W, H));
   }
 
@@ -362,6 +424,7 @@ function render({ model, el }) {
     lastW = w; // 0 while hidden (a tab): showing it again counts as a resize
     if (!w) return;
     if (!userMoved) home();
+    if (S && S.canvas) cview.draw();
     if (pendingReveal !== null) reveal(pendingReveal);
   });
   ro.observe(canvas);

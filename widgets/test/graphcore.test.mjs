@@ -251,3 +251,19 @@ test("the graph-rules fixture covers rolled and flat views with several cases ea
   assert.deepEqual(rules.views.map((v) => v.rolled), [true, false]);
   for (const v of rules.views) assert.ok(v.cases.length >= 7 && v.graph.ids.length > 20);
 });
+
+test("per-level layout: opening a frame lays out only the levels that changed", async () => {
+  const { layoutNested: nested } = await import("../src/_layout.js");
+  const { drawState } = await import("../src/_graph_draw.js");
+  const cache = new Map();
+  const a = drawState(graph, [graph.ids[1]], cache);
+  const kept = new Map([...cache].map(([g, v]) => [g, v.lay]));
+  const b = drawState(graph, [graph.ids[1], graph.ids[4]], cache); // blocks opened
+  assert.equal(cache.get(2) === undefined || cache.get(2).lay === kept.get(2), true);
+  assert.notEqual(cache.get(-1).lay, kept.get(-1)); // the top level changed: laid out again
+  // the same drawing as without the cache
+  const fresh = drawState(graph, [graph.ids[1], graph.ids[4]]);
+  for (const [k, p] of fresh.layout.pos) assert.deepEqual(b.layout.pos.get(k), p);
+  assert.ok(a.layout.pos.size < b.layout.pos.size);
+  assert.equal(typeof nested, "function");
+});
