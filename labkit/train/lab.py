@@ -756,8 +756,10 @@ def _versions() -> dict[str, str]:
 def _check_masks(data: Any) -> list[str]:
     """One PyG graph (a ``Data``, or a dataset of one graph) must say which nodes train;
     returns a note when it has no ``val_mask`` (no validation runs)."""
+    from torch_geometric.data.data import BaseData  # data is PyG's: it is imported
+
     graph = data
-    if not hasattr(graph, "edge_index"):
+    if not isinstance(graph, BaseData):  # a dataset (its attributes reach its graphs)
         try:
             graph = data[0] if len(data) == 1 else None
         except (TypeError, IndexError, KeyError):
