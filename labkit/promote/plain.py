@@ -24,7 +24,13 @@ from labkit.promote._spans import indent_code
 from labkit.promote.analyze import Analysis, Statement, _aliases
 from labkit.promote.checks import kept_statements
 from labkit.promote.errors import Problem
-from labkit.promote.fabric import FABRIC_OPTIONS, FABRIC_PREAMBLE, FabricPlan, plan_fabric
+from labkit.promote.fabric import (
+    FABRIC_OPTIONS,
+    FABRIC_PREAMBLE,
+    MEAN_HELPER,
+    FabricPlan,
+    plan_fabric,
+)
 
 __all__ = ["Parameter", "argument_lines", "override_lines", "parameters_of", "render_plain_script"]
 
@@ -167,7 +173,8 @@ def render_plain_script(
         text += (
             "\n\nThe training loop runs on Lightning Fabric (labkit promote --fabric): "
             "fabric.setup(model, optimizer),\nfabric.setup_dataloaders(loader) and "
-            "fabric.backward(loss)."
+            "fabric.backward(loss); prints go through fabric.print (rank 0 only), a\n"
+            "validation loss is averaged over the processes (fabric.all_reduce)."
         )
         example += (
             f"\n    python {name} --accelerator cpu --devices 2 --strategy ddp"
@@ -182,6 +189,8 @@ def render_plain_script(
         parts.append(LITERAL_HELPER.strip("\n"))
     if fabric:
         parts.append(_DEVICES.strip("\n"))
+        if plan is not None and any("_mean_over_processes(" in t for t in plan.texts.values()):
+            parts.append(MEAN_HELPER.strip("\n"))
     parts.append(_parse_args_source(params, fabric=fabric))
     parts.append(_main_source(body, params, apply_after, plan))
     parts.append('if __name__ == "__main__":\n    main()')
