@@ -142,6 +142,7 @@ def _verify(args: argparse.Namespace, result: object, parameters: dict[str, obje
         found = verify(
             result.notebook, result.script, parameters=parameters,  # type: ignore[attr-defined]
             timeout=args.timeout, rtol=args.rtol, atol=args.atol, results_of=printed,
+            fit=result.analysis is not None and result.analysis.fit is not None,  # type: ignore[attr-defined]
         )  # fmt: skip
     except NotebookRunError as exc:
         print(f"labkit promote: verify: the notebook fails under Restart & Run All: {exc}",

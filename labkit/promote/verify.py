@@ -31,6 +31,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -131,6 +132,7 @@ def verify(
     rtol: float = RTOL,
     atol: float = ATOL,
     results_of: frozenset[int] = frozenset(),
+    fit: bool = False,
 ) -> Verification:
     """Run ``notebook`` fresh and ``script`` with the same parameters; compare their prints.
 
@@ -146,6 +148,10 @@ def verify(
         atol: Absolute tolerance for numbers that differ.
         results_of: Cells (numbers in ``notebook``) whose displayed result the script
             prints (``show_results``): their ``execute_result`` text counts as printed.
+        fit: The notebook trains with ``lab.fit``: the per-step losses of its run (the
+            newest ``run.json`` the fresh run wrote under the notebook's folder) and of the
+            script's (``--logdir`` in a temporary folder) are compared too, as lines
+            ``fit step N loss X`` after the printed ones.
 
     Returns:
         The :class:`Verification`.
@@ -161,10 +167,15 @@ def verify(
     notebook, script = Path(notebook), Path(script)
     params = dict(parameters or {})
     with tempfile.TemporaryDirectory(prefix="labkit-verify-") as tmp:
+        started = time.time()
         executed = run_notebook(notebook, params, Path(tmp) / "fresh.ipynb", timeout=timeout)
         fresh = read_notebook(executed)
         expected = _printed_lines(fresh, results_of)
-        got, where = _run_script(script, notebook.parent, params, Path(tmp), timeout)
+        extra = ["--logdir", str(Path(tmp) / "script-run")] if fit else []
+        got, where = _run_script(script, notebook.parent, params, Path(tmp), timeout, extra)
+        if fit:
+            expected += _loss_lines(_newest_run(notebook.parent, started))
+            got += _loss_lines(Path(tmp) / "script-run" / "run.json")
     hidden = hidden_state(read_notebook(notebook))
     found = compare_lines(expected, got, rtol=rtol, atol=atol)
     if found.difference is not None:
@@ -311,14 +322,41 @@ finally:
 """
 
 
+def _newest_run(folder: Path, since: float) -> Path | None:
+    """The newest ``run.json`` under ``folder`` written since ``since`` (the fresh run's)."""
+    found = []
+    for path in folder.rglob("run.json"):
+        try:
+            mtime = path.stat().st_mtime
+        except OSError:
+            continue
+        if mtime >= since - 1:
+            found.append((mtime, path))
+    return max(found)[1] if found else None
+
+
+def _loss_lines(path: Path | None) -> list[str]:
+    """``fit step N loss X`` for every recorded step of a run (none without a run)."""
+    if path is None or not path.exists():
+        return ["fit: no run record was written"]
+    from labkit.train import Run
+
+    return [f"fit step {i} loss {loss!r}" for i, loss in enumerate(Run.load(path).losses, 1)]
+
+
 def _run_script(
-    script: Path, cwd: Path, params: Mapping[str, Any], tmp: Path, timeout: float
+    script: Path,
+    cwd: Path,
+    params: Mapping[str, Any],
+    tmp: Path,
+    timeout: float,
+    extra: list[str] | None = None,
 ) -> tuple[list[str], list[int]]:
     """The script's printed lines and, for each, the script line that printed it."""
     runner, record = tmp / "runner.py", tmp / "writes.json"
     runner.write_text(_RUNNER)
     path = str(script.resolve())
-    cmd = [sys.executable, str(runner), path, str(record), *_options(params)]
+    cmd = [sys.executable, str(runner), path, str(record), *_options(params), *(extra or [])]
     done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout)
     if done.returncode != 0:
         tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-15:])

@@ -150,7 +150,9 @@ def _verified(result: Any, root: Path) -> dict[str, Any]:
 
     printed = frozenset(d.number for d in result.report.printed)
     try:
-        return dict(verify(result.notebook, result.script, results_of=printed).to_dict())
+        trains = result.analysis is not None and result.analysis.fit is not None
+        found = verify(result.notebook, result.script, results_of=printed, fit=trains)
+        return dict(found.to_dict())
     except (NotebookRunError, RuntimeError, OSError) as exc:
         hidden = hidden_state(read_notebook(result.notebook))
         text = _relative(first_line(str(exc)) or type(exc).__name__, root)

@@ -1,0 +1,42 @@
+"""``labkit promote --verify`` on a Lab notebook: the fit's per-step losses (from each run's
+record) are compared after the printed lines; comparison rules on plain lines."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from labkit.cli import main
+from labkit.promote.verify import compare_lines
+from tests.faults.test_promote_names import LAB_CELLS
+from tests.promote._notebooks import numbered, write_notebook
+
+
+@pytest.mark.slow
+def test_a_lab_notebook_verifies_on_its_fit_losses(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cells = [*LAB_CELLS, "print(f'last loss {run.losses[-1]:.6f}')"]
+    cells[0] = "import torch\ntorch.manual_seed(0)\nimport labkit\nfrom torch import nn"
+    nb = write_notebook(tmp_path / "lab.ipynb", numbered(*cells))
+    assert main(["promote", str(nb), "--verify", "-q"]) == 0
+    out = capsys.readouterr().out
+    assert "verify: identical (3 lines)" in out  # the print, then 2 steps (8 rows, batch 4)
+
+
+def test_numbers_within_the_tolerance_and_text_around_them() -> None:
+    assert compare_lines(["a 1.0 b 2"], ["a 1.0 b 2"]).summary() == "identical (1 lines)"
+    close = compare_lines(["loss 0.30000001", "x"], ["loss 0.3", "x"])
+    assert close.outcome == "within tolerance" and close.close == 1
+    assert (
+        close.summary()
+        == "equal within rtol=1e-05, atol=1e-08 (2 lines, 1 differ in the last digits)"
+    )
+    assert compare_lines(["loss 0.3"], ["lost 0.3"]).outcome == "different"  # the text differs
+    far = compare_lines(["loss 0.3"], ["loss 0.31"], rtol=1e-3)
+    assert far.difference is not None and far.difference.line == 1
+    short = compare_lines(["a", "b"], ["a"])
+    assert short.difference is not None and short.difference.script is None
+    assert "script:   (no line)" in str(short.difference)
+    assert compare_lines(["x nan"], ["x nan"]).outcome == "identical"
