@@ -14,14 +14,12 @@ from __future__ import annotations
 
 import ast
 import warnings
-from collections.abc import Callable
 from typing import Any
 
 import torch
 import torch.utils._pytree as pytree
 
-from labkit.optimize._random import held_randomness
-from labkit.optimize.drift import LayerDrift, deviation, flat, layer_drift
+from labkit.optimize.drift import LayerDrift, deviation, flat, layer_drift, module_outputs
 from labkit.optimize.export import ExportedForward
 
 
@@ -99,27 +97,14 @@ def _eager_outputs(
     order: list[str] = []
     out: dict[str, torch.Tensor] = {}
     types: dict[str, str] = {}
-    handles = []
 
-    def record(path: str) -> Callable[[torch.nn.Module, Any, Any], None]:
-        def hook(module: torch.nn.Module, inputs: Any, output: Any) -> None:
-            vec = flat(output) if path not in out else None
-            if vec is not None:
-                out[path], types[path] = vec, type(module).__name__
-                order.append(path)
+    def record(path: str, module: torch.nn.Module, output: Any) -> None:
+        vec = flat(output) if path not in out else None
+        if vec is not None:
+            out[path], types[path] = vec, type(module).__name__
+            order.append(path)
 
-        return hook
-
-    try:
-        for path, mod in base.named_modules():
-            if path not in skip:
-                handles.append(mod.register_forward_hook(record(path)))
-        with held_randomness(base), torch.no_grad():
-            torch.manual_seed(seed)
-            base(*args, **kwargs)
-    finally:
-        for h in handles:
-            h.remove()
+    module_outputs(base, args, kwargs, record, skip=skip, seed=seed)
     return order, out, types
 
 

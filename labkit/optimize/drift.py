@@ -1,9 +1,10 @@
 """Where a candidate model's numbers part from the baseline's, layer by layer.
 
-Both models run the same inputs with forward hooks on every module; each module's
-output in the candidate is compared with the output of the module at the same path
-in the baseline (first call of each). :func:`labkit.optimize.apply` keeps module
-paths, so an optimized copy lines up with its original.
+Both models run the same inputs once, recorded by labkit's public step with an observer
+of module outputs (:func:`module_outputs`); each module's output in the candidate is
+compared with the output of the module at the same path in the baseline (first call of
+each). :func:`labkit.optimize.apply` keeps module paths, so an optimized copy lines up
+with its original.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import torch
 
 from labkit._tensors import named_tensors
 from labkit.optimize._random import held_randomness
+from labkit.trace import Step, record_step
+from labkit.trace.instrument import Observer
 
 FP16_MAX = 65504.0
 
@@ -92,7 +95,8 @@ def layer_drift(
     Both run once under ``torch.no_grad()`` with the same seed, in their current
     train/eval mode, with dropout switched off (``hold_random``), so the drift is
     the candidate's numerics and not different dropout masks. Hooks are removed
-    afterwards, also on error.
+    afterwards, also on error, and both models, the inputs and the random number
+    generators are as before.
 
     Args:
         baseline: The reference model (usually fp32 eager).
@@ -124,60 +128,77 @@ def layer_drift(
     base_out: dict[str, torch.Tensor] = {}
     results: dict[str, LayerDrift] = {}
 
-    def record(path: str) -> Callable[[torch.nn.Module, Any, Any], None]:
-        def hook(module: torch.nn.Module, inputs: Any, output: Any) -> None:
-            if path in base_out:
-                return
-            vec = flat(output)
-            if vec is not None:
-                base_out[path] = vec
-                order.append(path)
+    def record(path: str, module: torch.nn.Module, output: Any) -> None:
+        if path in base_out:
+            return
+        vec = flat(output)
+        if vec is not None:
+            base_out[path] = vec
+            order.append(path)
 
-        return hook
+    def check(path: str, module: torch.nn.Module, output: Any) -> None:
+        if path in results or path not in base_out:
+            return
+        vec = flat(output)
+        if vec is None or vec.shape != base_out[path].shape:
+            return
+        base = base_out[path]
+        max_abs, rel, cos = deviation(base, vec)
+        finite = bool(torch.isfinite(vec).all())
+        base_max = float(base.abs().max()) if base.numel() else 0.0
+        results[path] = LayerDrift(path, type(module).__name__, max_abs, rel, cos, base_max, finite)
 
-    def check(path: str) -> Callable[[torch.nn.Module, Any, Any], None]:
-        def hook(module: torch.nn.Module, inputs: Any, output: Any) -> None:
-            if path in results or path not in base_out:
-                return
-            vec = flat(output)
-            if vec is None or vec.shape != base_out[path].shape:
-                return
-            base = base_out[path]
-            max_abs, rel, cos = deviation(base, vec)
-            finite = bool(torch.isfinite(vec).all())
-            base_max = float(base.abs().max()) if base.numel() else 0.0
-            results[path] = LayerDrift(
-                path, type(module).__name__, max_abs, rel, cos, base_max, finite
-            )
-
-        return hook
-
-    _run_hooked(baseline, record, skip, seed, hold_random, args, kwargs)
-    _run_hooked(candidate, check, skip, seed, hold_random, args, kwargs)
+    module_outputs(baseline, args, kwargs, record, skip=skip, seed=seed, hold_random=hold_random)
+    module_outputs(candidate, args, kwargs, check, skip=skip, seed=seed, hold_random=hold_random)
     return [results[p] for p in order if p in results]
 
 
-def _run_hooked(
-    model: torch.nn.Module,
-    make_hook: Callable[[str], Callable[[torch.nn.Module, Any, Any], None]],
-    skip: tuple[str, ...],
-    seed: int,
-    hold_random: bool,
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
-) -> None:
-    handles = []
-    try:
-        for path, mod in model.named_modules():
-            if path not in skip:
-                handles.append(mod.register_forward_hook(make_hook(path)))
-        held = held_randomness(model) if hold_random else contextlib.nullcontext()
-        with held, torch.no_grad():
-            torch.manual_seed(seed)
-            model(*args, **kwargs)
-    finally:
-        for h in handles:
-            h.remove()
+OnOutput = Callable[[str, torch.nn.Module, Any], None]
+
+
+class _Outputs(Observer):
+    """Passes every module call's output, with its path, to ``on_output``."""
+
+    def __init__(self, on_output: OnOutput, skip: tuple[str, ...]) -> None:
+        self.on_output, self.skip = on_output, skip
+
+    def __repr__(self) -> str:
+        return f"_Outputs(skip={self.skip})"
+
+    def ret(self, node: Any, module: Any, output: Any) -> None:
+        path = node.module or ""
+        if path not in self.skip:
+            self.on_output(path, module, output)
+
+
+def module_outputs(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any],
+                   on_output: OnOutput, *, skip: tuple[str, ...] = (), seed: int = 0,
+                   hold_random: bool = True) -> None:  # fmt: skip
+    """Run ``model`` forward once as a drift check does, passing each module call's output.
+
+    One forward pass under ``torch.no_grad()``, seeded, with dropout held off, recorded by
+    labkit's public step (:func:`labkit.trace.record_step`) with an observer of module
+    outputs: the hooks are the instrumentation layer's, and the model, its inputs and the
+    random number generators are as before afterwards.
+
+    Args:
+        model: The model to run.
+        args: Positional inputs.
+        kwargs: Keyword inputs.
+        on_output: ``on_output(path, module, output)`` for every module call, in call order.
+        skip: Module paths left out.
+        seed: Seed set right before the forward pass.
+        hold_random: Switch dropout off (modules and functional calls).
+    """
+
+    def forward(*a: Any, **k: Any) -> Any:
+        torch.manual_seed(seed)
+        return model(*a, **k)
+
+    held = held_randomness(model) if hold_random else contextlib.nullcontext()
+    step = Step(model, tuple(args), dict(kwargs), backward=False, forward=forward)
+    record_step(step, mode="timing", observers=[_Outputs(on_output, skip)],
+                contexts=[held, torch.no_grad()])  # fmt: skip
 
 
 def first_drift(rows: list[LayerDrift], tolerance: float) -> LayerDrift | None:
