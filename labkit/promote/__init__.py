@@ -2,9 +2,11 @@
 script, and :func:`run_notebook` a notebook headlessly with parameters.
 
 Example:
-    >>> from labkit.promote import promote, run_notebook
+    >>> from labkit.promote import promote, run_notebook, verify
     >>> promote("train.ipynb", "train.py").warnings                    # doctest: +SKIP
     >>> run_notebook("train.ipynb", parameters={"lr": 0.01})           # doctest: +SKIP
+    >>> verify("train.ipynb", "train.py").summary()                    # doctest: +SKIP
+    'identical (12 lines)'
 """
 
 from __future__ import annotations
@@ -36,6 +38,10 @@ _LAZY = {
     "run_notebook": "labkit.promote.run",
     "render_script": "labkit.promote.script",
     "render_plain_script": "labkit.promote.plain",
+    "Report": "labkit.promote.report",
+    "promotion_report": "labkit.promote.report",
+    "Verification": "labkit.promote.verify",
+    "verify": "labkit.promote.verify",
     "TargetExistsError": "labkit.promote.write",
     "write_atomic": "labkit.promote.write",
 }

@@ -40,3 +40,10 @@ def test_numbers_within_the_tolerance_and_text_around_them() -> None:
     assert short.difference is not None and short.difference.script is None
     assert "script:   (no line)" in str(short.difference)
     assert compare_lines(["x nan"], ["x nan"]).outcome == "identical"
+
+
+def test_reprs() -> None:
+    from labkit.promote.report import Report
+
+    assert repr(compare_lines(["a"], ["a"])) == "Verification('identical (1 lines)', hidden=0)"
+    assert repr(Report()) == "Report(dropped=0, skipped=0, printed=0)"
