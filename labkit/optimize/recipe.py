@@ -135,6 +135,14 @@ class Recipe:
             value = getattr(self, name)
             if not isinstance(value, bool):
                 raise RecipeError(f"Recipe.{name} must be True or False, got {value!r}")
+        if self.quantization == "int8-qat" and self.compile is not None and self.checkpoint:
+            raise RecipeError(
+                f"Recipe: quantization='int8-qat' with compile={self.compile!r} and "
+                f"checkpoint={self.checkpoint!r} is not supported: with torchao's "
+                "fake-quantized Linear layers, checkpoint's recompute under torch.compile "
+                "saves other tensors than the forward did (torch.utils.checkpoint "
+                "CheckpointError in backward, torch 2.13); drop one of the three"
+            )
         if (self.quantization, self.precision) == ("int8-weight-only", "bf16-mixed") and (
             self.compile is not None
         ):
