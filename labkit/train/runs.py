@@ -212,8 +212,9 @@ def minmax_downsample(x: np.ndarray, y: np.ndarray, points: int) -> tuple[np.nda
 
     Example:
         >>> x = np.arange(10.0); y = np.array([0, 0, 9, 0, 0, 0, -5, 0, 0, 0.0])
-        >>> minmax_downsample(x, y, 4)[1].tolist()
-        [0.0, 9.0, -5.0, 0.0]
+        >>> xs, ys = minmax_downsample(x, y, 4)  # 2 buckets of 5: each one's min and max
+        >>> xs.tolist(), ys.tolist()
+        ([0.0, 2.0, 5.0, 6.0, 9.0], [0.0, 9.0, 0.0, -5.0, 0.0])
     """
     finite = np.isfinite(y)
     if not finite.all():
