@@ -196,7 +196,7 @@ def _read_bin(path: Path, columns: Sequence[str] | None) -> tuple[dict[str, Any]
 
 
 def minmax_downsample(x: np.ndarray, y: np.ndarray, points: int) -> tuple[np.ndarray, np.ndarray]:
-    """At most ``points`` points of ``(x, y)``: each bucket's minimum and maximum, in order.
+    """About ``points`` points of ``(x, y)`` (at most ``points + 2``): each bucket's min and max.
 
     ``points // 2`` buckets of equal length; from each, the smallest and the largest finite
     ``y`` (one point when they are the same), so spikes and dips survive. NaN and Inf
