@@ -292,8 +292,8 @@ class Run:
     def save(self, path: str | os.PathLike[str] | None = None) -> Path:
         """Write the record as JSON, atomically; defaults to ``<logdir>/run.json``.
 
-        Beside it goes ``series.bin``: the record without its steps plus the steps as
-        columns, which :func:`labkit.runs` reads without parsing the JSON.
+        Beside a ``run.json`` goes ``series.bin``: the record without its steps plus the
+        steps as columns, which :func:`labkit.runs` reads without parsing the JSON.
         """
         target = Path(path) if path is not None else Path(self.logdir) / "run.json"
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -302,7 +302,8 @@ class Run:
 
         with atomic_writer(target, "w", what="run record", fsync=False) as fh:
             json.dump(self.to_dict(), fh, indent=1)
-        write_series(self, target.parent)
+        if target.name == "run.json":  # a run folder: labkit.runs reads its columns
+            write_series(self, target.parent)
         return target
 
     @classmethod
