@@ -248,12 +248,17 @@ class _deep_enough:
         self.old = sys.getrecursionlimit()
 
     def __enter__(self) -> None:
-        need = 200 + 12 * self.depth
+        need = _limit_for(self.depth)
         if need > self.old:
-            sys.setrecursionlimit(min(DEEP_LIMIT, need))
+            sys.setrecursionlimit(need)
 
     def __exit__(self, *exc: Any) -> None:
         sys.setrecursionlimit(self.old)
+
+
+def _limit_for(depth: int) -> int:
+    """The recursion limit a model nested ``depth`` deep is recorded under."""
+    return max(sys.getrecursionlimit(), min(DEEP_LIMIT, 200 + 12 * depth))
 
 
 def _depth(model: torch.nn.Module) -> int:
@@ -268,10 +273,12 @@ def deep_error(model: torch.nn.Module, err: RecursionError) -> TraceError:
     """A clear error for a model nested deeper than labkit's recursion limit."""
     path = max((n for n, _ in model.named_modules()), key=lambda n: n.count("."), default="")
     short = path if len(path) <= 60 else f"{path[:24]}...{path[-24:]}"
+    depth = _depth(model)
     return TraceError(
-        f"{type(model).__name__} is nested {_depth(model)} modules deep (e.g. '{short}'): "
-        f"recording it passed Python's recursion limit ({DEEP_LIMIT}) ({err}); flatten the "
-        "nesting (an nn.Sequential of the blocks instead of blocks inside blocks)"
+        f"{type(model).__name__} is nested {depth} modules deep (e.g. '{short}'): "
+        f"recording it passed Python's recursion limit (raised to {_limit_for(depth)} for the "
+        f"call; {err}): flatten the nesting (an nn.Sequential of the blocks instead of blocks "
+        "inside blocks), or raise the limit yourself with sys.setrecursionlimit"
     )
 
 
