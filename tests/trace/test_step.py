@@ -86,3 +86,20 @@ def test_state_puts_back_an_ema_written_through_data_and_an_optimizer_step() -> 
     assert all(torch.equal(after[k], v) for k, v in before.items())
     assert not opt.state and opt.param_groups[0]["lr"] == 0.1
     assert all(p.grad is None for p in model.parameters())
+
+
+def test_a_grad_scaler_steps_again_after_a_measured_step() -> None:
+    import labkit
+
+    model = nn.Linear(8, 8)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0**10)
+    before = scaler.state_dict()
+    x = torch.randn(4, 8)
+    labkit.memory(model, x, loss=lambda o: o.pow(2).mean(), optimizer=opt, scaler=scaler)
+    assert scaler.state_dict() == before and not opt.state
+    # the user's own next step goes through the scaler as if nothing had run
+    scaler.scale(model(x).pow(2).mean()).backward()
+    scaler.step(opt)
+    scaler.update()
+    assert opt.state
