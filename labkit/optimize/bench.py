@@ -25,7 +25,7 @@ from labkit.optimize._bench_checks import (
 from labkit.optimize._run import _batch_size, _Run
 from labkit.optimize.comparison import Comparison, RecipeResult
 from labkit.optimize.recipe import Recipe
-from labkit.trace.state import StepState
+from labkit.trace import StepState
 
 Sized = tuple[int, tuple[Any, ...], dict[str, Any]]  # batch size, args, kwargs
 
