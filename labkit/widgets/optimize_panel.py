@@ -269,8 +269,8 @@ class OptimizePanel(KeepsPicture, anywidget.AnyWidget):
             raise ValueError(
                 "OptimizePanel needs a model and a batch to measure: OptimizePanel(model, batch)"
             )
-        if self._thread is not None and self._thread.is_alive():
-            return self._thread
+        if self.running and self._thread is not None:  # measuring now: that measurement
+            return self._thread  # (a thread only refreshing the saved picture does not count)
         recipe, mode = self.recipe, self.mode
         self.running, self.progress, self.error, self.status = True, 0.0, "", "starting"
         self._thread = threading.Thread(target=self._measure, args=(recipe, mode), daemon=True)

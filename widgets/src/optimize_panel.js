@@ -22,7 +22,7 @@ const CSS = `
 .lk-opt select { width: auto; }
 .lk-opt [data-testid="opt-results"] { max-width: 100%; }
 .lk-opt .lk-scroll { overflow-x: auto; max-width: 100%; }
-.lk-opt td:first-child, .lk-opt th:first-child { position: sticky; left: 0; background: var(--lk-bg); z-index: 1; max-width: 16em; white-space: normal; overflow-wrap: anywhere; }
+.lk-opt td:first-child, .lk-opt th:first-child { position: sticky; left: 0; background: var(--lk-bg); z-index: 1; min-width: 9em; max-width: 18em; white-space: normal; overflow-wrap: break-word; }
 .lk-opt th { white-space: normal; }
 .lk-opt tr.lk-picked td { background: var(--lk-bg2); }
 .lk-opt .lk-noise { color: var(--lk-fg2); }
