@@ -365,7 +365,7 @@ def test_graph_breaks_show_as_badges_and_move_down_when_a_call_opens(page):
 
 def test_each_graph_view_has_its_own_arrow_marker(page):
     cell(page, MARKS).locator(".lk-graph .lk-edge").first.wait_for(state="attached")
-    views = page.locator(".lk-graph svg").evaluate_all(
+    views = page.locator(".lk-graph[data-renderer='svg'] svg").evaluate_all(
         "svgs => svgs.map(s => ({ids: [...s.querySelectorAll('marker')].map(m => m.id),"
         " refs: [...new Set([...s.querySelectorAll('.lk-edge')]"
         ".map(e => e.getAttribute('marker-end')))]}))"
@@ -454,6 +454,7 @@ def test_ten_thousand_nodes_draw_on_a_canvas_and_stay_interactive(page):
     assert g.get_attribute("data-renderer") == "canvas"
     assert int(g.get_attribute("data-boxes")) > 7000
     assert g.locator(".lk-node").count() == 0  # no SVG element per box
+    g.locator(".lk-canvas").scroll_into_view_if_needed()
     canvas = _box(g.locator(".lk-canvas"))
     assert float(g.get_attribute("data-scale")) >= 1  # opens legible, at the top
     save_shot(g, "graph-10k-zoomed-in", also=DOCS / "graph-10k-zoomed-in.png")

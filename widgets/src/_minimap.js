@@ -21,6 +21,13 @@ export function makeMinimap(host, state, view, moveTo) {
   let fitK = 1;
   let ox = 0;
   let oy = 0;
+  // the boxes are drawn once per layout on a canvas of their own; a view change only
+  // copies it and draws the view's frame (10,000 boxes: one copy, not 10,000 rectangles)
+  const boxes = document.createElement("canvas");
+  boxes.width = W;
+  boxes.height = H;
+  let drawnFor = null; // the layout the boxes canvas shows
+  let drawnInk = "";
 
   function draw() {
     const S = state();
@@ -39,13 +46,21 @@ export function makeMinimap(host, state, view, moveTo) {
     const css = getComputedStyle(cv);
     const ink = css.getPropertyValue("--lk-fg2").trim() || "#888";
     const accent = css.getPropertyValue("--lk-accent").trim() || "#1976d2";
+    if (drawnFor !== S.layout || drawnInk !== ink) {
+      const bx = boxes.getContext("2d");
+      bx.clearRect(0, 0, W, H);
+      bx.fillStyle = ink;
+      // at least 3 px wide: a long thin graph is a visible band, not a 1-px line
+      for (const k of S.vis.boxes) {
+        const p = S.layout.pos.get(k);
+        if (p) bx.fillRect(ox + p.x * fitK, oy + p.y * fitK, Math.max(3, p.w * fitK), Math.max(1, p.h * fitK));
+      }
+      drawnFor = S.layout;
+      drawnInk = ink;
+    }
     const ctx = cv.getContext("2d");
     ctx.clearRect(0, 0, W, H);
-    ctx.fillStyle = ink;
-    for (const k of S.vis.boxes) {
-      const p = S.layout.pos.get(k);
-      if (p) ctx.fillRect(ox + p.x * fitK, oy + p.y * fitK, Math.max(1, p.w * fitK), Math.max(1, p.h * fitK));
-    }
+    ctx.drawImage(boxes, 0, 0);
     ctx.strokeStyle = accent;
     ctx.lineWidth = 1.5;
     ctx.strokeRect(ox + (-view.x / view.k) * fitK, oy + (-view.y / view.k) * fitK,

@@ -296,6 +296,7 @@ function render({ model, el }) {
   }
 
   function toggle(k, act) {
+    tip.hide(); // the drawing changes under the pointer
     const id = S.graph.ids[k];
     const p = S.layout.pos.get(k);
     // the box stays where it is on screen when it opens or closes (no re-fit)
@@ -401,7 +402,10 @@ function render({ model, el }) {
   const onSelected = () => highlight(!clicked);
   const onExpanded = () => relayout(false);
   const onDepth = () => (depthIn.value = model.get("depth"));
-  const onHeight = () => (root.style.height = `${model.get("height")}px`);
+  const onHeight = () => {
+    root.style.height = `${model.get("height")}px`;
+    if (S && S.canvas) cview.draw();
+  };
   const listeners = [
     ["change:graph", onGraph],
     ["change:expanded", onExpanded],
@@ -428,9 +432,13 @@ function render({ model, el }) {
     if (pendingReveal !== null) reveal(pendingReveal);
   });
   ro.observe(canvas);
+  // a canvas drawing reads the theme's colours when it paints: paint again on a switch
+  const themeWatch = new MutationObserver(() => S && S.canvas && cview.draw());
+  themeWatch.observe(document.body, { attributes: true, attributeFilter: ["data-jp-theme-light", "data-jp-theme-name"] });
   relayout(true);
   return () => {
     ro.disconnect();
+    themeWatch.disconnect();
     for (const [event, fn] of listeners) model.off(event, fn);
   };
 }
