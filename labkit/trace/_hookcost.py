@@ -85,8 +85,16 @@ class HookCost:
         on_model = (
             " (a probe: {}; the rest is this model's hooked passes' excess over its hook-free ones)"
         )
+        # a negative per-call figure: the recorder's own-time subtraction (Instrumentation.lost)
+        # already took more than the hooks cost, so that much is given back
+        own = (
+            f"{us(self.call)} per module call"
+            if self.call >= 0
+            else f"{us(-self.call)} per module call given back (labkit's own-time subtraction "
+            "had taken that much more)"
+        )
         return (
-            f"hook cost subtracted: {us(self.call)} per module call, {us(self.child)} per "
+            f"hook cost subtracted: {own}, {us(self.child)} per "
             "call inside it"
             + (on_model.format(us(self.probe_child)) if self.probe_child else "")
             + f", {us(self.segment)} per backward segment"

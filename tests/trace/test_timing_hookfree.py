@@ -185,3 +185,14 @@ def test_the_raise_stops_where_the_models_calls_leave_no_room() -> None:
     t = _passes._with_times(rec, passes, [], 0, HookCost(child=0.001))
     assert t.meta.hook_cost["child"] == pytest.approx((0.036 - 0.030) / 2)
     assert t.meta.hook_cost["probe_child"] == pytest.approx(0.001)
+
+
+def test_a_negative_per_call_cost_is_said_as_given_back() -> None:
+    from labkit.trace._hookcost import HookCost
+
+    text = HookCost(call=-1.5e-6, child=3e-6, segment=4e-6).describe()
+    assert "-" not in text.split("per module call")[0]
+    assert "1.50 us per module call given back" in text
+    assert (
+        HookCost(call=2e-6).describe().startswith("hook cost subtracted: 2.00 us per module call,")
+    )
