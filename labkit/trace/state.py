@@ -11,15 +11,17 @@ Values are written back through ``.data`` so a tensor's autograd version counter
 move: a graph built before the call (``loss = model(x)``, then ``labkit.trace(...)``,
 then ``loss.backward()``) stays valid. Copies of CUDA tensors are kept on the host.
 
-What cannot be put back is named by :meth:`StepState.changes`: a list, dict or set
-attribute of a module that the step changed in place.
+Lists, dicts, sets and plain Python objects a module holds get their contents back one
+level deep (a list appended to, a config attribute set, a counter in a stats object);
+what changed further inside them is named by :meth:`StepState.changes`.
 """
 
 from __future__ import annotations
 
-import copy
 import random
 import sys
+import types
+from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
@@ -76,19 +78,75 @@ def _save(t: torch.Tensor, seen: dict[int, _Saved]) -> None:
             seen[id(inner)] = _Saved(inner)
 
 
-def _fingerprint(v: Any) -> tuple[Any, ...]:
-    """A shallow picture of a container: its length and the identity of what it holds."""
+def _items(v: Any) -> list[Any]:
+    """What a watched thing holds (capped: a picture, not a copy of everything)."""
     if isinstance(v, dict):
-        return (len(v), tuple((k, id(x)) for k, x in list(v.items())[:256]))
-    return (len(v), tuple(id(x) for x in list(v)[:256]))
+        return list(v.values())[:256]
+    if isinstance(v, (list, set, deque)):
+        return list(v)[:256]
+    return list(vars(v).values())[:256]
+
+
+def _fingerprint(v: Any) -> tuple[Any, ...]:
+    """A shallow picture of a container or a plain object: its length and what it holds,
+    scalars by value, anything else by identity (an ``int`` counter incremented shows)."""
+    if isinstance(v, dict):
+        return (len(v), tuple((k, _ident(x)) for k, x in list(v.items())[:256]))
+    if isinstance(v, (list, set, deque)):
+        return (len(v), tuple(_ident(x) for x in list(v)[:256]))
+    return _fingerprint(vars(v))
+
+
+def _nested(v: Any) -> dict[int, tuple[Any, ...]]:
+    """The pictures of the watched things one level inside ``v``, by identity."""
+    return {id(x): _fingerprint(x) for x in _items(v) if _watched(x)}
+
+
+def _ident(x: Any) -> Any:
+    """A scalar by value (an equal string set again is no change), anything else by id."""
+    return x if isinstance(x, _SCALARS) else id(x)
+
+
+def _watched(v: Any) -> bool:
+    """A mutable thing whose contents a step may change in place: a list, dict, set or
+    deque, or a plain Python object holding state (not a module, tensor, class, function)."""
+    if isinstance(v, (list, dict, set, deque)):
+        return True
+    return (
+        hasattr(v, "__dict__")
+        and not isinstance(v, (torch.nn.Module, torch.Tensor, type, types.FunctionType,
+                               types.MethodType, types.ModuleType))
+        and not callable(v)
+    )  # fmt: skip
+
+
+def _contents(v: Any) -> Any:
+    """A shallow copy of what ``v`` holds, to put back into ``v`` itself."""
+    if isinstance(v, dict):
+        return dict(v)
+    if isinstance(v, (list, set, deque)):
+        return list(v)
+    return dict(vars(v))
+
+
+def _put_back(v: Any, items: Any) -> None:
+    if isinstance(v, list):
+        v[:] = items
+    elif isinstance(v, (set, deque)):
+        v.clear()
+        (v.update if isinstance(v, set) else v.extend)(items)
+    else:
+        d = v if isinstance(v, dict) else vars(v)
+        d.clear()
+        d.update(items)
 
 
 class _Attrs:
-    """An object's plain attributes: which object each name held, tensors' values, and a
-    shallow picture of containers (changed in place: named, not restored)."""
+    """An object's plain attributes: which object each name held, tensors' values, and the
+    contents of containers and plain objects one level deep (put back); what changed deeper
+    inside them is named by :meth:`changed`, not undone."""
 
-    def __init__(self, obj: Any, where: str, skip: frozenset[str], *,
-                 shallow: bool = False) -> None:  # fmt: skip
+    def __init__(self, obj: Any, where: str, skip: frozenset[str]) -> None:
         self.obj, self.where, self.skip = obj, where, skip
         d = vars(obj)
         self.names = {k: v for k, v in d.items() if k not in skip}
@@ -98,19 +156,19 @@ class _Attrs:
             if isinstance(v, torch.Tensor) and not isinstance(v, torch.nn.Parameter)
             and _has_values(v)
         ]  # fmt: skip
-        self.containers = {
-            k: _fingerprint(v) for k, v in self.names.items() if isinstance(v, (list, dict, set))
-        }
-        # shallow: containers' contents are put back too (a GradScaler's per-optimizer dict)
-        self.contents = {k: copy.copy(self.names[k]) for k in self.containers} if shallow else {}
+        watched = [k for k, v in self.names.items() if _watched(v)]
+        self.contents = {k: _contents(self.names[k]) for k in watched}
+        self.nested = {k: _nested(self.names[k]) for k in watched}
 
     def changed(self) -> list[str]:
-        """Attributes changed in place that :meth:`restore` cannot put back."""
-        d = vars(self.obj)
-        return [
-            k for k, fp in self.containers.items()
-            if d.get(k) is self.names[k] and _fingerprint(self.names[k]) != fp
-        ]  # fmt: skip
+        """Attributes whose contents changed deeper than :meth:`restore` reaches (a list
+        inside a dict appended to)."""
+        out = []
+        for k, before in self.nested.items():
+            now = _nested(self.names[k])
+            if any(now.get(i, fp) != fp for i, fp in before.items()):
+                out.append(k)
+        return out
 
     def restore(self) -> None:
         d = vars(self.obj)
@@ -120,9 +178,7 @@ class _Attrs:
             if d.get(k, _MISSING) is not v:
                 d[k] = v
         for k, items in self.contents.items():
-            v = self.names[k]
-            v.clear()
-            (v.extend if isinstance(v, list) else v.update)(items)
+            _put_back(self.names[k], items)
         for s in self.tensors:
             s.restore()
 
@@ -185,7 +241,7 @@ class StepState:
                     g = t.grad
                     self._grads.append((t, g, _Saved(g) if g is not None else None))
         self._opts = [_OptState(o) for o in optimizers]
-        self._scalers = [_Attrs(s, type(s).__name__, frozenset(), shallow=True) for s in scalers]
+        self._scalers = [_Attrs(s, type(s).__name__, frozenset()) for s in scalers]
         self._tensors = list(seen.values())
         self._rng = _rng_state() if rng else None
 
@@ -197,15 +253,17 @@ class StepState:
         )
 
     def changes(self) -> list[str]:
-        """What the step changed that :meth:`restore` cannot put back, in words: a module's
-        list, dict or set attribute changed in place (``"module 'enc.0' (Memory): .history
-        (a list)"``)."""
+        """What the step changed that :meth:`restore` cannot put back, in words: what is
+        inside a module's list, dict, set or plain-object attribute, changed in place one
+        level further down (``"module 'enc.0' (Memory): .log (a dict)"``)."""
         out = []
         for a in self._attrs:
             for k in a.changed():
-                kind = type(a.names[k]).__name__
+                v = a.names[k]
+                kind = (f"a {type(v).__name__}" if isinstance(v, (list, dict, set, deque))
+                        else f"a {type(v).__name__} object")  # fmt: skip
                 where = f"module '{a.where}'" if a.where else "the root module"
-                out.append(f"{where} ({type(a.obj).__name__}): .{k} (a {kind})")
+                out.append(f"{where} ({type(a.obj).__name__}): .{k} ({kind})")
         return out
 
     def restore(self) -> None:

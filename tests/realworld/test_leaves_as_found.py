@@ -169,26 +169,40 @@ def test_a_step_that_fails_or_is_interrupted_is_undone(
     assert torch.equal(torch.get_rng_state(), rng)
 
 
+class _Stats:
+    """A plain Python object of counters, as research code keeps them."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+
 class _Remembers(nn.Module):
-    """Appends to a Python list in forward: nothing labkit can put back."""
+    """Keeps Python state in forward: a list, a stats object, and a list inside a dict."""
 
     def __init__(self) -> None:
         super().__init__()
         self.fc = nn.Linear(4, 2)
         self.history: list[int] = []
+        self.stats = _Stats()
+        self.log: dict[str, list[int]] = {"seen": []}
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         self.history.append(x.shape[0])
+        self.stats.calls += 1
+        self.log["seen"].append(x.shape[0])  # two levels down: seen, not put back
         return self.fc(x)
 
 
-def test_what_cannot_be_put_back_is_named_with_how_often_it_ran() -> None:
+def test_python_state_is_put_back_and_what_cannot_be_is_named_with_its_run_count() -> None:
     outer = nn.Sequential(nn.Identity(), _Remembers())
     t = labkit.trace(outer, torch.randn(3, 4), warmup=1, repeat=3, time_budget=None)
-    runs = len(outer[1].history)
+    inner = outer[1]
+    assert inner.history == [] and inner.stats.calls == 0  # one level deep: put back
+    runs = len(inner.log["seen"])
     assert runs >= 1 + 1 + 3 + 3  # recording, warm-up, timed passes, op passes
     note = next(n for n in t.meta.notes if "cannot put back" in n)
-    assert "module '1' (_Remembers): .history (a list)" in note
+    assert "module '1' (_Remembers): .log (a dict)" in note
+    assert ".history" not in note and ".stats" not in note
     assert f"ran the step {runs} times" in note
 
 
