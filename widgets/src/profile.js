@@ -34,6 +34,19 @@ export function sortRows(rows, k, descending) {
   return idx.map((i) => rows[i]);
 }
 
+/**
+ * Whether a row's time is flagged as noise (its IQR over the timing passes exceeds half its
+ * median: payload "noisy", path -> ["fwd_time", "bwd_time"]). The self column of a flagged
+ * time is flagged with it. Exported for tests.
+ */
+export function isNoisy(table, path, col) {
+  const flagged = (table.noisy || {})[path];
+  if (!flagged) return false;
+  return flagged.some((m) => col === m || col === m.replace("_time", "_self_time"));
+}
+
+export const NOISY_NOTE = "~ spread (IQR) over the timing passes exceeds half the median: within noise";
+
 /** The top n rows by a column, positive values only. */
 export function topRows(rows, k, n) {
   return sortRows(rows.filter((r) => r[k] > 0), k, true).slice(0, n);
@@ -104,11 +117,14 @@ function render({ model, el }) {
       html += `<tr data-path="${esc(path)}"${path === sel ? " class='lk-selected'" : ""}>`;
       for (const { col, index, fmt } of shown) {
         const v = col === "path" ? `<span style="padding-left:${r[depthI] * 10}px">${esc(path || t.model || "(root)")}</span>` : esc(fmt(r[index]));
-        html += `<td>${v}</td>`;
+        const noisy = col !== "path" && isNoisy(t, path, col);
+        html += noisy ? `<td class="lk-noisy" title="${esc(NOISY_NOTE)}">~${v}</td>` : `<td>${v}</td>`;
       }
       html += "</tr>";
     }
-    wrap.innerHTML = `${html}</tbody></table>`;
+    const anyNoisy = Object.keys(t.noisy || {}).length > 0;
+    const note = anyNoisy ? `<div class="lk-note lk-noisy-note" style="padding:4px 8px;font-size:11px">${esc(NOISY_NOTE)}</div>` : "";
+    wrap.innerHTML = `${html}</tbody></table>${note}`;
   }
 
   const select = (path) => {

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { test } from "node:test";
 import { FORMATTERS, formatterOf } from "../src/_units.js";
-import { chartMetric, shownColumns, topRows } from "../src/profile.js";
+import { chartMetric, isNoisy, shownColumns, topRows } from "../src/profile.js";
 
 // The ProfileView payload of a real trace (ResCNN, 2x3x8x8 input, not timed), written by
 // tests/widgets/graph_rules_fixture.py and checked current by tests/widgets/test_graph_rules.py.
@@ -47,4 +47,14 @@ test("the bar chart ranks by each metric's self column, labelled and formatted f
   assert.equal(act.label, "activation memory");
   assert.equal(act.fmt(rowOf("blocks.0.conv1")[act.index]), "4 KiB");
   assert.deepEqual(Object.keys(table.metrics), ["fwd_time", "bwd_time", "flops", "params", "activations"]);
+});
+
+test("a noisy time is flagged on its own and its self column, nowhere else", () => {
+  const table = { noisy: { "blocks.0": ["fwd_time"], "": ["bwd_time"] } };
+  assert.equal(isNoisy(table, "blocks.0", "fwd_time"), true);
+  assert.equal(isNoisy(table, "blocks.0", "fwd_self_time"), true);
+  assert.equal(isNoisy(table, "blocks.0", "bwd_time"), false);
+  assert.equal(isNoisy(table, "", "bwd_self_time"), true);
+  assert.equal(isNoisy(table, "head", "fwd_time"), false);
+  assert.equal(isNoisy({}, "blocks.0", "fwd_time"), false);
 });
