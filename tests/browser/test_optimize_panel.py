@@ -22,7 +22,7 @@ class Lab:
     recipe = Recipe()
 lab = Lab()
 panel = OptimizePanel(model, torch.randn(8, 16), mode="inference", steps=2, warmup=0,
-                      target=lab, memory=False, drift=False)
+                      target=lab, memory=False, drift=False, speedup_target=None)
 panel""",
     "print('RECIPE', panel.recipe.to_json(), 'LAB', lab.recipe.label)",
 ]
@@ -95,6 +95,32 @@ def test_export_choice_measures_an_export_row(page):
     assert re.fullmatch(r"[\d.]+ m?s", export), export  # the export time
     assert float(cells[heads.index("rel")]) <= 1e-4  # fp32 export: eager's numbers
     save_shot(panel, "optimize_panel_export")
+
+
+def test_rows_accumulate_and_the_table_fits_the_output(page):
+    panel = cell(page, 0).get_by_test_id("optimize-panel")
+    table = panel.get_by_test_id("opt-table")
+    # after two Measures in inference mode: fp32 once, then both recipes (not replaced)
+    labels = table.get_by_test_id("opt-row-label").all_inner_texts()
+    first = "bf16-mixed + int8-weight-only + ckpt(0,2) + channels_last"
+    assert labels == ["fp32", first, "channels_last + torch.export"], labels
+    page.set_viewport_size({"width": 960, "height": 1000})
+    scroll = panel.get_by_test_id("opt-scroll")
+    box, out = scroll.bounding_box(), panel.bounding_box()
+    assert box["x"] + box["width"] <= out["x"] + out["width"] + 1, (box, out)
+    first = table.locator("td").first.evaluate("e => getComputedStyle(e).position")
+    assert first == "sticky"  # the recipe name stays in view while the columns scroll
+    # two rows side by side with their differences
+    names = table.get_by_test_id("opt-row-label")
+    names.nth(0).click()
+    names.nth(2).click()
+    pair = panel.get_by_test_id("opt-pair")
+    pair.locator("th", has_text="channels_last + torch.export vs fp32").wait_for()
+    assert "latency (median)" in pair.inner_text()
+    save_shot(panel, "optimize_panel_rows")
+    panel.get_by_test_id("opt-clear").click()
+    table.wait_for(state="detached")
+    page.set_viewport_size({"width": 1400, "height": 1000})
 
 
 def test_python_side_changes_show_in_the_page(page):
