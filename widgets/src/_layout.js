@@ -195,12 +195,14 @@ export function layoutNested(input, size, header = (g) => size(g).w + 60, cache 
   };
   measure(-1);
   const pos = new Map();
+  const parent = new Map(); // drawn node -> its frame (-1 top)
   const origin = new Map([[-1, { x: 0, y: 0 }]]);
   const place = (g) => {
     const o = origin.get(g);
     const lay = levels.get(g);
     for (const [k, r] of lay.rel) {
       pos.set(k, { x: o.x + r.x, y: o.y + r.y, w: r.w, h: r.h });
+      parent.set(k, g);
       if (isGroup(k)) {
         const inner = levels.get(k);
         origin.set(k, { x: o.x + r.x + (r.w - inner.width) / 2, y: o.y + r.y + HEADER });
@@ -210,7 +212,7 @@ export function layoutNested(input, size, header = (g) => size(g).w + 60, cache 
   };
   place(-1);
   const top = levels.get(-1);
-  return { pos, levels, origin, width: top.width, height: top.height };
+  return { pos, levels, origin, parent, width: top.width, height: top.height };
 }
 
 /** What a level's layout depends on: its children in order, their sizes, its edges. */
@@ -249,8 +251,13 @@ export function edgePoints(layout, route, s, d) {
   if (via) for (const p of via) pts.push({ x: o.x + p.x, y: o.y + p.y });
   const into = B !== undefined && B !== d ? layout.pos.get(B) : null;
   if (into) {
+    // down the entered frame's right margin, below the header of every frame around d
+    let below = into.y + HEADER;
+    for (let f = layout.parent ? layout.parent.get(d) : undefined; f !== undefined && f !== B && f !== -1; f = layout.parent.get(f)) {
+      below = Math.max(below, layout.pos.get(f).y + HEADER);
+    }
     const xr = into.x + into.w - PAD / 2;
-    pts.push({ x: xr, y: into.y }, { x: xr, y: Math.max(into.y + HEADER, b.y - GAP_Y / 3) });
+    pts.push({ x: xr, y: into.y }, { x: xr, y: Math.max(below, b.y - GAP_Y / 3) });
   }
   pts.push({ x: b.x + b.w / 2, y: b.y });
   return pts;

@@ -267,3 +267,15 @@ test("per-level layout: opening a frame lays out only the levels that changed", 
   assert.ok(a.layout.pos.size < b.layout.pos.size);
   assert.equal(typeof nested, "function");
 });
+
+test("an edge into a nested frame turns in below every header it passes", () => {
+  const vis = visibleNodes(graph, new Set([1, 4, 5]));
+  const edges = liftEdges(graph, vis.boxOf);
+  const input = layoutInput(graph, vis, edges);
+  const lay = layoutNested(input, () => ({ w: 80, h: 30 }));
+  const i = edges.findIndex(([s, d]) => s === 2 && d === 6); // stem -> the first op in b0
+  assert.ok(i >= 0, JSON.stringify(edges));
+  const pts = edgePoints(lay, input.route[i], 2, 6);
+  const inner = lay.pos.get(5);
+  assert.ok(pts[pts.length - 2].y >= inner.y + 22, JSON.stringify({ pts, inner }));
+});
