@@ -33,6 +33,7 @@ import ast
 import re
 from dataclasses import dataclass, field
 
+from labkit.promote._effects import qualname
 from labkit.promote.analyze import Statement
 from labkit.promote.errors import Problem
 
@@ -107,7 +108,7 @@ def plan_fabric(  # noqa: C901 - finds each piece of the loop, each with its own
     for s in body:
         node = s.node
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
-            name = _qualname(node.value.func, aliases)
+            name = qualname(node.value.func, aliases)
             target = node.targets[0] if len(node.targets) == 1 else None
             if name and name.startswith("torch.optim.") and isinstance(target, ast.Name):
                 model = _model_of(node.value)
@@ -213,7 +214,7 @@ def _rank_and_device_edits(
         func = node.func
         if isinstance(func, ast.Name) and func.id == "print":
             edits.append((node, f"fabric.print({', '.join(_call_args(s, node))})"))
-        elif _qualname(func, aliases) in _CLIP:
+        elif qualname(func, aliases) in _CLIP:
             edit = _clip(s, node, pairs)
             if isinstance(edit, Problem):
                 problems.append(edit)
@@ -324,16 +325,6 @@ def _inside(inner: ast.AST, outer: ast.AST) -> bool:
 
 def _error(s: Statement, message: str) -> Problem:
     return Problem("error", f"--fabric: {s.cell.label} line {s.lineno}: {message}", s.cell.number)
-
-
-def _qualname(node: ast.expr, aliases: dict[str, str]) -> str | None:
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
-        return None
-    return ".".join([aliases.get(node.id, node.id), *reversed(parts)])
 
 
 def _model_of(call: ast.Call) -> str | None:
