@@ -383,3 +383,39 @@ def test_a_speedup_within_noise_is_not_remembered_as_slower():
                        within_noise=True)  # fmt: skip
     _remember("train", "cpu", [row])
     assert MEASURED.pop(recipe.to_json())[0] == 1.0  # advise reads no difference
+
+
+def _two_null_contexts():
+    import contextlib
+
+    return contextlib.nullcontext(), contextlib.nullcontext()
+
+
+class _OwnCheckpoint(nn.Module):
+    """Research code that checkpoints itself with a context_fn torch.compile rejects."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        from torch.utils.checkpoint import checkpoint
+
+        return checkpoint(self.lin, x, use_reentrant=False, context_fn=_two_null_contexts)
+
+
+@pytest.mark.slow
+def test_a_compile_failure_row_names_the_cause_and_the_module_not_the_wrapper():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 8), _OwnCheckpoint())
+    cmp = compare(
+        model, torch.randn(4, 8), Recipe(compile="default"), steps=1, warmup=0, memory=False,
+        drift=False, target=None,
+    )  # fmt: skip
+    assert cmp.result("fp32").error is None  # eager runs it
+    head = cmp.result("compile").error.splitlines()[0]
+    assert not head.startswith(("BackendCompilerFailed", "InternalTorchDynamoError")), head
+    assert "context_fn" in head, head
+    assert "in module '1' (_OwnCheckpoint) at " in head and "test_compare.py:" in head, head
+    line = next(ln for ln in cmp.summary().splitlines() if ln.startswith("- compile: ERROR"))
+    assert head in line
