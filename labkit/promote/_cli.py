@@ -19,7 +19,8 @@ def add_promote_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--check",
         action="store_true",
-        help="run the script for one batch in a subprocess before writing it",
+        help="run the script in a subprocess before writing it (one batch when it trains "
+        "with lab.fit, else the whole script); it says what it ran",
     )
     parser.add_argument(
         "--dry-run", action="store_true", help="check and print the script; write nothing"
@@ -31,12 +32,15 @@ def add_promote_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--show-results",
-        nargs="?",
-        const="*",
-        default=None,
-        metavar="EXPR[,EXPR]",
-        help="print each cell's displayed result (its last expression) in the script; "
-        "give expressions (e.g. loss,dev_loss) to print only those",
+        action="store_true",
+        help="print each cell's displayed result (its last expression) in the script",
+    )
+    parser.add_argument(
+        "--show-result",
+        action="append",
+        default=[],
+        metavar="EXPR",
+        help="print only this displayed result, as written in the cell (e.g. dev_loss; repeatable)",
     )
     parser.add_argument(
         "-q", "--quiet", action="store_true", help="do not list what the script leaves out"
@@ -106,7 +110,7 @@ def promote_command(args: argparse.Namespace) -> int:
         result = promote(
             args.notebook, args.output, force=args.force, check_run=args.check,
             dry_run=args.dry_run, fabric=args.fabric,
-            show_results=_show_results(args.show_results),
+            show_results=args.show_results or args.show_result,
         )  # fmt: skip
     except PromoteError as exc:
         for problem in exc.problems:
@@ -159,14 +163,6 @@ def _verify(args: argparse.Namespace, result: object, parameters: dict[str, obje
     for line in found.lines_of_report():
         print(line)
     return 0 if found.ok else 1
-
-
-def _show_results(value: str | None) -> bool | list[str]:
-    if value is None:
-        return False
-    if value == "*":
-        return True
-    return [part.strip() for part in value.split(",") if part.strip()]
 
 
 def run_command(args: argparse.Namespace) -> int:

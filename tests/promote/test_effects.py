@@ -128,7 +128,7 @@ def test_cli_prints_the_report_and_quiet_silences_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     nb = write_notebook(tmp_path / "lec.ipynb", LECTURE)
-    assert main(["promote", str(nb), "--show-results=w,losses[-1]"]) == 0
+    assert main(["promote", str(nb), "--show-result", "w", "--show-result", "losses[-1]"]) == 0
     captured = capsys.readouterr()
     assert "labkit promote:   plot call (2)" in captured.err
     assert "labkit promote:   results printed by the script (2)" in captured.err
