@@ -260,7 +260,7 @@ class Comparison:
         lines = _columns(table)
         lines += _per_batch_table(self.results)
         title = (
-            f"compare ({self.mode}, {self.steps} steps after {self.warmup} warm-up, "
+            f"compare ({self.mode}, {self._rounds_text()} after {self.warmup} warm-up, "
             f"device {self.device}, drift tolerance {self.tolerance:g})"
         )
         head_notes = (self.intervals(), self.ranking(), self.randomness, *self.notes)
@@ -272,6 +272,12 @@ class Comparison:
                 rest = f" (+{more} lines: cmp.result({r.label!r}).error)" if more > 0 else ""
                 notes.append(f"- {r.label}: ERROR {first_line(r.error)}{rest}")
         return "\n".join([title, *lines, *(["", "notes:", *notes] if notes else [])])
+
+    def _rounds_text(self) -> str:
+        most = max((len(r.step_times) for r in self.results[1:] if not r.error), default=0)
+        if most > self.steps:  # rounds went on for the intervals
+            return f"{most} rounds ({self.steps} minimum)"
+        return f"{self.steps} steps"
 
     def intervals(self) -> str:
         """How the speedup intervals were taken and what ended the rounds, in one sentence."""

@@ -353,6 +353,10 @@ def test_rounds_end_at_the_target_or_the_budget(mlp, x):
     assert loose.ended_by == "target" and len(loose.results[1].step_times) < 100
     tight = compare(mlp, x, Recipe(precision="bf16-mixed"), target=1e-6, budget_s=0.5, **args)
     assert tight.ended_by == "budget" and tight.target == 1e-6
+    rounds = len(tight.results[1].step_times)  # 4 when the steps alone spent the budget
+    title = f"{rounds} rounds (4 minimum)" if rounds > 4 else "4 steps"
+    assert tight.summary().startswith(f"compare (train, {title} after 0 warm-up")
+    assert loose.summary().startswith(f"compare (train, {loose._rounds_text()} after 0")
     assert "the 0.5 s budget ran out before every interval was within +-0%" in tight.summary()
 
 
