@@ -58,7 +58,12 @@ export function drawState(graph, expandedIds, cache = null) {
   const vis = visibleNodes(graph, expanded);
   const edges = liftEdges(graph, vis.boxOf);
   const input = layoutInput(graph, vis, edges);
-  const sizes = new Map();
+  // box sizes depend on the payload only: kept with the level layouts between calls
+  let sizes = cache && cache.get("sizes");
+  if (!sizes) {
+    sizes = new Map();
+    if (cache) cache.set("sizes", sizes);
+  }
   const size = (k) => {
     if (!sizes.has(k)) sizes.set(k, boxSize(labelOf(graph, k, rolled), subOf(graph, k)));
     return sizes.get(k);

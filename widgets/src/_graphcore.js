@@ -149,16 +149,15 @@ export function layoutInput(graph, vis, edges) {
     container.set(k, c);
     members.get(c).push(k);
   }
-  // ancestors chain of a drawn node among drawn frames
+  // ancestors chain of a drawn node among drawn frames (top first), once per node
+  const chains = new Map();
   const chain = (k) => {
-    const out = [k];
-    let c = container.get(k);
-    while (c !== -1) {
-      out.push(c);
-      c = container.get(c);
-    }
-    out.push(-1);
-    return out.reverse(); // top first
+    let out = chains.get(k);
+    if (out) return out;
+    const c = container.get(k);
+    out = c === -1 ? [-1, k] : [...chain(c), k];
+    chains.set(k, out);
+    return out;
   };
   const levelEdges = new Map([...members.keys()].map((g) => [g, []]));
   const seen = new Set();
@@ -172,8 +171,9 @@ export function layoutInput(graph, vis, edges) {
     const A = cs[i];
     const B = cd[i];
     route.push([level, A, B]);
-    const key = `${A}>${B}`;
-    if (A !== undefined && B !== undefined && !seen.has(key)) {
+    if (A === undefined || B === undefined) continue;
+    const key = A * 1048576 + B;
+    if (!seen.has(key)) {
       seen.add(key);
       levelEdges.get(level).push([A, B]);
     }
