@@ -127,9 +127,12 @@ def graph_payload(
     keep = [n.id for n in trace.nodes if canon.is_canonical(n.id)]
     index = {nid: k for k, nid in enumerate(keep)}
     tensors: dict[str, int] = {}
+    known: dict[TensorMeta, int] = {}  # the same shape and dtype: written once
 
     def tid(t: TensorMeta) -> int:
-        return tensors.setdefault(tensor_text(t), len(tensors))
+        if t not in known:
+            known[t] = tensors.setdefault(tensor_text(t), len(tensors))
+        return known[t]
 
     nodes = [trace.nodes[i] for i in keep]
     edges: list[int] = []
@@ -234,6 +237,8 @@ def instance_metrics(trace: Trace, graph: GraphPayload) -> NodeMetrics:
     Returns:
         ``{metric: [value per instance entry]}``.
     """
+    if not graph["instances"]["name"]:
+        return {m: [] for m in METRICS}  # nothing rolled: no module table to build
     params = _params(trace)
     by_name: dict[str, list[int]] = {}
     for n in trace.nodes:
