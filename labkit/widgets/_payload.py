@@ -220,15 +220,12 @@ def node_metrics(
         ``{metric: [value per payload node]}`` in the order of :func:`graph_payload`'s ``ids``.
     """
     canon = canon or canonicalize(trace, rolled=rolled, unrolled=unrolled)
-    params = _params(trace)
-    n = len(trace.nodes)
-    raw: dict[str, list[float]] = {m: [0.0] * n for m in METRICS}
-    for node in trace.nodes:
-        a = canon.alias[node.id]
-        for m, v in _figures(trace, params, node.id).items():
-            raw[m][a] += v
-    keep = [i for i in range(n) if canon.is_canonical(i)]
-    return {m: [_round(vals[i]) for i in keep] for m, vals in raw.items()}
+    keep = [i for i in range(len(trace.nodes)) if canon.is_canonical(i)]
+    out: NodeMetrics = {}
+    for m in METRICS:
+        values = box_values(trace, canon, m)
+        out[m] = [_round(values[i]) for i in keep]
+    return out
 
 
 def instance_metrics(trace: Trace, graph: GraphPayload) -> NodeMetrics:
