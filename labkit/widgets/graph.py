@@ -106,7 +106,7 @@ class GraphView(TraceWidget):
         rolled = settings.get("rolled", self.rolled)
         unrolled = settings.get("unrolled", self.unrolled)
         graph, metrics, expanded = graph_state(trace, rolled=rolled, depth=depth, unrolled=unrolled)
-        marks = self._marks_of(trace, rolled)
+        marks = self._marks_of(trace, rolled, unrolled)
         figures = instance_metrics(trace, graph)
         if graph["key"] == self.graph.get("key"):  # same structure: no new layout
             return {"metrics": metrics, "marks": marks, "instance_metrics": figures}
@@ -136,9 +136,19 @@ class GraphView(TraceWidget):
                 for name, value in self._state(self._trace, {}).items():
                     setattr(self, name, value)
 
-    def _marks_of(self, trace: Trace, rolled: bool | None = None) -> GraphMarks:
+    def _marks_of(
+        self, trace: Trace, rolled: bool | None = None, unrolled: list[str] | None = None
+    ) -> GraphMarks:
         rolled = self._rolled if rolled is None else rolled
-        marks = break_marks(trace, self._breaks, rolled=rolled)
+        unrolled = self.unrolled if unrolled is None else unrolled
+        if not (rolled and unrolled):
+            marks = break_marks(trace, self._breaks, rolled=rolled)
+        else:  # some blocks drawn call by call: each call's marks onto what draws it now
+            alias = canonicalize(trace, rolled=True, unrolled=unrolled).alias
+            marks = {}
+            for nid, texts in break_marks(trace, self._breaks, rolled=False).items():
+                shown = marks.setdefault(alias[nid], [])
+                shown += [t for t in texts if t not in shown]
         return {str(nid): texts for nid, texts in sorted(marks.items())}
 
     def mark_breaks(self, breaks: Any) -> GraphView:

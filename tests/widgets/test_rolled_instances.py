@@ -106,3 +106,12 @@ def test_unroll_a_block_and_all_survives_updates(tiny):
     assert "blocks.4" in view.graph["name"] and not view.graph["rolled"]
     assert view.visible().boxes  # the Python rules follow the same choice
     assert "blocks.4" in {tiny.nodes[i].name for i in view.visible().groups + view.visible().boxes}
+
+
+def test_break_marks_follow_an_unrolled_block(tiny):
+    view = GraphView(tiny, breaks=[{"module": "blocks.4.mlp", "reason": "print()"}])
+    ids = {n.name: n.id for n in tiny.nodes}
+    assert set(view.marks) == {str(ids["blocks.0.mlp"])}  # rolled: on the box that shows it
+    view.unrolled = ["blocks.0-5"]
+    assert set(view.marks) == {str(ids["blocks.4.mlp"])}  # drawn call by call: its own call
+    assert str(ids["blocks.4.mlp"]) in {str(i) for i in view.graph["ids"]}
