@@ -226,7 +226,8 @@ def memory_png(trace: Trace) -> bytes:
     totals = [sum(col[i] for col in m["bytes"]) for i in range(len(t))]
     p = max(range(len(t)), key=totals.__getitem__)
     ax.axvline(t[p], color="#c00", lw=1, ls="--")
-    ax.annotate(f"peak {fmt_bytes(totals[p])}\n{m['module'][p] or '-'}", (t[p], totals[p] / 2**20),
+    where = m["peak_where"] or m["module"][p] or "-"  # as the summary names it
+    ax.annotate(f"peak {fmt_bytes(totals[p])}\n{where}", (t[p], totals[p] / 2**20),
                 fontsize=7, color="#c00", xytext=(4, -10), textcoords="offset points")  # fmt: skip
     ax.set_xlabel("time (s)", fontsize=8)
     ax.set_ylabel("MiB", fontsize=8)
