@@ -5,7 +5,7 @@ keeps every layer's coefficients as lists of numbers. :func:`node_attention` pic
 and returns its k-hop incoming neighbourhood: the edge that carries a message ``h`` hops
 away from the node is weighted with the layer that consumes it (the last layer for the
 node's own in-edges, the one before for their in-edges, ...). Both are pure data; the
-:class:`~labkit.widgets.attention.AttentionView` widget only draws them.
+:class:`~labkit.panels.AttentionView` widget only draws them.
 """
 
 from __future__ import annotations

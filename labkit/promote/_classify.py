@@ -68,6 +68,7 @@ VIEW_MODULES = (
     "anywidget",
     "tqdm.notebook",
     "labkit.widgets",
+    "labkit.panels",
     "labkit.trace",
     "labkit.memory",
 )

@@ -6,6 +6,11 @@ esbuild into ``labkit/widgets/static/`` (built, not committed). See
 
 The views load lazily: ``import labkit.widgets`` does not import anywidget.
 
+Panels that measure or act (``OptimizePanel``, ``AttentionView``) live in
+:mod:`labkit.panels`; both names stay importable from here. The plumbing a widget outside
+this package needs (``bundle_path``, ``KeepsPicture``, ``MONO``, ``png_img``,
+``optimize_picture``) is public here too, so no other package imports a private module.
+
 Example:
     >>> from labkit.widgets import GraphView  # doctest: +SKIP
     >>> GraphView(labkit.trace(model, x))     # doctest: +SKIP
@@ -13,7 +18,18 @@ Example:
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from labkit._lazy import lazy_exports
+
+if TYPE_CHECKING:  # what the lazy names are, for mypy
+    from labkit.panels.attention import AttentionView as AttentionView
+    from labkit.panels.optimize_panel import OptimizePanel as OptimizePanel
+    from labkit.widgets._assets import bundle_path as bundle_path
+    from labkit.widgets._base import png_img as png_img
+    from labkit.widgets._final_state import optimize_picture as optimize_picture
+    from labkit.widgets._keep import MONO as MONO
+    from labkit.widgets._keep import KeepsPicture as KeepsPicture
 
 _LAZY = {
     "GraphView": "labkit.widgets.graph",
@@ -21,10 +37,20 @@ _LAZY = {
     "MemoryTimeline": "labkit.widgets.memory",
     "TraceView": "labkit.widgets.show",
     "Dashboard": "labkit.widgets.dashboard",
-    "AttentionView": "labkit.widgets.attention",
+    # panels (labkit.panels), kept importable from here
+    "AttentionView": "labkit.panels.attention",
+    "OptimizePanel": "labkit.panels.optimize_panel",
+}
+# plumbing for widgets outside this package (labkit.panels)
+_PLUMBING = {
+    "bundle_path": "labkit.widgets._assets",
+    "KeepsPicture": "labkit.widgets._keep",
+    "MONO": "labkit.widgets._keep",
+    "png_img": "labkit.widgets._base",
+    "optimize_picture": "labkit.widgets._final_state",
 }
 
-__all__ = list(_LAZY)
+__all__ = [*_LAZY, *_PLUMBING]
 
 
-__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
+__getattr__, __dir__ = lazy_exports(__name__, {**_LAZY, **_PLUMBING})

@@ -200,7 +200,7 @@ class _FieldBase(TypedDict):
 
 
 class RecipeField(_FieldBase, total=False):
-    """One control of the optimize panel: a Recipe field (``_optimize_fields.fields``)."""
+    """One control of the optimize panel: a Recipe field (``panels._optimize_fields.fields``)."""
 
     options: list[SelectOption]  #: select only
     sets_mode: str  #: choosing a value switches the panel to this mode (export)

@@ -14,8 +14,8 @@ import torch
 from torch import nn
 from torch.utils.data import TensorDataset
 import labkit
-from labkit.widgets import AttentionView, GraphView, MemoryTimeline, ProfileView
-from labkit.widgets.optimize_panel import OptimizePanel
+from labkit.panels import AttentionView, OptimizePanel
+from labkit.widgets import GraphView, MemoryTimeline, ProfileView
 torch.manual_seed(0)
 model = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 4))
 x = torch.randn(8, 16)

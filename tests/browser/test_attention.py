@@ -17,7 +17,7 @@ import warnings
 warnings.filterwarnings("ignore", "`torch.jit.script` is deprecated", DeprecationWarning)
 import torch
 from labkit.gnn import GAT, karate
-from labkit.widgets import AttentionView
+from labkit.panels import AttentionView
 torch.manual_seed(0)
 data = karate()
 model = GAT(data.num_features, 4, 4, heads=2, out_heads=2)

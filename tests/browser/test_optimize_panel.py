@@ -15,7 +15,7 @@ CELLS = [
 import torch
 from torch import nn
 from labkit.optimize import Recipe
-from labkit.widgets.optimize_panel import OptimizePanel
+from labkit.panels import OptimizePanel
 torch.manual_seed(0)
 model = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 4)).eval()
 class Lab:

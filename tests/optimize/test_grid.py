@@ -13,7 +13,7 @@ import torch
 from labkit.optimize import Recipe, compare
 from labkit.optimize.apply import applied, apply
 from labkit.optimize.recipe import RecipeError
-from labkit.widgets import _optimize_fields as panel_fields
+from labkit.panels import _optimize_fields as panel_fields
 from tests.optimize.conftest import TinyTransformer
 
 AXES: dict[str, list[object]] = {

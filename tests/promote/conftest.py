@@ -19,7 +19,7 @@ TRAIN_CELLS = [
     # 1: imports
     "import torch\nfrom torch import nn\n\nimport labkit\n"
     "from labkit.promote import record_recipe\n"
-    "from labkit.widgets.optimize_panel import OptimizePanel",
+    "from labkit.panels import OptimizePanel",
     # 2: parameters
     "epochs = 2\nlr = 0.1",
     # 3: data

@@ -16,7 +16,7 @@ FIT = Recipe(precision="bf16-mixed", checkpoint=("0",))
 
 CELLS = [
     "import torch\nfrom torch import nn\nimport labkit\nfrom labkit.optimize import Recipe\n"
-    "from labkit.widgets.optimize_panel import OptimizePanel",
+    "from labkit.panels import OptimizePanel",
     "torch.manual_seed(0)\nx = torch.randn(32, 4)\ny = x.sum(1, keepdim=True)\n"
     "data = torch.utils.data.TensorDataset(x, y)\n"
     "model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))",

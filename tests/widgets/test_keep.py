@@ -30,7 +30,7 @@ CELLS = [
     "import torch\n"
     "from torch import nn\n"
     "from labkit.optimize import Recipe\n"
-    "from labkit.widgets.optimize_panel import OptimizePanel\n"
+    "from labkit.panels import OptimizePanel\n"
     "torch.manual_seed(0)\n"
     "panel = OptimizePanel(nn.Linear(8, 4).eval(), torch.randn(4, 8), mode='inference',\n"
     "    recipe=Recipe(channels_last=True), steps=2, warmup=0, memory=False, drift=False)\n"

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from labkit.optimize import Recipe
+from labkit.panels import AttentionView, OptimizePanel
 from labkit.trace.graph import visible_graph
 from labkit.trace.merge import merge
 from labkit.trace.model import MEMORY_CATEGORIES, MemorySample
@@ -46,8 +47,6 @@ from labkit.widgets._payload import (
     profile_payload,
     structure_key,
 )
-from labkit.widgets.attention import AttentionView
-from labkit.widgets.optimize_panel import OptimizePanel
 
 
 def test_graph_payload_is_parallel_arrays(cnn_trace):

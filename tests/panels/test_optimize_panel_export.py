@@ -8,8 +8,7 @@ import torch
 from torch import nn
 
 from labkit.optimize import Recipe
-from labkit.widgets import _optimize_fields
-from labkit.widgets.optimize_panel import OptimizePanel
+from labkit.panels import OptimizePanel, _optimize_fields
 from tests.optimize.conftest import MLP
 from tests.optimize.test_export import Blocked, Gate  # an `if x.sum() > 0` in module 'tail'
 

@@ -24,7 +24,7 @@ from labkit.optimize.recipe import (
     Recipe,
     RecipeError,
 )
-from labkit.widgets._measure_budget import spread
+from labkit.panels._measure_budget import spread
 
 MODES = ("train", "inference")
 NONE = "none"  # the option value that stands for None

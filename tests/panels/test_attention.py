@@ -17,7 +17,7 @@ def view():
     import torch
 
     from labkit.gnn import GAT, karate
-    from labkit.widgets import AttentionView
+    from labkit.panels import AttentionView
 
     torch.manual_seed(0)
     data = karate()
@@ -46,7 +46,7 @@ def test_bad_pick_is_refused_and_the_old_one_kept(view):
         view.node = 99
     assert view.node == 0 and view.view["node"] == 0
     from labkit.gnn import GAT, karate
-    from labkit.widgets import AttentionView
+    from labkit.panels import AttentionView
 
     with pytest.raises(ValueError, match=r"head must be -1 \(mean\) or in \[0, 1\), got 3"):
         AttentionView(GAT(34, 4, 4), karate(), head=3)
@@ -65,7 +65,7 @@ def test_static_png_html_and_repr(view):
 def test_ring_layout_puts_hop_k_on_circle_k(view):
     import math
 
-    from labkit.widgets.attention import ring_layout
+    from labkit.panels.attention import ring_layout
 
     pos = ring_layout(view.view)
     hops = {view.view["node"]: 0}
