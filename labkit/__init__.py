@@ -13,6 +13,7 @@ from __future__ import annotations
 import sys
 import types
 
+from labkit import _display
 from labkit._lazy import callable_package, lazy_exports
 
 __version__ = "0.1.0"
@@ -40,9 +41,14 @@ _LAZY = {
     "Runs": "labkit.train.runs",
     "GAT": "labkit.gnn",
     "GATv2": "labkit.gnn",
+    "show": "labkit.widgets.display",
 }
 
 __all__ = ["__version__", *_LAZY]
+
+# a Trace's, MemoryReport's and Plan's show()/plot()/_repr_html_ find their views here: the
+# first display imports labkit.widgets, which registers them (the data never imports views)
+_display.add_provider("labkit.widgets")
 
 
 # labkit.trace, labkit.memory and labkit.plan are callable packages; other names are attributes

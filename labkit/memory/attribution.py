@@ -235,11 +235,9 @@ class MemoryReport:
     def show(self, **kwargs: Any) -> Any:
         """The step's graph, per-module profile and memory timeline in linked tabs, opened on
         the timeline and coloured by activation memory; see :class:`labkit.widgets.TraceView`."""
-        from labkit.widgets.show import TraceView
+        from labkit import _display
 
-        view = TraceView(self.trace, **{"metric": "activations", **kwargs})
-        view.selected_index = 2
-        return view
+        return _display.display("memory.show", self, **kwargs)
 
     # ----------------------------------------------------------------- files
     def save(self, path: str | os.PathLike[str]) -> None:

@@ -111,12 +111,9 @@ class Plan(MemoryReport):
 
     def show(self, **kwargs: Any) -> Any:
         """The graph, profile and memory views of the plan, each tab titled "(predicted)"."""
-        from labkit.widgets.show import TraceView
+        from labkit import _display
 
-        kwargs.setdefault("metric", "flops")
-        view = TraceView(self.trace, **kwargs)
-        view.titles = tuple(f"{t} (predicted)" for t in view.titles)
-        return view
+        return _display.display("plan.show", self, **kwargs)
 
     def compare(self, measured: MemoryReport) -> dict[str, Any]:
         """Predicted next to measured: peak and each category, with the relative error.

@@ -7,7 +7,6 @@ Every view (tables, widgets, files, diffs) is a function of it.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -415,28 +414,24 @@ class Trace:
         return roll_repeats(self)
 
     def show(self, **kwargs: Any) -> Any:
-        """Graph, profile and memory views in linked tabs; see :class:`labkit.widgets.TraceView`."""
-        from labkit.widgets.show import TraceView
+        """Graph, profile and memory views in linked tabs; see :class:`labkit.widgets.TraceView`
+        (registered by the views: ``labkit.show(trace)`` is the same)."""
+        from labkit import _display
 
-        return TraceView(self, **kwargs)
+        return _display.display("trace.show", self, **kwargs)
 
     def plot(self, view: str = "graph", **kwargs: Any) -> bytes:
         """A static PNG of ``"graph"``, ``"profile"`` or ``"memory"`` (matplotlib)."""
-        from labkit.widgets import _static
+        from labkit import _display
 
-        draw: dict[str, Callable[..., bytes]] = {
-            "graph": _static.graph_png,
-            "profile": _static.profile_png,
-        }
-        draw["memory"] = _static.memory_png
-        if view not in draw:
-            raise ValueError(f"view must be one of {list(draw)}, got {view!r}")
-        return draw[view](self, **kwargs)
+        png: bytes = _display.display("trace.plot", self, view, **kwargs)
+        return png
 
     def _repr_html_(self) -> str:
-        from labkit.widgets._static import trace_html
+        from labkit import _display
 
-        return trace_html(self)
+        html: str = _display.display("trace.html", self)
+        return html
 
     # ----------------------------------------------------------------- files
     def to_dict(self) -> dict[str, Any]:

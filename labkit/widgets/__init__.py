@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from labkit._lazy import lazy_exports
+from labkit.widgets.display import install as _install
 
 if TYPE_CHECKING:  # what the lazy names are, for mypy
     from labkit.panels.attention import AttentionView as AttentionView
@@ -54,3 +55,7 @@ __all__ = [*_LAZY, *_PLUMBING]
 
 
 __getattr__, __dir__ = lazy_exports(__name__, {**_LAZY, **_PLUMBING})
+
+# Trace/MemoryReport/Plan .show(), .plot() and _repr_html_ reach the views through
+# labkit._display; the data classes import nothing from here (labkit.show is display.show)
+_install()
