@@ -151,9 +151,9 @@ def find_growth(
             after.append(tracker.live_bytes())
             tracker.mark_step()
         survivors = [
-            (r.nbytes, r.cat, r.module, r.op, r.site, r.step)
+            (r.nbytes, r.category, r.module, r.op, r.site, r.step)
             for r in tracker.live_records()
-            if r.step >= warmup and r.cat not in (PARAMS, GRADS, OPT)
+            if r.step >= warmup and r.category not in (PARAMS, GRADS, OPT)
         ]
     judged = after[warmup:]
     diffs = [b - a for a, b in itertools.pairwise(judged)]

@@ -16,6 +16,8 @@ import os
 import sys
 import time
 import weakref
+from dataclasses import dataclass
+from enum import IntEnum
 from types import FrameType
 from typing import Any
 
@@ -25,10 +27,33 @@ from labkit._tensors import is_wrapper, model_device, named_tensors, plain_tenso
 from labkit.trace.instrument import Observer
 from labkit.trace.model import MEMORY_CATEGORIES
 
-CATEGORIES = MEMORY_CATEGORIES  # the order of the counts in _cat
-# each category's index in that one definition (reordering it reorders these with it)
-PARAMS, GRADS, OPT, ACTS, TEMPS, INPUTS = map(CATEGORIES.index, (
-    "parameters", "gradients", "optimizer", "activations", "temporaries", "inputs"))  # fmt: skip
+CATEGORIES = MEMORY_CATEGORIES  # the order of the counts in _cat and in an event
+
+
+class Category(IntEnum):
+    """A storage's category, valued as its index in :data:`MEMORY_CATEGORIES`.
+
+    The one definition of the names and their order is ``MEMORY_CATEGORIES``; each member
+    takes its index there (reordering that tuple reorders these with it), so a member
+    indexes the per-category counts directly and ``CATEGORIES[member]`` is its name.
+    """
+
+    PARAMETERS = CATEGORIES.index("parameters")
+    GRADIENTS = CATEGORIES.index("gradients")
+    OPTIMIZER = CATEGORIES.index("optimizer")
+    ACTIVATIONS = CATEGORIES.index("activations")
+    TEMPORARIES = CATEGORIES.index("temporaries")
+    INPUTS = CATEGORIES.index("inputs")
+
+
+if sorted(CATEGORIES[c] for c in Category) != sorted(CATEGORIES):  # pragma: no cover
+    raise ImportError(f"memory.tracker.Category does not cover MEMORY_CATEGORIES {CATEGORIES}")
+
+PARAMS, GRADS, OPT = Category.PARAMETERS, Category.GRADIENTS, Category.OPTIMIZER
+ACTS, TEMPS, INPUTS = Category.ACTIVATIONS, Category.TEMPORARIES, Category.INPUTS
+EVENT_FIELDS = ("time", "phase", "module", *CATEGORIES)
+"""An event's fields: ``(time, phase, module, *bytes per category)``."""
+_COUNTS = EVENT_FIELDS.index(CATEGORIES[0])  # event[_COUNTS + category] is that count
 PHASES = ("forward", "backward", "optimizer")
 LARGEST = 32  # storages kept with their lifetimes for "what was live then" queries
 _FWD, _BWD, _OPT = PHASES
@@ -39,44 +64,41 @@ _current_task = torch._C._current_graph_task_id
 _F32 = torch.float32
 
 
+@dataclass(slots=True, eq=False)
 class _Rec:
-    """One live storage (mutable bookkeeping; never leaves the tracker)."""
+    """One live storage (mutable bookkeeping; never leaves the tracker).
 
-    __slots__ = (
-        "cat",
-        "dev",
-        "died",
-        "ev",
-        "fp32",
-        "module",
-        "nbytes",
-        "op",
-        "phase",
-        "ref",
-        "sid",
-        "site",
-        "snb",
-        "step",
-    )
+    Args:
+        nbytes: Bytes counted for it (a view input counts only its own extent).
+        category: Where it counts now.
+        module: The module it is attributed to.
+        phase: The phase that made it.
+        fp32: Its tensor is float32.
+        on_device: It lives on an accelerator (counted in ``dev_total`` too).
+        storage_id: ``id()`` of its ``UntypedStorage`` object.
+        step: The step number (:meth:`MemoryTracker.mark_step`) it was made in.
+        storage_bytes: The storage's size when counted (above ``nbytes`` for a view input).
+        op: The aten op that made it (``""`` when adopted rather than made).
+        site: The user's source line that made it, with ``stacks=True``.
+        ref: The weak reference whose callback sees it freed.
+        born_event: Index of the timeline event that counted it.
+        freed_event: Index of the event that saw it freed; -1 while alive.
+    """
 
-    def __init__(
-        self, nbytes: int, cat: int, module: str, phase: str, fp32: bool, dev: bool, sid: int,
-        step: int, op: str = "",
-    ) -> None:  # fmt: skip
-        self.nbytes = nbytes
-        self.cat = cat
-        self.module = module
-        self.phase = phase
-        self.fp32 = fp32
-        self.dev = dev
-        self.sid = sid
-        self.step = step
-        self.op = op
-        self.site: tuple[str, int, str] | None = None
-        self.ref: Any = None
-        self.ev = 0  # index of the timeline event that counted it
-        self.died = -1  # index of the event that saw it freed; -1 while alive
-        self.snb = nbytes  # the storage's size when counted (a view input counts less)
+    nbytes: int
+    category: Category
+    module: str
+    phase: str
+    fp32: bool
+    on_device: bool
+    storage_id: int
+    step: int
+    storage_bytes: int
+    op: str = ""
+    site: tuple[str, int, str] | None = None
+    ref: Any = None
+    born_event: int = 0
+    freed_event: int = -1
 
 
 class MemoryTracker(Observer):
@@ -157,7 +179,7 @@ class MemoryTracker(Observer):
     def _reset(self) -> None:
         self._recs: dict[int, _Rec] = {}  # id(weakref) -> record
         self._by_sid: dict[int, _Rec] = {}  # id(storage object) -> record
-        self._cat = [0] * 6
+        self._cat = [0] * len(CATEGORIES)
         self.grads_before = 0
         self._mod: dict[tuple[str, int], int] = {}
         self._fp32: dict[tuple[str, int], int] = {}
@@ -174,7 +196,7 @@ class MemoryTracker(Observer):
         self._peak_ev = 0
         self.resident_before = 0
         self._dirty = False
-        self.peak_cat: list[int] = [0] * 6
+        self.peak_cat: list[int] = [0] * len(CATEGORIES)
         self.peak_mod: dict[tuple[str, int], int] = {}
         self.peak_fp32: dict[tuple[str, int], int] = {}
         self._events: list[tuple[Any, ...]] = []
@@ -271,8 +293,8 @@ class MemoryTracker(Observer):
         n = st.nbytes()
         rec = self._by_sid.get(sid)
         if rec is not None:  # a view, or an in-place / out= op
-            if n != rec.snb:  # resize_ or an out= op grew it
-                delta, rec.snb = n - rec.snb, n
+            if n != rec.storage_bytes:  # resize_ or an out= op grew it
+                delta, rec.storage_bytes = n - rec.storage_bytes, n
                 self._adjust(rec, delta)
             return
         if n == 0 or t.is_meta:
@@ -284,12 +306,12 @@ class MemoryTracker(Observer):
             module = (stack[-1].module or "") if stack else ""
         else:
             module = inst.module_now()
-        rec = _Rec(n, TEMPS, module, phase, t.dtype is _F32, not t.is_cpu, sid, self.step,
+        rec = _Rec(n, TEMPS, module, phase, t.dtype is _F32, not t.is_cpu, sid, self.step, n,
                    func.__name__)  # fmt: skip
         ref = rec.ref = weakref.ref(st, self._on_free)
         self._recs[id(ref)] = rec
         self._by_sid[sid] = rec
-        rec.ev = len(self._events)
+        rec.born_event = len(self._events)
         self._count(rec, n, phase, module)
         if n > self._big_min:
             self._keep_big(rec)
@@ -297,7 +319,7 @@ class MemoryTracker(Observer):
             rec.site = _user_frame()
         self._events.append((time.perf_counter() - self._t0, phase, module, *self._cat))
 
-    def _track(self, t: torch.Tensor, cat: int, module: str, phase: str) -> _Rec | None:
+    def _track(self, t: torch.Tensor, cat: Category, module: str, phase: str) -> _Rec | None:
         """Count ``t``'s storage as ``cat`` (moving it there if already counted)."""
         if is_wrapper(t):
             rec = None
@@ -318,23 +340,22 @@ class MemoryTracker(Observer):
                 self.resident_before += n - used
                 n = used
             rec = self._add(st, cat, module, phase, t.dtype == torch.float32, n, not t.is_cpu)
-        elif rec.cat != cat:
+        elif rec.category != cat:
             self._move(rec, cat, module)
         return rec
 
-    def _add(self, st: Any, cat: int, module: str, phase: str, fp32: bool,
+    def _add(self, st: Any, cat: Category, module: str, phase: str, fp32: bool,
              n: int | None = None, dev: bool = False) -> _Rec | None:  # fmt: skip
         snb = st.nbytes()
         n = snb if n is None else n
         if snb == 0:
             return None
         # the tensor's device, not the storage's: a fake tensor's storage is on "meta"
-        rec = _Rec(n, cat, module, phase, fp32, dev, id(st), self.step)
-        rec.snb = snb
+        rec = _Rec(n, cat, module, phase, fp32, dev, id(st), self.step, snb)
         ref = rec.ref = weakref.ref(st, self._on_free)
         self._recs[id(ref)] = rec
-        self._by_sid[rec.sid] = rec
-        rec.ev = len(self._events)
+        self._by_sid[rec.storage_id] = rec
+        rec.born_event = len(self._events)
         self._count(rec, n)
         if n > self._big_min:
             self._keep_big(rec)
@@ -357,22 +378,24 @@ class MemoryTracker(Observer):
         for n, _, r in sorted(self._big, key=lambda item: (-item[0], item[1])):
             site = f"{r.site[0]}:{r.site[1]}" if r.site else ""
             out.append({
-                "bytes": n, "category": CATEGORIES[r.cat], "module": r.module, "op": r.op,
-                "phase": r.phase, "start": round(ev[r.ev][0], 9) if r.ev < len(ev) else 0.0,
-                "end": round(ev[r.died][0], 9) if 0 <= r.died < len(ev) else None, "site": site,
+                "bytes": n, "category": CATEGORIES[r.category], "module": r.module, "op": r.op,
+                "phase": r.phase,
+                "start": round(ev[r.born_event][0], 9) if r.born_event < len(ev) else 0.0,
+                "end": round(ev[r.freed_event][0], 9) if 0 <= r.freed_event < len(ev) else None,
+                "site": site,
             })  # fmt: skip
         return out
 
     def _count(self, rec: _Rec, n: int, phase: str | None = None, module: str = "") -> None:
         if n < 0 and self._dirty:
             self._snapshot()
-        self._cat[rec.cat] += n
-        key = (rec.module, rec.cat)
+        self._cat[rec.category] += n
+        key = (rec.module, rec.category)
         self._mod[key] = self._mod.get(key, 0) + n
         if rec.fp32:
             self._fp32[key] = self._fp32.get(key, 0) + n
         self.total += n
-        if rec.dev:
+        if rec.on_device:
             self.dev_total += n
             if self.dev_total > self.dev_peak:
                 self.dev_peak = self.dev_total
@@ -393,22 +416,24 @@ class MemoryTracker(Observer):
         rec.nbytes += delta
         self._sample(self._phase(), self._module())
 
-    def _reclassify(self, recs: list[tuple[_Rec, str]], cat: int) -> None:
+    def _reclassify(self, recs: list[tuple[_Rec, str]], cat: Category) -> None:
         """Move storages to ``cat`` as of their creation (the timeline and the peak too).
 
         For what a storage *became*: state an optimizer or a GradScaler made counts as
         such from the moment it was allocated, not from the end of the step.
         """
-        recs = [(r, m) for r, m in recs if r.cat != cat and self._by_sid.get(r.sid) is r]
+        recs = [
+            (r, m) for r, m in recs if r.category != cat and self._by_sid.get(r.storage_id) is r
+        ]
         if not recs:
             return
         if self._dirty:
             self._snapshot()
         delta = [0] * (len(self._events) + 1)
         for rec, module in recs:
-            old = rec.cat
+            old = rec.category
             n = rec.nbytes
-            if rec.ev <= self._peak_ev:  # alive at the peak: the peak's breakdown moves too
+            if rec.born_event <= self._peak_ev:  # alive at the peak: the peak's breakdown moves too
                 self.peak_cat[old] -= n
                 self.peak_cat[cat] += n
                 for table, on in ((self.peak_mod, True), (self.peak_fp32, rec.fp32)):
@@ -416,25 +441,25 @@ class MemoryTracker(Observer):
                         table[(rec.module, old)] = table.get((rec.module, old), 0) - n
                         table[(module, cat)] = table.get((module, cat), 0) + n
             self._count(rec, -n)
-            rec.cat, rec.module = cat, module
+            rec.category, rec.module = cat, module
             self._count(rec, n)
-            delta[rec.ev] += n
+            delta[rec.born_event] += n
         events, moved = self._events, 0
-        for i in range(min(r.ev for r, _ in recs), len(events)):
+        for i in range(min(r.born_event for r, _ in recs), len(events)):
             moved += delta[i]
-            if moved:
+            if moved:  # they counted as temporaries until now
                 e = list(events[i])
-                e[3 + TEMPS] -= moved
-                e[3 + cat] += moved
+                e[_COUNTS + TEMPS] -= moved
+                e[_COUNTS + cat] += moved
                 events[i] = tuple(e)
         self._sample(self._phase(), self._module())
 
-    def _move(self, rec: _Rec, cat: int, module: str | None = None) -> None:
+    def _move(self, rec: _Rec, cat: Category, module: str | None = None) -> None:
         if self._dirty:
             self._snapshot()
         n = rec.nbytes
         self._count(rec, -n)
-        rec.cat = cat
+        rec.category = cat
         if module is not None:
             rec.module = module
         self._count(rec, n)
@@ -444,8 +469,8 @@ class MemoryTracker(Observer):
         rec = self._recs.pop(id(ref), None)
         if rec is None or not self.active:
             return
-        self._by_sid.pop(rec.sid, None)
-        rec.died = len(self._events)  # the sample written just below
+        self._by_sid.pop(rec.storage_id, None)
+        rec.freed_event = len(self._events)  # the sample written just below
         self._count(rec, -rec.nbytes, "")  # a free never sets a peak: no need to know where
         self._sample(self._phase(), self._module())
 
@@ -477,7 +502,7 @@ class MemoryTracker(Observer):
             rec = self._by_sid.get(id(t.untyped_storage()))
         except (RuntimeError, NotImplementedError):
             return
-        if rec is not None and rec.cat == TEMPS:
+        if rec is not None and rec.category == TEMPS:
             self._move(rec, ACTS)
             where = self._module(_FWD)
             self.saved_by_module[where] = self.saved_by_module.get(where, 0) + rec.nbytes
@@ -490,7 +515,7 @@ class MemoryTracker(Observer):
             return
         for _, t in (*named_tensors(args), *named_tensors(kwargs)):
             rec = self._by_sid.get(id(t.untyped_storage())) if t.layout == torch.strided else None
-            if rec is None or rec.cat == TEMPS:
+            if rec is None or rec.category == TEMPS:
                 self._track(t, INPUTS, "", _FWD)
 
     def grad(self, p: torch.Tensor) -> None:
@@ -526,7 +551,7 @@ class MemoryTracker(Observer):
                 rec = self._by_sid.get(id(inner.untyped_storage()))
             except (RuntimeError, NotImplementedError):
                 continue
-            if rec is not None and rec.cat == TEMPS:
+            if rec is not None and rec.category == TEMPS:
                 made.append((rec, owner))
             else:
                 self._track(inner, OPT, owner, _OPT)
@@ -576,7 +601,10 @@ class MemoryTracker(Observer):
 
     @property
     def events(self) -> list[tuple[Any, ...]]:
-        """Raw samples ``(time, phase, module, *bytes per category)``, one per change."""
+        """Raw samples ``(time, phase, module, *bytes per category)``, one per change.
+
+        The fields are named in :data:`EVENT_FIELDS`; the counts follow ``CATEGORIES``.
+        """
         return self._events
 
 
