@@ -49,8 +49,9 @@ class Category(IntEnum):
 if sorted(CATEGORIES[c] for c in Category) != sorted(CATEGORIES):  # pragma: no cover
     raise ImportError(f"memory.tracker.Category does not cover MEMORY_CATEGORIES {CATEGORIES}")
 
-PARAMS, GRADS, OPT = Category.PARAMETERS, Category.GRADIENTS, Category.OPTIMIZER
-ACTS, TEMPS, INPUTS = Category.ACTIVATIONS, Category.TEMPORARIES, Category.INPUTS
+# the hot path indexes and compares plain ints (an IntEnum member costs twice as much)
+PARAMS, GRADS, OPT = int(Category.PARAMETERS), int(Category.GRADIENTS), int(Category.OPTIMIZER)
+ACTS, TEMPS, INPUTS = int(Category.ACTIVATIONS), int(Category.TEMPORARIES), int(Category.INPUTS)
 EVENT_FIELDS = ("time", "phase", "module", *CATEGORIES)
 """An event's fields: ``(time, phase, module, *bytes per category)``."""
 _COUNTS = EVENT_FIELDS.index(CATEGORIES[0])  # event[_COUNTS + category] is that count
@@ -70,7 +71,7 @@ class _Rec:
 
     Args:
         nbytes: Bytes counted for it (a view input counts only its own extent).
-        category: Where it counts now.
+        category: Where it counts now: a :class:`Category` value, kept as a plain int.
         module: The module it is attributed to.
         phase: The phase that made it.
         fp32: Its tensor is float32.
@@ -86,7 +87,7 @@ class _Rec:
     """
 
     nbytes: int
-    category: Category
+    category: int
     module: str
     phase: str
     fp32: bool
@@ -319,7 +320,7 @@ class MemoryTracker(Observer):
             rec.site = _user_frame()
         self._events.append((time.perf_counter() - self._t0, phase, module, *self._cat))
 
-    def _track(self, t: torch.Tensor, cat: Category, module: str, phase: str) -> _Rec | None:
+    def _track(self, t: torch.Tensor, cat: int, module: str, phase: str) -> _Rec | None:
         """Count ``t``'s storage as ``cat`` (moving it there if already counted)."""
         if is_wrapper(t):
             rec = None
@@ -344,7 +345,7 @@ class MemoryTracker(Observer):
             self._move(rec, cat, module)
         return rec
 
-    def _add(self, st: Any, cat: Category, module: str, phase: str, fp32: bool,
+    def _add(self, st: Any, cat: int, module: str, phase: str, fp32: bool,
              n: int | None = None, dev: bool = False) -> _Rec | None:  # fmt: skip
         snb = st.nbytes()
         n = snb if n is None else n
@@ -416,7 +417,7 @@ class MemoryTracker(Observer):
         rec.nbytes += delta
         self._sample(self._phase(), self._module())
 
-    def _reclassify(self, recs: list[tuple[_Rec, str]], cat: Category) -> None:
+    def _reclassify(self, recs: list[tuple[_Rec, str]], cat: int) -> None:
         """Move storages to ``cat`` as of their creation (the timeline and the peak too).
 
         For what a storage *became*: state an optimizer or a GradScaler made counts as
@@ -454,7 +455,7 @@ class MemoryTracker(Observer):
                 events[i] = tuple(e)
         self._sample(self._phase(), self._module())
 
-    def _move(self, rec: _Rec, cat: Category, module: str | None = None) -> None:
+    def _move(self, rec: _Rec, cat: int, module: str | None = None) -> None:
         if self._dirty:
             self._snapshot()
         n = rec.nbytes
