@@ -8,7 +8,7 @@ from typing import Any
 import torch
 
 from labkit._tensors import named_tensors
-from labkit.trace._graph import bind as _bind
+from labkit.trace._graph_observer import bind as _bind
 from labkit.trace.recorder import MODES, Recorder, check_model
 from labkit.trace.step import Step, check_inputs, check_keywords, record_step
 

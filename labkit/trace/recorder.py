@@ -17,7 +17,7 @@ import torch
 from labkit._format import fmt_shape
 from labkit._tensors import model_device
 from labkit.trace._flops import FlopObserver
-from labkit.trace._graph import GraphObserver
+from labkit.trace._graph_observer import GraphObserver
 from labkit.trace._raw import RawNode, build_trace, freeze_meta
 from labkit.trace._timing import TimingObserver
 from labkit.trace.errors import TraceError
