@@ -179,6 +179,7 @@ class RecipeState(TypedDict):
     fuse_conv_bn: bool
     matmul_precision: str
     export: str | None
+    export_kwargs: dict[str, Any]  #: added to every call of the exported model
 
 
 class SelectOption(TypedDict):
@@ -193,7 +194,7 @@ class SelectOption(TypedDict):
 class _FieldBase(TypedDict):
     name: str  #: the Recipe field
     label: str
-    kind: str  #: ``select``, ``check`` or ``list``
+    kind: str  #: ``select``, ``check``, ``list`` or ``kwargs``
     modes: list[str]  #: the modes it applies in
     hints: dict[str, str]  #: mode -> what it means there
     with_export: bool  #: a non-default value combines with an export
@@ -204,8 +205,9 @@ class RecipeField(_FieldBase, total=False):
 
     options: list[SelectOption]  #: select only
     sets_mode: str  #: choosing a value switches the panel to this mode (export)
-    placeholder: str  #: list only
-    default: str | bool | list[str]  #: the default Recipe's value (``"none"`` for None)
+    placeholder: str  #: list and kwargs only
+    #: the default Recipe's value (``"none"`` for None; a dict for kwargs)
+    default: str | bool | list[str] | dict[str, Any]
 
 
 class RecipeChoices(TypedDict):
@@ -215,14 +217,23 @@ class RecipeChoices(TypedDict):
     modes: list[str]  #: ``train``, ``inference``
 
 
-class BatchLatency(TypedDict):
-    """Latency of a recipe at one batch size (inference, ``batch_sizes``); seconds."""
-
+class _BatchLatencyBase(TypedDict):
     batch_size: int
     step_time: float | None
     throughput: float | None  #: samples per second
     speedup: float | None
     error: str | None  #: first line of the error at that size
+
+
+class BatchLatency(_BatchLatencyBase, total=False):
+    """Latency of a recipe at one batch size (inference, ``batch_sizes``); seconds.
+
+    The interval keys are there when the recipe and the baseline both ran more than one
+    round at that size."""
+
+    speedup_low: float | None
+    speedup_high: float | None
+    within_noise: bool | None
 
 
 class OptimizeRow(TypedDict):
@@ -231,6 +242,10 @@ class OptimizeRow(TypedDict):
     label: str
     step_time: float | None
     speedup: float | None  #: baseline step time / this one
+    speedup_low: float | None  #: the speedup's interval (paired bootstrap over the rounds)
+    speedup_high: float | None
+    within_noise: bool | None  #: the interval spans 1.0: not measurably faster or slower
+    rounds: int | None  #: interleaved rounds the speedup comes from
     throughput: float | None  #: samples per second
     compile_time: float | None
     break_even: float | None  #: steps until compiling pays for itself
