@@ -36,7 +36,7 @@ from torch import nn
 from benchmarks._harness import Bench, report
 from labkit.optimize import Recipe, RecipeStep, apply, compare
 from labkit.optimize._cpu import describe
-from labkit.optimize.comparison import speedup_text
+from labkit.optimize.comparison_result import speedup_text
 from labkit.optimize.drift import deviation
 
 

@@ -16,7 +16,7 @@ from labkit._tensors import model_device, split_batch
 from labkit.optimize import _breaks, _cpu, _deploy, _measure
 from labkit.optimize._run_errors import describe
 from labkit.optimize.apply import applied, apply
-from labkit.optimize.comparison import RecipeResult
+from labkit.optimize.comparison_result import RecipeResult
 from labkit.optimize.drift import deviation, first_drift, flat, fp16_risks, layer_drift
 from labkit.optimize.export import exported
 from labkit.optimize.recipe import Recipe

@@ -23,7 +23,7 @@ from labkit.optimize._bench_checks import (
     randomness,
 )
 from labkit.optimize._run import _batch_size, _Run
-from labkit.optimize.comparison import Comparison, RecipeResult
+from labkit.optimize.comparison_result import Comparison, RecipeResult
 from labkit.optimize.recipe import Recipe
 from labkit.trace import StepState
 

@@ -9,7 +9,7 @@ import torch
 
 from labkit.optimize._bench_checks import MODES, Progress, named_recipes
 from labkit.optimize.bench import MEASURED, Bench
-from labkit.optimize.comparison import Comparison, RecipeResult
+from labkit.optimize.comparison_result import Comparison, RecipeResult
 from labkit.optimize.recipe import Recipe
 
 __all__ = ["MEASURED", "MODES", "Bench", "Comparison", "RecipeResult", "compare"]

@@ -380,7 +380,7 @@ def test_a_bench_measures_the_baseline_once_and_keeps_rows(mlp, x):
 
 def test_a_speedup_within_noise_is_not_remembered_as_slower():
     from labkit.optimize.bench import MEASURED, _remember
-    from labkit.optimize.comparison import RecipeResult
+    from labkit.optimize.comparison_result import RecipeResult
 
     recipe = Recipe(matmul_precision="medium")
     row = RecipeResult("m", recipe.to_dict(), speedup=0.97, speedup_low=0.9, speedup_high=1.05,
