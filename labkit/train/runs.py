@@ -386,9 +386,9 @@ class Runs:
         Returns:
             A :class:`labkit.widgets.runs.RunsView`.
         """
-        from labkit.widgets.runs import RunsView
+        from labkit import _display  # the views register it (labkit/widgets/display.py)
 
-        return RunsView(self, metrics=metrics, runs_shown=runs, x=x)
+        return _display.display("runs.show", self, metrics=metrics, runs=runs, x=x)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready plain data."""

@@ -13,7 +13,7 @@ Example:
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from labkit import _display
@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from labkit.memory.attribution import MemoryReport
     from labkit.plan.model import Plan
     from labkit.trace.model import Trace
+    from labkit.train.runs import Runs
+    from labkit.widgets.runs import RunsView
     from labkit.widgets.show import TraceView
 
 
@@ -44,6 +46,20 @@ def show_plan(plan: Plan, **kwargs: Any) -> TraceView:
     view = show_trace(plan.trace, **{"metric": "flops", **kwargs})
     view.titles = tuple(f"{t} (predicted)" for t in view.titles)
     return view
+
+
+def show_runs(
+    rs: Runs,
+    *,
+    metrics: Sequence[str] | None = None,
+    runs: Sequence[str] | None = None,
+    x: str = "step",
+    **kwargs: Any,
+) -> RunsView:
+    """Chosen metrics of chosen runs overlaid, and a table of runs (:class:`RunsView`)."""
+    from labkit.widgets.runs import RunsView
+
+    return RunsView(rs, metrics=metrics, runs_shown=runs, x=x, **kwargs)
 
 
 def plot_trace(trace: Trace, view: str = "graph", **kwargs: Any) -> bytes:
@@ -110,6 +126,7 @@ def install(formatter: Any = None) -> None:
     _display.register("trace.html", trace_html)
     _display.register("memory.show", show_memory)
     _display.register("plan.show", show_plan)
+    _display.register("runs.show", show_runs)
     if formatter is None and "IPython" in sys.modules:
         shell = sys.modules["IPython"].get_ipython()
         formatter = getattr(shell, "display_formatter", None)
