@@ -94,8 +94,8 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
 def promote_command(args: argparse.Namespace) -> int:
     from labkit._paths import OutputPathError
     from labkit.promote import NotebookError, PromoteError, TargetExistsError, promote
+    from labkit.promote.execute import ParameterError, parse_parameter
     from labkit.promote.pipeline import check_script_path
-    from labkit.promote.run import ParameterError, parse_parameter
 
     if args.verify and args.dry_run:
         print("labkit promote: error: --verify runs the written script; drop --dry-run",
@@ -168,7 +168,7 @@ def _verify(args: argparse.Namespace, result: object, parameters: dict[str, obje
 def run_command(args: argparse.Namespace) -> int:
     from labkit._paths import OutputPathError
     from labkit.promote import NotebookError, NotebookRunError, ParameterError, run_notebook
-    from labkit.promote.run import _stderr_progress, parse_parameter
+    from labkit.promote.execute import _stderr_progress, parse_parameter
 
     try:
         parameters = dict(parse_parameter(p) for p in args.parameter)

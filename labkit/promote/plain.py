@@ -34,7 +34,7 @@ from labkit.promote.fabric import (
 
 __all__ = ["Parameter", "argument_lines", "override_lines", "parameters_of", "render_plain_script"]
 
-PARAMETERS_TAG = "parameters"  # labkit.promote.run.PARAMETERS_TAG (no import: light)
+PARAMETERS_TAG = "parameters"  # labkit.promote.execute.PARAMETERS_TAG (no import: light)
 INJECTED_TAG = "injected-parameters"
 
 LITERAL_HELPER = '''

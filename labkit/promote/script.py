@@ -49,7 +49,7 @@ from labkit.promote.plain import (
 )
 from labkit.train.fit_options import fit_flags
 
-INJECTED_TAG = "injected-parameters"  # labkit.promote.run.INJECTED_TAG (no import: light)
+INJECTED_TAG = "injected-parameters"  # labkit.promote.execute.INJECTED_TAG (no import: light)
 PARAMETERS_TAG = "parameters"
 
 __all__ = ["render_script"]

@@ -161,8 +161,8 @@ def verify(
             message names the cell).
         RuntimeError: the script fails (its last output in the message).
     """
+    from labkit.promote.execute import run_notebook
     from labkit.promote.notebook import read_notebook
-    from labkit.promote.run import run_notebook
 
     notebook, script = Path(notebook), Path(script)
     params = dict(parameters or {})
@@ -269,7 +269,7 @@ def _printed_lines(nb: Any, results_of: frozenset[int] = frozenset()) -> list[st
     """What the notebook's cells printed (stdout; the displayed result of ``results_of``
     cells too), in file order, without progress-bar lines. ``results_of`` numbers cells
     as the notebook before ``labkit run`` injected its parameters cell."""
-    from labkit.promote.run import INJECTED_TAG
+    from labkit.promote.execute import INJECTED_TAG
 
     text = ""
     number = 0

@@ -17,10 +17,10 @@ import pytest
 
 from labkit.cli import main
 from labkit.promote import analyze, promote, read_notebook
+from labkit.promote.execute import inject_parameters
 from labkit.promote.notebook import Cell, Notebook
 from labkit.promote.plain import render_plain_script
 from labkit.promote.recipe_record import RECIPE_MIME
-from labkit.promote.run import inject_parameters
 from labkit.promote.script import render_script
 from tests.promote._notebooks import code, numbered, write_notebook
 

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from labkit.promote import read_notebook
-from labkit.promote.run import INJECTED_TAG
+from labkit.promote.execute import INJECTED_TAG
 from tests.promote.conftest import RECIPE_TOGGLES, Trained, read_run, run_script
 
 pytestmark = pytest.mark.slow

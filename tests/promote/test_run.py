@@ -10,7 +10,7 @@ import pytest
 
 from labkit.cli import main
 from labkit.promote import NotebookRunError, ParameterError, read_notebook, run_notebook
-from labkit.promote.run import INJECTED_TAG, inject_parameters, parse_parameter
+from labkit.promote.execute import INJECTED_TAG, inject_parameters, parse_parameter
 from tests.promote._notebooks import code, markdown, write_notebook
 
 
