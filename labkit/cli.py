@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable, Sequence
 from importlib import metadata
 
-from labkit.promote import _cli as _promote_cli
+from labkit.promote import cli as _promote_cli
 
 __all__ = ["build_parser", "main"]
 

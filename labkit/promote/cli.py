@@ -1,4 +1,4 @@
-"""``labkit promote`` and ``labkit run``: argument parsers and runners for labkit.cli."""
+"""``labkit promote`` and ``labkit run``: argument parsers and runners for :mod:`labkit.cli`."""
 
 from __future__ import annotations
 
