@@ -39,8 +39,6 @@ DEBT: set[tuple[str, str, str]] = {
     ("labkit/demo.py", "labkit.widgets._static", "_figure"),
     ("labkit/demo.py", "labkit.widgets._static", "_png"),
     ("labkit/demo.py", "labkit.widgets._static", "profile_html"),
-    ("labkit/doctor.py", "labkit.widgets._assets", "BUILD_FIX"),
-    ("labkit/doctor.py", "labkit.widgets._assets", "check_assets"),
     ("labkit/plan/api.py", "labkit.optimize._runtime", "AUTOCAST_DTYPES"),
     ("labkit/plan/api.py", "labkit.optimize._runtime", "RecipeForward"),
     ("labkit/plan/api.py", "labkit.optimize.apply", "_as_recipe"),

@@ -9,7 +9,8 @@ The views load lazily: ``import labkit.widgets`` does not import anywidget.
 Panels that measure or act (``OptimizePanel``, ``AttentionView``) live in
 :mod:`labkit.panels`; both names stay importable from here. The plumbing a widget outside
 this package needs (``bundle_path``, ``KeepsPicture``, ``MONO``, ``png_img``,
-``optimize_picture``) is public here too, so no other package imports a private module.
+``optimize_picture``; ``check_assets`` and ``BUILD_FIX`` for ``labkit doctor``) is public
+here too, so no other package imports a private module.
 
 Example:
     >>> from labkit.widgets import GraphView  # doctest: +SKIP
@@ -26,7 +27,9 @@ from labkit.widgets.display import install as _install
 if TYPE_CHECKING:  # what the lazy names are, for mypy
     from labkit.panels.attention import AttentionView as AttentionView
     from labkit.panels.optimize_panel import OptimizePanel as OptimizePanel
+    from labkit.widgets._assets import BUILD_FIX as BUILD_FIX
     from labkit.widgets._assets import bundle_path as bundle_path
+    from labkit.widgets._assets import check_assets as check_assets
     from labkit.widgets._base import png_img as png_img
     from labkit.widgets._final_state import optimize_picture as optimize_picture
     from labkit.widgets._keep import MONO as MONO
@@ -42,9 +45,11 @@ _LAZY = {
     "AttentionView": "labkit.panels.attention",
     "OptimizePanel": "labkit.panels.optimize_panel",
 }
-# plumbing for widgets outside this package (labkit.panels)
+# plumbing for widgets outside this package (labkit.panels) and for labkit doctor
 _PLUMBING = {
     "bundle_path": "labkit.widgets._assets",
+    "check_assets": "labkit.widgets._assets",
+    "BUILD_FIX": "labkit.widgets._assets",
     "KeepsPicture": "labkit.widgets._keep",
     "MONO": "labkit.widgets._keep",
     "png_img": "labkit.widgets._base",
