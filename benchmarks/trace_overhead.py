@@ -159,8 +159,8 @@ def main() -> None:
     parser.add_argument("--device", default="cpu", help="cpu or cuda (wall clock on cuda)")
     parser.add_argument(
         "--models",
-        default="residual_cnn,transformer,shown_forward",
-        help="comma-separated: residual_cnn, transformer, shown_forward",
+        default="residual_cnn,transformer,shown_forward,observer_cost",
+        help="comma-separated: residual_cnn, transformer, shown_forward, observer_cost",
     )
     parser.add_argument(
         "--threads", type=int, default=1, help="torch intra-op threads (default 1: see --clock)"
@@ -209,6 +209,53 @@ def main() -> None:
             model, x = build()
             shown_forward(name, model.to(device), x.to(device), max(args.rounds // 3, 3),
                           time.perf_counter)  # fmt: skip
+    if "observer_cost" in names:
+        observer_cost(device, args.rounds)
+
+
+def observer_cost(device: torch.device, rounds: int, spin: float = 0.002) -> None:
+    """An observer that spends ``spin`` seconds per module call: the forward a recording
+    shows against the untraced forward (labkit's own time must not show), with the wall
+    time of the recorded forward for scale. Moved here from tests/trace/test_timing.py,
+    which checks the same subtraction by construction on a hand-set clock.
+    """
+    import statistics
+
+    from labkit.trace.instrument import Observer
+
+    class Spin(Observer):
+        def call(self, node: object, module: object, args: object, kwargs: object) -> None:
+            end = time.perf_counter() + spin
+            while time.perf_counter() < end:
+                pass
+
+    model = nn.Sequential(*[nn.Linear(512, 512) for _ in range(8)]).to(device)
+    x = torch.randn(64, 512, device=device)
+    shown, wall, bare = [], [], []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        model(x)
+        _sync(x)
+        bare.append(time.perf_counter() - t0)
+        rec = Recorder(model, mode="step", observers=[Spin()])
+        with rec:
+            t0 = time.perf_counter()
+            model(x)
+            _sync(x)
+            wall.append(time.perf_counter() - t0)
+        assert rec.trace is not None
+        shown.append(rec.trace.meta.forward_time)
+    med = statistics.median
+    calls = 1 + len(model)
+    print(
+        f"### observer_cost: {calls} module calls, {spin * 1e3:.0f} ms of observer per call, "
+        f"{device}\n\n| figure | value | target |\n| --- | ---: | --- |\n"
+        f"| untraced forward | {med(bare) * 1e3:.2f} ms | |\n"
+        f"| recorded forward, wall | {med(wall) * 1e3:.2f} ms ({med(wall) / med(bare):.1f}x) | |\n"
+        f"| forward shown by the recording | {med(shown) * 1e3:.2f} ms | |\n"
+        f"| shown / untraced forward (median of {rounds}) | {med(shown) / med(bare):.2f}x | "
+        f"near 1x, far below the wall ratio |\n"
+    )
 
 
 def small_call_mixer() -> tuple[nn.Module, torch.Tensor]:
