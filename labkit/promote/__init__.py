@@ -15,11 +15,11 @@ from labkit._lazy import lazy_exports
 
 # public name -> module that defines it; loaded on first use so `labkit --help` stays fast
 _LAZY = {
-    "Analysis": "labkit.promote.analyze",
-    "CellPlan": "labkit.promote.analyze",
-    "Statement": "labkit.promote.analyze",
-    "analyze": "labkit.promote.analyze",
-    "strip_magics": "labkit.promote.analyze",
+    "Analysis": "labkit.promote.analysis",
+    "CellPlan": "labkit.promote.analysis",
+    "Statement": "labkit.promote.analysis",
+    "analyze": "labkit.promote.analysis",
+    "strip_magics": "labkit.promote.analysis",
     "check": "labkit.promote.checks",
     "Problem": "labkit.promote.errors",
     "PromoteError": "labkit.promote.errors",
@@ -40,8 +40,8 @@ _LAZY = {
     "render_plain_script": "labkit.promote.plain",
     "Report": "labkit.promote.report",
     "promotion_report": "labkit.promote.report",
-    "Verification": "labkit.promote.verify",
-    "verify": "labkit.promote.verify",
+    "Verification": "labkit.promote.verification",
+    "verify": "labkit.promote.verification",
     "TargetExistsError": "labkit.promote.write",
     "write_atomic": "labkit.promote.write",
 }

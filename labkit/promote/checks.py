@@ -1,4 +1,4 @@
-"""Static checks of an :class:`~labkit.promote.analyze.Analysis` before anything is written.
+"""Static checks of an :class:`~labkit.promote.analysis.Analysis` before anything is written.
 
 Every name kept code reads must be defined by kept code that ran before it (in the
 kernel's execution order), or be a builtin. Otherwise the error says which cell reads
@@ -28,7 +28,7 @@ from labkit.promote._classify import (
 )
 from labkit.promote._effects import call_effect, calls_in
 from labkit.promote._names import BUILTIN_NAMES, IPYTHON_NAMES, statement_names
-from labkit.promote.analyze import Analysis, Statement
+from labkit.promote.analysis import Analysis, Statement
 from labkit.promote.errors import Problem
 
 __all__ = ["check", "kept_statements"]
@@ -52,7 +52,7 @@ def check(analysis: Analysis) -> list[Problem]:  # noqa: C901 - a flat list of i
     """All problems: the analysis' own, plus undefined and out-of-order names.
 
     Args:
-        analysis: From :func:`labkit.promote.analyze`.
+        analysis: From :func:`labkit.promote.analysis`.
 
     Returns:
         Errors and warnings, errors first; promote writes nothing when there is an error.
@@ -192,7 +192,7 @@ def _short(text: str) -> str:
 
 
 def _cell_defines(source: str) -> set[str]:
-    from labkit.promote.analyze import strip_magics
+    from labkit.promote.analysis import strip_magics
 
     try:
         tree = ast.parse(strip_magics(source)[0])

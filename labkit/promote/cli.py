@@ -139,7 +139,7 @@ def promote_command(args: argparse.Namespace) -> int:
 def _verify(args: argparse.Namespace, result: object, parameters: dict[str, object]) -> int:
     """``--verify``: run both, print the outcome; 1 when they differ or one fails."""
     from labkit.promote import NotebookRunError
-    from labkit.promote.verify import verify
+    from labkit.promote.verification import verify
 
     printed = frozenset(d.number for d in result.report.printed)  # type: ignore[attr-defined]
     try:
@@ -152,7 +152,7 @@ def _verify(args: argparse.Namespace, result: object, parameters: dict[str, obje
         print(f"labkit promote: verify: the notebook fails under Restart & Run All: {exc}",
               file=sys.stderr)  # fmt: skip
         from labkit.promote import read_notebook
-        from labkit.promote.verify import hidden_state
+        from labkit.promote.verification import hidden_state
 
         for line in hidden_state(read_notebook(result.notebook)):  # type: ignore[attr-defined]
             print(f"labkit promote: verify: hidden state: {line}", file=sys.stderr)

@@ -34,7 +34,7 @@ import re
 from dataclasses import dataclass, field
 
 from labkit.promote._effects import qualname
-from labkit.promote.analyze import Statement
+from labkit.promote.analysis import Statement
 from labkit.promote.errors import Problem
 
 __all__ = ["FABRIC_OPTIONS", "MEAN_HELPER", "FabricPlan", "plan_fabric"]

@@ -13,7 +13,7 @@ from typing import Any
 
 from labkit._paths import OutputPathError, check_output_file
 from labkit.promote._literal import literal
-from labkit.promote.analyze import Analysis, analyze
+from labkit.promote.analysis import Analysis, analyze
 from labkit.promote.checks import check
 from labkit.promote.errors import Problem, PromoteError
 from labkit.promote.notebook import read_notebook

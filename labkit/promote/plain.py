@@ -21,7 +21,7 @@ from typing import Any
 
 from labkit.promote._literal import script_header
 from labkit.promote._spans import indent_code
-from labkit.promote.analyze import Analysis, Statement, _aliases
+from labkit.promote.analysis import Analysis, Statement, _aliases
 from labkit.promote.checks import kept_statements
 from labkit.promote.errors import Problem
 from labkit.promote.fabric import (
@@ -130,7 +130,7 @@ def render_plain_script(
     """The script of a notebook without a training call, and warnings about its options.
 
     Args:
-        analysis: A checked :class:`~labkit.promote.analyze.Analysis`.
+        analysis: A checked :class:`~labkit.promote.analysis.Analysis`.
         script_name: The script's file name (shown in its docstring).
         fabric: Put the training loop on Lightning Fabric (:mod:`labkit.promote.fabric`).
         notes: A paragraph for the docstring (the report's counts).

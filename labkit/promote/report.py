@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from labkit.promote._classify import RESULT, reason_group
-from labkit.promote.analyze import Analysis, Statement
+from labkit.promote.analysis import Analysis, Statement
 from labkit.promote.checks import kept_statements
 
 __all__ = ["Dropped", "Report", "promotion_report"]
@@ -133,7 +133,7 @@ def promotion_report(analysis: Analysis) -> Report:
     printed.
 
     Args:
-        analysis: From :func:`labkit.promote.analyze`.
+        analysis: From :func:`labkit.promote.analysis`.
 
     Returns:
         The report.

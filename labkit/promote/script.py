@@ -38,7 +38,7 @@ from typing import Any
 
 from labkit.promote._literal import comment, literal, script_header
 from labkit.promote._spans import indent_code
-from labkit.promote.analyze import Analysis, Statement
+from labkit.promote.analysis import Analysis, Statement
 from labkit.promote.checks import kept_statements
 from labkit.promote.plain import (
     LITERAL_HELPER,
@@ -73,7 +73,7 @@ def render_script(
     """The promoted script's text.
 
     Args:
-        analysis: A checked :class:`~labkit.promote.analyze.Analysis` with a training call.
+        analysis: A checked :class:`~labkit.promote.analysis.Analysis` with a training call.
         script_name: The script's file name (shown in its docstring).
         recipe: The recorded Recipe (``Recipe.to_dict()``), or ``None`` to keep the
             notebook's code as the only source of the Recipe.

@@ -146,7 +146,7 @@ def _verified(result: Any, root: Path) -> dict[str, Any]:
     """``labkit promote --verify`` for the Promote request: the outcome as JSON, or why it
     could not be had (the notebook fails under Restart & Run All, the script fails)."""
     from labkit.promote import NotebookRunError, read_notebook
-    from labkit.promote.verify import hidden_state, verify
+    from labkit.promote.verification import hidden_state, verify
 
     printed = frozenset(d.number for d in result.report.printed)
     try:

@@ -87,7 +87,7 @@ def test_parameters_are_typed_from_values(tmp_path: Path):
             code("total = steps * lr", 4),
         ],
     )
-    from labkit.promote.analyze import analyze
+    from labkit.promote.analysis import analyze
     from labkit.promote.checks import kept_statements
 
     params, after, problems = parameters_of(kept_statements(analyze(read_notebook(nb))))

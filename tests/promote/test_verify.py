@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from labkit.cli import main
-from labkit.promote.verify import compare_lines
+from labkit.promote.verification import compare_lines
 from tests.faults.test_promote_names import LAB_CELLS
 from tests.promote._notebooks import numbered, write_notebook
 

@@ -10,7 +10,7 @@ import pytest
 
 from labkit.cli import main
 from labkit.promote import read_notebook
-from labkit.promote.verify import hidden_state
+from labkit.promote.verification import hidden_state
 from tests.promote._notebooks import code, write_notebook
 from tests.realworld.notebooks.lectures import MAKEMORE, notebook, write_notebooks
 

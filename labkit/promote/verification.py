@@ -228,7 +228,7 @@ def hidden_state(notebook: Any) -> tuple[str, ...]:
     Returns:
         One sentence per finding.
     """
-    from labkit.promote.analyze import analyze
+    from labkit.promote.analysis import analyze
     from labkit.promote.checks import check
 
     code = [c for c in notebook.code_cells if c.source.strip()]
