@@ -2,7 +2,7 @@
 
 Run: ``python -m benchmarks.runs_read`` (``--runs``, ``--steps``, ``--points``).
 
-The runs are written with labkit's own writer (:func:`labkit.train.runs.write_columns`,
+The runs are written with labkit's own writer (:func:`labkit.train.run_table.write_columns`,
 which ``Run.save`` uses for every fit): ``series.bin`` per run with the step columns a fit
 records (``step``, ``epoch``, ``loss``, ``compute_time``, ``data_time``, ``samples``,
 ``t``) and an epoch record per 1,000 steps (``val_loss``, ``val_acc``). ``run.json`` is
@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks._harness import Bench
-from labkit.train.runs import SERIES_FILE, read_series, runs, write_columns
+from labkit.train.run_table import SERIES_FILE, read_series, runs, write_columns
 
 
 def make_runs(root: Path, n_runs: int, steps: int) -> None:

@@ -592,7 +592,7 @@ class Lab:
             want = _launch.in_notebook()
         if not want:
             return None
-        from labkit.train.runs import earlier_runs
+        from labkit.train.run_table import earlier_runs
         from labkit.widgets.dashboard import Dashboard
 
         # Stop posts to the server extension, which creates the stop file every rank polls;

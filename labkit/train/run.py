@@ -298,7 +298,7 @@ class Run:
         target = Path(path) if path is not None else Path(self.logdir) / "run.json"
         target.parent.mkdir(parents=True, exist_ok=True)
         from labkit._paths import atomic_writer  # temp file, umask's mode, rename
-        from labkit.train.runs import write_series
+        from labkit.train.run_table import write_series
 
         with atomic_writer(target, "w", what="run record", fsync=False) as fh:
             json.dump(self.to_dict(), fh, indent=1)

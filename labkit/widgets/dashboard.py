@@ -75,7 +75,7 @@ class Dashboard(KeepsPicture, anywidget.AnyWidget):
             Stop then works while the cell runs (foreground, background and DDP fits).
         throttle: Minimum seconds between two updates sent to the browser.
         max_points: Points per curve sent to the browser.
-        earlier: Earlier runs' curves to overlay (``labkit.train.runs.earlier_runs``).
+        earlier: Earlier runs' curves to overlay (``labkit.train.run_table.earlier_runs``).
 
     Returns:
         A widget; ``Lab.fit`` shows one in a notebook and pushes its events into it.

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from labkit.memory.attribution import MemoryReport
     from labkit.plan.model import Plan
     from labkit.trace.model import Trace
-    from labkit.train.runs import Runs
+    from labkit.train.run_table import Runs
     from labkit.widgets.runs import RunsView
     from labkit.widgets.show import TraceView
 

@@ -1,6 +1,6 @@
 """RunsView: several runs side by side: chosen metrics of chosen runs overlaid, and a table.
 
-A thin adapter over :class:`labkit.train.runs.Runs` (plain data): the runs' rows and their
+A thin adapter over :class:`labkit.train.run_table.Runs` (plain data): the runs' rows and their
 (already min/max-downsampled) curves go to the browser as traits; the browser draws one
 uPlot chart per metric with one curve per run (step or wall-time axis, EMA smoothing, log
 scale, one hover cursor shared by every chart) and a sortable, filterable table of the
@@ -53,7 +53,7 @@ def _default_recipe() -> dict[str, Any]:
 
 
 def rows_payload(runs: Any) -> list[dict[str, Any]]:
-    """The ``rows`` trait of :class:`RunsView` for a :class:`~labkit.train.runs.Runs`."""
+    """The ``rows`` trait of :class:`RunsView` for a :class:`~labkit.train.run_table.Runs`."""
     return [{"name": r.name, "status": r.status, "steps": r.steps, "epochs": r.epochs,
              "wall_time": r.wall_time, "last": dict(r.last), "best": dict(r.best),
              "hparams": _hparams(r), "error": r.error}
@@ -69,7 +69,7 @@ class RunsView(KeepsPicture, anywidget.AnyWidget):
     """Runs overlaid metric by metric, with a sortable, filterable table of runs and hparams.
 
     Args:
-        runs: A :class:`~labkit.train.runs.Runs` (``labkit.runs(logdir)``).
+        runs: A :class:`~labkit.train.run_table.Runs` (``labkit.runs(logdir)``).
         metrics: Metrics charted (default: ``loss`` and the validation metrics).
         runs_shown: Runs drawn (default: the first ten; the table chooses more).
         x: ``"step"`` or ``"time"`` (wall-clock seconds since each run started).

@@ -14,7 +14,7 @@ from torch.utils.data import TensorDataset
 
 import labkit
 from labkit.train.run import Run
-from labkit.train.runs import SERIES_FILE, Runs, minmax_downsample, read_series, runs
+from labkit.train.run_table import SERIES_FILE, Runs, minmax_downsample, read_series, runs
 
 FIT = {"dashboard": False, "launch": "inline", "trainer_kwargs": {"enable_progress_bar": False}}
 
@@ -93,7 +93,7 @@ def test_a_corrupt_series_file_is_skipped_with_the_reason(root: Path, tmp_path: 
     assert [r.name for r in rs] == ["slow"]
     assert len(rs.skipped) == 1 and f"{tmp_path / 'fast' / SERIES_FILE}: not a labkit run" in \
         rs.skipped[0]  # fmt: skip
-    with pytest.raises(labkit.train.runs.RunsError, match="no such run folder"):
+    with pytest.raises(labkit.train.run_table.RunsError, match="no such run folder"):
         runs(tmp_path / "missing")
 
 
@@ -126,7 +126,7 @@ def test_series_file_round_trips_the_steps(root: Path) -> None:
 
 
 def test_earlier_runs_beside_a_logdir_for_the_dashboard(root: Path, tmp_path: Path) -> None:
-    from labkit.train.runs import earlier_runs
+    from labkit.train.run_table import earlier_runs
 
     got = earlier_runs(root / "slow")
     assert list(got) == ["fast"]  # the other finished run of the root, not the fit's own

@@ -9,7 +9,7 @@ import pytest
 
 import labkit
 from labkit.train.run import Run
-from labkit.train.runs import runs
+from labkit.train.run_table import runs
 from labkit.widgets.dashboard import Dashboard
 from labkit.widgets.runs import RunsView
 
