@@ -35,7 +35,6 @@ LAYERS: dict[str, int] = {
 
 # (importing file, imported module, imported name): crossings not yet removed (issue 28)
 DEBT: set[tuple[str, str, str]] = {
-    ("labkit/demo.py", "labkit.widgets._base", "png_img"),
     ("labkit/demo.py", "labkit.widgets._static", "_figure"),
     ("labkit/demo.py", "labkit.widgets._static", "_png"),
     ("labkit/demo.py", "labkit.widgets._static", "profile_html"),

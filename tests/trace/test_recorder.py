@@ -183,7 +183,13 @@ def test_backward_inclusive_equals_self_plus_children() -> None:
         if n.kind != "module":
             continue
         kids = [t.nodes[c] for c in t.children.get(n.id, ()) if t.nodes[c].kind == "module"]
-        assert n.bwd_time == pytest.approx(n.bwd_self_time + sum(k.bwd_time for k in kids))
+        added = n.bwd_self_time + sum(k.bwd_time for k in kids)
+        if n.parent is None:
+            # the root's backward is the hook-free passes' (its self time is what is left over
+            # the hooked children, never below 0): within the 10% issue 27 asks for
+            assert added == pytest.approx(n.bwd_time, rel=0.10)
+        else:  # every other call adds up by construction
+            assert n.bwd_time == pytest.approx(added)
 
 
 def test_saved_bytes_recorded_in_full_mode() -> None:
