@@ -150,7 +150,13 @@ export function timeChart(host, { keys, title, sync = null, colors = null }) {
   });
   ro.observe(wrap);
   // the canvas does not read CSS variables: redraw with the new theme's colours
-  const themeWatch = new MutationObserver(() => last && update(...last, true));
+  // JupyterLab names the theme before its stylesheet has applied: the variables read then are
+  // empty (the Light fallbacks), so read them again once the sheet has settled
+  const redraw = () => last && update(...last, true);
+  const themeWatch = new MutationObserver(() => {
+    redraw();
+    for (const ms of [250, 1000]) setTimeout(redraw, ms);
+  });
   themeWatch.observe(document.body, { attributes: true, attributeFilter: ["data-jp-theme-name"] });
 
   return {
