@@ -71,6 +71,12 @@ FABRIC_PREAMBLE = [
     "    num_nodes=_cli.num_nodes, precision=_cli.precision,",
     ")",
     "fabric.launch()",
+    "# each process leaves its process group before the interpreter ends (gloo's threads",
+    "# destroyed at exit could abort a rank: 'terminate called without an active exception')",
+    "import atexit as _atexit",
+    "import torch.distributed as _dist",
+    "",
+    "_atexit.register(lambda: _dist.is_initialized() and _dist.destroy_process_group())",
 ]
 
 
