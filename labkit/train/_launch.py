@@ -22,6 +22,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -123,6 +125,34 @@ def plan(*, devices: Any, strategy: Any, num_nodes: int, launch: str = "auto") -
                     "CUDA is already initialised in this kernel, so its processes cannot be "
                     "forked: the fit runs in a fresh subprocess instead")  # fmt: skip
     return Plan("fork", n, f"{n} processes forked from this one (ddp_notebook)")
+
+
+# what Lightning's launchers write into this process's environment for their workers
+_RENDEZVOUS = ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "NODE_RANK", "LOCAL_RANK", "RANK")
+
+
+@contextmanager
+def rendezvous_env(plan_: Plan) -> Iterator[None]:
+    """Leave this process's environment as it was after a fit Lightning launched from it.
+
+    Lightning's fork launcher writes ``MASTER_PORT`` (a free port it picks) into
+    ``os.environ`` and reads it back at the next fit, so a second DDP fit in one notebook
+    reused the first one's port and failed with EADDRINUSE whenever anything still held it
+    (a rank being torn down, a kernel started from this process). A ``MASTER_PORT`` the user
+    set themselves is kept; under torchrun/SLURM nothing is touched.
+    """
+    if plan_.mode != "fork" or under_launcher():
+        yield
+        return
+    saved = {k: os.environ.get(k) for k in _RENDEZVOUS}
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def ddp_strategy(plan_: Plan, strategy: Any, timeout_s: float) -> Any:

@@ -548,7 +548,7 @@ class Lab:
         sigint = signal.getsignal(signal.SIGINT)
         modes = [(m, m.training) for m in self.model.modules()]  # trained in place: kept
         try:
-            with _quiet_lightning():
+            with _quiet_lightning(), _launch.rendezvous_env(plan):
                 trainer = pl.Trainer(**kw)
                 trainer.fit(module, datamodule=dm, ckpt_path=ckpt)
         except Exception as exc:

@@ -133,3 +133,29 @@ def test_subprocess_launch_trains_notebook_style_model(tmp_path):
     assert run.status == "finished" and run.config["launch"] == "subprocess"
     assert [s["step"] for s in run.steps] == [1, 2]
     assert any(not (a == b).all() for a, b in zip(before, model.parameters(), strict=True))
+
+
+def test_fit_leaves_the_rendezvous_environment_as_it_was(tmp_path, monkeypatch):
+    """Lightning's fork launcher writes MASTER_PORT into this process; kept, the next fit (and
+    every kernel or script started from here) reused it and failed with EADDRINUSE while
+    anything still held that port (CI: 14 DDP tests failed after the first one)."""
+    for key in ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "NODE_RANK"):
+        monkeypatch.delenv(key, raising=False)
+    lab = Lab(mlp(), datasets(64), loss=LOSS, batch_size=16, logdir=tmp_path / "a")
+    run = lab.fit(max_epochs=1, devices=2, accelerator="cpu", dashboard=False,
+                  trainer_kwargs={"enable_progress_bar": False})  # fmt: skip
+    assert run.status == "finished"
+    assert not {"MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE"} & set(os.environ)
+
+
+def test_rendezvous_env_keeps_what_the_user_set(monkeypatch):
+    from labkit.train._launch import Plan, rendezvous_env
+
+    monkeypatch.setenv("MASTER_PORT", "29511")
+    monkeypatch.delenv("MASTER_ADDR", raising=False)
+    with rendezvous_env(Plan("fork", 2, "test")):
+        os.environ["MASTER_PORT"], os.environ["MASTER_ADDR"] = "40000", "127.0.0.1"
+    assert os.environ["MASTER_PORT"] == "29511" and "MASTER_ADDR" not in os.environ
+    with rendezvous_env(Plan("inline", 1, "test")):  # one process: Lightning writes nothing
+        os.environ["MASTER_ADDR"] = "127.0.0.1"
+    assert os.environ.pop("MASTER_ADDR") == "127.0.0.1"
