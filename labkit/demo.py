@@ -71,9 +71,12 @@ def _write_text(path: Path, text: str) -> None:
 
 def curves_png(run: Any) -> bytes:
     """Training loss per step and validation loss/accuracy per epoch, as one PNG."""
-    from labkit.widgets._static import _figure, _png
+    import io
 
-    fig = _figure(9, 3.2)
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(9, 3.2), dpi=100)  # no pyplot: no backend switch, no global state
     ax1, ax2 = fig.subplots(1, 2)
     ax1.plot([s["step"] for s in run.steps], [s["loss"] for s in run.steps], color="#4e79a7")
     ax1.set_xlabel("optimizer step", fontsize=8)
@@ -92,7 +95,10 @@ def curves_png(run: Any) -> bytes:
     ax2.legend(fontsize=7, loc="center right")
     for ax in (ax1, ax2):
         ax.tick_params(labelsize=7)
-    return _png(fig)
+    FigureCanvasAgg(fig)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", bbox_inches="tight")
+    return buf.getvalue()
 
 
 def _table(head: list[str], rows: list[list[str]]) -> str:
@@ -110,8 +116,7 @@ def _fmt(value: Any, spec: str) -> str:
 def report_html(trace: Any, mem: Any, comparison: Any, run: Any, facts: dict[str, Any]) -> str:
     """The self-contained report: every picture is an inline base64 PNG."""
     from labkit._format import fmt_bytes, fmt_time
-    from labkit.widgets import png_img
-    from labkit.widgets._static import profile_html
+    from labkit.widgets import png_img, profile_html
 
     cmp_rows = [
         [

@@ -35,9 +35,6 @@ LAYERS: dict[str, int] = {
 
 # (importing file, imported module, imported name): crossings not yet removed (issue 28)
 DEBT: set[tuple[str, str, str]] = {
-    ("labkit/demo.py", "labkit.widgets._static", "_figure"),
-    ("labkit/demo.py", "labkit.widgets._static", "_png"),
-    ("labkit/demo.py", "labkit.widgets._static", "profile_html"),
     ("labkit/plan/api.py", "labkit.optimize._runtime", "AUTOCAST_DTYPES"),
     ("labkit/plan/api.py", "labkit.optimize._runtime", "RecipeForward"),
     ("labkit/plan/api.py", "labkit.optimize.apply", "_as_recipe"),

@@ -9,8 +9,9 @@ The views load lazily: ``import labkit.widgets`` does not import anywidget.
 Panels that measure or act (``OptimizePanel``, ``AttentionView``) live in
 :mod:`labkit.panels`; both names stay importable from here. The plumbing a widget outside
 this package needs (``bundle_path``, ``KeepsPicture``, ``MONO``, ``png_img``,
-``optimize_picture``; ``check_assets`` and ``BUILD_FIX`` for ``labkit doctor``) is public
-here too, so no other package imports a private module.
+``optimize_picture``; ``profile_html`` for ``labkit.demo``; ``check_assets`` and
+``BUILD_FIX`` for ``labkit doctor``) is public here too, so no other package imports a
+private module.
 
 Example:
     >>> from labkit.widgets import GraphView  # doctest: +SKIP
@@ -34,6 +35,7 @@ if TYPE_CHECKING:  # what the lazy names are, for mypy
     from labkit.widgets._final_state import optimize_picture as optimize_picture
     from labkit.widgets._keep import MONO as MONO
     from labkit.widgets._keep import KeepsPicture as KeepsPicture
+    from labkit.widgets._static import profile_html as profile_html
 
 _LAZY = {
     "GraphView": "labkit.widgets.graph",
@@ -54,6 +56,7 @@ _PLUMBING = {
     "MONO": "labkit.widgets._keep",
     "png_img": "labkit.widgets._base",
     "optimize_picture": "labkit.widgets._final_state",
+    "profile_html": "labkit.widgets._static",
 }
 
 __all__ = [*_LAZY, *_PLUMBING]
