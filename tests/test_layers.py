@@ -41,7 +41,6 @@ DEBT: set[tuple[str, str, str]] = {
     ("labkit/plan/api.py", "labkit.optimize.apply", "apply"),
     ("labkit/trace/recorder.py", "labkit.memory.tracker", "MemoryTracker"),
     ("labkit/train/lab.py", "labkit.widgets.dashboard", "Dashboard"),
-    ("labkit/widgets/_graph_marks.py", "labkit.optimize._breaks", "GraphBreak"),
 }
 
 

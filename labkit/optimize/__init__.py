@@ -9,6 +9,7 @@ Example:
 
 from __future__ import annotations
 
+from labkit.optimize._breaks import GraphBreak
 from labkit.optimize._export_errors import ExportError
 from labkit.optimize.advise import Advice, Suggestion, advise
 from labkit.optimize.apply import Applied, Step, applied, apply, grad_scaler, is_compiled
@@ -23,6 +24,7 @@ __all__ = [
     "Bench",
     "Comparison",
     "ExportError",
+    "GraphBreak",
     "LayerDrift",
     "Recipe",
     "RecipeError",

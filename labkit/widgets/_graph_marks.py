@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, is_dataclass
 from typing import TYPE_CHECKING, Any
 
-from labkit.optimize._breaks import GraphBreak
+from labkit.optimize import GraphBreak
 from labkit.trace.graph import canonicalize
 
 if TYPE_CHECKING:
