@@ -1,7 +1,8 @@
 """Find and check the built front-end bundles of labkit's widgets.
 
-``widgets/build.mjs`` bundles every ``widgets/src/*.js`` entry into
-``labkit/widgets/static/<name>.js`` and writes ``static/manifest.json`` listing
+``widgets/build.mjs`` bundles every view entry ``widgets/src/<name>.js`` (names not
+starting with ``_``; the ``_*.js`` helpers are bundled into the views that import them)
+into ``labkit/widgets/static/<name>.js`` and writes ``static/manifest.json`` listing
 each bundle with its size and sha256. This module reads that manifest, checks
 every bundle against it, and (in a source checkout) checks that every source
 entry was built. ``labkit doctor`` reports the result.
@@ -39,11 +40,14 @@ def assets_dir() -> Path:
 
 
 def source_entries(src_dir: Path | None = None) -> list[str] | None:
-    """Names of the entries in ``widgets/src/`` (None outside a source checkout)."""
+    """Names of the view entries in ``widgets/src/`` (None outside a source checkout).
+
+    Helpers (``_*.js``) are not entries: they are bundled into the views.
+    """
     src = src_dir if src_dir is not None else _CHECKOUT_SRC
     if not src.is_dir():
         return None
-    return sorted(p.stem for p in src.glob("*.js"))
+    return sorted(p.stem for p in src.glob("*.js") if not p.stem.startswith("_"))
 
 
 @dataclass(frozen=True)

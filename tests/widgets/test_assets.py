@@ -39,15 +39,16 @@ def build(directory: Path, bundles: dict[str, bytes]) -> None:
 def src(tmp_path: Path) -> Path:
     d = tmp_path / "src"
     d.mkdir()
-    (d / "_shared.js").write_text("export const x = 1;\n")
+    (d / "_shared.js").write_text("export const x = 1;\n")  # a helper: bundled into views
+    (d / "memory.js").write_text('import { x } from "./_shared.js";\nexport default {};\n')
     return d
 
 
 def test_ok(tmp_path: Path, src: Path):
-    build(tmp_path / "static", {"_shared": b"export{};"})
+    build(tmp_path / "static", {"memory": b"export{};"})
     report = check_assets(tmp_path / "static", src)
     assert report.ok
-    assert report.bundles == ("_shared",)
+    assert report.bundles == ("memory",)
 
 
 def test_nothing_built(tmp_path: Path, src: Path):
@@ -65,17 +66,17 @@ def test_nothing_built(tmp_path: Path, src: Path):
     ],
 )
 def test_damaged_bundle(tmp_path: Path, src: Path, damage, problem: str):
-    build(tmp_path, {"_shared": b"export{};"})
-    damage(tmp_path / "_shared.js")
+    build(tmp_path, {"memory": b"export{};"})
+    damage(tmp_path / "memory.js")
     report = check_assets(tmp_path, src)
     assert not report.ok
     assert problem in report.problems[0]
-    assert str(tmp_path / "_shared.js") in report.problems[0]
+    assert str(tmp_path / "memory.js") in report.problems[0]
 
 
 def test_source_entry_not_built(tmp_path: Path, src: Path):
     (src / "graph.js").write_text("export default {};\n")
-    build(tmp_path / "static", {"_shared": b"export{};"})
+    build(tmp_path / "static", {"memory": b"export{};"})
     report = check_assets(tmp_path / "static", src)
     assert report.problems == ("widgets/src/graph.js is not built",)
 
@@ -92,7 +93,7 @@ def test_env_var_points_elsewhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 
 
 def test_source_entries(src: Path, tmp_path: Path):
-    assert source_entries(src) == ["_shared"]
+    assert source_entries(src) == ["memory"]  # helpers are not entries
     assert source_entries(tmp_path / "absent") is None
 
 
@@ -107,7 +108,9 @@ def test_built_checkout_matches_sources():
     """The package's own static/ agrees with widgets/src (after `make`'s build)."""
     report = check_assets()
     assert report.ok, report.problems
-    assert "_shared" in report.bundles
+    assert "memory" in report.bundles
+    # views only: the helpers are inside the views, not bundles of their own
+    assert not {"_charts", "_shared", "_ui", "_units"} & set(report.bundles)
 
 
 def test_report_repr(tmp_path: Path):
