@@ -17,7 +17,10 @@ import type { IRenderMime } from '@jupyterlab/rendermime-interfaces';
 import { DisposableDelegate, IDisposable } from '@lumino/disposable';
 import { Panel } from '@lumino/widgets';
 
-export const LABKIT_MIME = 'application/vnd.labkit.view+json';
+// generated from labkit/widgets/_keep.py by scripts/gen_contract_types.py (one definition)
+import { LABKIT_MIME } from './mime';
+
+export { LABKIT_MIME };
 export const WIDGET_MIME = 'application/vnd.jupyter.widget-view+json';
 // before the widget manager's own renderer (rank -10)
 const RANK = -20;

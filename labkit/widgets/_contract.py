@@ -344,3 +344,150 @@ def _name(tp: Any) -> str:
 
 def _article(tp: Any) -> str:
     return "n" if _name(tp)[0] in "aeiouAEIOU" else ""
+
+
+# ------------------------------------------------------------------ each view's traits
+# Every synced trait of each view, by the name its front end reads (``model.get("...")``).
+# ``scripts/gen_contract_types.py`` writes these and the payloads above as TypeScript
+# types (``widgets/src/_contract_types.d.ts``) that the views' JSDoc names, so ``tsc``
+# checks every ``model.get``/``model.set``; ``tests/widgets/test_contract_types.py`` checks
+# each class's synced traits against these and the generated file against this module.
+# A dict trait is ``{}`` until the view's first update (the dashboard's ``stats``).
+
+
+class RunRow(TypedDict):
+    """One run of ``RunsView.rows`` (``labkit.widgets.runs.rows_payload``); seconds."""
+
+    name: str
+    status: str  #: ``finished``, ``stopped``, ``failed``, ``running`` or ``created``
+    steps: int
+    epochs: int
+    wall_time: float | None
+    last: dict[str, float]  #: metric -> its last value
+    best: dict[str, float]  #: metric -> its best value
+    hparams: dict[str, str | int | float | bool | None]  #: fit options, changed Recipe fields
+    error: str | None
+
+
+class RunCurve(TypedDict):
+    """One metric of one run: steps, seconds since the run started (None: unknown), values."""
+
+    x: list[int | float]
+    t: list[float | None]
+    y: list[float]
+
+
+#: ``RunsView.curves`` and ``Dashboard.earlier``: run name -> metric -> curve.
+RunCurves = dict[str, dict[str, RunCurve]]
+
+
+class GraphViewTraits(TypedDict):
+    """``GraphView`` (``labkit/widgets/graph.py``) -> ``widgets/src/graph.js``."""
+
+    graph: GraphPayload
+    metrics: NodeMetrics
+    metric: str  #: the colour-by metric key
+    depth: int
+    expanded: list[int]  #: trace node ids of the open calls
+    selected: str | None  #: module path (linked with the profile and memory views)
+    selected_node: int  #: trace node id, -1 for none
+    height: int  #: pixels
+    marks: GraphMarks
+    rolled: bool
+    unrolled: list[str]  #: rolled blocks drawn call by call
+    instance_metrics: NodeMetrics  #: per entry of ``graph["instances"]``
+
+
+class ProfileViewTraits(TypedDict):
+    """``ProfileView`` (``labkit/widgets/profile.py``) -> ``widgets/src/profile.js``."""
+
+    table: ProfilePayload
+    metric: str  #: the top-N metric key
+    top: int
+    sort: str  #: the sorted column
+    descending: bool
+    selected: str | None  #: module path
+    height: int  #: pixels
+
+
+class MemoryTimelineTraits(TypedDict):
+    """``MemoryTimeline`` (``labkit/widgets/memory.py``) -> ``widgets/src/memory.js``."""
+
+    samples: MemoryPayload
+    height: int  #: pixels
+    empty_message: str  #: shown when there are no samples
+    selected: str | None  #: module path
+
+
+class DashboardTraits(TypedDict):
+    """``Dashboard`` (``labkit/widgets/dashboard.py``) -> ``widgets/src/dashboard.js``."""
+
+    series: DashboardSeries
+    earlier: RunCurves  #: earlier runs from the same logdir root, drawn faintly
+    series_t: dict[str, list[float | None]]  #: curve -> seconds since the fit started
+    stats: DashboardStats  #: ``{}`` until the first step
+    status: str  #: ``idle``, ``running``, ``finished``, ``stopped``, ``failed``
+    error: str
+    notes: list[str]
+    grad_norms: dict[str, float]  #: parameter -> gradient norm, largest ten
+    stop_requested: bool  #: set by the Stop button
+    stop_token: str  #: the server extension's handle for the Stop file
+    updates: int  #: bumped on every published update
+
+
+class OptimizePanelTraits(TypedDict):
+    """``OptimizePanel`` (``labkit/panels``) -> ``widgets/src/optimize_panel.js``."""
+
+    recipe_state: RecipeState
+    choices: RecipeChoices
+    locks: RecipeLocks
+    option_locks: dict[str, dict[str, str]]  #: control -> option value -> why refused
+    mode: str  #: ``train`` or ``inference``
+    batch_sizes: list[int]
+    running: bool
+    progress: float  #: 0..1
+    status: str
+    notice: str
+    error: str
+    results: list[OptimizeRow]
+    measured_mode: str  #: the mode of the shown results
+    applied_label: str
+    loss_label: str
+    suggestion: str  #: a recipe worth measuring next (``""``: none)
+
+
+class AttentionViewTraits(TypedDict):
+    """``AttentionView`` (``labkit/panels``) -> ``widgets/src/attention.js``."""
+
+    view: AttentionPayload
+    node: int
+    hops: int
+    head: int  #: -1 for the mean over heads
+    num_nodes: int
+    max_hops: int
+    height: int  #: pixels
+
+
+class RunsViewTraits(TypedDict):
+    """``RunsView`` (``labkit/widgets/runs.py``) -> ``widgets/src/runs.js``."""
+
+    rows: list[RunRow]
+    curves: RunCurves
+    all_metrics: list[str]
+    metrics: list[str]  #: the charted metrics
+    selected: list[str]  #: the drawn runs
+    x_axis: str  #: ``step`` or ``time``
+    smoothing: float  #: EMA weight in [0, 1)
+    log: bool
+
+
+#: Each view's bundle (``widgets/src/<name>.js``) -> its traits.
+VIEW_TRAITS: dict[str, Any] = {
+    "graph": GraphViewTraits,
+    "profile": ProfileViewTraits,
+    "memory": MemoryTimelineTraits,
+    "dashboard": DashboardTraits,
+    "optimize_panel": OptimizePanelTraits,
+    "attention": AttentionViewTraits,
+    "runs": RunsViewTraits,
+}
