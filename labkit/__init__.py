@@ -49,6 +49,8 @@ __all__ = ["__version__", *_LAZY]
 # a Trace's, MemoryReport's and Plan's show()/plot()/_repr_html_ find their views here: the
 # first display imports labkit.widgets, which registers them (the data never imports views)
 _display.add_provider("labkit.widgets")
+# a full recording's memory timeline: labkit.memory's MemoryTracker (trace never imports memory)
+_display.add_provider("labkit.memory.tracker", kinds=("trace.memory",))
 
 
 # labkit.trace, labkit.memory and labkit.plan are callable packages; other names are attributes

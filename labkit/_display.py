@@ -1,11 +1,17 @@
-"""How plain data (a Trace, a MemoryReport, a Plan) is shown without importing its views.
+"""What a lower layer uses of a higher one, looked up by kind instead of imported.
 
-The data classes' ``show()``, ``plot()`` and ``_repr_html_`` look their display up here by
-kind (``"trace.show"``, ``"trace.plot"``, ``"trace.html"``, ``"memory.show"``,
-``"plan.show"``). The views register themselves when :mod:`labkit.widgets` is imported;
-``labkit/__init__`` names that package as the provider to import the first time a display
-is asked for, so ``trace.show()`` works without importing the views yourself. Nothing in
-the data layers names a view.
+Displays: the data classes' ``show()``, ``plot()`` and ``_repr_html_`` (a Trace, a
+MemoryReport, a Plan, Runs) look their display up here by kind (``"trace.show"``,
+``"trace.plot"``, ``"trace.html"``, ``"memory.show"``, ``"plan.show"``, ``"runs.show"``),
+and ``Lab.fit`` its live dashboard (``"train.dashboard"``). The views register themselves
+when :mod:`labkit.widgets` is imported.
+
+Parts: a full recording (``labkit.trace``, layer 1) keeps its memory timeline with the
+memory observer registered as ``"trace.memory"`` by :mod:`labkit.memory.tracker` (layer 2).
+
+``labkit/__init__`` names the module that provides each kind (:func:`add_provider`); it is
+imported the first time one of its kinds is asked for, so ``trace.show()`` works without
+importing the views yourself. Nothing in the lower layers names a higher one.
 
 Example:
     >>> from labkit import _display
@@ -21,7 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 _VIEWS: dict[str, Callable[..., Any]] = {}
-_PROVIDERS: list[str] = []
+_PROVIDERS: list[tuple[str, tuple[str, ...] | None]] = []  # (module, its kinds; None: any)
 
 
 def register(kind: str, fn: Callable[..., Any]) -> None:
@@ -29,20 +35,25 @@ def register(kind: str, fn: Callable[..., Any]) -> None:
     _VIEWS[kind] = fn
 
 
-def add_provider(module: str) -> None:
-    """Import ``module`` (which calls :func:`register`) the first time a kind is missing."""
-    if module not in _PROVIDERS:
-        _PROVIDERS.append(module)
+def add_provider(module: str, kinds: tuple[str, ...] | None = None) -> None:
+    """Import ``module`` (which calls :func:`register`) the first time one of ``kinds`` is
+    missing (``None``: any kind no other provider names)."""
+    if all(m != module for m, _ in _PROVIDERS):
+        _PROVIDERS.append((module, kinds))
 
 
 def view(kind: str) -> Callable[..., Any]:
-    """The function registered for ``kind``, importing the providers once if it is missing.
+    """The function registered for ``kind``, importing its provider once if it is missing.
+
+    The providers that name ``kind`` are imported first; only if it is still missing, the
+    providers of any kind.
 
     Raises:
         LookupError: Nothing registers ``kind`` (the views' package is not installed).
     """
     if kind not in _VIEWS:
-        for module in _PROVIDERS:
+        named = [m for m, kinds in _PROVIDERS if kinds is not None and kind in kinds]
+        for module in named or [m for m, kinds in _PROVIDERS if kinds is None]:
             importlib.import_module(module)
     fn = _VIEWS.get(kind)
     if fn is None:

@@ -35,11 +35,6 @@ LAYERS: dict[str, int] = {
 
 # (importing file, imported module, imported name): crossings not yet removed (issue 28)
 DEBT: set[tuple[str, str, str]] = {
-    ("labkit/plan/api.py", "labkit.optimize._runtime", "AUTOCAST_DTYPES"),
-    ("labkit/plan/api.py", "labkit.optimize._runtime", "RecipeForward"),
-    ("labkit/plan/api.py", "labkit.optimize.apply", "_as_recipe"),
-    ("labkit/plan/api.py", "labkit.optimize.apply", "apply"),
-    ("labkit/trace/recorder.py", "labkit.memory.tracker", "MemoryTracker"),
     ("labkit/train/lab.py", "labkit.widgets.dashboard", "Dashboard"),
 }
 

@@ -23,9 +23,10 @@ from typing import Any
 
 import torch
 
+from labkit import _display
 from labkit._tensors import is_wrapper, model_device, named_tensors, plain_tensors
-from labkit.trace.instrument import Observer
-from labkit.trace.model import MEMORY_CATEGORIES
+from labkit.trace.model import MEMORY_CATEGORIES, MemoryMeta, MemorySample
+from labkit.trace.recorder import MemoryObserver
 
 CATEGORIES = MEMORY_CATEGORIES  # the order of the counts in _cat and in an event
 
@@ -102,7 +103,7 @@ class _Rec:
     freed_event: int = -1
 
 
-class MemoryTracker(Observer):
+class MemoryTracker(MemoryObserver):
     """Live tensor-storage bytes through a step, by phase, module and category.
 
     An observer of the instrumentation layer (give it to a
@@ -587,7 +588,9 @@ class MemoryTracker(Observer):
         """The live storages' records (only while recording)."""
         return list(self._recs.values())
 
-    def result(self, max_samples: int | None = None) -> tuple[tuple[Any, ...], Any]:
+    def result(
+        self, max_samples: int | None = None
+    ) -> tuple[tuple[MemorySample, ...], MemoryMeta | None]:
         """``(samples, MemoryMeta)`` for the Trace, once the tracker has exited."""
         from labkit.memory.attribution import memory_meta
         from labkit.memory.timeline import MAX_SAMPLES, to_samples
@@ -630,3 +633,7 @@ def _user_frame() -> tuple[str, int, str] | None:
             return (fn, f.f_lineno, f.f_code.co_name)
         f = f.f_back
     return None
+
+
+# a full recording (labkit.trace, layer 1) makes its memory observer through labkit._display
+_display.register("trace.memory", MemoryTracker)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -137,6 +139,46 @@ def apply(
         )
     object.__setattr__(work, REPORT_ATTR, report)
     return work
+
+
+def apply_structure(model: torch.nn.Module, recipe: Recipe) -> torch.nn.Module:
+    """:func:`apply` without the runtime toggles (precision, matmul precision, compile,
+    export): the model changes alone (fusion, channels_last, quantization, checkpointing).
+
+    ``labkit.plan`` applies them to a meta copy (so the deep copy allocates nothing) and
+    wraps the fake copy's forward with :func:`wrap_forward` for the planned device.
+
+    Args:
+        model: The model (copied, as by :func:`apply`).
+        recipe: The Recipe whose model changes to apply.
+
+    Returns:
+        The changed copy.
+    """
+    return apply(model, dataclasses.replace(recipe, precision="32", matmul_precision="highest",
+                                            compile=None, export=None))  # fmt: skip
+
+
+def wrap_forward(
+    forward: Callable[..., Any], recipe: Recipe, device_type: str
+) -> Callable[..., Any]:
+    """``forward`` run under ``recipe``'s autocast dtype and float32 matmul precision on
+    ``device_type``, as :func:`apply` wraps a model's forward (no compile); ``forward``
+    itself when the recipe sets neither.
+
+    Args:
+        forward: A module's bound forward.
+        recipe: The Recipe.
+        device_type: Where autocast applies (``"cpu"``, ``"cuda"``).
+
+    Returns:
+        The wrapped forward (a :class:`~labkit.optimize._runtime.RecipeForward`) or ``forward``.
+    """
+    dtype = _runtime.AUTOCAST_DTYPES.get(recipe.precision)
+    if dtype is None and recipe.matmul_precision == "highest":
+        return forward
+    return _runtime.RecipeForward(forward, device_type=device_type, dtype=dtype,
+                                  matmul_precision=recipe.matmul_precision)  # fmt: skip
 
 
 def applied(model: torch.nn.Module) -> Applied:

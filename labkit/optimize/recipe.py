@@ -11,8 +11,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
 
 PRECISIONS = ("32", "bf16-mixed", "16-mixed")
 QUANTIZATIONS = (None, "int8-dynamic", "int8-weight-only", "int8-qat")
@@ -224,6 +228,22 @@ class Recipe:
         """
         _check_names(changes, "Recipe.replace")
         return dataclasses.replace(self, **changes)
+
+    # ----------------------------------------------------------------- a plan's copy
+    def apply_structure(self, model: torch.nn.Module) -> torch.nn.Module:
+        """This Recipe's model changes applied to a copy of ``model``, without the runtime
+        toggles (:func:`labkit.optimize.apply.apply_structure`); ``labkit.plan`` calls it
+        on a meta copy."""
+        from labkit.optimize.apply import apply_structure
+
+        return apply_structure(model, self)
+
+    def wrap_forward(self, forward: Callable[..., Any], device_type: str) -> Callable[..., Any]:
+        """``forward`` under this Recipe's autocast and matmul precision on ``device_type``
+        (:func:`labkit.optimize.apply.wrap_forward`); ``labkit.plan`` wraps its fake copy."""
+        from labkit.optimize.apply import wrap_forward
+
+        return wrap_forward(forward, self, device_type)
 
     # ----------------------------------------------------------------- data
     def to_dict(self) -> dict[str, Any]:

@@ -15,8 +15,9 @@ from labkit.plan.api import plan
 from labkit.plan.batch import BatchSearch, max_batch_size, search
 from labkit.plan.errors import PlanError
 from labkit.plan.model import Plan
+from labkit.plan.recipe import PlanRecipe
 
-__all__ = ["BatchSearch", "Plan", "PlanError", "max_batch_size", "plan", "search"]
+__all__ = ["BatchSearch", "Plan", "PlanError", "PlanRecipe", "max_batch_size", "plan", "search"]
 
 
 class _CallableModule(types.ModuleType):

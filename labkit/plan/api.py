@@ -28,6 +28,7 @@ from labkit.plan._fake import (
 from labkit.plan._values import IndexValues, seed_values
 from labkit.plan.errors import PlanError
 from labkit.plan.model import PREDICTED_NOTE, Plan, PlanRequest
+from labkit.plan.recipe import PlanRecipe, check_recipe
 from labkit.trace.model import Trace
 from labkit.trace.recorder import Recorder, check_model, script_modules
 from labkit.trace.step import Step, check_inputs, check_keywords, record_step
@@ -42,7 +43,7 @@ def plan(
     *,
     loss: Callable[[Any], torch.Tensor] | None = None,
     optimizer: Any = None,
-    recipe: Any = None,
+    recipe: PlanRecipe | None = None,
     device: str | torch.device | None = None,
     backward: bool = True,
     keep_output: bool = True,
@@ -77,7 +78,8 @@ def plan(
             nanoGPT's ``configure_optimizers``: ``lambda m: m.configure_optimizers(...)``
             receives the fake copy when it takes a module).
         recipe: A :class:`~labkit.optimize.Recipe` (precision, checkpointing) applied to
-            the fake copy, as ``labkit.optimize.apply`` applies it for a real run.
+            the fake copy, as ``labkit.optimize.apply`` applies it for a real run (any
+            :class:`~labkit.plan.recipe.PlanRecipe`).
         device: The device to plan for; default the model's (CPU for a meta model).
             Planning for CUDA needs no GPU memory.
         backward: Predict the backward pass too.
@@ -127,7 +129,7 @@ def plan(
     mode = new_mode()
     memo: dict[int, Any] = {}
     if recipe is not None:
-        fmodel = _with_recipe(model, recipe, mode, dev, memo)
+        fmodel = _with_recipe(model, check_recipe(recipe), mode, dev, memo)
     else:
         fmodel = fake_model(model, mode, dev, memo)
     fopt = fake_optimizer(optimizer, fmodel, mode, dev, memo)
@@ -147,7 +149,7 @@ def plan(
     notes = (
         PREDICTED_NOTE,
         f"planned for {dev} in {seconds:.2f} s"
-        + (f" with recipe {getattr(recipe, 'label', recipe)}" if recipe is not None else ""),
+        + (f" with recipe {recipe.label}" if recipe is not None else ""),
         *trace.meta.notes,
     )
     meta = dataclasses.replace(trace.meta, mode="plan", device=str(dev), notes=notes,
@@ -163,29 +165,21 @@ def plan(
     return Plan(trace.replace(meta=meta, memory_meta=mm), seconds=seconds, request=request)
 
 
-def _with_recipe(model: torch.nn.Module, recipe: Any, mode: Any, dev: torch.device,
+def _with_recipe(model: torch.nn.Module, recipe: PlanRecipe, mode: Any, dev: torch.device,
                  memo: dict[int, Any]) -> torch.nn.Module:  # fmt: skip
     """The fake copy with ``recipe`` applied; ``memo`` maps the real tensors to its fakes.
 
-    ``labkit.optimize.apply`` applies the model changes (checkpointing, fusion, ...) to a
-    meta copy, so its deep copy allocates nothing; precision and matmul precision wrap the
-    fake copy's forward as ``apply`` wraps a real one, for the planned device.
+    The recipe applies its model changes (checkpointing, fusion, ...) to a meta copy, so
+    its deep copy allocates nothing; its precision and matmul precision wrap the fake
+    copy's forward as ``labkit.optimize.apply`` wraps a real one, for the planned device.
     """
-    from labkit.optimize._runtime import AUTOCAST_DTYPES, RecipeForward
-    from labkit.optimize.apply import _as_recipe, apply
-
-    recipe = _as_recipe(recipe)
     skeleton, _ = meta_copy(model)
-    work = apply(skeleton, dataclasses.replace(recipe, precision="32", matmul_precision="highest",
-                                               compile=None, export=None))  # fmt: skip
+    work = recipe.apply_structure(skeleton)
     wmemo: dict[int, Any] = {}
     fmodel = fake_model(work, mode, dev, wmemo)
-    dtype = AUTOCAST_DTYPES.get(recipe.precision)
-    if dtype is not None or recipe.matmul_precision != "highest":
-        fmodel.forward = RecipeForward(
-            fmodel.forward, device_type=dev.type, dtype=dtype,
-            matmul_precision=recipe.matmul_precision,
-        )  # fmt: skip
+    wrapped = recipe.wrap_forward(fmodel.forward, dev.type)
+    if wrapped is not fmodel.forward:
+        fmodel.forward = wrapped  # on the instance, as apply does
     real, applied = named_state(model), named_state(work)
     for name, t in real.items():  # same paths: apply keeps the model's module paths
         w = applied.get(name)

@@ -10,10 +10,11 @@ KeyboardInterrupt; see :meth:`Recorder.__exit__`.
 
 from __future__ import annotations
 
-from typing import Any
+from types import TracebackType
 
 import torch
 
+from labkit import _display
 from labkit._format import fmt_shape
 from labkit._tensors import model_device
 from labkit.trace._flops import FlopObserver
@@ -22,15 +23,45 @@ from labkit.trace._raw import RawNode, build_trace, freeze_meta
 from labkit.trace._timing import TimingObserver
 from labkit.trace.errors import TraceError
 from labkit.trace.instrument import Instrumentation, Observer
-from labkit.trace.model import Trace
+from labkit.trace.model import MemoryMeta, MemorySample, Trace
 
 MODES = ("timing", "full")
 _PASS_MODES = ("timing", "full", "ops", "step")  # ops, step: timing passes of labkit.trace
 
-__all__ = ["MODES", "Recorder", "check_model", "script_modules"]
+__all__ = ["MODES", "MemoryObserver", "Recorder", "check_model", "script_modules"]
 
 
-def check_model(model: Any, what: str = "labkit.trace") -> None:
+class MemoryObserver(Observer):
+    """An observer that keeps a full recording's memory timeline.
+
+    :class:`labkit.memory.MemoryTracker` is one. A full-mode :class:`Recorder` uses the one
+    it is given, or makes the one registered as ``"trace.memory"`` in ``labkit._display``
+    (``labkit.memory.tracker`` registers ``MemoryTracker``; the trace layer never imports
+    the memory layer).
+
+    Example:
+        >>> from labkit.memory import MemoryTracker
+        >>> issubclass(MemoryTracker, MemoryObserver)
+        True
+    """
+
+    def result(self) -> tuple[tuple[MemorySample, ...], MemoryMeta | None]:
+        """``(samples, MemoryMeta)`` for the Trace, once the recording has stopped."""
+        raise NotImplementedError
+
+
+def default_memory(model: torch.nn.Module) -> MemoryObserver:
+    """The memory observer a full recording of ``model`` makes when none is given (the
+    ``"trace.memory"`` factory: ``labkit.memory.MemoryTracker(model)``)."""
+    observer = _display.view("trace.memory")(model)
+    if not isinstance(observer, MemoryObserver):
+        raise TypeError(
+            f"the 'trace.memory' factory made a {type(observer).__name__}, not a MemoryObserver"
+        )
+    return observer
+
+
+def check_model(model: object, what: str = "labkit.trace") -> None:
     """Raise a TypeError naming what was given when ``model`` is not an ``nn.Module``."""
     if isinstance(model, torch.jit.ScriptModule):
         raise TypeError(
@@ -67,8 +98,9 @@ class Recorder:
         mode: ``"timing"`` or ``"full"``.
         observers: More observers for the same recording (e.g. a ``MemoryTracker``).
             Times are kept only when none of them works per op.
-        memory: In full mode, the ``MemoryTracker`` to use (its options: optimizers,
-            inputs, scalers, stacks); one with defaults otherwise.
+        memory: In full mode, the :class:`MemoryObserver` to use (a
+            ``labkit.memory.MemoryTracker`` with its options: optimizers, inputs, scalers,
+            stacks); ``MemoryTracker(model)`` otherwise (see :func:`default_memory`).
 
     Example:
         >>> import torch
@@ -85,7 +117,7 @@ class Recorder:
 
     def __init__(self, model: torch.nn.Module, *, mode: str = "full",
                  observers: tuple[Observer, ...] | list[Observer] = (),
-                 memory: Any = None) -> None:  # fmt: skip
+                 memory: MemoryObserver | None = None) -> None:  # fmt: skip
         check_model(model, "Recorder")
         if mode not in _PASS_MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
@@ -97,11 +129,9 @@ class Recorder:
         self.graph = GraphObserver(ops=mode == "full", saved=mode == "full") if mode in (
             "timing", "full") else None  # fmt: skip
         self.flops = FlopObserver() if mode == "full" else None
-        self.memory: Any = None
+        self.memory: MemoryObserver | None = None
         if mode == "full":
-            from labkit.memory.tracker import MemoryTracker
-
-            self.memory = memory if memory is not None else MemoryTracker(model)
+            self.memory = memory if memory is not None else default_memory(model)
         elif memory is not None:
             raise ValueError("memory= is for mode='full'; pass the tracker in observers=")
         per_op = any(o.needs_dispatch for o in self.extra)
@@ -156,7 +186,8 @@ class Recorder:
         self.inst.__enter__()  # attaches first when needed, and detaches again on exit
         return self
 
-    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:  # fmt: skip
         failing = self.inst.stack[-1] if self.inst.stack else None
         self.inst.__exit__(exc_type, exc, tb)
         self.trace = self._build()
