@@ -23,7 +23,19 @@ if (entries.length === 0) {
 
 await rm(outDir, { recursive: true, force: true });
 await mkdir(outDir, { recursive: true });
+// the graph view's layout worker: bundled to text and inlined where LABKIT_GRAPH_WORKER
+// is read (_graph_runner.js starts it from a Blob URL; unbundled, e.g. in node, it is unset)
+const worker = await esbuild.build({
+  entryPoints: [join(srcDir, "_graph_worker.js")],
+  bundle: true,
+  format: "iife",
+  minify: true,
+  target: "es2020",
+  write: false,
+  logLevel: "warning",
+});
 await esbuild.build({
+  define: { LABKIT_GRAPH_WORKER: JSON.stringify(worker.outputFiles[0].text) },
   entryPoints: entries.map((f) => join(srcDir, f)),
   outdir: outDir,
   bundle: true,

@@ -4,14 +4,16 @@
 // drawing (_graph_draw.js); only what is in sight is drawn, with level of detail when
 // zoomed out (detailAt), and hit testing goes through a grid of cells.
 // gridOf and hitIn are pure and unit-tested by widgets/test/graph_canvas.test.mjs.
-import { detailAt, labelOf } from "./_graphcore.js";
-import { groupLabel, subOf } from "./_graph_draw.js";
+import { detailAt, groupLabel, labelOf, subOf } from "./_graphcore.js";
 import { markCount } from "./_graph_marks.js";
-import { edgePoints } from "./_layout.js";
 
 /** Above this many drawn boxes and frames, the view draws on a canvas. */
 export const CANVAS_MIN = 1500;
 const CELL = 256; // hit-test grid cell, drawing units
+/** Below this many screen pixels of text a label is not drawn (not legible). */
+export const LEGIBLE_PX = 7;
+/** A frame smaller than this on screen is drawn as one filled, labelled block. */
+export const SUMMARY_PX = 28;
 
 /** A grid of cells over the layout: cell key -> drawn keys whose rectangle touches it. */
 export function gridOf(layout, keys) {
@@ -66,28 +68,36 @@ export function makeCanvasView(host, view) {
   host.appendChild(cv);
   let S = null;
   let grid = null;
-  let paths = null; // per edge: Float64Array of x, y
   let queued = false;
   const look = { fills: new Map(), inks: new Map(), selected: new Set(), matches: new Set() };
+
+  let isGroup = (k) => false;
+  let boxOf = null; // edge i's bounding box: boxOf[4i..4i+3] = x0, y0, x1, y1
 
   function setState(state) {
     S = state;
     if (!S) return;
     grid = gridOf(S.layout, [...S.vis.boxes, ...S.vis.groups]);
-    paths = S.edges.map(([s, d], i) => {
-      const pts = edgePoints(S.layout, S.input.route[i], s, d);
-      const a = new Float64Array(pts.length * 2);
-      const box = [Infinity, Infinity, -Infinity, -Infinity];
-      pts.forEach((p, j) => {
-        a[2 * j] = p.x;
-        a[2 * j + 1] = p.y;
-        box[0] = Math.min(box[0], p.x);
-        box[1] = Math.min(box[1], p.y);
-        box[2] = Math.max(box[2], p.x);
-        box[3] = Math.max(box[3], p.y);
-      });
-      return { pts: a, box };
-    });
+    const groups = new Uint8Array(S.graph.parent.length);
+    for (const g of S.vis.groups) groups[g] = 1;
+    isGroup = (k) => groups[k] === 1;
+    const { edgeOff, edgeXY, edgeCount } = S.layout;
+    boxOf = new Float64Array(4 * edgeCount);
+    for (let i = 0; i < edgeCount; i++) {
+      let x0 = Infinity;
+      let y0 = Infinity;
+      let x1 = -Infinity;
+      let y1 = -Infinity;
+      for (let j = edgeOff[i]; j < edgeOff[i + 1]; j++) {
+        const x = edgeXY[2 * j];
+        const y = edgeXY[2 * j + 1];
+        if (x < x0) x0 = x;
+        if (x > x1) x1 = x;
+        if (y < y0) y0 = y;
+        if (y > y1) y1 = y;
+      }
+      boxOf.set([x0, y0, x1, y1], 4 * i);
+    }
   }
 
   const colors = () => {
@@ -116,81 +126,106 @@ export function makeCanvasView(host, view) {
     ctx.clearRect(0, 0, cv.width, cv.height);
     ctx.setTransform(dpr * view.k, 0, 0, dpr * view.k, dpr * view.x, dpr * view.y);
     const c = colors();
-    const lod = detailAt(view.k);
+    const k = view.k;
+    const lod = detailAt(k);
     // the drawing rectangle in sight
-    const x0 = -view.x / view.k;
-    const y0 = -view.y / view.k;
-    const x1 = x0 + cw / view.k;
-    const y1 = y0 + ch / view.k;
-    const seen = (p) => p.x <= x1 && p.x + p.w >= x0 && p.y <= y1 && p.y + p.h >= y0;
+    const x0 = -view.x / k;
+    const y0 = -view.y / k;
+    const x1 = x0 + cw / k;
+    const y1 = y0 + ch / k;
     const { graph, vis, layout, rolled } = S;
-    const px = 1 / view.k; // one screen pixel in drawing units
-    // frames
+    const P = layout.P;
+    const seen = (i) => P[4 * i] <= x1 && P[4 * i] + P[4 * i + 2] >= x0 && P[4 * i + 1] <= y1 && P[4 * i + 1] + P[4 * i + 3] >= y0;
+    const px = 1 / k; // one screen pixel in drawing units
+    // frames; one smaller than SUMMARY_PX on screen is a filled, labelled block and
+    // what is inside it is not drawn (level of detail zoomed out)
+    const hidden = new Uint8Array(graph.parent.length);
     for (const g of vis.groups) {
-      const p = layout.pos.get(g);
-      if (!seen(p)) continue;
-      ctx.fillStyle = "rgba(120,130,150,.06)";
-      ctx.strokeStyle = look.selected.has(g) ? c.accent : marked(g) ? c.error : c.border;
+      const p = graph.parent[g];
+      if (p >= 0 && hidden[p]) {
+        hidden[g] = 1;
+        continue;
+      }
+      if (!seen(g)) continue;
+      const gx = P[4 * g];
+      const gy = P[4 * g + 1];
+      const gw = P[4 * g + 2];
+      const gh = P[4 * g + 3];
+      const small = Math.min(gw, gh) * k < SUMMARY_PX;
+      if (small) hidden[g] = 1;
+      ctx.fillStyle = small ? c.bg2 : "rgba(120,130,150,.06)";
+      ctx.strokeStyle = look.selected.has(g) ? c.accent : marked(g) ? c.error : small ? c.fg2 : c.border;
       ctx.lineWidth = (look.selected.has(g) ? 2.5 : marked(g) ? 2.5 : 1) * Math.max(1, px * 0.8);
-      roundRect(ctx, p.x, p.y, p.w, p.h, 6);
+      roundRect(ctx, gx, gy, gw, gh, 6);
       ctx.fill();
       ctx.stroke();
-      if (11 * view.k >= 4) {
+      if (11 * k >= LEGIBLE_PX) {
         ctx.fillStyle = c.fg;
         ctx.font = `600 11px ${c.font}`;
         ctx.textAlign = "left";
         ctx.textBaseline = "alphabetic";
-        ctx.fillText(groupLabel(graph, g, rolled), p.x + 20, p.y + 15);
-        toggle(ctx, p.x + 4, p.y + 5, "−", c);
-      }
+        ctx.fillText(groupLabel(graph, g, rolled), gx + 20, gy + 15);
+        toggle(ctx, gx + 4, gy + 5, "−", c);
+      } else if (small) screenLabel(ctx, labelOf(graph, g, rolled), gx, gy, gw, gh, k, c);
     }
     // edges
     ctx.strokeStyle = c.edge;
     ctx.lineWidth = Math.max(1.2, px);
     ctx.beginPath();
-    for (const { pts, box } of paths) {
-      if (box[2] < x0 || box[0] > x1 || box[3] < y0 || box[1] > y1) continue; // out of sight
-      ctx.moveTo(pts[0], pts[1]);
-      for (let j = 2; j < pts.length; j += 2) {
-        const mx = (pts[j - 1] + pts[j + 1]) / 2;
-        ctx.bezierCurveTo(pts[j - 2], mx, pts[j], mx, pts[j], pts[j + 1]);
+    const { edgeOff, edgeXY, edgeCount } = layout;
+    const E = S.edges;
+    for (let i = 0; i < edgeCount; i++) {
+      if (boxOf[4 * i + 2] < x0 || boxOf[4 * i] > x1 || boxOf[4 * i + 3] < y0 || boxOf[4 * i + 1] > y1) continue; // out of sight
+      if (hidden[graph.parent[E[3 * i]]] && hidden[graph.parent[E[3 * i + 1]]]) continue; // inside a summarised block
+      const a = 2 * edgeOff[i];
+      ctx.moveTo(edgeXY[a], edgeXY[a + 1]);
+      for (let j = a + 2; j < 2 * edgeOff[i + 1]; j += 2) {
+        const mx = (edgeXY[j - 1] + edgeXY[j + 1]) / 2;
+        ctx.bezierCurveTo(edgeXY[j - 2], mx, edgeXY[j], mx, edgeXY[j], edgeXY[j + 1]);
       }
     }
     ctx.stroke();
     // boxes
     ctx.textAlign = "center";
     ctx.textBaseline = "alphabetic";
-    for (const k of vis.boxes) {
-      const p = layout.pos.get(k);
-      if (!seen(p)) continue;
-      if (rolled.count.has(k)) {
+    for (const b of vis.boxes) {
+      const p = graph.parent[b];
+      if ((p >= 0 && hidden[p]) || !seen(b)) continue;
+      const bx = P[4 * b];
+      const by = P[4 * b + 1];
+      const bw = P[4 * b + 2];
+      const bh = P[4 * b + 3];
+      if (rolled.count.has(b)) {
         ctx.fillStyle = c.bg;
         ctx.strokeStyle = c.fg2;
         ctx.lineWidth = Math.max(1, px * 0.8);
-        roundRect(ctx, p.x + 4, p.y - 4, p.w, p.h, 4);
+        roundRect(ctx, bx + 4, by - 4, bw, bh, 4);
         ctx.fill();
         ctx.stroke();
       }
-      ctx.fillStyle = look.fills.get(k) || c.bg2;
-      const sel = look.selected.has(k);
-      const match = look.matches.has(k);
-      const m = marked(k);
+      ctx.fillStyle = look.fills.get(b) || c.bg2;
+      const sel = look.selected.has(b);
+      const match = look.matches.has(b);
+      const m = marked(b);
       ctx.strokeStyle = sel ? c.accent : match ? "#ae3ec9" : m ? c.error : c.fg2;
       ctx.lineWidth = (sel || match ? 3 : m ? 2.5 : 1) * (lod === 2 ? Math.max(1, px * 0.8) : 1);
-      roundRect(ctx, p.x, p.y, p.w, p.h, graph.kind[k] === "p" ? 12 : 4);
+      roundRect(ctx, bx, by, bw, bh, graph.kind[b] === "p" ? 12 : 4);
       ctx.fill();
       ctx.stroke();
       if (lod === 2) continue;
-      ctx.fillStyle = look.inks.get(k) || c.fg;
+      ctx.fillStyle = look.inks.get(b) || c.fg;
       ctx.font = `11px ${c.font}`;
-      ctx.fillText(labelOf(graph, k, rolled), p.x + p.w / 2, p.y + 15, p.w - 4);
+      ctx.fillText(labelOf(graph, b, rolled), bx + bw / 2, by + 15, bw - 4);
       if (lod === 0) {
         ctx.font = `9.5px ${c.font}`;
-        ctx.fillText(subOf(graph, k), p.x + p.w / 2, p.y + 28, p.w - 4);
-        if (vis.hasKids[k]) toggle(ctx, p.x + p.w - 15, p.y + 3, "+", c);
-        if (m) badge(ctx, p.x, p.y, markCount(S.marks.get(k)), c);
+        ctx.fillText(subOf(graph, b), bx + bw / 2, by + 28, bw - 4);
+        if (vis.hasKids[b]) toggle(ctx, bx + bw - 15, by + 3, "+", c);
+        if (m) badge(ctx, bx, by, markCount(S.marks.get(b)), c);
       }
     }
+    // zoomed out: a wrapped level's columns say which calls they hold
+    if (11 * k < LEGIBLE_PX) columnLabels(ctx, graph, rolled, layout.cols, x0, x1, y0, y1, k, c);
+    cv.dataset.lod = String(lod);
   }
 
   const marked = (k) => S.marks && S.marks.has(k);
@@ -206,8 +241,7 @@ export function makeCanvasView(host, view) {
     if (!S || !grid) return null;
     const x = (sx - view.x) / view.k;
     const y = (sy - view.y) / view.k;
-    const groups = new Set(S.vis.groups);
-    return hitIn(grid, S.layout, (k) => groups.has(k), S.vis.hasKids, x, y);
+    return hitIn(grid, S.layout, isGroup, S.vis.hasKids, x, y);
   }
 
   function show(on) {
@@ -252,4 +286,50 @@ function badge(ctx, x, y, n, c) {
   ctx.textAlign = "center";
   ctx.fillText(String(n), x, y + 3.5);
   ctx.restore();
+}
+
+/** A label at 11 screen px, centred in a block when it fits there (zoomed out). */
+function screenLabel(ctx, text, x, y, w, h, k, c) {
+  const sw = w * k;
+  if (sw < 24 || h * k < 13) return;
+  ctx.save();
+  ctx.translate(x + w / 2, y + h / 2);
+  ctx.scale(1 / k, 1 / k);
+  ctx.fillStyle = c.fg;
+  ctx.font = `11px ${c.font}`;
+  ctx.textAlign = "center";
+  ctx.textBaseline = "middle";
+  ctx.fillText(text, 0, 0, sw - 6);
+  ctx.restore();
+}
+
+/**
+ * Zoomed out, each column of a wrapped level carries the range of calls it holds
+ * ("layers.0 … layers.24"), written down its length at 11 screen px on a band, where
+ * the column is at least 14 px wide on screen.
+ */
+function columnLabels(ctx, graph, rolled, cols, x0, x1, y0, y1, k, c) {
+  for (let i = 0; i < cols.length; i += 6) {
+    const [x, y, w, h, first, last] = cols.subarray(i, i + 6);
+    if (x > x1 || x + w < x0 || y > y1 || y + h < y0 || w * k < 14 || first < 0) continue;
+    const text = first === last ? labelOf(graph, first, rolled) : `${labelOf(graph, first, rolled)} … ${labelOf(graph, last, rolled)}`;
+    ctx.save();
+    // down the column's middle, from its top (or the top of the view)
+    ctx.translate(x + w / 2, Math.max(y, y0) + 6 / k);
+    ctx.scale(1 / k, 1 / k);
+    ctx.rotate(Math.PI / 2);
+    ctx.font = `600 11px ${c.font}`;
+    const tw = Math.min(ctx.measureText(text).width, Math.max(0, (Math.min(y + h, y1) - Math.max(y, y0)) * k - 12));
+    if (tw > 20) {
+      ctx.fillStyle = c.bg;
+      ctx.globalAlpha = 0.85;
+      ctx.fillRect(-3, -8, tw + 6, 16);
+      ctx.globalAlpha = 1;
+      ctx.fillStyle = c.fg;
+      ctx.textAlign = "left";
+      ctx.textBaseline = "middle";
+      ctx.fillText(text, 0, 0, tw);
+    }
+    ctx.restore();
+  }
 }

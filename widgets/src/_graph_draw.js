@@ -1,8 +1,11 @@
 // The GraphView's drawing as SVG text: group frames, node boxes, edges and their arrow
 // marker, graph-break badges. Pure string building (no DOM), so node tests read what is
 // drawn; graph.js puts the strings into its layers. See widgets/test/graph_draw.test.mjs.
-import { boxSize, childrenOf, expandedIndices, labelOf, layoutInput, liftEdges, rolledInfo, visibleNodes } from "./_graphcore.js";
-import { edgePoints, layoutNested, pathOf } from "./_layout.js";
+import { expandedIndices, groupLabel, labelOf, rolledInfo, subOf } from "./_graphcore.js";
+import { edgePointsOf, layoutGraph, posView, prepare } from "./_graph_layout.js";
+import { pathOf } from "./_layout.js";
+
+export { groupLabel, subOf };
 import { markCount, markSummary } from "./_graph_marks.js";
 import { esc } from "./_ui.js";
 
@@ -34,49 +37,32 @@ export const SVG_STYLE = `
 .lk-lod2 .lk-node text, .lk-lod2 .lk-toggle, .lk-lod2 .lk-mark text { display: none; }
 `;
 
-/** The second line of a box: a module's type, an op's or input's first output shape. */
-export function subOf(graph, k) {
-  const kind = graph.kind[k];
-  if (kind === "m") return graph.type[k];
-  const outs = graph.outs[k];
-  if (kind === "p" || kind === "i") return outs.length ? graph.tensors[outs[0]].split(" ")[0] : kind === "p" ? "op" : "";
-  const ins = graph.ins[k];
-  return ins.length ? graph.tensors[ins[0]].split(" ")[0] : "";
+/**
+ * What the view draws for a payload and the expanded call ids, laid out on this thread
+ * (the view lays out in a worker: _graph_runner.js): see viewState. `cache` (a Map kept
+ * per graph) keeps the prepared payload and each level's layout until its children
+ * change size: opening a frame lays out that frame and the levels around it.
+ */
+export function drawState(graph, expandedIds, cache = null) {
+  let prep = cache && cache.get("prep");
+  if (!prep) {
+    prep = prepare(graph);
+    if (cache) cache.set("prep", prep);
+  }
+  const expanded = expandedIndices(graph, expandedIds || []);
+  return viewState(graph, prep.hasKids, layoutGraph(prep, expanded, cache), expanded);
 }
 
 /**
- * What the view draws for a payload and the expanded call ids: the drawn boxes and
- * frames (vis), the lifted edges and the nested layout. `cache` (a Map kept per graph)
- * keeps each level's layout until its children change: opening a frame lays out that
- * frame and the levels around it, not the whole graph.
- * @returns {kids, rolled, expanded, vis, edges, input, layout}
+ * The drawing state of a layout result (GraphLayout, from a worker or this thread).
+ * @returns {{rolled, expanded: Set<number>, vis: {boxOf, boxes: number[], groups: number[], hasKids}, edges: Int32Array, layout}}
+ *   edges: s, d, tensor per drawn edge; layout: {pos (Map-like), P (x, y, w, h per
+ *   node), width, height, edgeOff, edgeXY, cols}
  */
-export function drawState(graph, expandedIds, cache = null) {
-  const { kids } = childrenOf(graph);
-  const rolled = rolledInfo(graph);
-  const expanded = expandedIndices(graph, expandedIds || []);
-  const vis = visibleNodes(graph, expanded);
-  const edges = liftEdges(graph, vis.boxOf);
-  const input = layoutInput(graph, vis, edges);
-  // box sizes depend on the payload only: kept with the level layouts between calls
-  let sizes = cache && cache.get("sizes");
-  if (!sizes) {
-    sizes = new Map();
-    if (cache) cache.set("sizes", sizes);
-  }
-  const size = (k) => {
-    if (!sizes.has(k)) sizes.set(k, boxSize(labelOf(graph, k, rolled), subOf(graph, k)));
-    return sizes.get(k);
-  };
-  // a frame's header: toggle (20) + its label in bold 11 px (~7 px a character) + the
-  // badge and the right margin an entering edge runs down (36)
-  const header = (g) => Math.ceil(20 + groupLabel(graph, g, rolled).length * 7 + 36);
-  return { kids, rolled, expanded, vis, edges, input, layout: layoutNested(input, size, header, cache) };
-}
-
-/** A frame's header label: "blocks.0-5 ×6 · Layer". */
-export function groupLabel(graph, g, rolled) {
-  return `${labelOf(graph, g, rolled)} · ${graph.type[g]}`;
+export function viewState(graph, hasKids, L, expanded) {
+  const vis = { boxOf: L.boxOf, boxes: Array.from(L.boxes), groups: Array.from(L.groups), hasKids };
+  const layout = { pos: posView(L), P: L.pos, width: L.width, height: L.height, edgeOff: L.edgeOff, edgeXY: L.edgeXY, cols: L.cols, edgeCount: L.edges.length / 3 };
+  return { rolled: rolledInfo(graph), expanded, vis, edges: L.edges, layout, laidOut: L.laidOut };
 }
 
 /** The class a marked box gets: its own break(s), or only breaks inside it. */
@@ -143,15 +129,15 @@ export function nodesSvg(graph, vis, layout, rolled, marks = null) {
 
 /**
  * Edges as paths ending in this view's arrow marker.
+ * @param layout a viewState layout (its edge points)
  * @param arrowId the view's own marker id (ids are page-wide: one per view, see uid())
  */
-export function edgesSvg(layout, input, edges, arrowId) {
+export function edgesSvg(layout, arrowId) {
   let out =
     `<defs><marker id="${arrowId}" viewBox="0 0 8 8" refX="7" refY="4" markerWidth="7" markerHeight="7" orient="auto">` +
     `<path class="lk-arrow" d="M0,0L8,4L0,8z"/></marker></defs>`;
-  edges.forEach(([s, d], i) => {
-    const pts = edgePoints(layout, input.route[i], s, d);
-    out += `<path class="lk-edge" data-e="${i}" d="${pathOf(pts)}" marker-end="url(#${arrowId})"/>`;
-  });
+  for (let i = 0; i < layout.edgeCount; i++) {
+    out += `<path class="lk-edge" data-e="${i}" d="${pathOf(edgePointsOf(layout, i))}" marker-end="url(#${arrowId})"/>`;
+  }
   return out;
 }

@@ -21,9 +21,14 @@ export function childrenOf(graph) {
 
 /** Payload indices of expanded calls, from trace node ids (the synced `expanded` trait). */
 export function expandedIndices(graph, expandedIds) {
-  const index = new Map(graph.ids.map((id, k) => [id, k]));
+  const index = new Map();
+  const ids = graph.ids;
+  for (let k = 0; k < ids.length; k++) index.set(ids[k], k);
   const out = new Set();
-  for (const id of expandedIds) if (index.has(id)) out.add(index.get(id));
+  for (const id of expandedIds) {
+    const k = index.get(id);
+    if (k !== undefined) out.add(k);
+  }
   return out;
 }
 
@@ -99,6 +104,22 @@ export function labelOf(graph, k, rolled) {
 /** What `selected` holds for a node: the module path for a call, else the node's name. */
 export function selectionOf(graph, k) {
   return graph.name[k];
+}
+
+/** The second line of a box: a module's type, an op's or input's first output shape. */
+export function subOf(graph, k, shapes = null) {
+  const kind = graph.kind[k];
+  if (kind === "m") return graph.type[k];
+  const shape = (t) => (shapes ? shapes[t] : graph.tensors[t].split(" ")[0]);
+  const outs = graph.outs[k];
+  if (kind === "p" || kind === "i") return outs.length ? shape(outs[0]) : kind === "p" ? "op" : "";
+  const ins = graph.ins[k];
+  return ins.length ? shape(ins[0]) : "";
+}
+
+/** A frame's header label: "blocks.0-5 ×6 · Layer". */
+export function groupLabel(graph, g, rolled) {
+  return `${labelOf(graph, g, rolled)} · ${graph.type[g]}`;
 }
 
 // Labels are 11 px (types 9.5 px) at scale 1. A graph opens at scale >= OPEN_SCALE

@@ -1,266 +1,344 @@
-// A nested layered (Sugiyama-style) layout, fast enough for thousands of nodes.
+// A layered (Sugiyama-style) layout of one level of the nested graph, on typed arrays,
+// fast enough for 100,000 nodes (widgets/src/_graph_layout.js nests the levels).
 //
-// Each frame lays out its direct children on its own: ranks by longest path over the
-// edges lifted to that level (execution order is a topological order), dummy nodes on
-// edges spanning several ranks, barycentre ordering sweeps, then x by averaging the
-// neighbours' centres with overlaps pushed apart. Frames get their size from their
-// children, bottom-up; positions are made absolute top-down. ELK and dagre were
-// measured here first: ~2 s at 1,000 nodes for ELK, dagre overflowed its stack at
-// 1,000 compound nodes; this stays in the tens of milliseconds. Measured again (node 22,
-// residual blocks of 4 ops, elkjs 0.9 layered + orthogonal routing, INCLUDE_CHILDREN):
-// 202 nodes 1.2 s vs 15 ms, 1,002 nodes 3.0 s vs 38 ms, 2,002 nodes 3.5 s vs 20 ms, so
-// ELK alone would miss the 2 s budget for 2,000 nodes; edges that cross a frame's
-// border run along its margin instead of through its boxes (edgePoints).
+// A level's items are laid out on their own: ranks by longest path over the edges lifted
+// to that level (execution order is a topological order), dummy nodes on edges spanning
+// several ranks, barycentre ordering sweeps, then x by averaging the neighbours' centres
+// with overlaps pushed apart. A level much taller than wide (a long chain of blocks) is
+// wrapped into side-by-side columns, broken where fewest edges cross, and an edge from one
+// column to the next runs up the gap between them. ELK and dagre were measured here
+// first: ~2 s at 1,000 nodes for ELK, dagre overflowed its stack at 1,000 compound nodes.
+// Measured again (node 22, residual blocks of 4 ops, elkjs 0.9 layered + orthogonal
+// routing, INCLUDE_CHILDREN): 202 nodes 1.2 s vs 15 ms, 1,002 nodes 3.0 s vs 38 ms, 2,002
+// nodes 3.5 s vs 20 ms. Every array here is typed and sized once: at 100,000 nodes the
+// Map-and-closure version spent more time collecting garbage than laying out.
 
-const GAP_X = 18;
-const GAP_Y = 30;
-const PAD = 10;
-const HEADER = 22;
+export const GAP_X = 18;
+export const GAP_Y = 30;
+export const PAD = 10;
+export const HEADER = 22;
 const DUMMY_W = 6;
 const MAX_DUMMY_SPAN = 40;
+/** A level taller than this (drawing units) and than WRAP_ASPECT x its width is wrapped. */
+export const WRAP_MIN_H = 8000;
+const WRAP_ASPECT = 2; // the wrapped level's width : height, about
+const COL_GAP = 60; // between two columns: an edge to the next column runs up its middle
 
-/** Lay out one level: items (ids in topological order) with sizes, edges [[a, b]]. */
-export function layoutLevel(items, size, edges) {
-  const index = new Map(items.map((k, i) => [k, i]));
-  const n = items.length;
-  const preds = Array.from({ length: n }, () => []);
-  for (const [a, b] of edges) {
-    const ia = index.get(a);
-    const ib = index.get(b);
-    if (ia === undefined || ib === undefined || ia === ib) continue;
-    preds[ib].push(ia);
-  }
-  const rank = new Int32Array(n);
-  for (let i = 0; i < n; i++) {
+/**
+ * @typedef {object} LevelLayout
+ * @property {Float64Array} x left edge of each item, relative to the level
+ * @property {Float64Array} y top edge of each item
+ * @property {(Float64Array | null)[]} way per edge: its bend points [x0, y0, x1, y1, ...]
+ *   (dummy nodes of a long edge, the detour of an edge to the next column), or null
+ * @property {number} width
+ * @property {number} height
+ * @property {number[]} cols wrapped columns as [x, y, w, h, first item, last item, ...]
+ */
+
+/**
+ * Lay out one level.
+ * @param {number} m items, 0..m-1, in a topological order
+ * @param {ArrayLike<number>} w width of each item
+ * @param {ArrayLike<number>} h height of each item
+ * @param {ArrayLike<number>} src edge sources (item indices)
+ * @param {ArrayLike<number>} dst edge targets
+ * @returns {LevelLayout}
+ */
+export function layoutLevel(m, w, h, src, dst) {
+  const ne = src.length;
+  // ranks: longest path (items come in a topological order)
+  const predStart = new Int32Array(m + 1);
+  for (let e = 0; e < ne; e++) if (src[e] < dst[e]) predStart[dst[e] + 1]++;
+  for (let i = 0; i < m; i++) predStart[i + 1] += predStart[i];
+  const pred = new Int32Array(predStart[m]);
+  const fill = predStart.slice(0, m);
+  for (let e = 0; e < ne; e++) if (src[e] < dst[e]) pred[fill[dst[e]]++] = src[e];
+  const rank = new Int32Array(m);
+  for (let i = 0; i < m; i++) {
     let r = 0;
-    for (const p of preds[i]) if (p < i && rank[p] + 1 > r) r = rank[p] + 1;
+    for (let j = predStart[i]; j < predStart[i + 1]; j++) if (rank[pred[j]] + 1 > r) r = rank[pred[j]] + 1;
     rank[i] = r;
   }
-  // graph with dummies: node v < n are items, v >= n dummies
-  const w = items.map((k) => size(k).w);
-  const h = items.map((k) => size(k).h);
-  const vRank = Array.from(rank);
-  const up = Array.from({ length: n }, () => []);
-  const down = Array.from({ length: n }, () => []);
-  const chains = new Map(); // "a>b" -> dummy node ids
-  const link = (a, b) => {
-    down[a].push(b);
-    up[b].push(a);
-  };
-  for (let b = 0; b < n; b++) {
-    for (const a of preds[b]) {
-      const span = rank[b] - rank[a];
-      if (span <= 1 || span > MAX_DUMMY_SPAN) {
-        if (span >= 1) link(a, b);
-        continue;
-      }
-      let prev = a;
-      const chain = [];
-      for (let r = rank[a] + 1; r < rank[b]; r++) {
-        const v = vRank.length;
-        vRank.push(r);
-        w.push(DUMMY_W);
-        h.push(0);
-        up.push([]);
-        down.push([]);
-        link(prev, v);
-        chain.push(v);
-        prev = v;
-      }
-      link(prev, b);
-      chains.set(`${items[a]}>${items[b]}`, chain);
-    }
+  // dummy vertices on edges spanning 2..MAX_DUMMY_SPAN ranks; vertex v < m is an item
+  let total = m;
+  let links = 0;
+  for (let e = 0; e < ne; e++) {
+    const span = rank[dst[e]] - rank[src[e]];
+    if (span < 1) continue;
+    if (span <= MAX_DUMMY_SPAN) {
+      total += span - 1;
+      links += span;
+    } else links++;
   }
-  const total = vRank.length;
-  const layers = [];
-  for (let v = 0; v < total; v++) (layers[vRank[v]] ||= []).push(v);
+  const vRank = new Int32Array(total);
+  const vw = new Float64Array(total);
+  const vh = new Float64Array(total);
+  vRank.set(rank);
+  for (let i = 0; i < m; i++) {
+    vw[i] = w[i];
+    vh[i] = h[i];
+  }
+  const la = new Int32Array(links);
+  const lb = new Int32Array(links);
+  const chainAt = new Int32Array(ne).fill(-1); // first dummy of edge e, -1 without
+  let nv = m;
+  let nl = 0;
+  for (let e = 0; e < ne; e++) {
+    const a = src[e];
+    const b = dst[e];
+    const span = rank[b] - rank[a];
+    if (span < 1) continue;
+    if (span === 1 || span > MAX_DUMMY_SPAN) {
+      la[nl] = a;
+      lb[nl++] = b;
+      continue;
+    }
+    chainAt[e] = nv;
+    let prev = a;
+    for (let r = rank[a] + 1; r < rank[b]; r++) {
+      vRank[nv] = r;
+      vw[nv] = DUMMY_W;
+      la[nl] = prev;
+      lb[nl++] = nv;
+      prev = nv++;
+    }
+    la[nl] = prev;
+    lb[nl++] = b;
+  }
+  const up = csr(total, lb, la); // v -> the vertices above it
+  const down = csr(total, la, lb);
+  // layers: vertices by rank, in order
+  let nRanks = 0;
+  for (let v = 0; v < total; v++) if (vRank[v] + 1 > nRanks) nRanks = vRank[v] + 1;
+  const layerStart = new Int32Array(nRanks + 1);
+  for (let v = 0; v < total; v++) layerStart[vRank[v] + 1]++;
+  for (let r = 0; r < nRanks; r++) layerStart[r + 1] += layerStart[r];
+  const layer = new Int32Array(total);
+  const at = layerStart.slice(0, nRanks);
+  for (let v = 0; v < total; v++) layer[at[vRank[v]]++] = v;
   const pos = new Float64Array(total);
-  const setPos = (layer) => layer.forEach((v, i) => (pos[v] = i));
-  layers.forEach(setPos);
-  // barycentre sweeps
-  const bary = (v, nb) => {
-    const list = nb[v];
-    if (!list.length) return pos[v];
-    let s = 0;
-    for (const u of list) s += pos[u];
-    return s / list.length;
-  };
+  for (let r = 0; r < nRanks; r++) for (let j = layerStart[r]; j < layerStart[r + 1]; j++) pos[layer[j]] = j - layerStart[r];
+  // barycentre sweeps (a layer of one vertex has nothing to order)
+  const key = new Float64Array(total);
   for (let it = 0; it < 4; it++) {
     const downward = it % 2 === 0;
-    const seq = downward ? layers.slice(1) : layers.slice(0, -1).reverse();
-    for (const layer of seq) {
-      const key = new Map(layer.map((v) => [v, bary(v, downward ? up : down)]));
-      layer.sort((a, b) => key.get(a) - key.get(b) || pos[a] - pos[b]);
-      setPos(layer);
+    const nb = downward ? up : down;
+    for (let s = 1; s < nRanks; s++) {
+      const r = downward ? s : nRanks - 1 - s;
+      const a = layerStart[r];
+      const b = layerStart[r + 1];
+      if (b - a < 2) continue;
+      for (let j = a; j < b; j++) {
+        const v = layer[j];
+        key[v] = mean(nb, v, pos, pos[v]);
+      }
+      const part = Array.from(layer.subarray(a, b));
+      part.sort((p, q) => key[p] - key[q] || pos[p] - pos[q]);
+      for (let j = a; j < b; j++) {
+        layer[j] = part[j - a];
+        pos[part[j - a]] = j - a;
+      }
     }
   }
-  // x coordinates (centres)
+  // x coordinates (centres): packed, then pulled towards the neighbours' mean
   const x = new Float64Array(total);
-  for (const layer of layers) {
+  for (let r = 0; r < nRanks; r++) {
     let cur = 0;
-    for (const v of layer) {
-      x[v] = cur + w[v] / 2;
-      cur += w[v] + GAP_X;
+    for (let j = layerStart[r]; j < layerStart[r + 1]; j++) {
+      const v = layer[j];
+      x[v] = cur + vw[v] / 2;
+      cur += vw[v] + GAP_X;
     }
   }
-  const place = (layer, nb) => {
-    const want = layer.map((v) => {
-      const list = nb[v];
-      if (!list.length) return x[v];
-      let s = 0;
-      for (const u of list) s += x[u];
-      return s / list.length;
-    });
-    const got = want.slice();
-    for (let i = 1; i < layer.length; i++) {
-      const min = got[i - 1] + (w[layer[i - 1]] + w[layer[i]]) / 2 + GAP_X;
-      if (got[i] < min) got[i] = min;
+  const want = new Float64Array(total);
+  const place = (r, nb) => {
+    const a = layerStart[r];
+    const b = layerStart[r + 1];
+    if (b - a === 1) {
+      const v = layer[a];
+      x[v] = mean(nb, v, x, x[v]);
+      return;
     }
+    for (let j = a; j < b; j++) want[j] = mean(nb, layer[j], x, x[layer[j]]);
     let shift = 0;
-    for (let i = 0; i < layer.length; i++) shift += got[i] - want[i];
-    shift /= layer.length || 1;
-    layer.forEach((v, i) => (x[v] = got[i] - shift));
+    let prev = want[a];
+    for (let j = a + 1; j < b; j++) {
+      const min = prev + (vw[layer[j - 1]] + vw[layer[j]]) / 2 + GAP_X;
+      const got = want[j] < min ? min : want[j];
+      shift += got - want[j];
+      prev = got;
+      want[j] = got;
+    }
+    shift /= b - a;
+    for (let j = a; j < b; j++) x[layer[j]] = want[j] - shift;
   };
   for (let it = 0; it < 3; it++) {
-    for (const layer of layers.slice(1)) place(layer, up);
-    for (const layer of layers.slice(0, -1).reverse()) place(layer, down);
+    for (let r = 1; r < nRanks; r++) place(r, up);
+    for (let r = nRanks - 2; r >= 0; r--) place(r, down);
   }
-  let minX = Infinity;
-  let maxX = -Infinity;
-  for (let v = 0; v < total; v++) {
-    minX = Math.min(minX, x[v] - w[v] / 2);
-    maxX = Math.max(maxX, x[v] + w[v] / 2);
-  }
-  if (!Number.isFinite(minX)) minX = maxX = 0;
-  const layerY = [];
-  const layerH = [];
+  // y of each rank
+  const layerY = new Float64Array(nRanks);
+  const layerH = new Float64Array(nRanks);
   let y = 0;
-  for (const layer of layers) {
+  for (let r = 0; r < nRanks; r++) {
     let lh = 0;
-    for (const v of layer) if (h[v] > lh) lh = h[v];
-    layerY.push(y);
-    layerH.push(lh);
+    for (let j = layerStart[r]; j < layerStart[r + 1]; j++) if (vh[layer[j]] > lh) lh = vh[layer[j]];
+    layerY[r] = y;
+    layerH[r] = lh;
     y += lh + GAP_Y;
   }
   const height = Math.max(0, y - GAP_Y);
-  const rel = new Map();
-  for (let i = 0; i < n; i++) {
-    rel.set(items[i], { x: x[i] - w[i] / 2 - minX, y: layerY[rank[i]], w: w[i], h: h[i] });
+  // columns: a tall level wrapped; colOf[r] is rank r's column
+  const colOf = new Int32Array(nRanks);
+  const colX = [0];
+  const colY = [0];
+  let width = spread(x, vw, 0, total).width;
+  const cols = [];
+  const breaks = height > WRAP_MIN_H && height > WRAP_ASPECT * width ? columnBreaks(nRanks, layerY, layerH, height, width, la, lb, vRank) : [];
+  if (breaks.length) {
+    let c = 0;
+    for (let r = 0; r < nRanks; r++) {
+      if (c < breaks.length && r === breaks[c]) c++;
+      colOf[r] = c;
+    }
+    // each column packed left to right, its top at 0
+    const lo = new Float64Array(c + 1).fill(Infinity);
+    const hi = new Float64Array(c + 1).fill(-Infinity);
+    for (let v = 0; v < total; v++) {
+      const k = colOf[vRank[v]];
+      lo[k] = Math.min(lo[k], x[v] - vw[v] / 2);
+      hi[k] = Math.max(hi[k], x[v] + vw[v] / 2);
+    }
+    let cx = 0;
+    let tallest = 0;
+    const top = [0, ...breaks.map((r) => layerY[r])];
+    for (let k = 0; k <= c; k++) {
+      colX[k] = cx - lo[k];
+      colY[k] = -top[k];
+      const last = (k < c ? breaks[k] : nRanks) - 1;
+      const ch = layerY[last] + layerH[last] - top[k];
+      tallest = Math.max(tallest, ch);
+      cols.push(cx, 0, hi[k] - lo[k], ch, firstItem(layer, layerStart, k === 0 ? 0 : breaks[k - 1], m), firstItem(layer, layerStart, last, m, true));
+      cx += hi[k] - lo[k] + COL_GAP;
+    }
+    for (let v = 0; v < total; v++) x[v] += colX[colOf[vRank[v]]];
+    width = cx - COL_GAP;
+    for (let k = 0; k <= c; k++) cols[6 * k + 3] = tallest; // every column as tall as the level
+    return finish(m, total, x, vw, vRank, layerY, layerH, colOf, colY, src, dst, rank, chainAt, 0, width, tallest, cols);
   }
-  const waypoints = new Map();
-  for (const [key, chain] of chains) {
-    waypoints.set(
-      key,
-      chain.map((v) => ({ x: x[v] - minX, y: layerY[vRank[v]] + layerH[vRank[v]] / 2 })),
-    );
-  }
-  return { rel, waypoints, width: maxX - minX, height };
+  const { min } = spread(x, vw, 0, total);
+  return finish(m, total, x, vw, vRank, layerY, layerH, colOf, colY, src, dst, rank, chainAt, min, width, height, cols);
 }
 
-/**
- * Lay out the nested input from _graphcore.layoutInput. `size(k)` gives a box's size,
- * `header(g)` the width a frame's header needs (its label, toggle and the margin an
- * entering edge runs down), so the label stays inside its frame.
- * Returns {pos: Map(k -> {x, y, w, h}) absolute, waypoints: Map(level -> Map), width, height}.
- */
-export function layoutNested(input, size, header = (g) => size(g).w + 60, cache = null) {
-  const { members, levelEdges, isGroup } = input;
-  const sizes = new Map();
-  const levels = new Map();
-  const measure = (g) => {
-    const items = members.get(g) || [];
-    for (const k of items) if (isGroup(k)) measure(k);
-    const sizeOf = (k) => sizes.get(k) || size(k);
-    const edges = levelEdges.get(g) || [];
-    // per-level layout: a level whose children and their sizes did not change (a frame
-    // opened elsewhere) keeps its layout from the last call (cache: Map level -> entry)
-    let lay = null;
-    let key = "";
-    if (cache) {
-      key = levelKey(items, sizeOf, edges);
-      const hit = cache.get(g);
-      if (hit && hit.key === key) lay = hit.lay;
-    }
-    if (!lay) {
-      lay = layoutLevel(items, sizeOf, edges);
-      if (cache) cache.set(g, { key, lay });
-    }
-    levels.set(g, lay);
-    if (g !== -1) {
-      sizes.set(g, {
-        w: Math.max(lay.width + 2 * PAD, 90, header(g)), // room for the header label
-        h: lay.height + HEADER + PAD,
-      });
-    }
-  };
-  measure(-1);
-  const pos = new Map();
-  const parent = new Map(); // drawn node -> its frame (-1 top)
-  const origin = new Map([[-1, { x: 0, y: 0 }]]);
-  const place = (g) => {
-    const o = origin.get(g);
-    const lay = levels.get(g);
-    for (const [k, r] of lay.rel) {
-      pos.set(k, { x: o.x + r.x, y: o.y + r.y, w: r.w, h: r.h });
-      parent.set(k, g);
-      if (isGroup(k)) {
-        const inner = levels.get(k);
-        origin.set(k, { x: o.x + r.x + (r.w - inner.width) / 2, y: o.y + r.y + HEADER });
-        place(k);
+/** Item positions and each edge's bend points, shifted so the level starts at x = 0. */
+function finish(m, total, x, vw, vRank, layerY, layerH, colOf, colY, src, dst, rank, chainAt, minX, width, height, cols) {
+  const ox = new Float64Array(m);
+  const oy = new Float64Array(m);
+  for (let i = 0; i < m; i++) {
+    ox[i] = x[i] - vw[i] / 2 - minX;
+    oy[i] = layerY[rank[i]] + colY[colOf[rank[i]]];
+  }
+  const way = new Array(src.length).fill(null);
+  const wrapped = cols.length > 6;
+  const gapX = (c) => cols[6 * c] - COL_GAP / 2; // the gap left of column c
+  for (let e = 0; e < src.length; e++) {
+    const a = src[e];
+    const b = dst[e];
+    const span = rank[b] - rank[a];
+    if (span < 1) continue;
+    const pts = [];
+    let last = colOf[rank[a]];
+    // an edge into a later column: down below its column, up the gap, into the next
+    const turn = (c) => {
+      if (c === last) return;
+      pts.push(gapX(c), height + GAP_Y / 3, gapX(c), -GAP_Y / 3);
+      last = c;
+    };
+    if (chainAt[e] >= 0) {
+      for (let j = 0; j < span - 1; j++) {
+        const v = chainAt[e] + j;
+        const r = vRank[v];
+        if (wrapped) turn(colOf[r]);
+        pts.push(x[v] - minX, layerY[r] + colY[colOf[r]] + layerH[r] / 2);
       }
     }
-  };
-  place(-1);
-  const top = levels.get(-1);
-  return { pos, levels, origin, parent, width: top.width, height: top.height };
+    if (wrapped) turn(colOf[rank[b]]);
+    if (pts.length) way[e] = Float64Array.from(pts);
+  }
+  return { x: ox, y: oy, way, width, height, cols };
 }
 
-/** What a level's layout depends on: its children in order, their sizes, its edges. */
-export function levelKey(items, size, edges) {
-  let key = "";
-  for (const k of items) {
-    const { w, h } = size(k);
-    key += `${k}:${w}x${h},`;
+/** The ranks that start a new column: about the level's aspect WRAP_ASPECT, each break
+ * where fewest edges cross within a quarter column of its place. */
+function columnBreaks(nRanks, layerY, layerH, height, width, la, lb, vRank) {
+  const n = Math.max(2, Math.round(Math.sqrt((WRAP_ASPECT * height) / Math.max(width, 1))));
+  const colH = height / n;
+  // crossing[r]: links from a rank above r to r or below
+  const crossing = new Int32Array(nRanks + 1);
+  for (let l = 0; l < la.length; l++) {
+    crossing[vRank[la[l]] + 1]++;
+    crossing[vRank[lb[l]] + 1]--;
   }
-  key += "|";
-  for (const [a, b] of edges) key += `${a}>${b},`;
-  return key;
-}
-
-/**
- * Points of an edge from box s to box d: bottom of s, dummy waypoints, top of d. An edge
- * that enters a frame runs down the frame's right margin (the header's toggle and label
- * sit on the left, and the frame is wide enough that they end before it), one that
- * leaves a frame runs down its left margin, so a skip connection into a block (its "add"
- * at the bottom) does not cross the block's boxes and no edge crosses a frame's label.
- */
-export function edgePoints(layout, route, s, d) {
-  const a = layout.pos.get(s);
-  const b = layout.pos.get(d);
-  const pts = [{ x: a.x + a.w / 2, y: a.y + a.h }];
-  const [level, A, B] = route;
-  // only where boxes lie between the frame's border and the end point
-  const out = A !== undefined && A !== s ? layout.pos.get(A) : null;
-  if (out && out.y + out.h - (a.y + a.h) > PAD + GAP_Y) {
-    const xl = out.x + PAD / 2;
-    pts.push({ x: xl, y: a.y + a.h + GAP_Y / 3 }, { x: xl, y: out.y + out.h });
-  }
-  const lay = layout.levels.get(level);
-  const o = layout.origin.get(level);
-  const via = lay && lay.waypoints.get(`${A}>${B}`);
-  if (via) for (const p of via) pts.push({ x: o.x + p.x, y: o.y + p.y });
-  const into = B !== undefined && B !== d ? layout.pos.get(B) : null;
-  if (into) {
-    // down the entered frame's right margin, below the header of every frame around d
-    let below = into.y + HEADER;
-    for (let f = layout.parent ? layout.parent.get(d) : undefined; f !== undefined && f !== B && f !== -1; f = layout.parent.get(f)) {
-      below = Math.max(below, layout.pos.get(f).y + HEADER);
+  for (let r = 1; r <= nRanks; r++) crossing[r] += crossing[r - 1];
+  const out = [];
+  let top = 0;
+  let r = 1;
+  while (r < nRanks) {
+    const target = top + colH;
+    if (target >= height - colH / 4) break;
+    while (r < nRanks && layerY[r] < target - colH / 4) r++;
+    let best = -1;
+    for (let s = r; s < nRanks && layerY[s] <= target + colH / 4; s++) {
+      if (best < 0 || crossing[s] < crossing[best] || (crossing[s] === crossing[best] && Math.abs(layerY[s] - target) < Math.abs(layerY[best] - target))) best = s;
     }
-    const xr = into.x + into.w - PAD / 2;
-    pts.push({ x: xr, y: into.y }, { x: xr, y: Math.max(below, b.y - GAP_Y / 3) });
+    if (best < 0) best = r;
+    if (best >= nRanks) break;
+    out.push(best);
+    top = layerY[best];
+    r = best + 1;
   }
-  pts.push({ x: b.x + b.w / 2, y: b.y });
-  return pts;
+  return out;
+}
+
+/** The first (or last) item in ranks from rank r on (back from r): a column's ends. */
+function firstItem(layer, layerStart, r, m, back = false) {
+  const nRanks = layerStart.length - 1;
+  for (let s = r; back ? s >= 0 : s < nRanks; s += back ? -1 : 1) {
+    for (let j = layerStart[s]; j < layerStart[s + 1]; j++) if (layer[j] < m) return layer[j];
+  }
+  return -1;
+}
+
+/** Min left edge and width of vertices [a, b). */
+function spread(x, w, a, b) {
+  let min = Infinity;
+  let max = -Infinity;
+  for (let v = a; v < b; v++) {
+    if (x[v] - w[v] / 2 < min) min = x[v] - w[v] / 2;
+    if (x[v] + w[v] / 2 > max) max = x[v] + w[v] / 2;
+  }
+  return Number.isFinite(min) ? { min, width: max - min } : { min: 0, width: 0 };
+}
+
+/** Compressed adjacency: out.start[v]..out.start[v+1] index out.list, from pairs (a, b). */
+function csr(n, a, b) {
+  const start = new Int32Array(n + 1);
+  for (let i = 0; i < a.length; i++) start[a[i] + 1]++;
+  for (let v = 0; v < n; v++) start[v + 1] += start[v];
+  const list = new Int32Array(a.length);
+  const at = start.slice(0, n);
+  for (let i = 0; i < a.length; i++) list[at[a[i]]++] = b[i];
+  return { start, list };
+}
+
+/** Mean of vals over v's neighbours in nb, or dflt without neighbours. */
+function mean(nb, v, vals, dflt) {
+  const a = nb.start[v];
+  const b = nb.start[v + 1];
+  if (a === b) return dflt;
+  let s = 0;
+  for (let j = a; j < b; j++) s += vals[nb.list[j]];
+  return s / (b - a);
 }
 
 /** An SVG path through the points, smoothed with vertical tangents. */

@@ -3,8 +3,9 @@
 // (_graph_tip.js), toolbar (_graph_toolbar.js), pan/zoom (_panzoom.js), search and
 // selection lookup (_graph_find.js), graph-break marks (_graph_marks.js) and the SVG
 // file export (_graph_export.js) are modules of their own.
-import { colorScale, detailAt, NEUTRAL, selectionOf, textColor } from "./_graphcore.js";
-import { drawState, edgesSvg, groupsSvg, nodesSvg, SVG_STYLE } from "./_graph_draw.js";
+import { colorScale, detailAt, expandedIndices, NEUTRAL, selectionOf, textColor } from "./_graphcore.js";
+import { edgesSvg, groupsSvg, nodesSvg, SVG_STYLE, viewState } from "./_graph_draw.js";
+import { makeRunner } from "./_graph_runner.js";
 import { findAll, hiddenAncestors, matchesOf, selectedIndices } from "./_graph_find.js";
 import { crumbHtml, crumbOf } from "./_graph_crumb.js";
 import { liftMarks } from "./_graph_marks.js";
@@ -61,7 +62,12 @@ function render({ model, el }) {
   const cview = makeCanvasView(canvas, { get x() { return view.x; }, get y() { return view.y; }, get k() { return view.k; } });
 
   let S = null; // current drawing state
-  let levelCache = null; // per-level layouts of this graph (drawState's cache)
+  // the layout runs in a web worker (on this thread where there is none); it keeps the
+  // prepared payload and each level's layout per graph: opening a frame lays out little
+  const runner = makeRunner();
+  let asked = 0; // the latest layout asked for: an older answer is dropped
+  let pendingCenter = null; // a search jump's box, centred once its layout is here
+  let jumpStart = 0;
   let metrics = []; // [{key, label, unit, fmt}] from the payload
   const view = { x: 0, y: 0, k: 1 };
   let userMoved = false;
@@ -109,17 +115,32 @@ function render({ model, el }) {
   function centerOn(k) {
     tip.hide(); // the box under the pointer moves away
     const p = S && S.layout.pos.get(k);
-    if (p) setView(centerView(view, p, canvas.clientWidth, canvas.clientHeight), true);
+    if (!p) return;
+    setView(centerView(view, p, canvas.clientWidth, canvas.clientHeight), true);
+    // where it is on screen now (tests and benchmarks click its toggle there)
+    root.dataset.centered = [view.x + p.x * view.k, view.y + p.y * view.k, p.w * view.k, p.h * view.k].map((v) => v.toFixed(1)).join(",");
+    if (jumpStart) {
+      const t = jumpStart;
+      jumpStart = 0;
+      requestAnimationFrame(() => (root.dataset.jumpMs = (performance.now() - t).toFixed(1)));
+    }
   }
 
   function relayout(refit) {
     const graph = model.get("graph");
     if (!graph || !graph.ids) return;
     const start = performance.now();
+    const seq = ++asked;
+    runner.layout(graph, model.get("expanded"), (L) => {
+      if (seq === asked && graph === model.get("graph")) laidOut(graph, L, refit, start);
+    });
+  }
+
+  /** A layout came back: draw it, keep a toggled box in place, say how long it took. */
+  function laidOut(graph, L, refit, start) {
     metrics = metricDefs(graph.metrics);
     bar.setMetrics(metrics);
-    if (!levelCache || levelCache.key !== graph.key) levelCache = { key: graph.key, levels: new Map() };
-    S = { graph, ...drawState(graph, model.get("expanded"), levelCache.levels), els: new Map(), marks: new Map() };
+    S = { graph, ...viewState(graph, L.hasKids, L, null), els: new Map(), marks: new Map() };
     const { vis } = S;
     redraw();
     const kept = anchor && !refit ? S.graph.ids.indexOf(anchor.id) : -1;
@@ -128,13 +149,21 @@ function render({ model, el }) {
     else if (refit || !userMoved) home();
     anchor = null;
     if (refit && model.get("selected") != null) highlight(true); // opened with a selection
+    if (pendingCenter !== null) {
+      const k = pendingCenter;
+      pendingCenter = null;
+      centerOn(k);
+    }
     const ms = performance.now() - start;
     root.dataset.boxes = String(vis.boxes.length);
     root.dataset.groups = String(vis.groups.length);
     root.dataset.layoutMs = ms.toFixed(1);
+    root.dataset.workerMs = L.ms.toFixed(1);
+    root.dataset.inWorker = String(runner.inWorker());
     requestAnimationFrame(() => {
       root.dataset.laidOut = String(Date.now());
       root.dataset.sinceRenderMs = (performance.now() - t0).toFixed(1);
+      root.dataset.paintMs = (performance.now() - start).toFixed(1);
     });
   }
 
@@ -148,7 +177,7 @@ function render({ model, el }) {
   }
 
   function draw() {
-    const { graph, vis, layout, rolled, edges, input } = S;
+    const { graph, vis, layout, rolled } = S;
     S.marks = liftMarks(graph, vis.boxOf, model.get("marks"));
     // thousands of boxes: one canvas, drawn where in sight (SVG's DOM is too slow there)
     S.canvas = vis.boxes.length + vis.groups.length > CANVAS_MIN;
@@ -166,7 +195,7 @@ function render({ model, el }) {
     cview.setState(null);
     gGroups.innerHTML = groupsSvg(graph, vis, layout, rolled, S.marks);
     gNodes.innerHTML = nodesSvg(graph, vis, layout, rolled, S.marks);
-    gEdges.innerHTML = edgesSvg(layout, input, edges, arrowId);
+    gEdges.innerHTML = edgesSvg(layout, arrowId);
     S.els.clear();
     for (const node of gNodes.children) S.els.set(Number(node.dataset.k), node);
     for (const node of gGroups.children) S.els.set(Number(node.dataset.k), node);
@@ -277,13 +306,15 @@ function render({ model, el }) {
   /** Enter in the search: the next match (a call inside a rolled block too) is opened
    * to, centred and selected; the tooltip of the box under the pointer closes. */
   function jumpToMatch() {
+    jumpStart = performance.now();
     const list = found(search.value.trim());
     if (!list.length) return;
     tip.hide();
     matchCursor = (matchCursor + 1) % list.length;
     const { k, name } = list[matchCursor];
-    const need = hiddenAncestors(S.graph, S.expanded, k);
+    const need = hiddenAncestors(S.graph, expandedIndices(S.graph, model.get("expanded") || []), k);
     if (need.length) {
+      pendingCenter = k; // centred once laid out (a worker answers later)
       model.set("expanded", [...(model.get("expanded") || []), ...need]);
       model.save_changes();
     }
@@ -292,7 +323,7 @@ function render({ model, el }) {
     model.set("selected_node", name === S.graph.name[k] ? S.graph.ids[k] : -1);
     model.save_changes();
     clicked = false;
-    centerOn(k);
+    if (pendingCenter === null) centerOn(k);
   }
 
   function toggle(k, act) {
@@ -379,10 +410,10 @@ function render({ model, el }) {
   /** The drawing as an SVG file; a canvas view writes its SVG for the export only. */
   function svgText() {
     if (!S.canvas) return svgFile(svg, S.layout);
-    const { graph, vis, layout, rolled, edges, input } = S;
+    const { graph, vis, layout, rolled } = S;
     gGroups.innerHTML = groupsSvg(graph, vis, layout, rolled, S.marks);
     gNodes.innerHTML = nodesSvg(graph, vis, layout, rolled, S.marks);
-    gEdges.innerHTML = edgesSvg(layout, input, edges, arrowId);
+    gEdges.innerHTML = edgesSvg(layout, arrowId);
     const out = svgFile(svg, S.layout);
     gGroups.innerHTML = gNodes.innerHTML = gEdges.innerHTML = "";
     return out;
@@ -437,6 +468,7 @@ function render({ model, el }) {
   themeWatch.observe(document.body, { attributes: true, attributeFilter: ["data-jp-theme-light", "data-jp-theme-name"] });
   relayout(true);
   return () => {
+    runner.close();
     ro.disconnect();
     themeWatch.disconnect();
     for (const [event, fn] of listeners) model.off(event, fn);

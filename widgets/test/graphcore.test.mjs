@@ -17,7 +17,9 @@ import {
   openScale,
   visibleNodes,
 } from "../src/_graphcore.js";
-import { edgePoints, layoutLevel, layoutNested, pathOf } from "../src/_layout.js";
+import { layoutLevel, pathOf, WRAP_MIN_H } from "../src/_layout.js";
+import { edgePointsOf, layoutGraph, prepare } from "../src/_graph_layout.js";
+import { drawState } from "../src/_graph_draw.js";
 import { liveIn, peakOf, phaseRuns, stack } from "../src/memory.js";
 import { sortRows, topRows } from "../src/profile.js";
 import { graph } from "./_graph_fixture.mjs"; // the small hand-made payload of the graph tests
@@ -85,11 +87,18 @@ test("layout input puts each drawn node in its frame and lifts edges per level",
   assert.deepEqual(input.route[0], [-1, 0, 1]);
 });
 
+/** The layout with these payload indices expanded, and its drawn edges as [s, d]. */
+function nested(open) {
+  const lay = layoutGraph(prepare(graph), open);
+  const S = drawState(graph, [...open].map((k) => graph.ids[k]));
+  const edges = [];
+  for (let i = 0; i < lay.edges.length; i += 3) edges.push([lay.edges[i], lay.edges[i + 1]]);
+  return { lay: S.layout, edges, vis: S.vis };
+}
+
 test("nested layout: frames contain their children, ranks go down along edges", () => {
-  const vis = visibleNodes(graph, new Set([1, 4, 5]));
-  const edges = liftEdges(graph, vis.boxOf);
-  const input = layoutInput(graph, vis, edges);
-  const lay = layoutNested(input, () => ({ w: 80, h: 30 }));
+  const { lay, edges } = nested(new Set([1, 4, 5]));
+  assert.deepEqual(edges, liftEdges(graph, visibleNodes(graph, new Set([1, 4, 5])).boxOf).map(([s, d]) => [s, d]));
   const inside = (k, g) => {
     const a = lay.pos.get(k);
     const b = lay.pos.get(g);
@@ -98,20 +107,17 @@ test("nested layout: frames contain their children, ranks go down along edges", 
   for (const [k, g] of [[2, 1], [6, 5], [7, 5], [8, 5], [5, 4], [9, 1]]) assert.ok(inside(k, g), `${k} in ${g}`);
   edges.forEach(([s, d], i) => {
     assert.ok(lay.pos.get(s).y + lay.pos.get(s).h < lay.pos.get(d).y, `edge ${s}>${d} goes down`);
-    const pts = edgePoints(lay, input.route[i], s, d);
+    const pts = edgePointsOf(lay, i);
     assert.ok(pts.length >= 2);
   });
   assert.match(pathOf([{ x: 0, y: 0 }, { x: 10, y: 20 }]), /^M0\.0,0\.0C/);
 });
 
 test("a skip edge into a block runs down the block's margin, not through its boxes", () => {
-  const vis = visibleNodes(graph, new Set([1, 4, 5]));
-  const edges = liftEdges(graph, vis.boxOf);
-  const input = layoutInput(graph, vis, edges);
-  const lay = layoutNested(input, () => ({ w: 80, h: 30 }));
+  const { lay, edges } = nested(new Set([1, 4, 5]));
   const i = edges.findIndex(([s, d]) => s === 2 && d === 8); // the stem -> the block's add
   assert.ok(i >= 0, JSON.stringify(edges));
-  const pts = edgePoints(lay, input.route[i], 2, 8);
+  const pts = edgePointsOf(lay, i);
   // every point but the two ends lies outside the boxes the edge passes (conv, relu)
   for (const p of pts.slice(1, -1)) {
     for (const k of [6, 7]) {
@@ -125,12 +131,17 @@ test("a skip edge into a block runs down the block's margin, not through its box
   assert.ok(Math.abs(last.y - lay.pos.get(8).y) < 1e-9);
 });
 
+/** layoutLevel on item ids 0..m-1 of one size, edges as [a, b] pairs. */
+const level = (m, w, h, edges) =>
+  layoutLevel(m, new Float64Array(m).fill(w), new Float64Array(m).fill(h), edges.map((e) => e[0]), edges.map((e) => e[1]));
+
 test("layoutLevel: long edges get waypoints, no overlaps in a layer", () => {
   // diamond plus a long skip: 0->1->2->3, 0->3
-  const lay = layoutLevel([0, 1, 2, 3, 4], () => ({ w: 50, h: 20 }), [[0, 1], [1, 2], [2, 3], [0, 3], [0, 4], [4, 3]]);
-  assert.equal(lay.waypoints.get("0>3").length, 2);
+  const edges = [[0, 1], [1, 2], [2, 3], [0, 3], [0, 4], [4, 3]];
+  const lay = level(5, 50, 20, edges);
+  assert.equal(lay.way[3].length / 2, 2); // 0->3 spans three ranks: two bend points
   const byY = new Map();
-  for (const [, r] of lay.rel) (byY.get(r.y) || byY.set(r.y, []).get(r.y)).push(r);
+  for (let i = 0; i < 5; i++) (byY.get(lay.y[i]) || byY.set(lay.y[i], []).get(lay.y[i])).push({ x: lay.x[i], w: 50 });
   for (const row of byY.values()) {
     row.sort((a, b) => a.x - b.x);
     for (let i = 1; i < row.length; i++) assert.ok(row[i].x >= row[i - 1].x + row[i - 1].w);
@@ -139,14 +150,41 @@ test("layoutLevel: long edges get waypoints, no overlaps in a layer", () => {
 
 test("layout of 2,000 nodes takes well under a second", () => {
   const n = 2000;
-  const items = Array.from({ length: n }, (_, i) => i);
   const edges = [];
   for (let i = 1; i < n; i++) edges.push([i - 1, i]);
   for (let i = 4; i < n; i += 4) edges.push([i - 4, i]);
   const t = performance.now();
-  const lay = layoutLevel(items, () => ({ w: 90, h: 36 }), edges);
-  assert.equal(lay.rel.size, n);
+  const lay = level(n, 90, 36, edges);
+  assert.equal(lay.x.length, n);
   assert.ok(performance.now() - t < 1000);
+});
+
+test("a long chain is wrapped into columns side by side, each edge to the next column up the gap", () => {
+  const n = 600; // 600 ranks of 36 + 30: ~40,000 units tall, 90 wide
+  const edges = [];
+  for (let i = 1; i < n; i++) edges.push([i - 1, i]);
+  const lay = level(n, 90, 36, edges);
+  const cols = lay.cols.length / 6;
+  assert.ok(cols >= 2, `columns: ${cols}`);
+  assert.ok(lay.height <= WRAP_MIN_H * 2 && lay.height < 40000 / 2, `height ${lay.height}`);
+  assert.ok(lay.width > lay.height / 4, `${lay.width} x ${lay.height}`); // about as wide as tall, not a line
+  // every column holds a run of the chain, in order, and no two boxes overlap
+  const seen = [];
+  for (let c = 0; c < cols; c++) {
+    const [x, , w, h, first, last] = lay.cols.slice(6 * c, 6 * c + 6);
+    assert.ok(first <= last);
+    seen.push(first, last);
+    for (let i = first; i <= last; i++) assert.ok(lay.x[i] >= x - 1e-9 && lay.x[i] + 90 <= x + w + 1e-9 && lay.y[i] + 36 <= h + 1e-9);
+  }
+  assert.deepEqual(seen[0], 0);
+  assert.deepEqual(seen[seen.length - 1], n - 1);
+  // the edge that leaves a column turns up the gap to the next one's top
+  const c0last = lay.cols[5];
+  const e = edges.findIndex(([a]) => a === c0last);
+  const way = lay.way[e];
+  assert.ok(way && way.length === 4, JSON.stringify(way));
+  assert.ok(way[0] > lay.cols[0] + lay.cols[2] && way[0] < lay.cols[6], "in the gap between the columns");
+  assert.ok(way[3] < 0 && way[1] > lay.height, "below the level, then above it");
 });
 
 test("colour scale: neutral for zero, log over decades, monotone", () => {
@@ -252,30 +290,27 @@ test("the graph-rules fixture covers rolled and flat views with several cases ea
   for (const v of rules.views) assert.ok(v.cases.length >= 7 && v.graph.ids.length > 20);
 });
 
-test("per-level layout: opening a frame lays out only the levels that changed", async () => {
-  const { layoutNested: nested } = await import("../src/_layout.js");
-  const { drawState } = await import("../src/_graph_draw.js");
+test("per-level layout: opening a frame lays out only the levels that changed", () => {
   const cache = new Map();
   const a = drawState(graph, [graph.ids[1]], cache);
-  const kept = new Map([...cache].map(([g, v]) => [g, v.lay]));
+  const kept = new Map([...cache].filter(([g]) => typeof g === "number").map(([g, v]) => [g, v.lay]));
+  const top = graph.parent.length; // the top level's key
   const b = drawState(graph, [graph.ids[1], graph.ids[4]], cache); // blocks opened
   assert.equal(cache.get(2) === undefined || cache.get(2).lay === kept.get(2), true);
-  assert.notEqual(cache.get(-1).lay, kept.get(-1)); // the top level changed: laid out again
+  assert.notEqual(cache.get(1).lay, kept.get(1)); // Net's level changed (blocks grew): laid out again
+  assert.notEqual(cache.get(top).lay, kept.get(top)); // and the top (Net grew)
   // the same drawing as without the cache
   const fresh = drawState(graph, [graph.ids[1], graph.ids[4]]);
   for (const [k, p] of fresh.layout.pos) assert.deepEqual(b.layout.pos.get(k), p);
   assert.ok(a.layout.pos.size < b.layout.pos.size);
-  assert.equal(typeof nested, "function");
+  assert.equal(b.laidOut, 3); // blocks' own level, Net's and the top: not stem's or the rest
 });
 
 test("an edge into a nested frame turns in below every header it passes", () => {
-  const vis = visibleNodes(graph, new Set([1, 4, 5]));
-  const edges = liftEdges(graph, vis.boxOf);
-  const input = layoutInput(graph, vis, edges);
-  const lay = layoutNested(input, () => ({ w: 80, h: 30 }));
+  const { lay, edges } = nested(new Set([1, 4, 5]));
   const i = edges.findIndex(([s, d]) => s === 2 && d === 6); // stem -> the first op in b0
   assert.ok(i >= 0, JSON.stringify(edges));
-  const pts = edgePoints(lay, input.route[i], 2, 6);
+  const pts = edgePointsOf(lay, i);
   const inner = lay.pos.get(5);
   assert.ok(pts[pts.length - 2].y >= inner.y + 22, JSON.stringify({ pts, inner }));
 });

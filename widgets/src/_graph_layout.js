@@ -1,0 +1,387 @@
+// The GraphView's whole layout for one set of expanded calls, on typed arrays: what is
+// drawn, the edges lifted to the drawn boxes, every level laid out (_layout.js) and
+// nested, absolute positions and each edge's points. No DOM: it runs in a web worker
+// (_graph_worker.js) or, where there is no Worker (node tests), on the main thread.
+//
+// What depends on the payload only is prepared once per graph (prepare): the tree, box
+// sizes, and for every trace edge the level it is drawn at (the deepest call holding
+// both ends) and the two children of that call it joins. A level's children and its
+// edges never change with what is expanded, only its children's sizes do, so a level is
+// laid out again only when one of its children changed size (per-level layout: opening a
+// frame lays out that frame and the levels around it, collapsed frames stay one box).
+import { boxSize, groupLabel, labelOf, rolledInfo, subOf } from "./_graphcore.js";
+import { GAP_Y, HEADER, layoutLevel, PAD } from "./_layout.js";
+
+/**
+ * @typedef {object} Prepared what layoutGraph needs of a payload, computed once per graph
+ * @property {number} n payload nodes; level n is the top
+ * @property {Int32Array} parent
+ * @property {Uint8Array} hasKids
+ * @property {Int32Array} kidStart children of level g: kidList[kidStart[g]..kidStart[g+1]]
+ * @property {Int32Array} kidList
+ * @property {Int32Array} local a node's index among its level's children
+ * @property {Float64Array} boxW
+ * @property {Float64Array} boxH
+ * @property {Float64Array} headW a frame's header width (label, toggle, margin)
+ * @property {Int32Array} es trace edge sources (payload indices)
+ * @property {Int32Array} ed trace edge targets
+ * @property {Int32Array} et trace edge tensor index
+ * @property {Int32Array} elevel level the edge is drawn at (n: the top)
+ * @property {Int32Array} eA child of that level holding the source, -1 when none
+ * @property {Int32Array} eB child of that level holding the target
+ * @property {Int32Array} eL index of (eA, eB) among the level's edges, -1 when none
+ * @property {Int32Array} lvStart level edges of g: lvSrc/lvDst[lvStart[g]..lvStart[g+1]] (local indices)
+ * @property {Int32Array} lvSrc
+ * @property {Int32Array} lvDst
+ */
+
+/**
+ * What the layout needs of a payload: the tree, sizes and edge routes (once per graph).
+ * @param {object} graph the GraphView payload
+ * @returns {Prepared}
+ */
+export function prepare(graph) {
+  const n = graph.parent.length;
+  const parent = Int32Array.from(graph.parent);
+  const hasKids = new Uint8Array(n);
+  const kidStart = new Int32Array(n + 2);
+  for (let k = 0; k < n; k++) {
+    const p = parent[k] < 0 ? n : parent[k];
+    if (p < n) hasKids[p] = 1;
+    kidStart[p + 1]++;
+  }
+  for (let g = 0; g <= n; g++) kidStart[g + 1] += kidStart[g];
+  const kidList = new Int32Array(n);
+  const local = new Int32Array(n);
+  const at = kidStart.slice(0, n + 1);
+  for (let k = 0; k < n; k++) {
+    const p = parent[k] < 0 ? n : parent[k];
+    local[k] = at[p] - kidStart[p];
+    kidList[at[p]++] = k;
+  }
+  const rolled = rolledInfo(graph);
+  const boxW = new Float64Array(n);
+  const boxH = new Float64Array(n);
+  const headW = new Float64Array(n);
+  const shapes = graph.tensors.map((t) => t.split(" ")[0]);
+  for (let k = 0; k < n; k++) {
+    const s = boxSize(labelOf(graph, k, rolled), subOf(graph, k, shapes));
+    boxW[k] = s.w;
+    boxH[k] = s.h;
+    // toggle (20) + the label in bold 11 px (~7 px a character) + badge and margin (36)
+    if (hasKids[k]) headW[k] = Math.ceil(20 + groupLabel(graph, k, rolled).length * 7 + 36);
+  }
+  const depth = new Int32Array(n);
+  for (let k = 0; k < n; k++) depth[k] = parent[k] < 0 ? 0 : depth[parent[k]] + 1;
+  const ne = graph.edges.length / 2;
+  const es = new Int32Array(ne);
+  const ed = new Int32Array(ne);
+  const et = Int32Array.from(graph.edge_tensor);
+  const elevel = new Int32Array(ne);
+  const eA = new Int32Array(ne);
+  const eB = new Int32Array(ne);
+  const eL = new Int32Array(ne).fill(-1);
+  const seen = new PairSet(n, ne); // (A, B) -> level edge number
+  const lvCount = new Int32Array(n + 2);
+  const pairs = [];
+  for (let j = 0; j < ne; j++) {
+    const s = graph.edges[2 * j];
+    const d = graph.edges[2 * j + 1];
+    es[j] = s;
+    ed[j] = d;
+    let a = s;
+    let b = d;
+    while (depth[a] > depth[b]) a = parent[a];
+    while (depth[b] > depth[a]) b = parent[b];
+    if (a === b) {
+      // one end holds the other: no level edge, the edge enters from that frame's top
+      elevel[j] = a;
+      eA[j] = -1;
+      eB[j] = -1;
+      continue;
+    }
+    while (parent[a] !== parent[b]) {
+      a = parent[a];
+      b = parent[b];
+    }
+    const g = parent[a] < 0 ? n : parent[a];
+    elevel[j] = g;
+    eA[j] = a;
+    eB[j] = b;
+    let id = seen.get(a, b);
+    if (id < 0) {
+      id = lvCount[g]++;
+      seen.add(a, b, id);
+      pairs.push(g, a, b);
+    }
+    eL[j] = id;
+  }
+  const lvStart = new Int32Array(n + 2);
+  for (let g = 0; g <= n; g++) lvStart[g + 1] = lvStart[g] + lvCount[g];
+  const lvSrc = new Int32Array(lvStart[n + 1]);
+  const lvDst = new Int32Array(lvStart[n + 1]);
+  const fillAt = lvStart.slice(0, n + 1);
+  for (let i = 0; i < pairs.length; i += 3) {
+    const g = pairs[i];
+    lvSrc[fillAt[g]] = local[pairs[i + 1]];
+    lvDst[fillAt[g]++] = local[pairs[i + 2]];
+  }
+  return { n, parent, hasKids, kidStart, kidList, local, boxW, boxH, headW, es, ed, et, elevel, eA, eB, eL, lvStart, lvSrc, lvDst };
+}
+
+/**
+ * @typedef {object} GraphLayout the layout of one expansion, in transferable arrays
+ * @property {Int32Array} boxOf the drawn box or frame that shows each payload node
+ * @property {Int32Array} boxes drawn as boxes, in payload order
+ * @property {Int32Array} groups drawn as frames, in payload order
+ * @property {Float64Array} pos x, y, w, h per payload node (NaN when not drawn)
+ * @property {number} width
+ * @property {number} height
+ * @property {Int32Array} edges s, d, tensor per drawn edge
+ * @property {Int32Array} edgeOff edge i's points are edgeXY[2 edgeOff[i] .. 2 edgeOff[i+1])
+ * @property {Float64Array} edgeXY
+ * @property {Float64Array} cols wrapped columns: x, y, w, h, first node, last node each
+ * @property {number} laidOut levels laid out (not taken from the cache)
+ */
+
+/**
+ * Lay out the graph with these calls expanded.
+ * @param {Prepared} P
+ * @param {ArrayLike<number>} expandedIdx payload indices of expanded calls
+ * @param {Map<number, {sizes: Float64Array, lay: object}> | null} cache level -> its last
+ *   layout, kept between calls for one graph
+ * @returns {GraphLayout}
+ */
+export function layoutGraph(P, expandedIdx, cache = null) {
+  const { n, parent, hasKids, kidStart, kidList, boxW, boxH, headW, lvStart, lvSrc, lvDst } = P;
+  const open = new Uint8Array(n);
+  for (const k of expandedIdx) if (k >= 0 && k < n) open[k] = 1;
+  const boxOf = new Int32Array(n);
+  const frame = new Uint8Array(n);
+  let nBoxes = 0;
+  let nGroups = 0;
+  for (let k = 0; k < n; k++) {
+    const p = parent[k];
+    boxOf[k] = p < 0 || (boxOf[p] === p && frame[p]) ? k : boxOf[p];
+    if (boxOf[k] !== k) continue;
+    if (open[k] && hasKids[k]) {
+      frame[k] = 1;
+      nGroups++;
+    } else nBoxes++;
+  }
+  const boxes = new Int32Array(nBoxes);
+  const groups = new Int32Array(nGroups);
+  nBoxes = nGroups = 0;
+  for (let k = 0; k < n; k++) {
+    if (boxOf[k] !== k) continue;
+    if (frame[k]) groups[nGroups++] = k;
+    else boxes[nBoxes++] = k;
+  }
+  // levels bottom-up: a frame's children come after it in the payload
+  const W = Float64Array.from(boxW);
+  const H = Float64Array.from(boxH);
+  const relX = new Float64Array(n);
+  const relY = new Float64Array(n);
+  /** @type {any[]} */
+  const levels = new Array(n + 1);
+  let laidOut = 0;
+  const level = (g) => {
+    const a = kidStart[g];
+    const m = kidStart[g + 1] - a;
+    const sizes = new Float64Array(2 * m);
+    for (let i = 0; i < m; i++) {
+      sizes[2 * i] = W[kidList[a + i]];
+      sizes[2 * i + 1] = H[kidList[a + i]];
+    }
+    const hit = cache && cache.get(g);
+    let lay = hit && same(hit.sizes, sizes) ? hit.lay : null;
+    if (!lay) {
+      const w = new Float64Array(m);
+      const h = new Float64Array(m);
+      for (let i = 0; i < m; i++) {
+        w[i] = sizes[2 * i];
+        h[i] = sizes[2 * i + 1];
+      }
+      lay = layoutLevel(m, w, h, lvSrc.subarray(lvStart[g], lvStart[g + 1]), lvDst.subarray(lvStart[g], lvStart[g + 1]));
+      laidOut++;
+      if (cache) cache.set(g, { sizes, lay });
+    }
+    levels[g] = lay;
+    for (let i = 0; i < m; i++) {
+      relX[kidList[a + i]] = lay.x[i];
+      relY[kidList[a + i]] = lay.y[i];
+    }
+    if (g < n) {
+      W[g] = Math.max(lay.width + 2 * PAD, 90, headW[g]); // room for the header label
+      H[g] = lay.height + HEADER + PAD;
+    }
+  };
+  for (let i = nGroups - 1; i >= 0; i--) level(groups[i]);
+  level(n);
+  // absolute positions top-down; a frame's children are centred under its header
+  const pos = new Float64Array(4 * n).fill(NaN);
+  const ox = new Float64Array(n + 1);
+  const oy = new Float64Array(n + 1);
+  for (let k = 0; k < n; k++) {
+    if (boxOf[k] !== k) continue;
+    const g = parent[k] < 0 ? n : parent[k];
+    const x = ox[g] + relX[k];
+    const y = oy[g] + relY[k];
+    pos[4 * k] = x;
+    pos[4 * k + 1] = y;
+    pos[4 * k + 2] = W[k];
+    pos[4 * k + 3] = H[k];
+    if (frame[k]) {
+      ox[k] = x + (W[k] - levels[k].width) / 2;
+      oy[k] = y + HEADER;
+    }
+  }
+  const { edges, edgeOff, edgeXY } = edgeLines(P, boxOf, pos, levels, ox, oy);
+  const cols = [];
+  for (const g of [n, ...groups]) {
+    const c = levels[g].cols;
+    for (let i = 0; i < c.length; i += 6) cols.push(ox[g] + c[i], oy[g] + c[i + 1], c[i + 2], c[i + 3], c[i + 4] < 0 ? -1 : kidList[kidStart[g] + c[i + 4]], c[i + 5] < 0 ? -1 : kidList[kidStart[g] + c[i + 5]]);
+  }
+  const top = levels[n];
+  return {
+    boxOf, boxes, groups, pos, width: top.width, height: top.height,
+    edges, edgeOff, edgeXY, cols: Float64Array.from(cols), laidOut,
+  };
+}
+
+/** Whether two size vectors are equal. */
+function same(a, b) {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
+/**
+ * The drawn edges (trace edges lifted to the boxes that show their ends, deduplicated)
+ * and their points: bottom of the source, out of a frame down its left margin, the level's
+ * bend points, into a frame down its right margin below every header it passes, top of
+ * the target. So a skip connection into a block (its "add" at the bottom) does not cross
+ * the block's boxes and no edge crosses a frame's label.
+ */
+function edgeLines(P, boxOf, pos, levels, ox, oy) {
+  const { n, parent, es, ed, et, elevel, eA, eB, eL } = P;
+  const seen = new PairSet(n, es.length);
+  const edges = [];
+  const off = [0];
+  const xy = new Grow();
+  for (let j = 0; j < es.length; j++) {
+    const s = boxOf[es[j]];
+    const d = boxOf[ed[j]];
+    if (s === d || seen.get(s, d) >= 0) continue;
+    seen.add(s, d, 0);
+    edges.push(s, d, et[j]);
+    const ax = pos[4 * s];
+    const ay = pos[4 * s + 1];
+    const aw = pos[4 * s + 2];
+    const ah = pos[4 * s + 3];
+    xy.push(ax + aw / 2, ay + ah);
+    const A = eA[j];
+    const B = eB[j];
+    if (A >= 0 && A !== s) {
+      const outB = pos[4 * A + 1] + pos[4 * A + 3];
+      if (outB - (ay + ah) > PAD + GAP_Y) {
+        const xl = pos[4 * A] + PAD / 2;
+        xy.push(xl, ay + ah + GAP_Y / 3);
+        xy.push(xl, outB);
+      }
+    }
+    const g = elevel[j];
+    const lay = levels[g];
+    const via = lay && eL[j] >= 0 ? lay.way[eL[j]] : null;
+    if (via) for (let i = 0; i < via.length; i += 2) xy.push(ox[g] + via[i], oy[g] + via[i + 1]);
+    const bx = pos[4 * d];
+    const by = pos[4 * d + 1];
+    if (B >= 0 && B !== d) {
+      // down the entered frame's right margin, below the header of every frame around d
+      const iy = pos[4 * B + 1];
+      let below = iy + HEADER;
+      for (let f = parent[d]; f >= 0 && f !== B; f = parent[f]) below = Math.max(below, pos[4 * f + 1] + HEADER);
+      const xr = pos[4 * B] + pos[4 * B + 2] - PAD / 2;
+      xy.push(xr, iy);
+      xy.push(xr, Math.max(below, by - GAP_Y / 3));
+    }
+    xy.push(bx + pos[4 * d + 2] / 2, by);
+    off.push(xy.length / 2);
+  }
+  return { edges: Int32Array.from(edges), edgeOff: Int32Array.from(off), edgeXY: xy.done() };
+}
+
+/** A set of (a, b) pairs of node indices with a value each: per a, a list of its bs. */
+class PairSet {
+  /** @param {number} n nodes @param {number} cap most pairs */
+  constructor(n, cap) {
+    this.head = new Int32Array(n).fill(-1);
+    this.next = new Int32Array(cap);
+    this.b = new Int32Array(cap);
+    this.val = new Int32Array(cap);
+    this.used = 0;
+  }
+
+  /** The value of (a, b), or -1 when absent. */
+  get(a, b) {
+    for (let i = this.head[a]; i >= 0; i = this.next[i]) if (this.b[i] === b) return this.val[i];
+    return -1;
+  }
+
+  add(a, b, v) {
+    const i = this.used++;
+    this.b[i] = b;
+    this.val[i] = v;
+    this.next[i] = this.head[a];
+    this.head[a] = i;
+  }
+}
+
+/** A growing list of numbers in a Float64Array. */
+class Grow {
+  constructor() {
+    this.a = new Float64Array(1024);
+    this.length = 0;
+  }
+
+  /** Add the point (x, y). */
+  push(x, y) {
+    if (this.length + 2 > this.a.length) {
+      const b = new Float64Array(2 * this.a.length);
+      b.set(this.a);
+      this.a = b;
+    }
+    this.a[this.length++] = x;
+    this.a[this.length++] = y;
+  }
+
+  done() {
+    return this.a.slice(0, this.length);
+  }
+}
+
+/**
+ * A box's place as {x, y, w, h}, read from a layout's pos array; a Map-like view (get,
+ * has, size, iteration over the drawn nodes) for code that reads a few boxes.
+ * @param {GraphLayout} L
+ */
+export function posView(L) {
+  const P = L.pos;
+  const get = (k) => (k >= 0 && P[4 * k] === P[4 * k] ? { x: P[4 * k], y: P[4 * k + 1], w: P[4 * k + 2], h: P[4 * k + 3] } : undefined);
+  return {
+    get,
+    has: (k) => get(k) !== undefined,
+    size: L.boxes.length + L.groups.length,
+    *[Symbol.iterator]() {
+      for (const k of L.groups) yield [k, get(k)];
+      for (const k of L.boxes) yield [k, get(k)];
+    },
+  };
+}
+
+/** Points of drawn edge i as [{x, y}]. */
+export function edgePointsOf(L, i) {
+  const out = [];
+  for (let j = L.edgeOff[i]; j < L.edgeOff[i + 1]; j++) out.push({ x: L.edgeXY[2 * j], y: L.edgeXY[2 * j + 1] });
+  return out;
+}

@@ -1,0 +1,45 @@
+// The layout service and where it runs: a worker in the browser, this thread without one.
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { expandedIndices } from "../src/_graphcore.js";
+import { layoutGraph, posView, prepare } from "../src/_graph_layout.js";
+import { makeRunner, makeService, transfers } from "../src/_graph_runner.js";
+import { graph } from "./_graph_fixture.mjs";
+
+test("without a Worker (node) the runner lays out on this thread, at once, as layoutGraph does", () => {
+  const runner = makeRunner();
+  assert.equal(runner.inWorker(), false);
+  let got = null;
+  runner.layout(graph, [1, 4], (L) => (got = L));
+  assert.ok(got, "answered synchronously");
+  const want = layoutGraph(prepare(graph), expandedIndices(graph, [1, 4]));
+  assert.deepEqual([...got.pos], [...want.pos]);
+  assert.deepEqual([...got.edges], [...want.edges]);
+  assert.deepEqual([...got.hasKids], [...prepare(graph).hasKids]);
+  runner.close();
+});
+
+test("the service is sent a graph once, then only what is expanded; a stale graph key is an error", () => {
+  const service = makeService();
+  const a = service({ seq: 1, key: "g1", graph: { ...graph, key: "g1" }, expanded: [1] });
+  const b = service({ seq: 2, key: "g1", expanded: [1, 4] });
+  assert.equal(a.seq, 1);
+  assert.equal(b.seq, 2);
+  assert.ok(posView(b).size > posView(a).size);
+  assert.equal(b.laidOut, 3); // the blocks frame and the levels around it, not stem's
+  assert.throws(() => service({ seq: 3, key: "other", expanded: [] }), /graph other/);
+  // every typed array goes back to the view by transfer, none twice
+  const buffers = transfers(b);
+  assert.ok(buffers.length >= 8);
+  assert.equal(new Set(buffers).size, buffers.length);
+});
+
+test("drawn nodes have a place, hidden ones none; boxes and frames as the rules say", () => {
+  const L = layoutGraph(prepare(graph), new Set([1, 4]));
+  assert.deepEqual([...L.groups], [1, 4]);
+  assert.deepEqual([...L.boxes], [0, 2, 5, 9, 10]);
+  const pos = posView(L);
+  for (const k of [...L.groups, ...L.boxes]) assert.ok(pos.has(k));
+  for (const k of [3, 6, 7, 8]) assert.equal(pos.get(k), undefined);
+  assert.equal(pos.size, 7);
+});
