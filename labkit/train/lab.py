@@ -592,12 +592,14 @@ class Lab:
             want = _launch.in_notebook()
         if not want:
             return None
+        from labkit import _display
         from labkit.train.run_table import earlier_runs
-        from labkit.widgets.dashboard import Dashboard
 
+        # the live view is labkit.widgets' Dashboard, found through the display registry.
         # Stop posts to the server extension, which creates the stop file every rank polls;
         # the latest runs beside this one are overlaid faintly
-        dash = Dashboard(on_stop=self.stop, stop_file=Path(run.logdir) / STOP_FILE,
+        dashboard = _display.view("train.dashboard")
+        dash = dashboard(on_stop=self.stop, stop_file=Path(run.logdir) / STOP_FILE,
                          earlier=earlier_runs(run.logdir))  # fmt: skip
         self.dashboard = dash
         if _launch.in_notebook():

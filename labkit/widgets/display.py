@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from labkit.plan.model import Plan
     from labkit.trace.model import Trace
     from labkit.train.run_table import Runs
+    from labkit.widgets.dashboard import Dashboard
     from labkit.widgets.runs import RunsView
     from labkit.widgets.show import TraceView
 
@@ -60,6 +61,13 @@ def show_runs(
     from labkit.widgets.runs import RunsView
 
     return RunsView(rs, metrics=metrics, runs_shown=runs, x=x, **kwargs)
+
+
+def dashboard(**kwargs: Any) -> Dashboard:
+    """``Lab.fit``'s live view (:class:`~labkit.widgets.dashboard.Dashboard`)."""
+    from labkit.widgets.dashboard import Dashboard
+
+    return Dashboard(**kwargs)
 
 
 def plot_trace(trace: Trace, view: str = "graph", **kwargs: Any) -> bytes:
@@ -127,6 +135,7 @@ def install(formatter: Any = None) -> None:
     _display.register("memory.show", show_memory)
     _display.register("plan.show", show_plan)
     _display.register("runs.show", show_runs)
+    _display.register("train.dashboard", dashboard)
     if formatter is None and "IPython" in sys.modules:
         shell = sys.modules["IPython"].get_ipython()
         formatter = getattr(shell, "display_formatter", None)
