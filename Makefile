@@ -17,11 +17,15 @@ lab: setup
 	@mkdir -p notebooks
 	$(VENV)/bin/jupyter lab notebooks/ $(ROOT_ARG) $(LAB_ARGS)
 
-# ruff (lint, complexity, format) and mypy (configured in pyproject.toml: labkit/, typed defs)
+# ruff (lint, complexity, format) and mypy (configured in pyproject.toml: labkit/, typed defs);
+# the front end: types generated from the contract are current, tsc --checkJs over widgets/
+# (widgets/tsconfig.json) and biome's lint + format check (widgets/biome.jsonc)
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
+	$(PY) scripts/gen_contract_types.py --check
+	cd widgets && npm run -s check
 
 test: lint
 	cd widgets && node --test --test-reporter=spec test/

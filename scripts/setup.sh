@@ -104,7 +104,9 @@ GPU=$(command -v nvidia-smi >/dev/null && echo gpu || echo cpu)
 step python "$(hash_of pyproject.toml)-$GPU-$("$PY" -V 2>&1)" "$VENV/bin/labkit" python_deps
 
 # --- front end: widget bundles -----------------------------------------------------
-npm_ci() { (cd "$1" && npm ci --no-audit --no-fund --loglevel=error); }
+# dev dependencies included even where NODE_ENV=production: esbuild builds the bundles,
+# typescript and biome run in `make lint` (widgets/package.json)
+npm_ci() { (cd "$1" && npm ci --include=dev --no-audit --no-fund --loglevel=error); }
 step widgets-npm "$(hash_of widgets/package.json widgets/package-lock.json)" \
     widgets/node_modules npm_ci widgets
 step widgets-build "$(hash_of widgets/package-lock.json widgets/build.mjs widgets/src)" \

@@ -58,6 +58,6 @@ for (const entry of entries) {
   });
 }
 const manifest = join(outDir, "manifest.json");
-await writeFile(`${manifest}.tmp`, JSON.stringify({ version: 1, bundles }, null, 2) + "\n");
+await writeFile(`${manifest}.tmp`, `${JSON.stringify({ version: 1, bundles }, null, 2)}\n`);
 await rename(`${manifest}.tmp`, manifest);
 for (const b of bundles) console.log(`built ${join(outDir, b.file)} (${b.bytes} bytes)`);

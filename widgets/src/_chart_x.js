@@ -16,7 +16,12 @@ export function byTime(series) {
     if (!c || !Array.isArray(c.t)) continue;
     const x = [];
     const y = [];
-    c.t.forEach((t, i) => { if (t != null && Number.isFinite(t)) { x.push(t); y.push(c.y[i]); } });
+    c.t.forEach((t, i) => {
+      if (t != null && Number.isFinite(t)) {
+        x.push(t);
+        y.push(c.y[i]);
+      }
+    });
     out[k] = { x, y };
   }
   return out;

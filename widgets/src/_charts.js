@@ -42,6 +42,9 @@ function tokens(el) {
  * A chart of the curves `keys` (validation curves as points, the rest as lines).
  * `update(series, {smoothing, log})` redraws from the dashboard's `series` trait;
  * a zoom the user made is kept across updates until a double-click resets it.
+ * @param {HTMLElement} host where the chart goes
+ * @param {{keys: string[], title: string, sync?: string | null, colors?: Record<string, string> | null}} opts
+ *   the curves drawn, the title, a cursor-sync key shared by charts, a colour per curve
  */
 export function timeChart(host, { keys, title, sync = null, colors = null }) {
   ensureCss();
@@ -60,38 +63,54 @@ export function timeChart(host, { keys, title, sync = null, colors = null }) {
     wrap.dataset.ink = t.fg; // the axis colour drawn on the canvas (tests read it per theme)
     const axis = { stroke: t.fg, font: t.font, grid: { stroke: t.grid, width: 1 }, ticks: { stroke: t.grid } };
     const width = Math.max(280, wrap.clientWidth || host.clientWidth || 420);
-    u = new uPlot({
-      title, width, height: HEIGHT,
-      scales: {
-        x: { time: false, range: (self, lo, hi) => (zoom ? zoom : lo === hi ? [lo - 1, hi + 1] : [lo, hi]) },
-        y: { distr: log ? 3 : 1, range: () => dataRange(cols, log) },
+    u = new uPlot(
+      {
+        title,
+        width,
+        height: HEIGHT,
+        scales: {
+          x: { time: false, range: (_self, lo, hi) => (zoom ? zoom : lo === hi ? [lo - 1, hi + 1] : [lo, hi]) },
+          y: { distr: log ? 3 : 1, range: () => dataRange(cols, log) },
+        },
+        // steps are whole numbers: no 2.5 ticks
+        axes: [
+          xKind === "time"
+            ? { ...axis, label: "wall time (s)", labelFont: t.font }
+            : { ...axis, label: "step", labelFont: t.font, incrs: STEP_INCRS },
+          { ...axis, size: 56 },
+        ],
+        series: [
+          { label: xKind === "time" ? "seconds" : "step" },
+          ...names.map((s) => ({ ...s.opts, value: (self, v, si, di) => shown(self, v, si, di) })),
+        ],
+        cursor: { drag: { x: true, y: false }, ...(sync ? { sync: { key: sync, setSeries: false } } : {}) },
+        legend: { live: true },
+        hooks: {
+          // the y scale uPlot draws with (tests compare it with the range of the data)
+          setScale: [
+            (self, key) => {
+              if (key === "y")
+                wrap.dataset.yScale = JSON.stringify([self.scales.y.min, self.scales.y.max].map((v) => Number(v?.toPrecision(4))));
+            },
+          ],
+          setSelect: [
+            (self) => {
+              if (self.select.width < 2) return;
+              zoom = [self.posToVal(self.select.left, "x"), self.posToVal(self.select.left + self.select.width, "x")];
+              self.setSelect({ left: 0, width: 0, top: 0, height: 0 }, false);
+              self.setScale("x", { min: zoom[0], max: zoom[1] });
+              wrap.dataset.zoom = zoom.map((z) => z.toFixed(2)).join(",");
+            },
+          ],
+        },
       },
-      // steps are whole numbers: no 2.5 ticks
-      axes: [xKind === "time"
-        ? { ...axis, label: "wall time (s)", labelFont: t.font }
-        : { ...axis, label: "step", labelFont: t.font, incrs: STEP_INCRS }, { ...axis, size: 56 }],
-      series: [{ label: xKind === "time" ? "seconds" : "step" },
-        ...names.map((s) => ({ ...s.opts, value: (self, v, si, di) => shown(self, v, si, di) }))],
-      cursor: { drag: { x: true, y: false }, ...(sync ? { sync: { key: sync, setSeries: false } } : {}) },
-      legend: { live: true },
-      hooks: {
-        // the y scale uPlot draws with (tests compare it with the range of the data)
-        setScale: [(self, key) => {
-          if (key === "y") wrap.dataset.yScale = JSON.stringify([self.scales.y.min, self.scales.y.max].map((v) => +v.toPrecision(4)));
-        }],
-        setSelect: [(self) => {
-          if (self.select.width < 2) return;
-          zoom = [self.posToVal(self.select.left, "x"), self.posToVal(self.select.left + self.select.width, "x")];
-          self.setSelect({ left: 0, width: 0, top: 0, height: 0 }, false);
-          self.setScale("x", { min: zoom[0], max: zoom[1] });
-          wrap.dataset.zoom = zoom.map((z) => z.toFixed(2)).join(",");
-        }],
-      },
-    }, data, wrap);
+      data,
+      wrap,
+    );
     u.over.addEventListener("dblclick", () => {
       zoom = null;
       delete wrap.dataset.zoom;
-      if (last) update(...last, true);
+      if (last) update(last[0], last[1], true);
     });
   }
 
@@ -105,27 +124,36 @@ export function timeChart(host, { keys, title, sync = null, colors = null }) {
 
   function update(input, { smoothing = 0, log = false, x = "step" } = {}, force = false) {
     last = [input, { smoothing, log, x }];
-    if (x !== xKind) { xKind = x; zoom = null; force = true; }
+    if (x !== xKind) {
+      xKind = x;
+      zoom = null;
+      force = true;
+    }
     const series = x === "time" ? byTime(input) : input;
-    const present = keys.filter((k) => series[k] && series[k].x.length);
+    const present = keys.filter((k) => series[k]?.x.length);
     const base = aligned(series, present);
     const canLog = allPositive(base.slice(1));
     const useLog = log && canLog;
     const names = [];
     const data = [base[0]];
     present.forEach((k, i) => {
-      const color = (colors && colors[k]) || COLORS[keys.indexOf(k) % COLORS.length];
+      const color = colors?.[k] || COLORS[keys.indexOf(k) % COLORS.length];
       const ys = base[i + 1];
       const val = k.startsWith("val_");
       if (!val && smoothing > 0) {
         data.push(ys);
-        names.push({ key: `${k} (raw)`, opts: { label: `${k} (raw)`, stroke: `${color}55`, width: 1, spanGaps: true, points: { show: false } } });
+        names.push({
+          key: `${k} (raw)`,
+          opts: { label: `${k} (raw)`, stroke: `${color}55`, width: 1, spanGaps: true, points: { show: false } },
+        });
         data.push(ema(ys, smoothing));
         names.push({ key: k, opts: { label: k, stroke: color, width: 1.6, spanGaps: true, points: { show: false } } });
       } else {
         data.push(ys);
-        names.push({ key: k, opts: { label: k, stroke: color, width: val ? 1.2 : 1.6, spanGaps: true,
-          points: { show: val, size: 6, fill: color } } });
+        names.push({
+          key: k,
+          opts: { label: k, stroke: color, width: val ? 1.2 : 1.6, spanGaps: true, points: { show: val, size: 6, fill: color } },
+        });
       }
     });
     const next = `${names.map((n) => n.key).join("|")}:${useLog}:${xKind}`;
@@ -152,7 +180,7 @@ export function timeChart(host, { keys, title, sync = null, colors = null }) {
   // the canvas does not read CSS variables: redraw with the new theme's colours
   // JupyterLab names the theme before its stylesheet has applied: the variables read then are
   // empty (the Light fallbacks), so read them again once the sheet has settled
-  const redraw = () => last && update(...last, true);
+  const redraw = () => last && update(last[0], last[1], true);
   const themeWatch = new MutationObserver(() => {
     redraw();
     for (const ms of [250, 1000]) setTimeout(redraw, ms);

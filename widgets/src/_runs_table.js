@@ -10,15 +10,20 @@ export function columns(rows, metrics) {
     { key: "wall_time", label: "wall (s)", get: (r) => r.wall_time, num: true },
   ];
   const figs = metrics.flatMap((m) => [
-    { key: `last:${m}`, label: `last ${m}`, get: (r) => (r.last || {})[m], num: true },
-    { key: `best:${m}`, label: `best ${m}`, get: (r) => (r.best || {})[m], num: true },
+    { key: `last:${m}`, label: `last ${m}`, get: (r) => r.last?.[m], num: true },
+    { key: `best:${m}`, label: `best ${m}`, get: (r) => r.best?.[m], num: true },
   ]);
   const names = [...new Set(rows.flatMap((r) => Object.keys(r.hparams || {})))];
-  const varying = names.filter((k) => new Set(rows.map((r) => JSON.stringify((r.hparams || {})[k]))).size > 1);
+  const varying = names.filter((k) => new Set(rows.map((r) => JSON.stringify(r.hparams?.[k]))).size > 1);
   const same = names.filter((k) => !varying.includes(k));
   const hp = [...varying, ...same].map((k) => ({
-    key: `hp:${k}`, label: k, get: (r) => (r.hparams || {})[k],
-    num: rows.every((r) => { const v = (r.hparams || {})[k]; return v == null || typeof v === "number"; }),
+    key: `hp:${k}`,
+    label: k,
+    get: (r) => r.hparams?.[k],
+    num: rows.every((r) => {
+      const v = r.hparams?.[k];
+      return v == null || typeof v === "number";
+    }),
   }));
   return [...fixed, ...figs, ...hp];
 }
@@ -45,9 +50,17 @@ export function sortRows(rows, cols, key, desc = false) {
  * the run's name, status or hparams.
  */
 export function filterRows(rows, cols, query) {
-  const words = String(query || "").trim().split(/\s+/).filter(Boolean);
+  const words = String(query || "")
+    .trim()
+    .split(/\s+/)
+    .filter(Boolean);
   if (!words.length) return rows.slice();
-  const byName = new Map(cols.flatMap((c) => [[c.label.toLowerCase(), c], [c.key.toLowerCase(), c]]));
+  const byName = new Map(
+    cols.flatMap((c) => [
+      [c.label.toLowerCase(), c],
+      [c.key.toLowerCase(), c],
+    ]),
+  );
   const tests = words.map((w) => {
     const m = w.match(/^([^<>=]+)(<=|>=|<|>|=)(.+)$/);
     const col = m && byName.get(m[1].toLowerCase());
@@ -72,8 +85,8 @@ export function filterRows(rows, cols, query) {
 export function metricSeries(curves, metric, runs) {
   const out = {};
   for (const name of runs) {
-    const c = (curves[name] || {})[metric];
-    if (c && c.x && c.x.length) out[name] = c;
+    const c = curves[name]?.[metric];
+    if (c?.x?.length) out[name] = c;
   }
   return out;
 }

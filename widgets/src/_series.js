@@ -28,7 +28,10 @@ export function aligned(series, keys) {
   const cols = keys.map((k) => {
     const col = new Array(xs.length).fill(null);
     const c = series[k];
-    if (c) c.x.forEach((x, i) => { col[at.get(x)] = Number.isFinite(c.y[i]) ? c.y[i] : null; });
+    if (c)
+      c.x.forEach((x, i) => {
+        col[/** @type {number} every x is in xs */ (at.get(x))] = Number.isFinite(c.y[i]) ? c.y[i] : null;
+      });
     return col;
   });
   return [xs, ...cols];
@@ -38,6 +41,7 @@ export function aligned(series, keys) {
  * Axis range from the finite values: padded by 5% of the span (a loss that never goes
  * below 0.3 gets an axis that does not either), never below zero for values >= 0. Log scale: positive values only, padded
  * by a factor. [0, 1] when there is nothing to show.
+ * @returns {[number, number]} the y range (uPlot's scale range)
  */
 export function dataRange(columns, log = false) {
   let lo = Infinity;

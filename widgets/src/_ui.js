@@ -150,6 +150,10 @@ export function svgToPng(svgText, width, height, scale = 2, background = "#fff")
       c.width = Math.ceil(width * scale);
       c.height = Math.ceil(height * scale);
       const ctx = c.getContext("2d");
+      if (!ctx) {
+        reject(new Error("svgToPng: this browser gives no 2d canvas context"));
+        return;
+      }
       ctx.fillStyle = background;
       ctx.fillRect(0, 0, c.width, c.height);
       ctx.scale(scale, scale);

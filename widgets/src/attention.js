@@ -56,6 +56,8 @@ export function layout(view, radius) {
   return pos;
 }
 
+/** @typedef {import("./_contract_types").AttentionViewTraits} Traits the synced traits (labkit/widgets/_contract.py) */
+/** @param {import("./_contract_types").RenderContext<Traits>} ctx anywidget's model and element */
 function render({ model, el }) {
   ensureStyles();
   const root = h("div", { class: "lk-view lk-attention" });
@@ -63,9 +65,18 @@ function render({ model, el }) {
   const hopSel = h("select", { class: "lk-att-hops" });
   const headSel = h("select", { class: "lk-att-head" });
   const info = h("span", { class: "lk-att-info" });
-  const toolbar = h("div", { class: "lk-toolbar" },
-    h("span", {}, "node"), nodeIn, h("span", {}, "hops"), hopSel, h("span", {}, "head"), headSel,
-    h("span", { class: "lk-spacer" }), info);
+  const toolbar = h(
+    "div",
+    { class: "lk-toolbar" },
+    h("span", {}, "node"),
+    nodeIn,
+    h("span", {}, "hops"),
+    hopSel,
+    h("span", {}, "head"),
+    headSel,
+    h("span", { class: "lk-spacer" }),
+    info,
+  );
   const canvas = h("div", { class: "lk-canvas" });
   root.append(toolbar, canvas);
   el.appendChild(root);
@@ -89,7 +100,7 @@ function render({ model, el }) {
     const head = model.get("head");
     toolbarState();
     canvas.replaceChildren();
-    if (!view || !view.edges) {
+    if (!view?.edges) {
       canvas.append(h("div", { class: "lk-empty" }, "no attention to show"));
       return;
     }
@@ -111,13 +122,20 @@ function render({ model, el }) {
       const b = pos.get(e.dst);
       if (!a || !b) continue;
       const attrs = {
-        class: "lk-att-edge", "data-src": e.src, "data-dst": e.dst, "data-hop": e.hop,
-        "data-weight": w.toFixed(6), stroke: weightColor(rel), "stroke-width": (0.6 + 5 * rel).toFixed(2),
-        fill: "none", opacity: e.hop === 1 ? 1 : 0.55,
+        class: "lk-att-edge",
+        "data-src": e.src,
+        "data-dst": e.dst,
+        "data-hop": e.hop,
+        "data-weight": w.toFixed(6),
+        stroke: weightColor(rel),
+        "stroke-width": (0.6 + 5 * rel).toFixed(2),
+        fill: "none",
+        opacity: e.hop === 1 ? 1 : 0.55,
       };
-      const line = e.src === e.dst
-        ? s("circle", { ...attrs, cx: a.x + 14 * Math.cos(a.a || -Math.PI / 2), cy: a.y + 14 * Math.sin(a.a || -Math.PI / 2), r: 9 })
-        : s("line", { ...attrs, x1: a.x, y1: a.y, x2: b.x, y2: b.y });
+      const line =
+        e.src === e.dst
+          ? s("circle", { ...attrs, cx: a.x + 14 * Math.cos(a.a || -Math.PI / 2), cy: a.y + 14 * Math.sin(a.a || -Math.PI / 2), r: 9 })
+          : s("line", { ...attrs, x1: a.x, y1: a.y, x2: b.x, y2: b.y });
       const title = s("title");
       const ws = e.weights.map((x) => x.toFixed(3)).join(", ");
       title.textContent = `${e.src} \u2192 ${e.dst} (hop ${e.hop}, layer ${e.layer}): heads ${ws}; mean ${e.mean.toFixed(3)}`;
@@ -130,10 +148,14 @@ function render({ model, el }) {
       const label = view.labels ? view.labels[i] : null;
       const g = s("g", { class: "lk-att-node", "data-node": id, transform: `translate(${p.x},${p.y})`, style: "cursor:pointer" });
       const fill = label == null ? "#999999" : PALETTE[label % PALETTE.length];
-      g.append(s("circle", {
-        r: id === view.node ? 15 : 10, fill,
-        style: `stroke:${id === view.node ? "var(--lk-fg)" : "var(--lk-bg)"}`, "stroke-width": 2,
-      }));
+      g.append(
+        s("circle", {
+          r: id === view.node ? 15 : 10,
+          fill,
+          style: `stroke:${id === view.node ? "var(--lk-fg)" : "var(--lk-bg)"}`,
+          "stroke-width": 2,
+        }),
+      );
       // black or white, whichever reads on the class colour (WCAG AA)
       const text = s("text", { "text-anchor": "middle", dy: "0.35em", "font-size": 9, fill: inkOn(fill), "pointer-events": "none" });
       text.textContent = String(id);
@@ -153,7 +175,9 @@ function render({ model, el }) {
     const sums = [];
     for (const e of view.edges) {
       if (e.hop !== 1) continue;
-      e.weights.forEach((w, k) => { sums[k] = (sums[k] || 0) + w; });
+      e.weights.forEach((w, k) => {
+        sums[k] = (sums[k] || 0) + w;
+      });
     }
     const incoming = view.edges.filter((e) => e.hop === 1).length;
     info.textContent = `node ${view.node}: ${incoming} incoming edges, ${view.nodes.length} nodes in ${view.hops} hops; head sums ${sums.map((x) => x.toFixed(3)).join(" / ")}; darkest edge ${maxW.toFixed(3)}`;
@@ -168,8 +192,15 @@ function render({ model, el }) {
       nodeIn.value = String(model.get("node"));
     }
   });
-  hopSel.addEventListener("change", () => { model.set("hops", Number(hopSel.value)); model.save_changes(); });
-  headSel.addEventListener("change", () => { model.set("head", Number(headSel.value)); model.save_changes(); draw(); });
+  hopSel.addEventListener("change", () => {
+    model.set("hops", Number(hopSel.value));
+    model.save_changes();
+  });
+  headSel.addEventListener("change", () => {
+    model.set("head", Number(headSel.value));
+    model.save_changes();
+    draw();
+  });
   model.on("change:view", draw);
   model.on("change:head", draw);
   model.on("change:height", draw);

@@ -53,7 +53,7 @@ export function phaseRuns(phases) {
 export function moduleSpans(modules, sel) {
   const runs = [];
   if (sel === null || sel === undefined || sel === "") return runs;
-  const inside = sel + ".";
+  const inside = `${sel}.`;
   modules.forEach((m, i) => {
     if (m !== sel && !m.startsWith(inside)) return;
     const last = runs[runs.length - 1];
@@ -84,6 +84,8 @@ export function liveIn(largest, t0, t1, top = 8) {
   return (largest || []).filter((r) => r.start <= t1 && (r.end === null || r.end === undefined || r.end >= t0)).slice(0, top);
 }
 
+/** @typedef {import("./_contract_types").MemoryTimelineTraits} Traits the synced traits (labkit/widgets/_contract.py) */
+/** @param {import("./_contract_types").RenderContext<Traits>} ctx anywidget's model and element */
 function render({ model, el }) {
   ensureStyles();
   const clipId = uid("lk-mem-clip"); // ids are page-wide: this view's own
@@ -138,7 +140,8 @@ function render({ model, el }) {
       const xb = X(s.time[Math.min(b + 1, n - 1)]);
       g += `<rect class="lk-phase" data-phase="${esc(phase)}" x="${xa}" y="${m.t}" width="${Math.max(1, xb - xa)}" height="${H - m.t - m.b}" style="fill:${PHASE_COLORS[phase] || "var(--lk-fg2)"};fill-opacity:.08"/>`;
       // a label only where the band can hold it (never a cut-off "forwar")
-      if (xb - xa >= phase.length * 6 + 4) g += `<text x="${(xa + xb) / 2}" y="${m.t + 11}" font-size="10" text-anchor="middle" style="fill:var(--lk-fg)">${esc(phase)}</text>`;
+      if (xb - xa >= phase.length * 6 + 4)
+        g += `<text x="${(xa + xb) / 2}" y="${m.t + 11}" font-size="10" text-anchor="middle" style="fill:var(--lk-fg)">${esc(phase)}</text>`;
     }
     // where the selected module ran: an outlined band under the areas
     const sel = model.get("selected");
@@ -174,22 +177,34 @@ function render({ model, el }) {
     const peakShown = s.time[peak.index] >= t0 && s.time[peak.index] <= t1;
     // the module or call at the peak as the summary names it (a backward sample has none)
     const mod = s.peak_where || s.module[peak.index] || "-";
-    if (peakShown) g += `<line class="lk-peak" x1="${px}" x2="${px}" y1="${m.t}" y2="${H - m.b}" style="stroke:var(--lk-error)" stroke-dasharray="4 3"/>`;
+    if (peakShown)
+      g += `<line class="lk-peak" x1="${px}" x2="${px}" y1="${m.t}" y2="${H - m.b}" style="stroke:var(--lk-error)" stroke-dasharray="4 3"/>`;
     const peakText = `peak ${fmtBytes(peak.total)} · ${mod}`;
     const flip = px + 4 + peakText.length * 6 > W - m.r; // near the right edge: label on the left
     // (and never higher than under the phase labels, which sit at the top)
-    if (peakShown) g += `<text class="lk-peak-label" x="${flip ? px - 4 : px + 4}" y="${Math.max(Y(peak.total) - 4, m.t + 24)}" font-size="10.5" text-anchor="${flip ? "end" : "start"}" style="fill:var(--lk-error)">${esc(peakText)}</text>`;
+    if (peakShown)
+      g += `<text class="lk-peak-label" x="${flip ? px - 4 : px + 4}" y="${Math.max(Y(peak.total) - 4, m.t + 24)}" font-size="10.5" text-anchor="${flip ? "end" : "start"}" style="fill:var(--lk-error)">${esc(peakText)}</text>`;
     g += `<line class="lk-cursor" x1="0" x2="0" y1="${m.t}" y2="${H - m.b}" style="stroke:var(--lk-fg)" stroke-opacity=".5" visibility="hidden"/>`;
     g += `<rect class="lk-brush" x="0" y="${m.t}" width="0" height="${H - m.t - m.b}" style="fill:var(--lk-accent);fill-opacity:.15" visibility="hidden"/>`;
     body.innerHTML = `<svg width="100%" height="${H}" viewBox="0 0 ${W} ${H}"><title>drag across to zoom, double-click to see the whole step, click to select the module running then</title>${g}</svg>`;
-    legend.innerHTML = s.categories
-      .map((c, j) => `<span style="display:inline-flex;align-items:center;gap:3px"><span class="lk-swatch" style="background:${esc(s.colors[j])}"></span>${esc(c)}</span>`)
-      .join(" ") + `<span class="lk-spacer"></span><span>peak ${esc(fmtBytes(peak.total))} at ${esc(mod)} (${esc(s.phase[peak.index])})</span>`;
+    legend.innerHTML = `${s.categories
+      .map(
+        (c, j) =>
+          `<span style="display:inline-flex;align-items:center;gap:3px"><span class="lk-swatch" style="background:${esc(s.colors[j])}"></span>${esc(c)}</span>`,
+      )
+      .join(
+        " ",
+      )}<span class="lk-spacer"></span><span>peak ${esc(fmtBytes(peak.total))} at ${esc(mod)} (${esc(s.phase[peak.index])})</span>`;
     // what was live in the range shown: the recording's biggest storages with their lifetimes
     const rows = zoom ? liveIn(s.largest, t0, t1) : liveIn(s.largest, s.time[peak.index], s.time[peak.index]);
     live.innerHTML = rows.length
       ? `<div style="opacity:.8">largest storages live ${zoom ? `in ${esc(fmtTime(t0))} – ${esc(fmtTime(t1))}` : "at the peak"}:</div>` +
-        rows.map((r) => `<div>${esc(fmtBytes(r.bytes).padStart(11))}  ${esc(r.category.padEnd(12))} ${esc(r.module || "(outside modules)")} ${esc(r.op || "")} ${esc(r.site || "")}</div>`).join("")
+        rows
+          .map(
+            (r) =>
+              `<div>${esc(fmtBytes(r.bytes).padStart(11))}  ${esc(r.category.padEnd(12))} ${esc(r.module || "(outside modules)")} ${esc(r.op || "")} ${esc(r.site || "")}</div>`,
+          )
+          .join("")
       : "";
     const svgEl = body.querySelector("svg");
     const cursor = svgEl.querySelector(".lk-cursor");
@@ -233,7 +248,7 @@ function render({ model, el }) {
       draw();
     });
     svgEl.addEventListener("pointermove", (e) => {
-      if (from !== null && (e.buttons & 1)) {
+      if (from !== null && e.buttons & 1) {
         const to = toX(e);
         brush.setAttribute("x", Math.min(from, to));
         brush.setAttribute("width", Math.abs(to - from));

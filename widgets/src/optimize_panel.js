@@ -59,7 +59,10 @@ export function withField(recipe, name, value, kind) {
   if (kind === "kwargs") {
     next[name] = parseKwargs(value);
   } else if (kind === "list" || name === "checkpoint") {
-    next[name] = String(value).split(",").map((s) => s.trim()).filter(Boolean);
+    next[name] = String(value)
+      .split(",")
+      .map((s) => s.trim())
+      .filter(Boolean);
   } else {
     next[name] = value === "none" ? null : value;
   }
@@ -70,7 +73,10 @@ export function withField(recipe, name, value, kind) {
  * None, numbers), anything else a string. Exported for tests. */
 export function parseKwargs(text) {
   const out = {};
-  for (const part of String(text).split(",").map((s) => s.trim()).filter(Boolean)) {
+  for (const part of String(text)
+    .split(",")
+    .map((s) => s.trim())
+    .filter(Boolean)) {
     const [k, ...rest] = part.split("=");
     const v = rest.join("=").trim();
     const lit = { True: true, true: true, False: false, false: false, None: null, null: null };
@@ -82,7 +88,9 @@ export function parseKwargs(text) {
 /** {use_cache: false} -> "use_cache=False" (as Python writes it). */
 export function kwargsText(obj) {
   const py = (v) => (v === true ? "True" : v === false ? "False" : v === null ? "None" : String(v));
-  return Object.entries(obj || {}).map(([k, v]) => `${k}=${py(v)}`).join(", ");
+  return Object.entries(obj || {})
+    .map(([k, v]) => `${k}=${py(v)}`)
+    .join(", ");
 }
 
 /** The select value that shows a recipe field (null -> "none"). */
@@ -90,7 +98,10 @@ export const shown = (value) => (value === null || value === undefined ? "none" 
 
 /** "1, 8,32" -> [1, 8, 32]; null when some entry is not an integer >= 1. */
 export function parseSizes(text) {
-  const parts = String(text).split(",").map((s) => s.trim()).filter(Boolean);
+  const parts = String(text)
+    .split(",")
+    .map((s) => s.trim())
+    .filter(Boolean);
   const sizes = parts.map(Number);
   return sizes.every((n) => Number.isInteger(n) && n >= 1) ? sizes : null;
 }
@@ -107,9 +118,9 @@ export function isDefault(field, value) {
  * this mode. It is disabled while it holds its default; a value set before stays
  * editable, so that it can be cleared. */
 export function controlState(field, mode, locks, value) {
-  const why = (locks || {})[field.name];
+  const why = locks?.[field.name];
   const disabled = !!why && (value === undefined || isDefault(field, value));
-  return { disabled, title: why || "", hint: (field.hints || {})[mode] || "" };
+  return { disabled, title: why || "", hint: field.hints?.[mode] || "" };
 }
 
 /** The lines under the controls: why each disabled control is off, else its hint for
@@ -147,16 +158,19 @@ export function sideBySide(a, b, mode, lossHead) {
   });
 }
 
+/** @typedef {[string, (r: import("./_contract_types").OptimizeRow) => string]} Column a results column: header, cell of a row */
+
 /** The results table as text: {head, body}; a body entry is {label, cells} or
  * {label, error}. Columns follow the mode measured and what the rows carry. */
 export function resultTable(rows, mode, lossHead) {
   const inf = mode === "inference";
   const spread = (r) => (r.step_q1 == null ? "-" : `${fmtTime(r.step_q1)} – ${fmtTime(r.step_q3)}`);
+  /** @type {Column[]} */
   const cols = [
     [inf ? "latency (median)" : "step (median)", (r) => num(r.step_median ?? r.step_time, fmtTime)],
     ["IQR", spread],
     ["steps", (r) => String(r.step_n ?? "-")],
-    ...(inf ? [["samples/s", (r) => num(r.throughput, fmtCount)]] : []),
+    ...(inf ? [/** @type {Column} */ (["samples/s", (r) => num(r.throughput, fmtCount)])] : []),
     ["speed-up (95%)", speedupText],
   ];
   if (some(rows, "export_time")) cols.push(["export", (r) => num(r.export_time, fmtTime)]);
@@ -170,20 +184,28 @@ export function resultTable(rows, mode, lossHead) {
   cols.push(["rel", (r) => num(r.rel, (x) => x.toExponential(1))]);
   cols.push(["cosine", (r) => num(r.cosine, (x) => x.toFixed(5))]);
   if (lossHead) cols.push([lossHead, (r) => num(r.loss, (x) => x.toPrecision(4))]);
-  cols.push(["first drift", (r) => (r.drift_path == null ? "-" : r.drift_rel == null ? r.drift_path : `${r.drift_path} (rel ${r.drift_rel.toExponential(1)})`)]);
+  cols.push([
+    "first drift",
+    (r) => (r.drift_path == null ? "-" : r.drift_rel == null ? r.drift_path : `${r.drift_path} (rel ${r.drift_rel.toExponential(1)})`),
+  ]);
   const sizes = [...new Set(rows.flatMap((r) => (r.per_batch || []).map((b) => b.batch_size)))].sort((a, b) => a - b);
   for (const n of sizes) {
-    cols.push([`batch ${n}`, (r) => {
-      const b = (r.per_batch || []).find((x) => x.batch_size === n);
-      if (!b) return "-";
-      if (b.error) return `error: ${b.error}`;
-      return `${fmtTime(b.step_time)} · ${fmtCount(b.throughput)}/s · ${fmtRatio(b.speedup)}`;
-    }]);
+    cols.push([
+      `batch ${n}`,
+      (r) => {
+        const b = (r.per_batch || []).find((x) => x.batch_size === n);
+        if (!b) return "-";
+        if (b.error) return `error: ${b.error}`;
+        return `${fmtTime(b.step_time)} · ${fmtCount(b.throughput)}/s · ${fmtRatio(b.speedup)}`;
+      },
+    ]);
   }
   const body = rows.map((r) => (r.error ? { label: r.label, error: r.error } : { label: r.label, cells: cols.map(([, f]) => f(r)) }));
   return { head: ["recipe", ...cols.map(([h]) => h)], body };
 }
 
+/** @typedef {import("./_contract_types").OptimizePanelTraits} Traits the synced traits (labkit/widgets/_contract.py) */
+/** @param {import("./_contract_types").RenderContext<Traits>} ctx anywidget's model and element */
 function render({ model, el: root }) {
   const style = el("style", { text: THEME + CSS });
   const box = el("div", { class: "lk-opt", "data-testid": "optimize-panel" });
@@ -209,7 +231,7 @@ function render({ model, el: root }) {
     let input;
     if (f.kind === "select") {
       input = el("select", {});
-      for (const o of f.options) {
+      for (const o of f.options || []) {
         const opt = el("option", { value: o.value, text: o.label });
         if (o.disabled) opt.disabled = true;
         if (o.title) opt.title = o.title;
@@ -246,7 +268,11 @@ function render({ model, el: root }) {
   const actions = el("div", { class: "lk-row" });
   const measure = el("button", { "data-testid": "opt-measure", text: "Measure" });
   const apply = el("button", { "data-testid": "opt-apply", text: "Apply" });
-  const clear = el("button", { "data-testid": "opt-clear", text: "Clear rows", title: "drop the measured rows (the baseline stays measured)" });
+  const clear = el("button", {
+    "data-testid": "opt-clear",
+    text: "Clear rows",
+    title: "drop the measured rows (the baseline stays measured)",
+  });
   clear.addEventListener("click", () => model.send({ type: "clear" }));
   measure.addEventListener("click", () => model.send({ type: "measure" }));
   apply.addEventListener("click", () => model.send({ type: "apply" }));
@@ -272,12 +298,12 @@ function render({ model, el: root }) {
       } else if (f.kind === "kwargs") {
         if (document.activeElement !== input) input.value = kwargsText(r[f.name]);
       } else input.value = shown(r[f.name]);
-      const refused = (model.get("option_locks") || {})[f.name] || {};
+      const refused = model.get("option_locks")?.[f.name] || {};
       if (f.kind === "select") {
         for (const opt of input.options) {
-          const o = (f.options || []).find((x) => String(x.value) === opt.value) || {};
-          opt.disabled = !!o.disabled || opt.value in refused;
-          opt.title = refused[opt.value] || o.title || "";
+          const o = (f.options || []).find((x) => String(x.value) === opt.value);
+          opt.disabled = !!o?.disabled || opt.value in refused;
+          opt.title = refused[opt.value] || o?.title || "";
         }
       }
       const st = controlState(f, mode, locks, r[f.name]);
@@ -317,7 +343,9 @@ function render({ model, el: root }) {
         syncResults();
       });
       if (r.error) {
-        tr.append(el("td", { class: "lk-failed", colspan: String(head.length - 1), "data-testid": "opt-failed", text: `failed: ${r.error}` }));
+        tr.append(
+          el("td", { class: "lk-failed", colspan: String(head.length - 1), "data-testid": "opt-failed", text: `failed: ${r.error}` }),
+        );
       } else {
         for (const c of r.cells) tr.append(el("td", { text: c }));
       }
@@ -329,17 +357,28 @@ function render({ model, el: root }) {
       if (r.speedup == null) continue;
       const fill = el("div", { class: r.speedup < 1 ? "lk-slow" : "" });
       fill.style.width = `${Math.round((200 * r.speedup) / max)}px`;
-      chart.append(el("div", { class: `lk-bar${r.within_noise ? " lk-noise" : ""}` }, el("span", { text: r.label }), fill, el("span", { text: speedupText(r) })));
+      chart.append(
+        el(
+          "div",
+          { class: `lk-bar${r.within_noise ? " lk-noise" : ""}` },
+          el("span", { text: r.label }),
+          fill,
+          el("span", { text: speedupText(r) }),
+        ),
+      );
     }
     const notes = el("ul", { class: "lk-notes" });
     for (const r of rows) for (const n of r.notes || []) notes.append(el("li", { text: `${r.label}: ${n}` }));
     const pair = el("div", { "data-testid": "opt-pair" });
-    if (picked.length === 2) {
-      const [a, b] = picked.map((l) => rows.find((r) => r.label === l));
+    const [a, b] = picked.length === 2 ? picked.map((l) => rows.find((r) => r.label === l)) : [];
+    if (a && b) {
       const lines = sideBySide(a, b, mode, model.get("loss_label"));
       const t2 = el("table", {}, el("tr", {}, ...["", a.label, b.label, `${b.label} vs ${a.label}`].map((h) => el("th", { text: h }))));
       for (const line of lines) t2.append(el("tr", {}, ...line.map((c) => el("td", { text: c }))));
-      pair.append(el("div", { class: "lk-notice", text: "side by side (click a row name to change the pair):" }), el("div", { class: "lk-scroll" }, t2));
+      pair.append(
+        el("div", { class: "lk-notice", text: "side by side (click a row name to change the pair):" }),
+        el("div", { class: "lk-scroll" }, t2),
+      );
     }
     const suggestion = model.get("suggestion");
     const next = el("div", { class: "lk-notice", "data-testid": "opt-suggestion", text: suggestion ? `next: ${suggestion} ` : "" });
@@ -355,8 +394,12 @@ function render({ model, el: root }) {
   syncRecipe();
   syncRun();
   syncResults();
-  for (const k of ["recipe_state", "mode", "locks", "option_locks", "batch_sizes", "notice"]) model.on(`change:${k}`, syncRecipe);
-  for (const k of ["running", "progress", "status", "error", "applied_label"]) model.on(`change:${k}`, syncRun);
+  /** @type {(keyof Traits)[]} */
+  const recipeTraits = ["recipe_state", "mode", "locks", "option_locks", "batch_sizes", "notice"];
+  /** @type {(keyof Traits)[]} */
+  const runTraits = ["running", "progress", "status", "error", "applied_label"];
+  for (const k of recipeTraits) model.on(`change:${k}`, syncRecipe);
+  for (const k of runTraits) model.on(`change:${k}`, syncRun);
   model.on("change:results", syncResults);
   model.on("change:suggestion", syncResults);
 }

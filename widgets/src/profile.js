@@ -24,7 +24,7 @@ export function chartMetric(table, metric) {
 
 /** Rows sorted by a column (stable; strings compared as text). Exported for tests. */
 export function sortRows(rows, k, descending) {
-  const idx = rows.map((r, i) => i);
+  const idx = rows.map((_r, i) => i);
   idx.sort((a, b) => {
     const x = rows[a][k];
     const y = rows[b][k];
@@ -40,7 +40,7 @@ export function sortRows(rows, k, descending) {
  * time is flagged with it. Exported for tests.
  */
 export function isNoisy(table, path, col) {
-  const flagged = (table.noisy || {})[path];
+  const flagged = table.noisy?.[path];
   if (!flagged) return false;
   return flagged.some((m) => col === m || col === m.replace("_time", "_self_time"));
 }
@@ -49,19 +49,31 @@ export const NOISY_NOTE = "~ spread (IQR) over the timing passes exceeds half th
 
 /** The top n rows by a column, positive values only. */
 export function topRows(rows, k, n) {
-  return sortRows(rows.filter((r) => r[k] > 0), k, true).slice(0, n);
+  return sortRows(
+    rows.filter((r) => r[k] > 0),
+    k,
+    true,
+  ).slice(0, n);
 }
 
+/** @typedef {import("./_contract_types").ProfileViewTraits} Traits the synced traits (labkit/widgets/_contract.py) */
+/** @param {import("./_contract_types").RenderContext<Traits>} ctx anywidget's model and element */
 function render({ model, el }) {
   ensureStyles();
   const root = h("div", { class: "lk-view lk-profile" });
   root.style.height = `${model.get("height")}px`;
   const metricSel = h("select", { class: "lk-metric" });
   const fillMetrics = () =>
-    setOptions(metricSel, Object.entries(model.get("table").metrics || {}).map(([k, [label]]) => [k, label]));
+    setOptions(
+      metricSel,
+      Object.entries(model.get("table").metrics || {}).map(([k, [label]]) => [k, label]),
+    );
   const topIn = h("input", { type: "number", min: "1", max: "100", class: "lk-top", style: "width:4em" });
   const toolbar = h("div", { class: "lk-toolbar" }, h("span", {}, "top"), topIn, h("span", {}, "by self"), metricSel);
-  const chart = h("div", { class: "lk-chart", style: "padding:4px 8px;border-bottom:1px solid var(--lk-border2);max-height:40%;overflow:auto" });
+  const chart = h("div", {
+    class: "lk-chart",
+    style: "padding:4px 8px;border-bottom:1px solid var(--lk-border2);max-height:40%;overflow:auto",
+  });
   const wrap = h("div", { class: "lk-table-wrap" });
   root.append(toolbar, chart, wrap);
   el.appendChild(root);
@@ -116,7 +128,8 @@ function render({ model, el }) {
       const path = r[0];
       html += `<tr data-path="${esc(path)}"${path === sel ? " class='lk-selected'" : ""}>`;
       for (const { col, index, fmt } of shown) {
-        const v = col === "path" ? `<span style="padding-left:${r[depthI] * 10}px">${esc(path || t.model || "(root)")}</span>` : esc(fmt(r[index]));
+        const v =
+          col === "path" ? `<span style="padding-left:${r[depthI] * 10}px">${esc(path || t.model || "(root)")}</span>` : esc(fmt(r[index]));
         const noisy = col !== "path" && isNoisy(t, path, col);
         html += noisy ? `<td class="lk-noisy" title="${esc(NOISY_NOTE)}">~${v}</td>` : `<td>${v}</td>`;
       }
@@ -167,6 +180,7 @@ function render({ model, el }) {
     const row = wrap.querySelector("tr.lk-selected");
     if (row) row.scrollIntoView({ block: "nearest" });
   };
+  /** @type {import("./_contract_types").ChangeEvent<Traits>[]} */
   const events = ["change:table", "change:sort", "change:descending", "change:metric", "change:top"];
   for (const ev of events) model.on(ev, all);
   model.on("change:selected", onSel);

@@ -7,27 +7,52 @@ import { RUN_COLORS, timeChart } from "./_charts.js";
 import { columns, filterRows, fmtCell, metricSeries, sortRows } from "./_runs_table.js";
 import { ensureStyles, h } from "./_ui.js";
 
+/** @typedef {import("./_contract_types").RunsViewTraits} Traits the synced traits (labkit/widgets/_contract.py) */
+/** @param {import("./_contract_types").RenderContext<Traits>} ctx anywidget's model and element */
 function render({ model, el }) {
   ensureStyles();
   const sync = `lk-runs-${Math.random().toString(36).slice(2)}`;
   const metricBox = h("span", { class: "lk-runs-metrics", style: "display:flex;gap:8px;flex-wrap:wrap" });
   const xSel = h("select", { class: "lk-runs-x" }, h("option", { value: "step" }, "step"), h("option", { value: "time" }, "wall time"));
-  const smooth = h("input", { type: "range", min: "0", max: "0.99", step: "0.01", class: "lk-runs-smooth", title: "EMA smoothing, as TensorBoard's (0: raw)" });
+  const smooth = h("input", {
+    type: "range",
+    min: "0",
+    max: "0.99",
+    step: "0.01",
+    class: "lk-runs-smooth",
+    title: "EMA smoothing, as TensorBoard's (0: raw)",
+  });
   const smoothOut = h("span", {});
   const logBox = h("input", { type: "checkbox", class: "lk-runs-log" });
-  const filter = h("input", { type: "search", class: "lk-runs-filter", placeholder: "filter: text, or lr<0.05 status=finished",
-    style: "flex:1;min-width:160px;font-size:11px" });
-  const bar = h("div", { class: "lk-runs-bar", style: "display:flex;gap:12px;align-items:center;flex-wrap:wrap;font-size:11px;padding:2px 0" },
-    h("span", {}, "metrics"), metricBox,
+  const filter = h("input", {
+    type: "search",
+    class: "lk-runs-filter",
+    placeholder: "filter: text, or lr<0.05 status=finished",
+    style: "flex:1;min-width:160px;font-size:11px",
+  });
+  const bar = h(
+    "div",
+    { class: "lk-runs-bar", style: "display:flex;gap:12px;align-items:center;flex-wrap:wrap;font-size:11px;padding:2px 0" },
+    h("span", {}, "metrics"),
+    metricBox,
     h("label", { style: "display:flex;gap:4px;align-items:center" }, "x", xSel),
     h("label", { style: "display:flex;gap:4px;align-items:center" }, "smoothing", smooth, smoothOut),
-    h("label", { style: "display:flex;gap:4px;align-items:center" }, logBox, "log scale"));
-  const charts = h("div", { class: "lk-runs-charts", style: "display:grid;grid-template-columns:repeat(auto-fit,minmax(320px,1fr));gap:8px" });
+    h("label", { style: "display:flex;gap:4px;align-items:center" }, logBox, "log scale"),
+  );
+  const charts = h("div", {
+    class: "lk-runs-charts",
+    style: "display:grid;grid-template-columns:repeat(auto-fit,minmax(320px,1fr));gap:8px",
+  });
   const table = h("table", { class: "lk-runs-table", style: "border-collapse:collapse;font-size:11px;width:100%" });
   const count = h("span", { class: "lk-runs-count", style: "font-size:11px;color:var(--lk-fg2)" });
-  const root = h("div", { class: "lk-view lk-runs", style: "padding:6px" }, bar, charts,
+  const root = h(
+    "div",
+    { class: "lk-view lk-runs", style: "padding:6px" },
+    bar,
+    charts,
     h("div", { style: "display:flex;gap:8px;align-items:center;padding:4px 0" }, filter, count),
-    h("div", { style: "max-height:320px;overflow:auto" }, table));
+    h("div", { style: "max-height:320px;overflow:auto" }, table),
+  );
   el.appendChild(root);
 
   let sortKey = "name";
@@ -41,16 +66,18 @@ function render({ model, el }) {
 
   function drawBar() {
     const chosen = new Set(model.get("metrics"));
-    metricBox.replaceChildren(...(model.get("all_metrics") || []).map((m) => {
-      const box = h("input", { type: "checkbox", "data-metric": m });
-      box.checked = chosen.has(m);
-      box.addEventListener("change", () => {
-        const now = (model.get("all_metrics") || []).filter((k) => (k === m ? box.checked : chosen.has(k)));
-        model.set("metrics", now);
-        model.save_changes();
-      });
-      return h("label", { style: "display:flex;gap:3px;align-items:center" }, box, m);
-    }));
+    metricBox.replaceChildren(
+      ...(model.get("all_metrics") || []).map((m) => {
+        const box = h("input", { type: "checkbox", "data-metric": m });
+        box.checked = chosen.has(m);
+        box.addEventListener("change", () => {
+          const now = (model.get("all_metrics") || []).filter((k) => (k === m ? box.checked : chosen.has(k)));
+          model.set("metrics", now);
+          model.save_changes();
+        });
+        return h("label", { style: "display:flex;gap:3px;align-items:center" }, box, m);
+      }),
+    );
     xSel.value = model.get("x_axis");
     smooth.value = String(model.get("smoothing"));
     smoothOut.textContent = Number(model.get("smoothing")).toFixed(2);
@@ -63,7 +90,10 @@ function render({ model, el }) {
     const curves = model.get("curves") || {};
     const colors = colorOf();
     for (const [m, c] of shown) {
-      if (!metrics.includes(m) || c.keys !== runs.join()) { c.destroy(); shown.delete(m); }
+      if (!metrics.includes(m) || c.keys !== runs.join()) {
+        c.destroy();
+        shown.delete(m);
+      }
     }
     for (const m of metrics) {
       if (!shown.has(m)) {
@@ -75,7 +105,9 @@ function render({ model, el }) {
       // keep chart order = metric order
       charts.appendChild(shown.get(m).el);
       shown.get(m).update(metricSeries(curves, m, runs), {
-        smoothing: m.startsWith("val_") ? 0 : Number(model.get("smoothing")), log: model.get("log"), x: model.get("x_axis"),
+        smoothing: m.startsWith("val_") ? 0 : Number(model.get("smoothing")),
+        log: model.get("log"),
+        x: model.get("x_axis"),
       });
     }
   }
@@ -87,12 +119,28 @@ function render({ model, el }) {
     const picked = new Set(model.get("selected") || []);
     const colors = colorOf();
     const visible = sortRows(filterRows(rows, cols, filter.value), cols, sortKey, desc);
-    const head = h("tr", {}, h("th", {}, ""), ...cols.map((c) => {
-      const th = h("th", { "data-key": c.key, title: "sort", style: "cursor:pointer;text-align:left;padding:2px 6px;border-bottom:1px solid var(--lk-border2);white-space:nowrap" },
-        c.label + (c.key === sortKey ? (desc ? " ▼" : " ▲") : ""));
-      th.addEventListener("click", () => { desc = c.key === sortKey ? !desc : false; sortKey = c.key; drawTable(); });
-      return th;
-    }));
+    const head = h(
+      "tr",
+      {},
+      h("th", {}, ""),
+      ...cols.map((c) => {
+        const th = h(
+          "th",
+          {
+            "data-key": c.key,
+            title: "sort",
+            style: "cursor:pointer;text-align:left;padding:2px 6px;border-bottom:1px solid var(--lk-border2);white-space:nowrap",
+          },
+          c.label + (c.key === sortKey ? (desc ? " ▼" : " ▲") : ""),
+        );
+        th.addEventListener("click", () => {
+          desc = c.key === sortKey ? !desc : false;
+          sortKey = c.key;
+          drawTable();
+        });
+        return th;
+      }),
+    );
     const body = visible.map((r) => {
       const box = h("input", { type: "checkbox", "data-run": r.name });
       box.checked = picked.has(r.name);
@@ -103,25 +151,48 @@ function render({ model, el }) {
         model.save_changes();
       });
       const swatch = h("span", { style: `display:inline-block;width:8px;height:8px;margin-right:4px;background:${colors[r.name]}` });
-      return h("tr", { "data-run": r.name, title: r.error || "" },
+      return h(
+        "tr",
+        { "data-run": r.name, title: r.error || "" },
         h("td", {}, box),
-        ...cols.map((c, i) => h("td", { style: "padding:1px 6px;white-space:nowrap" + (c.num ? ";text-align:right" : "") },
-          ...(i === 0 ? [swatch] : []), fmtCell(c.get(r)))));
+        ...cols.map((c, i) =>
+          h(
+            "td",
+            { style: `padding:1px 6px;white-space:nowrap${c.num ? ";text-align:right" : ""}` },
+            ...(i === 0 ? [swatch] : []),
+            fmtCell(c.get(r)),
+          ),
+        ),
+      );
     });
     table.replaceChildren(h("thead", {}, head), h("tbody", {}, ...body));
     count.textContent = `${visible.length} of ${rows.length} runs · ${picked.size} drawn`;
   }
 
-  function drawAll() { drawBar(); drawCharts(); drawTable(); }
-  xSel.addEventListener("change", () => { model.set("x_axis", xSel.value); model.save_changes(); });
-  smooth.addEventListener("input", () => { model.set("smoothing", Number(smooth.value)); model.save_changes(); });
-  logBox.addEventListener("change", () => { model.set("log", logBox.checked); model.save_changes(); });
+  function drawAll() {
+    drawBar();
+    drawCharts();
+    drawTable();
+  }
+  xSel.addEventListener("change", () => {
+    model.set("x_axis", xSel.value);
+    model.save_changes();
+  });
+  smooth.addEventListener("input", () => {
+    model.set("smoothing", Number(smooth.value));
+    model.save_changes();
+  });
+  logBox.addEventListener("change", () => {
+    model.set("log", logBox.checked);
+    model.save_changes();
+  });
   filter.addEventListener("input", drawTable);
+  /** @type {import("./_contract_types").ChangeEvent<Traits>[]} */
   const events = ["change:metrics", "change:selected", "change:x_axis", "change:smoothing", "change:log", "change:rows", "change:curves"];
-  events.forEach((e) => model.on(e, drawAll));
+  for (const e of events) model.on(e, drawAll);
   drawAll();
   return () => {
-    events.forEach((e) => model.off(e, drawAll));
+    for (const e of events) model.off(e, drawAll);
     for (const c of shown.values()) c.destroy();
     shown = new Map();
   };

@@ -50,7 +50,12 @@ test("WCAG contrast and the ink chosen for a fill", () => {
   assert.deepEqual(rgbOf("#ff8000"), [255, 128, 0]);
   let worst = 21;
   for (let v = 0; v < 256; v += 5) {
-    for (const c of [[v, v, v], [255, v, 0], [v, 52, 4], [0, v, 255 - v]]) {
+    for (const c of [
+      [v, v, v],
+      [255, v, 0],
+      [v, 52, 4],
+      [0, v, 255 - v],
+    ]) {
       const ink = inkOn(`rgb(${c.join(",")})`) === "#000" ? [0, 0, 0] : [255, 255, 255];
       worst = Math.min(worst, contrast(c, ink));
     }

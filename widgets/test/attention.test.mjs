@@ -26,13 +26,25 @@ test("edgeWeight picks a head or the mean", () => {
 });
 
 test("nodeHops assigns the first hop a node is reached at", () => {
-  assert.deepEqual([...nodeHops(VIEW).entries()], [[0, 0], [1, 1], [2, 1], [3, 2]]);
+  assert.deepEqual(
+    [...nodeHops(VIEW).entries()],
+    [
+      [0, 0],
+      [1, 1],
+      [2, 1],
+      [3, 2],
+    ],
+  );
 });
 
 test("layout puts hop k on ring k", () => {
   const pos = layout(VIEW, 100);
   assert.deepEqual([pos.get(0).x, pos.get(0).y], [0, 0]);
-  for (const [id, ring] of [[1, 1], [2, 1], [3, 2]]) {
+  for (const [id, ring] of [
+    [1, 1],
+    [2, 1],
+    [3, 2],
+  ]) {
     const p = pos.get(id);
     assert.ok(Math.abs(Math.hypot(p.x, p.y) - 100 * ring) < 1e-9, `node ${id}`);
   }

@@ -6,16 +6,26 @@ test("ema is TensorBoard's debiased smoothing", () => {
   // reference: TensorBoard's smoothing written out by hand for weight 0.5
   // last = 0.5*last + 0.5*y; smoothed = last / (1 - 0.5^n)
   const got = ema([1, 3, 2, NaN, 4], 0.5);
-  const l1 = 0.5, l2 = 0.25 + 1.5, l3 = l2 * 0.5 + 1, l4 = l3 * 0.5 + 2;
+  const l1 = 0.5,
+    l2 = 0.25 + 1.5,
+    l3 = l2 * 0.5 + 1,
+    l4 = l3 * 0.5 + 2;
   const want = [l1 / 0.5, l2 / 0.75, l3 / 0.875, NaN, l4 / 0.9375];
-  got.forEach((v, i) => (Number.isNaN(want[i]) ? assert.ok(Number.isNaN(v)) : assert.ok(Math.abs(v - want[i]) < 1e-12)));
-  assert.equal(ema([5, 5, 5], 0.9).every((v) => Math.abs(v - 5) < 1e-12), true); // no pull to 0
+  for (const [i, v] of got.entries()) assert.ok(Number.isNaN(want[i]) ? Number.isNaN(v) : Math.abs(v - want[i]) < 1e-12);
+  assert.equal(
+    ema([5, 5, 5], 0.9).every((v) => Math.abs(v - 5) < 1e-12),
+    true,
+  ); // no pull to 0
   assert.deepEqual(ema([1, 2], 0), [1, 2]);
 });
 
 test("aligned puts curves on one x axis with gaps", () => {
   const series = { train_loss: { x: [1, 2, 3, 4], y: [4, 3, NaN, 1] }, val_loss: { x: [2, 4], y: [3.5, 1.5] } };
-  assert.deepEqual(aligned(series, ["train_loss", "val_loss"]), [[1, 2, 3, 4], [4, 3, null, 1], [null, 3.5, null, 1.5]]);
+  assert.deepEqual(aligned(series, ["train_loss", "val_loss"]), [
+    [1, 2, 3, 4],
+    [4, 3, null, 1],
+    [null, 3.5, null, 1.5],
+  ]);
 });
 
 test("axis ranges come from the data, log only for positive values", () => {

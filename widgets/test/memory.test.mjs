@@ -11,7 +11,10 @@ const times = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9];
 const totals = [10, 20, 30, 45, 40, 50, 60, 55, 70, 65];
 
 test("a module's spans include the modules inside it, not its namesakes", () => {
-  assert.deepEqual(moduleSpans(modules, "blocks.0"), [[2, 4], [8, 8]]);
+  assert.deepEqual(moduleSpans(modules, "blocks.0"), [
+    [2, 4],
+    [8, 8],
+  ]);
   assert.deepEqual(moduleSpans(modules, "blocks.1"), [[5, 5]]); // not blocks.10
   assert.deepEqual(moduleSpans(modules, "head"), [[7, 7]]);
   assert.deepEqual(moduleSpans(modules, "nowhere"), []);

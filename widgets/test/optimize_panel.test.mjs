@@ -1,7 +1,19 @@
 // The OptimizePanel's pure functions: control value -> Recipe dict, control state, results table.
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { controlState, hintLines, isDefault, kwargsText, parseKwargs, parseSizes, resultTable, shown, sideBySide, speedupText, withField } from "../src/optimize_panel.js";
+import {
+  controlState,
+  hintLines,
+  isDefault,
+  kwargsText,
+  parseKwargs,
+  parseSizes,
+  resultTable,
+  shown,
+  sideBySide,
+  speedupText,
+  withField,
+} from "../src/optimize_panel.js";
 
 const base = { precision: "32", quantization: null, compile: null, checkpoint: [], channels_last: false };
 
@@ -71,26 +83,72 @@ test("hint lines: one line per reason, naming every control it holds for", () =>
 });
 
 const fp32 = {
-  label: "fp32", step_time: 0.002, step_median: 0.002, step_q1: 0.0019, step_q3: 0.0021, step_n: 5,
-  throughput: 4000, speedup: 1, export_time: null, compile_time: null, graph_breaks: null,
-  peak_memory: null, max_abs: 0, rel: 0, cosine: 1, loss: null, drift_path: null, drift_rel: null,
-  error: null, notes: [],
+  label: "fp32",
+  step_time: 0.002,
+  step_median: 0.002,
+  step_q1: 0.0019,
+  step_q3: 0.0021,
+  step_n: 5,
+  throughput: 4000,
+  speedup: 1,
+  export_time: null,
+  compile_time: null,
+  graph_breaks: null,
+  peak_memory: null,
+  max_abs: 0,
+  rel: 0,
+  cosine: 1,
+  loss: null,
+  drift_path: null,
+  drift_rel: null,
+  error: null,
+  notes: [],
   per_batch: [{ batch_size: 1, step_time: 0.001, throughput: 1000, speedup: 1, error: null }],
 };
 const exported = {
-  ...fp32, label: "torch.export", step_median: 0.001, speedup: 2, export_time: 1.5, max_abs: 2e-7, rel: 3e-8,
-  drift_path: "blocks.0", drift_rel: 0.02,
+  ...fp32,
+  label: "torch.export",
+  step_median: 0.001,
+  speedup: 2,
+  export_time: 1.5,
+  max_abs: 2e-7,
+  rel: 3e-8,
+  drift_path: "blocks.0",
+  drift_rel: 0.02,
   per_batch: [{ batch_size: 1, step_time: null, throughput: null, speedup: null, error: "ValueError: shape" }],
 };
 const failed = { label: "onnxruntime", error: "ExportError: onnxruntime could not export the model: x in module 'tail' (Gate)" };
 
 test("inference table: latency, samples/s, export time, rel, drift and a column per batch size", () => {
   const { head, body } = resultTable([fp32, exported, failed], "inference", "");
-  assert.deepEqual(head, ["recipe", "latency (median)", "IQR", "steps", "samples/s", "speed-up (95%)", "export",
-    "max abs", "rel", "cosine", "first drift", "batch 1"]);
+  assert.deepEqual(head, [
+    "recipe",
+    "latency (median)",
+    "IQR",
+    "steps",
+    "samples/s",
+    "speed-up (95%)",
+    "export",
+    "max abs",
+    "rel",
+    "cosine",
+    "first drift",
+    "batch 1",
+  ]);
   const [base, ep, bad] = body;
-  assert.deepEqual(base.cells, ["2 ms", "1.9 ms – 2.1 ms", "5", "4K", "1.00x", "-", "0.0e+0", "0.0e+0",
-    "1.00000", "-", "1 ms · 1K/s · 1.00x"]);
+  assert.deepEqual(base.cells, [
+    "2 ms",
+    "1.9 ms – 2.1 ms",
+    "5",
+    "4K",
+    "1.00x",
+    "-",
+    "0.0e+0",
+    "0.0e+0",
+    "1.00000",
+    "-",
+    "1 ms · 1K/s · 1.00x",
+  ]);
   assert.equal(ep.cells[0], "1 ms");
   assert.equal(ep.cells[5], "1.5 s");
   assert.equal(ep.cells[7], "3.0e-8");
@@ -102,8 +160,21 @@ test("inference table: latency, samples/s, export time, rel, drift and a column 
 test("train table: step time, compile columns only when a row compiled, the loss column when named", () => {
   const compiled = { ...fp32, label: "compile", compile_time: 3, break_even: null, graph_breaks: 2, loss: 0.5, per_batch: [] };
   const { head, body } = resultTable([{ ...fp32, per_batch: [], loss: 0.25 }, compiled], "train", "loss (your loss)");
-  assert.deepEqual(head, ["recipe", "step (median)", "IQR", "steps", "speed-up (95%)", "graph breaks", "compile",
-    "break-even", "max abs", "rel", "cosine", "loss (your loss)", "first drift"]);
+  assert.deepEqual(head, [
+    "recipe",
+    "step (median)",
+    "IQR",
+    "steps",
+    "speed-up (95%)",
+    "graph breaks",
+    "compile",
+    "break-even",
+    "max abs",
+    "rel",
+    "cosine",
+    "loss (your loss)",
+    "first drift",
+  ]);
   assert.deepEqual(body[1].cells.slice(4, 7), ["2", "3 s", "never"]);
   assert.equal(body[0].cells[4], "-");
   assert.equal(body[1].cells[10], "0.5000");
@@ -121,7 +192,18 @@ test("a speedup shows its interval, or says it is within noise", () => {
   assert.equal(speedupText({ speedup: 1.2, speedup_low: 1.1, speedup_high: 1.3, within_noise: false }), "1.20x (1.10x–1.30x)");
   assert.equal(speedupText({ speedup: 1.02, speedup_low: 0.97, speedup_high: 1.06, within_noise: true }), "1.02x within noise");
   const a = { label: "a", step_time: 0.002, throughput: 100, speedup: 1.0, max_abs: 0, rel: 0, cosine: 1 };
-  const b = { label: "b", step_time: 0.001, throughput: 200, speedup: 2.0, speedup_low: 1.8, speedup_high: 2.2, within_noise: false, max_abs: 0, rel: 0, cosine: 1 };
+  const b = {
+    label: "b",
+    step_time: 0.001,
+    throughput: 200,
+    speedup: 2.0,
+    speedup_low: 1.8,
+    speedup_high: 2.2,
+    within_noise: false,
+    max_abs: 0,
+    rel: 0,
+    cosine: 1,
+  };
   const lines = sideBySide(a, b, "inference", "");
   assert.deepEqual(lines.find((l) => l[0] === "latency (median)").slice(3), ["0.50×"]);
   assert.deepEqual(lines.find((l) => l[0] === "cosine").slice(3), ["same"]);

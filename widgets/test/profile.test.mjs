@@ -21,7 +21,8 @@ test("the table shows the payload's headers in its order; data-only columns are 
     shown.map((c) => c.header),
     ["Module", "Type", "Calls", "Params", "Fwd", "Fwd IQR", "Fwd self", "Bwd", "Bwd IQR", "Bwd self", "FLOPs", "Out bytes", "Saved"],
   );
-  for (const hidden of ["depth", "params_self", "flops_self", "saved_bytes_self", "runs"]) assert.ok(!shown.some((c) => c.col === hidden), hidden);
+  for (const hidden of ["depth", "params_self", "flops_self", "saved_bytes_self", "runs"])
+    assert.ok(!shown.some((c) => c.col === hidden), hidden);
   for (const c of shown) assert.equal(table.columns[c.index], c.col);
 });
 
@@ -31,8 +32,19 @@ test("cells are formatted by the unit the payload gives each column", () => {
   // forward FLOPs plus as many for the weight gradient = 110,592 (sent as 110,600);
   // output 2*8*8*8 float32 = 4096 B; not timed, so 0 s
   assert.deepEqual(cells, {
-    Module: "stem", Type: "Conv2d", Calls: "1", Params: "224", Fwd: "0 s", "Fwd IQR": "0 s", "Fwd self": "0 s",
-    Bwd: "0 s", "Bwd IQR": "0 s", "Bwd self": "0 s", FLOPs: "111K", "Out bytes": "4 KiB", Saved: "1.5 KiB",
+    Module: "stem",
+    Type: "Conv2d",
+    Calls: "1",
+    Params: "224",
+    Fwd: "0 s",
+    "Fwd IQR": "0 s",
+    "Fwd self": "0 s",
+    Bwd: "0 s",
+    "Bwd IQR": "0 s",
+    "Bwd self": "0 s",
+    FLOPs: "111K",
+    "Out bytes": "4 KiB",
+    Saved: "1.5 KiB",
   });
 });
 
@@ -42,7 +54,10 @@ test("the bar chart ranks by each metric's self column, labelled and formatted f
   assert.equal(m.col, "params_self");
   const top = topRows(table.rows, m.index, 3);
   // the nine 3x3 convolutions 8->8 without bias: 8*8*9 = 576 each; then the stem
-  assert.deepEqual(top.map((r) => m.fmt(r[m.index])), ["576", "576", "576"]);
+  assert.deepEqual(
+    top.map((r) => m.fmt(r[m.index])),
+    ["576", "576", "576"],
+  );
   const act = chartMetric(table, "activations");
   assert.equal(act.label, "activation memory");
   assert.equal(act.fmt(rowOf("blocks.0.conv1")[act.index]), "4 KiB");

@@ -4,29 +4,67 @@ import { byTime, lastBefore } from "../src/_chart_x.js";
 import { columns, filterRows, fmtCell, metricSeries, sortRows } from "../src/_runs_table.js";
 
 const rows = [
-  { name: "a", status: "finished", steps: 100, wall_time: 12.5, last: { loss: 0.3 }, best: { loss: 0.2, val_acc: 0.9 },
-    hparams: { lr: 0.1, seed: 0, optimizer: "adam" } },
-  { name: "b", status: "failed", steps: 40, wall_time: null, last: { loss: 0.9 }, best: { loss: 0.8 },
-    hparams: { lr: 0.01, seed: 0, optimizer: "adam" } },
-  { name: "c10", status: "finished", steps: 100, wall_time: 11.0, last: {}, best: { val_acc: 0.95 },
-    hparams: { lr: 0.001, seed: 0, optimizer: "sgd" } },
+  {
+    name: "a",
+    status: "finished",
+    steps: 100,
+    wall_time: 12.5,
+    last: { loss: 0.3 },
+    best: { loss: 0.2, val_acc: 0.9 },
+    hparams: { lr: 0.1, seed: 0, optimizer: "adam" },
+  },
+  {
+    name: "b",
+    status: "failed",
+    steps: 40,
+    wall_time: null,
+    last: { loss: 0.9 },
+    best: { loss: 0.8 },
+    hparams: { lr: 0.01, seed: 0, optimizer: "adam" },
+  },
+  {
+    name: "c10",
+    status: "finished",
+    steps: 100,
+    wall_time: 11.0,
+    last: {},
+    best: { val_acc: 0.95 },
+    hparams: { lr: 0.001, seed: 0, optimizer: "sgd" },
+  },
 ];
 
 test("columns: fixed, then last/best of the charted metrics, then hparams that vary first", () => {
   const cols = columns(rows, ["loss"]);
-  assert.deepEqual(cols.map((c) => c.key), ["name", "status", "steps", "wall_time", "last:loss", "best:loss",
-    "hp:lr", "hp:optimizer", "hp:seed"]);
+  assert.deepEqual(
+    cols.map((c) => c.key),
+    ["name", "status", "steps", "wall_time", "last:loss", "best:loss", "hp:lr", "hp:optimizer", "hp:seed"],
+  );
   assert.equal(cols.find((c) => c.key === "hp:lr").num, true);
   assert.equal(cols.find((c) => c.key === "hp:optimizer").num, false);
 });
 
 test("sorting by number or text, missing values last in both directions", () => {
   const cols = columns(rows, ["loss"]);
-  assert.deepEqual(sortRows(rows, cols, "hp:lr").map((r) => r.name), ["c10", "b", "a"]);
-  assert.deepEqual(sortRows(rows, cols, "hp:lr", true).map((r) => r.name), ["a", "b", "c10"]);
-  assert.deepEqual(sortRows(rows, cols, "last:loss").map((r) => r.name), ["a", "b", "c10"]);
-  assert.deepEqual(sortRows(rows, cols, "last:loss", true).map((r) => r.name), ["b", "a", "c10"]);
-  assert.deepEqual(sortRows(rows, cols, "wall_time").map((r) => r.name), ["c10", "a", "b"]);
+  assert.deepEqual(
+    sortRows(rows, cols, "hp:lr").map((r) => r.name),
+    ["c10", "b", "a"],
+  );
+  assert.deepEqual(
+    sortRows(rows, cols, "hp:lr", true).map((r) => r.name),
+    ["a", "b", "c10"],
+  );
+  assert.deepEqual(
+    sortRows(rows, cols, "last:loss").map((r) => r.name),
+    ["a", "b", "c10"],
+  );
+  assert.deepEqual(
+    sortRows(rows, cols, "last:loss", true).map((r) => r.name),
+    ["b", "a", "c10"],
+  );
+  assert.deepEqual(
+    sortRows(rows, cols, "wall_time").map((r) => r.name),
+    ["c10", "a", "b"],
+  );
 });
 
 test("filtering by text and by column comparisons", () => {
