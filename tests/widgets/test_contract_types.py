@@ -16,7 +16,7 @@ import traitlets as t
 
 from labkit.panels import AttentionView, OptimizePanel
 from labkit.widgets import Dashboard, GraphView, MemoryTimeline, ProfileView
-from labkit.widgets._contract import VIEW_TRAITS
+from labkit.widgets._contract import VIEW_TRAITS, problems
 from labkit.widgets._keep import LABKIT_MIME
 from labkit.widgets.runs import RunsView
 
@@ -74,6 +74,29 @@ def test_synced_traits_are_the_contracts(view: str):
         assert kind in _kind(hints[name]), f"{where}: {kind.__name__} vs {hints[name]}"
         nullable = type(None) in typing.get_args(hints[name])
         assert trait.allow_none == nullable, f"{where}: allow_none={trait.allow_none}"
+
+
+def _sends_its_traits(view) -> None:
+    contract = VIEW_TRAITS[next(k for k, c in CLASSES.items() if isinstance(view, c))]
+    state = {name: getattr(view, name) for name in typing.get_type_hints(contract)}
+    wrong = problems(state, contract, type(view).__name__)
+    assert not wrong, "\n".join(wrong[:10])
+
+
+def test_views_send_what_their_traits_say(cnn_trace, memory_trace, tmp_path: Path):
+    """Every synced trait's value, on real objects, against the view's TypedDict."""
+    import torch
+
+    from labkit.train.run_table import runs
+    from tests.widgets.test_runs_view import _run
+
+    for view in (GraphView(cnn_trace), ProfileView(cnn_trace), MemoryTimeline(memory_trace)):
+        _sends_its_traits(view)
+    _run(tmp_path / "a", 0.1, [1.0, 0.8, 0.6, 0.5])
+    _run(tmp_path / "b", 0.01, [1.0, 0.95, 0.9, 0.85], t0=5000.0)
+    _sends_its_traits(runs(tmp_path).show())
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    _sends_its_traits(OptimizePanel(model, torch.randn(2, 4), mode="inference"))
 
 
 def test_generated_files_are_current():
