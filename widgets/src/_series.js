@@ -5,6 +5,8 @@
  * TensorBoard's scalar smoothing: an exponential moving average, debiased so the first
  * points are not pulled towards zero. weight in [0, 1): 0 = raw. Non-finite values pass
  * through and do not enter the average.
+ * @param {(number | null)[]} ys
+ * @param {number} weight
  */
 export function ema(ys, weight) {
   if (!(weight > 0)) return ys.slice();
@@ -21,6 +23,9 @@ export function ema(ys, weight) {
 /**
  * Curves {key: {x, y}} on one sorted x axis, as uPlot wants them: [xs, ys_key1, ...] with
  * null where a curve has no point at that x.
+ * @param {Record<string, {x: number[], y: number[]}>} series
+ * @param {string[]} keys
+ * @returns {(number | null)[][]}
  */
 export function aligned(series, keys) {
   const xs = [...new Set(keys.flatMap((k) => (series[k] ? series[k].x : [])))].sort((a, b) => a - b);
@@ -41,6 +46,8 @@ export function aligned(series, keys) {
  * Axis range from the finite values: padded by 5% of the span (a loss that never goes
  * below 0.3 gets an axis that does not either), never below zero for values >= 0. Log scale: positive values only, padded
  * by a factor. [0, 1] when there is nothing to show.
+ * @param {(number | null)[][]} columns
+ * @param {boolean} [log]
  * @returns {[number, number]} the y range (uPlot's scale range)
  */
 export function dataRange(columns, log = false) {
@@ -61,7 +68,7 @@ export function dataRange(columns, log = false) {
   return [lo >= 0 ? Math.max(0, lo - pad) : lo - pad, hi + pad];
 }
 
-/** Whether every finite value is positive (a log axis can show them). */
+/** Whether every finite value is positive (a log axis can show them). @param {(number | null)[][]} columns */
 export function allPositive(columns) {
   return columns.every((col) => col.every((y) => y === null || !Number.isFinite(y) || y > 0));
 }
