@@ -6,9 +6,12 @@ per node keep the payload small (the layout benchmark reports bytes per node).
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
-from collections.abc import Collection
+import math
+from collections.abc import Collection, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from labkit.trace.graph import DEFAULT_DEPTH, Canon, canonicalize, default_expanded
@@ -62,7 +65,11 @@ def _round(x: float) -> float | int:
     """Four significant digits: enough for colours and tables, short in JSON."""
     if x == 0:
         return 0
-    r = float(f"{x:.4g}")
+    if type(x) is int and -10_000 < x < 10_000:
+        return x  # four digits or fewer already
+    r = round(x, 3 - math.floor(math.log10(abs(x))))  # as f"{x:.4g}", a third faster
+    if type(r) is int:
+        return r
     return int(r) if r.is_integer() and abs(r) < 2**53 else r
 
 
@@ -93,10 +100,8 @@ def node_label(trace: Trace, node_id: int, canon: Canon) -> str:
 def structure_key(trace: Trace, *, rolled: bool = True, unrolled: Collection[str] = ()) -> str:
     """A short hash of what the layout depends on (nodes, nesting, edges, rolling)."""
     h = hashlib.sha1(usedforsecurity=False)
-    for n in trace.nodes:
-        h.update(f"{n.kind}|{n.name}|{n.type}|{n.parent}\n".encode())
-    for e in trace.edges:
-        h.update(f"{e.src}>{e.dst}\n".encode())
+    h.update("".join([f"{n.kind}|{n.name}|{n.type}|{n.parent}\n" for n in trace.nodes]).encode())
+    h.update("".join([f"{e.src}>{e.dst}\n" for e in trace.edges]).encode())
     h.update(b"rolled" if rolled else b"flat")
     h.update("|".join(sorted(unrolled)).encode())
     return h.hexdigest()[:16]
@@ -127,12 +132,18 @@ def graph_payload(
     keep = [n.id for n in trace.nodes if canon.is_canonical(n.id)]
     index = {nid: k for k, nid in enumerate(keep)}
     tensors: dict[str, int] = {}
-    known: dict[TensorMeta, int] = {}  # the same shape and dtype: written once
+    known: dict[tuple[tuple[int, ...], str], int] = {}  # the same shape and dtype: once
+    seen: dict[int, int] = {}  # by object: a trace shares one TensorMeta between uses
 
     def tid(t: TensorMeta) -> int:
-        if t not in known:
-            known[t] = tensors.setdefault(tensor_text(t), len(tensors))
-        return known[t]
+        i = seen.get(id(t))
+        if i is None:
+            key = (t.shape, t.dtype)
+            i = known.get(key)
+            if i is None:
+                i = known[key] = tensors.setdefault(tensor_text(t), len(tensors))
+            seen[id(t)] = i
+        return i
 
     nodes = [trace.nodes[i] for i in keep]
     edges: list[int] = []
@@ -154,8 +165,8 @@ def graph_payload(
         "parent": [index[n.parent] if n.parent is not None else -1 for n in nodes],
         "name": [n.name for n in nodes],
         "type": [n.type for n in nodes],
-        "ins": [[tid(t) for t in n.inputs] for n in nodes],
-        "outs": [[tid(t) for t in n.outputs] for n in nodes],
+        "ins": [[seen[i] if (i := id(t)) in seen else tid(t) for t in n.inputs] for n in nodes],
+        "outs": [[seen[i] if (i := id(t)) in seen else tid(t) for t in n.outputs] for n in nodes],
         "rolled": [[index[i], canon.count[i], canon.block_name[i]] for i in heads],
         "instances": {
             "name": [trace.nodes[i].name for i in levels],
@@ -171,44 +182,67 @@ def graph_payload(
     }
 
 
-def _figures(trace: Trace, params: dict[str, int], i: int) -> dict[str, float]:
-    """Each metric of :data:`METRICS` for one node (inclusive for a module call)."""
-    node = trace.nodes[i]
-    module = node.kind == "module"
-    return {
-        "fwd_time": node.fwd_time,
-        "bwd_time": node.bwd_time if module else node.bwd_self_time,
-        "flops": trace.total(i, "flops_fwd") + trace.total(i, "flops_bwd"),
-        "params": params.get(node.module or "", 0) if module else 0,
-        "activations": trace.total(i, "saved_bytes"),
-    }
+def _inclusive(trace: Trace, own: list[float]) -> list[float]:
+    """Per node, ``own`` summed over its subtree as :meth:`Trace.total` sums it (a module
+    call's value adds into its parent's), in one pass."""
+    vals = list(own)
+    nodes = trace.nodes
+    for n in reversed(nodes):  # children come after parents
+        if n.parent is not None and n.kind == "module":
+            vals[n.parent] += vals[n.id]
+    return vals
 
 
 def _params(trace: Trace) -> dict[str, int]:
-    return {r["path"]: r["params"] for r in trace.rows()}
+    """Parameters per module path, its submodules' included (``rows()``'s ``params``),
+    without building the whole profile table."""
+    out: dict[str, int] = {}
+    for m in trace.modules:
+        if not m.params:
+            continue
+        parts = m.path.split(".") if m.path else []
+        for i in range(len(parts) + 1):
+            key = ".".join(parts[:i])
+            out[key] = out.get(key, 0) + m.params
+    return out
+
+
+def _own(trace: Trace, metric: str) -> list[float]:
+    """One metric per node, inclusive for a module call (what a box shows)."""
+    nodes = trace.nodes
+    if metric == "params":
+        params = _params(trace)
+        return [params.get(x.module or "", 0) if x.kind == "module" else 0 for x in nodes]
+    if metric == "fwd_time":
+        return [x.fwd_time for x in nodes]
+    if metric == "bwd_time":
+        return [x.bwd_time if x.kind == "module" else x.bwd_self_time for x in nodes]
+    if metric == "flops":
+        fwd = _inclusive(trace, [x.flops_fwd for x in nodes])
+        bwd = _inclusive(trace, [x.flops_bwd for x in nodes])
+        return [a + b for a, b in zip(fwd, bwd, strict=True)]
+    return _inclusive(trace, [x.saved_bytes for x in nodes])
 
 
 def box_values(trace: Trace, canon: Canon, metric: str) -> dict[int, float]:
     """One metric per drawn node (rolled calls summed into their block), reading only that
     metric: what a static picture colours by, fast on big traces."""
-    n = len(trace.nodes)
-    out = [0.0] * n
-    if metric == "params":
-        params = _params(trace)
-        own: list[float] = [
-            params.get(x.module or "", 0) if x.kind == "module" else 0 for x in trace.nodes
-        ]
-    elif metric == "fwd_time":
-        own = [x.fwd_time for x in trace.nodes]
-    elif metric == "bwd_time":
-        own = [x.bwd_time if x.kind == "module" else x.bwd_self_time for x in trace.nodes]
-    elif metric == "flops":
-        own = [trace.total(i, "flops_fwd") + trace.total(i, "flops_bwd") for i in range(n)]
-    else:
-        own = [trace.total(i, "saved_bytes") for i in range(n)]
-    for i, a in enumerate(canon.alias):
+    out = _summed(canon, _own(trace, metric))
+    alias = canon.alias
+    return {i: out[i] for i in range(len(alias)) if alias[i] == i}
+
+
+def _summed(canon: Canon, own: list[float], *, flat: bool | None = None) -> list[float]:
+    """Each node's value plus those of the calls rolled into it (``flat``: nothing rolled)."""
+    alias = canon.alias
+    if flat is None:
+        flat = all(a == i for i, a in enumerate(alias))
+    if flat:
+        return own
+    out = [0.0] * len(own)
+    for i, a in enumerate(alias):
         out[a] += own[i]
-    return {i: out[i] for i in range(n) if canon.alias[i] == i}
+    return out
 
 
 def node_metrics(
@@ -220,11 +254,13 @@ def node_metrics(
         ``{metric: [value per payload node]}`` in the order of :func:`graph_payload`'s ``ids``.
     """
     canon = canon or canonicalize(trace, rolled=rolled, unrolled=unrolled)
-    keep = [i for i in range(len(trace.nodes)) if canon.is_canonical(i)]
+    alias = canon.alias
+    keep = [i for i in range(len(alias)) if alias[i] == i]
+    flat = len(keep) == len(alias)
     out: NodeMetrics = {}
     for m in METRICS:
-        values = box_values(trace, canon, m)
-        out[m] = [_round(values[i]) for i in keep]
+        values = _summed(canon, _own(trace, m), flat=flat)
+        out[m] = [_round(values[i]) for i in keep] if not flat else list(map(_round, values))
     return out
 
 
@@ -236,7 +272,7 @@ def instance_metrics(trace: Trace, graph: GraphPayload) -> NodeMetrics:
     """
     if not graph["instances"]["name"]:
         return {m: [] for m in METRICS}  # nothing rolled: no module table to build
-    params = _params(trace)
+    own = {m: _own(trace, m) for m in METRICS}
     by_name: dict[str, list[int]] = {}
     for n in trace.nodes:
         if n.kind == "module":
@@ -247,8 +283,8 @@ def instance_metrics(trace: Trace, graph: GraphPayload) -> NodeMetrics:
         calls = by_name[name]  # a path called twice has two entries, in call order
         i = calls[min(seen.get(name, 0), len(calls) - 1)]
         seen[name] = seen.get(name, 0) + 1
-        for m, v in _figures(trace, params, i).items():
-            out[m].append(_round(v))
+        for m in METRICS:
+            out[m].append(_round(own[m][i]))
     return out
 
 
@@ -280,12 +316,30 @@ def opened_at(trace: Trace, depth: int, canon: Canon) -> list[int]:
 def graph_state(
     trace: Trace, *, rolled: bool = True, depth: int = DEFAULT_DEPTH, unrolled: Collection[str] = ()
 ) -> tuple[GraphPayload, NodeMetrics, list[int]]:
-    """``(graph, metrics, expanded ids)`` for a GraphView, computing the rolling once."""
-    canon = canonicalize(trace, rolled=rolled, unrolled=unrolled)
-    graph = graph_payload(trace, rolled=rolled, canon=canon, unrolled=unrolled)
-    metrics = node_metrics(trace, rolled=rolled, canon=canon)
-    expanded = opened_at(trace, depth, canon)
+    """``(graph, metrics, expanded ids)`` for a GraphView, computing the rolling once.
+
+    Python's cyclic garbage collector is paused while the arrays are built: they are
+    hundreds of thousands of new lists at 100,000 nodes, and each collection it starts
+    walks the whole trace (a third of the time, measured by benchmarks/widget_layout.py).
+    """
+    with _collector_paused():
+        canon = canonicalize(trace, rolled=rolled, unrolled=unrolled)
+        graph = graph_payload(trace, rolled=rolled, canon=canon, unrolled=unrolled)
+        metrics = node_metrics(trace, rolled=rolled, canon=canon)
+        expanded = opened_at(trace, depth, canon)
     return graph, metrics, expanded
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """No cyclic garbage collection inside (reference counting still frees everything)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 PROFILE_COLUMNS = (
@@ -407,6 +461,18 @@ def _storage(r: dict[str, Any]) -> LargestStorage:
         "end": None if r.get("end") is None else float(r["end"]),
         "site": str(r.get("site") or ""),
     }
+
+
+def packed_json(value: Any, widget: Any = None) -> memoryview:
+    """A trait's value as one binary buffer of compact JSON (a trait's ``to_json``).
+
+    ipywidgets walks every list and dict of a synced value looking for binary buffers: a
+    100,000-node graph is 200,000 small lists, 1.7 s of that walk. One buffer is not
+    walked, is not escaped into the comm message's JSON, and the front end decodes it with
+    ``JSON.parse`` (``widgets/src/_graphcore.js``: ``unpacked``); the value is the same.
+    """
+    del widget  # the traitlets serializer signature
+    return memoryview(json.dumps(value, separators=(",", ":")).encode())
 
 
 def payload_bytes(*parts: Any) -> int:

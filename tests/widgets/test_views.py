@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import json
 import subprocess
 import sys
 import time
@@ -30,7 +31,13 @@ class RecordingComm(BaseComm):
     sent: list[dict] = []
 
     def publish_msg(self, msg_type, data=None, metadata=None, buffers=None, **keys):
-        RecordingComm.sent.append({"type": msg_type, "data": data or {}, "time": time.monotonic()})
+        data = dict(data or {})
+        if buffers and "state" in data:  # GraphView's graph and metrics: one buffer of JSON
+            data["state"] = dict(data["state"])
+            for path, buf in zip(data["buffer_paths"], buffers, strict=True):
+                assert len(path) == 1, path
+                data["state"][path[0]] = json.loads(bytes(buf))
+        RecordingComm.sent.append({"type": msg_type, "data": data, "time": time.monotonic()})
 
 
 @pytest.fixture
@@ -55,6 +62,9 @@ def test_graph_traits(cnn_trace, comms):
     assert view.graph == graph and view.metrics == metrics and view.expanded == expanded
     assert view.metric == "flops" and view.selected is None and view.selected_node == -1
     opened = next(m for m in comms if m["type"] == "comm_open" and "graph" in m["data"]["state"])
+    # the graph and its metrics travel as buffers of JSON (no per-list walk by ipywidgets)
+    assert ["graph"] in opened["data"]["buffer_paths"]
+    assert ["metrics"] in opened["data"]["buffer_paths"]
     opened = opened["data"]["state"]
     assert opened["graph"]["ids"] == graph["ids"] and opened["expanded"] == expanded
     assert view.visible() == visible_graph(cnn_trace)

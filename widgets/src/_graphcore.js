@@ -6,6 +6,26 @@
 // graph.kind is a string of one letter per node: i(nput) o(utput) m(odule) p (op).
 import { inkOn } from "./_shared.js";
 
+const decoded = new WeakMap(); // a received buffer -> its value (decoded once)
+
+/**
+ * A synced value as sent: a plain object, or one buffer of JSON (labkit's packed_json,
+ * which arrives as a DataView) decoded and kept, so the same buffer is decoded once.
+ * @param {unknown} raw
+ */
+export function unpacked(raw) {
+  if (!raw || typeof raw !== "object") return raw;
+  const view = raw instanceof DataView || ArrayBuffer.isView(raw) ? raw : raw instanceof ArrayBuffer ? new DataView(raw) : null;
+  if (!view) return raw;
+  let out = decoded.get(raw);
+  if (out === undefined) {
+    const bytes = new Uint8Array(view.buffer, view.byteOffset, view.byteLength);
+    out = JSON.parse(new TextDecoder().decode(bytes));
+    decoded.set(raw, out);
+  }
+  return out;
+}
+
 /** Children lists and the set of nodes that have children. */
 export function childrenOf(graph) {
   const n = graph.parent.length;

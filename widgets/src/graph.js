@@ -3,7 +3,7 @@
 // (_graph_tip.js), toolbar (_graph_toolbar.js), pan/zoom (_panzoom.js), search and
 // selection lookup (_graph_find.js), graph-break marks (_graph_marks.js) and the SVG
 // file export (_graph_export.js) are modules of their own.
-import { colorScale, detailAt, expandedIndices, NEUTRAL, selectionOf, textColor } from "./_graphcore.js";
+import { colorScale, detailAt, expandedIndices, NEUTRAL, selectionOf, textColor, unpacked } from "./_graphcore.js";
 import { edgesSvg, groupsSvg, nodesSvg, SVG_STYLE, viewState } from "./_graph_draw.js";
 import { makeRunner } from "./_graph_runner.js";
 import { findAll, hiddenAncestors, matchesOf, selectedIndices } from "./_graph_find.js";
@@ -61,6 +61,8 @@ function render({ model, el }) {
   const tip = tooltip(canvas);
   const cview = makeCanvasView(canvas, { get x() { return view.x; }, get y() { return view.y; }, get k() { return view.k; } });
 
+  /** A synced value; the graph and its metrics come as one buffer of JSON (unpacked once). */
+  const trait = (name) => unpacked(model.get(name));
   let S = null; // current drawing state
   // the layout runs in a web worker (on this thread where there is none); it keeps the
   // prepared payload and each level's layout per graph: opening a frame lays out little
@@ -127,12 +129,12 @@ function render({ model, el }) {
   }
 
   function relayout(refit) {
-    const graph = model.get("graph");
+    const graph = trait("graph");
     if (!graph || !graph.ids) return;
     const start = performance.now();
     const seq = ++asked;
     runner.layout(graph, model.get("expanded"), (L) => {
-      if (seq === asked && graph === model.get("graph")) laidOut(graph, L, refit, start);
+      if (seq === asked && graph === trait("graph")) laidOut(graph, L, refit, start);
     });
   }
 
@@ -206,7 +208,7 @@ function render({ model, el }) {
     if (!S) return;
     const metric = model.get("metric");
     metricSel.value = metric;
-    const values = (model.get("metrics") || {})[metric] || [];
+    const values = (trait("metrics") || {})[metric] || [];
     const scale = colorScale(S.vis.boxes.map((k) => values[k] || 0));
     if (S.canvas) {
       cview.look.fills.clear();
@@ -248,7 +250,7 @@ function render({ model, el }) {
   }
 
   function showCrumb(sel, k) {
-    const c = crumbOf(S.graph, S.rolled, sel, k, model.get("metrics") || {}, model.get("instance_metrics") || {}, metrics);
+    const c = crumbOf(S.graph, S.rolled, sel, k, trait("metrics") || {}, model.get("instance_metrics") || {}, metrics);
     crumb.innerHTML = "";
     crumb.dataset.text = c ? c.text : "";
     crumb.style.display = c ? "flex" : "none";
@@ -352,7 +354,7 @@ function render({ model, el }) {
     return cview.hit(e.clientX - r.left, e.clientY - r.top);
   };
   const nodeOf = (target) => target.closest && target.closest(".lk-node, .lk-group");
-  const showTip = (k, e) => tip.show(tipHtml(S.graph, S.rolled, k, model.get("metrics") || {}, metrics, S.marks.get(k)), e.clientX, e.clientY);
+  const showTip = (k, e) => tip.show(tipHtml(S.graph, S.rolled, k, trait("metrics") || {}, metrics, S.marks.get(k)), e.clientX, e.clientY);
   attachPanZoom(canvas, view, {
     panned: () => {
       userMoved = true;

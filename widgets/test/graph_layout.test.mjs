@@ -43,3 +43,14 @@ test("drawn nodes have a place, hidden ones none; boxes and frames as the rules 
   for (const k of [3, 6, 7, 8]) assert.equal(pos.get(k), undefined);
   assert.equal(pos.size, 7);
 });
+
+test("a value sent as one buffer of JSON is decoded once; a plain value passes through", async () => {
+  const { unpacked } = await import("../src/_graphcore.js");
+  const bytes = new TextEncoder().encode(JSON.stringify(graph));
+  const view = new DataView(bytes.buffer);
+  const a = unpacked(view);
+  assert.deepEqual(a, graph);
+  assert.equal(unpacked(view), a); // kept
+  assert.equal(unpacked(graph), graph);
+  assert.equal(unpacked(null), null);
+});
