@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from labkit._format import fmt_bytes
+
+if TYPE_CHECKING:
+    from labkit.memory.tracker import MemoryTracker
 
 HISTORY_ENTRIES = 100_000
 
@@ -46,7 +49,7 @@ class CudaStats:
             self._recording = False
             torch.cuda.memory._record_memory_history(enabled=None)
 
-    def end(self, tracker: Any) -> dict[str, Any]:
+    def end(self, tracker: MemoryTracker) -> dict[str, Any]:
         """Allocator figures since :meth:`begin`, plus what the storage accounting did not see."""
         torch.cuda.synchronize(self.device)
         s = torch.cuda.memory_stats(self.device)

@@ -22,18 +22,18 @@ from labkit.trace.step import Step, check_inputs, check_keywords, record_step
 
 def memory(
     model: torch.nn.Module,
-    batch: Any = None,
+    batch: object = None,
     *,
     loss: Callable[[Any], torch.Tensor] | None = None,
     optimizer: torch.optim.Optimizer | None = None,
-    scaler: Any = None,
+    scaler: torch.amp.GradScaler | None = None,
     backward: bool = True,
     max_samples: int = MAX_SAMPLES,
     cuda_history: str | os.PathLike[str] | None = None,
     keep_output: bool = True,
     keep_step: bool = False,
     model_kwargs: dict[str, Any] | None = None,
-    **inputs: Any,
+    **inputs: object,
 ) -> MemoryReport:
     """Record where every byte of one training step goes: forward, backward, optimizer step.
 

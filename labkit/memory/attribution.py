@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from labkit._format import fmt_bytes, fmt_time
 from labkit.memory.timeline import CATEGORIES, sparkline
-from labkit.trace.model import MemoryMeta, Trace
+from labkit.trace.model import MemoryMeta, MemorySample, Trace
 
 if TYPE_CHECKING:
     from labkit.memory.tracker import MemoryTracker
@@ -111,7 +111,7 @@ class MemoryReport:
 
     # ----------------------------------------------------------------- figures
     @property
-    def samples(self) -> tuple[Any, ...]:
+    def samples(self) -> tuple[MemorySample, ...]:
         """The timeline (``Trace.memory``)."""
         return self.trace.memory
 

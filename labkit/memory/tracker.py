@@ -22,9 +22,11 @@ from types import FrameType
 from typing import Any
 
 import torch
+from torch._ops import OpOverload
 
 from labkit import _display
 from labkit._tensors import is_wrapper, model_device, named_tensors, plain_tensors
+from labkit.trace.instrument import Instrumentation, RawNode
 from labkit.trace.model import MEMORY_CATEGORIES, MemoryMeta, MemorySample
 from labkit.trace.recorder import MemoryObserver
 
@@ -154,8 +156,8 @@ class MemoryTracker(MemoryObserver):
         model: torch.nn.Module,
         *,
         stacks: bool = False,
-        optimizers: tuple[Any, ...] = (),
-        inputs: Any = None,
+        optimizers: tuple[torch.optim.Optimizer, ...] = (),
+        inputs: object = None,
         cuda_history: str | os.PathLike[str] | None = None,
         scalers: tuple[Any, ...] = (),
         max_samples: int | None = None,
@@ -214,7 +216,7 @@ class MemoryTracker(MemoryObserver):
         self._cuda_state: Any = None
 
     # ------------------------------------------------------------ lifecycle
-    def start(self, inst: Any) -> None:
+    def start(self, inst: Instrumentation) -> None:
         self._reset()
         self._inst = inst
         model = self.model
@@ -244,7 +246,7 @@ class MemoryTracker(MemoryObserver):
         self.peak_where = inst.where()
         self._snapshot()
 
-    def stop(self, inst: Any) -> None:
+    def stop(self, inst: Instrumentation) -> None:
         if inst.error is not None:
             self.failed_module = (inst.failed.module or "") if inst.failed is not None else ""
             self.error = f"{type(inst.error).__name__}: {inst.error}".strip()
@@ -268,11 +270,12 @@ class MemoryTracker(MemoryObserver):
             self._by_sid = {}
 
     # ------------------------------------------------------------ accounting
-    def dispatch(self, func: Any, args: Any, kwargs: Any, out: Any) -> None:
+    def dispatch(self, func: OpOverload, args: tuple[object, ...], kwargs: dict[str, object],
+                 out: object) -> None:  # fmt: skip
         if self.active:
             self.observe(func, out)
 
-    def observe(self, func: Any, out: Any) -> None:
+    def observe(self, func: OpOverload, out: object) -> None:
         """Account the storages of an op's result (called per aten op)."""
         if type(out) is torch.Tensor:
             self._created(out, func)
@@ -285,7 +288,7 @@ class MemoryTracker(MemoryObserver):
                     for t in plain_tensors(o):
                         self._created(t, func)
 
-    def _created(self, t: torch.Tensor, func: Any) -> None:
+    def _created(self, t: torch.Tensor, func: OpOverload) -> None:
         # runs for every tensor an op returns: kept flat (no helper calls on the common path)
         try:
             st = t.untyped_storage()
@@ -346,7 +349,7 @@ class MemoryTracker(MemoryObserver):
             self._move(rec, cat, module)
         return rec
 
-    def _add(self, st: Any, cat: int, module: str, phase: str, fp32: bool,
+    def _add(self, st: torch.UntypedStorage, cat: int, module: str, phase: str, fp32: bool,
              n: int | None = None, dev: bool = False) -> _Rec | None:  # fmt: skip
         snb = st.nbytes()
         n = snb if n is None else n
@@ -467,7 +470,7 @@ class MemoryTracker(MemoryObserver):
         self._count(rec, n)
         self._sample(self._phase(), self._module())
 
-    def _on_free(self, ref: Any) -> None:
+    def _on_free(self, ref: weakref.ref[torch.UntypedStorage]) -> None:
         rec = self._recs.pop(id(ref), None)
         if rec is None or not self.active:
             return
@@ -512,7 +515,8 @@ class MemoryTracker(MemoryObserver):
     def saved(self, t: torch.Tensor) -> None:
         self.on_saved(t)
 
-    def call(self, node: Any, module: Any, args: Any, kwargs: Any) -> None:
+    def call(self, node: RawNode, module: torch.nn.Module, args: tuple[object, ...],
+             kwargs: dict[str, object]) -> None:  # fmt: skip
         if not self.active or node.parent is not None:  # only the root call's inputs count
             return
         for _, t in (*named_tensors(args), *named_tensors(kwargs)):
@@ -524,13 +528,13 @@ class MemoryTracker(MemoryObserver):
         if self.active and p.grad is not None:
             self._track(p.grad, GRADS, self._inst.param_owner(p), self._phase())
 
-    def optimizer(self, opt: Any, entering: bool) -> None:
+    def optimizer(self, opt: torch.optim.Optimizer, entering: bool) -> None:
         if entering:
             self._on_opt_pre(opt)
         else:
             self._on_opt_post(opt)
 
-    def _adopt_optimizer(self, opt: Any) -> None:
+    def _adopt_optimizer(self, opt: torch.optim.Optimizer) -> None:
         made: list[tuple[_Rec, str]] = []  # made during the recording, counted as temporaries
         for p, state in opt.state.items():
             owner = self._inst.param_owner(p)
@@ -558,7 +562,7 @@ class MemoryTracker(MemoryObserver):
             else:
                 self._track(inner, OPT, owner, _OPT)
 
-    def _on_opt_pre(self, opt: Any) -> None:
+    def _on_opt_pre(self, opt: torch.optim.Optimizer) -> None:
         if not self.active:
             return
         for group in opt.param_groups:
@@ -568,7 +572,7 @@ class MemoryTracker(MemoryObserver):
         self._adopt_optimizer(opt)
         self._sample(_OPT, "")
 
-    def _on_opt_post(self, opt: Any) -> None:
+    def _on_opt_post(self, opt: torch.optim.Optimizer) -> None:
         if not self.active:
             return
         self._adopt_optimizer(opt)  # state made in step() counts as state from its allocation

@@ -10,9 +10,12 @@ from __future__ import annotations
 import importlib
 import re
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Collection
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING
 
 import torch
+from torch._ops import OpOverload, OpOverloadPacket
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import (
@@ -21,6 +24,7 @@ from torch.utils.flop_counter import (
     sdpa_flop_count,
     shape_wrapper,
 )
+from torch.utils.hooks import RemovableHandle
 
 from labkit._tensors import flat_tensors
 
@@ -103,7 +107,7 @@ _META_OPS = frozenset(
 _DUNDER_NAMES = {"matmul": "matmul", "getitem": "getitem", "neg": "neg", "pow": "pow"}
 
 
-def op_name(func: Any) -> str:
+def op_name(func: Callable[..., object]) -> str:
     """Readable name of a torch function: ``Tensor.__add__ -> 'add'``, ``F.relu -> 'relu'``."""
     name = getattr(func, "__name__", None) or str(func)
     if name.startswith("__") and name.endswith("__"):
@@ -116,15 +120,17 @@ def op_name(func: Any) -> str:
     return name
 
 
-def _sdpa_cpu_flop(query_shape: Any, key_shape: Any, value_shape: Any, *args: Any,
-                   out_shape: Any = None, **kwargs: Any) -> int:  # fmt: skip
+def _sdpa_cpu_flop(query_shape: torch.Size, key_shape: torch.Size, value_shape: torch.Size,
+                   *args: object, out_shape: torch.Size | None = None,
+                   **kwargs: object) -> int:  # fmt: skip
     """CPU flash attention: torch's SDPA formula (its two matmuls), as for the CUDA kernels."""
     return int(sdpa_flop_count(query_shape, key_shape, value_shape))
 
 
-def _sdpa_cpu_backward_flop(grad_out_shape: Any, query_shape: Any, key_shape: Any,
-                            value_shape: Any, *args: Any, out_shape: Any = None,
-                            **kwargs: Any) -> int:  # fmt: skip
+def _sdpa_cpu_backward_flop(grad_out_shape: torch.Size, query_shape: torch.Size,
+                            key_shape: torch.Size, value_shape: torch.Size, *args: object,
+                            out_shape: torch.Size | None = None,
+                            **kwargs: object) -> int:  # fmt: skip
     """Its backward: torch's SDPA backward formula (the gradients' matmuls and the scores'
     recomputation), as for the CUDA kernels."""
     return int(sdpa_backward_flop_count(grad_out_shape, query_shape, key_shape, value_shape))
@@ -132,7 +138,8 @@ def _sdpa_cpu_backward_flop(grad_out_shape: Any, query_shape: Any, key_shape: An
 
 #: FLOP formulas ``torch.utils.flop_counter`` lacks, by aten op, in the form
 #: ``FlopCounterMode(custom_mapping=...)`` takes (a reference counting as labkit does).
-EXTRA_FLOP_FORMULAS: dict[Any, Any] = {
+FlopFormula = Callable[..., int]  # FlopCounterMode's form: shapes and arguments -> FLOPs
+EXTRA_FLOP_FORMULAS: dict[OpOverloadPacket, FlopFormula] = {
     torch.ops.aten._scaled_dot_product_flash_attention_for_cpu: _sdpa_cpu_flop,
     torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward: _sdpa_cpu_backward_flop,
 }
@@ -147,10 +154,10 @@ _COMPUTE = re.compile(
 # namespaces of ops that are not computation (profiling, collectives, compiler plumbing)
 _NOT_COMPUTE_NS = frozenset({"profiler", "c10d", "_c10d_functional", "_c10d_functional_autograd",
                              "_dtensor", "inductor", "prim", "prims", "debugprims"})  # fmt: skip
-_UNCOUNTED: dict[Any, bool] = {}
+_UNCOUNTED: dict[OpOverload, bool] = {}
 
 
-def uncounted(func: Any) -> bool:
+def uncounted(func: OpOverload) -> bool:
     """Whether an aten overload that ran without a FLOP formula computes enough that its
     missing FLOPs deserve a caveat: a custom op (not ``aten``), or an aten op named for
     matrix or attention work (``_weight_int8pack_mm``, ...)."""
@@ -165,7 +172,7 @@ def uncounted(func: Any) -> bool:
     return hit
 
 
-def flop_formula(func: Any) -> Any:
+def flop_formula(func: OpOverload) -> FlopFormula | None:
     """The FLOP formula for an aten overload (``torch.utils.flop_counter``'s, or labkit's
     where torch has none: CPU attention), or ``None``."""
     try:
@@ -176,10 +183,10 @@ def flop_formula(func: Any) -> Any:
 
 
 # per aten overload: (FLOP formula or None, may decompose): looked up once per op
-_PER_OP: dict[Any, tuple[Any, bool]] = {}
+_PER_OP: dict[OpOverload, tuple[FlopFormula | None, bool]] = {}
 
 
-def _classify(func: Any) -> tuple[Any, bool]:
+def _classify(func: OpOverload) -> tuple[FlopFormula | None, bool]:
     if func in _META_OPS:
         return None, False
     formula = flop_registry.get(func._overloadpacket) or _EXTRA.get(func._overloadpacket)
@@ -198,11 +205,11 @@ class _FunctionMode(TorchFunctionMode):
 
     def __torch_function__(
         self,
-        func: Any,
-        types: Any,
-        args: tuple[Any, ...] = (),
-        kwargs: dict[str, Any] | None = None,
-    ) -> Any:
+        func: Callable[..., object],
+        types: Collection[type],
+        args: tuple[object, ...] = (),
+        kwargs: dict[str, object] | None = None,
+    ) -> object:
         kwargs = kwargs or {}
         inst = self.inst
         if not inst.enabled or not inst.stack or inst.op is not None:
@@ -255,11 +262,11 @@ class _DispatchMode(TorchDispatchMode):
 
     def __torch_dispatch__(
         self,
-        func: Any,
-        types: Any,
-        args: tuple[Any, ...] = (),
-        kwargs: dict[str, Any] | None = None,
-    ) -> Any:
+        func: OpOverload,
+        types: Collection[type],
+        args: tuple[object, ...] = (),
+        kwargs: dict[str, object] | None = None,
+    ) -> object:
         kwargs = kwargs or {}
         if self.decompose:
             try:
@@ -304,9 +311,9 @@ def _unpack(t: torch.Tensor) -> torch.Tensor:
     return t
 
 
-def contexts(inst: Instrumentation) -> list[Any]:
+def contexts(inst: Instrumentation) -> list[AbstractContextManager[object]]:
     """The modes and hooks one recording enters, outermost first."""
-    out: list[Any] = []
+    out: list[AbstractContextManager[object]] = []
     obs = inst.observers
     if inst.ops:
         out.append(_FunctionMode(inst))
@@ -318,7 +325,7 @@ def contexts(inst: Instrumentation) -> list[Any]:
     return out
 
 
-def global_handles(inst: Instrumentation) -> list[Any]:
+def global_handles(inst: Instrumentation) -> list[RemovableHandle]:
     """Optimizer step hooks (always: the phase must be right) and gradient hooks (when asked)."""
     from torch.optim.optimizer import (
         register_optimizer_step_post_hook,

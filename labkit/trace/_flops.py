@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from torch._ops import OpOverload
 
 from labkit.trace._dispatch import flop_formula, uncounted
 from labkit.trace._raw import RawNode
@@ -56,7 +57,7 @@ class FlopObserver(Observer):
             out.append({"op": name, "calls": calls, "module": module, "nodes": keys})
         return tuple(out)
 
-    def _uncounted(self, func: Any) -> None:
+    def _uncounted(self, func: OpOverload) -> None:
         inst = self._inst
         assert inst is not None
         name = str(func._overloadpacket)
@@ -72,7 +73,8 @@ class FlopObserver(Observer):
         if owner is not None:
             entry[2].setdefault(id(owner), owner)
 
-    def dispatch(self, func: Any, args: Any, kwargs: Any, out: Any) -> None:
+    def dispatch(self, func: OpOverload, args: tuple[object, ...], kwargs: dict[str, object],
+                 out: object) -> None:  # fmt: skip
         formula = flop_formula(func)
         if formula is None:
             if uncounted(func):

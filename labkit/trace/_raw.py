@@ -4,11 +4,21 @@ from __future__ import annotations
 
 import bisect
 import weakref
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 
-from labkit.trace.model import Edge, ModuleInfo, Node, TensorMeta, Trace, TraceMeta
+from labkit.trace.model import (
+    Edge,
+    MemoryMeta,
+    MemorySample,
+    ModuleInfo,
+    Node,
+    TensorMeta,
+    Trace,
+    TraceMeta,
+)
 
 _DTYPE_NAMES: dict[torch.dtype, str] = {}
 _DEVICE_NAMES: dict[torch.device, str] = {}
@@ -150,9 +160,10 @@ def module_infos(model: torch.nn.Module, calls: dict[str, int]) -> tuple[ModuleI
     return tuple(out)
 
 
-def build_trace(raw: list[RawNode], edges: list[tuple[int, int, Any, Any]], *, model: Any,
-                meta: dict[str, Any], memory: Any = (),
-                memory_meta: Any = None) -> Trace:  # fmt: skip
+def build_trace(raw: list[RawNode], edges: list[tuple[int, int, Any, Any]], *,
+                model: torch.nn.Module, meta: dict[str, Any],
+                memory: Sequence[MemorySample] = (),
+                memory_meta: MemoryMeta | None = None) -> Trace:  # fmt: skip
     """Freeze the recorded nodes into a :class:`Trace`."""
     ids = {r.id: i for i, r in enumerate(raw)}
     bwd_total = [r.bwd_self for r in raw]

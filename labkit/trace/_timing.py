@@ -49,13 +49,14 @@ class TimingObserver(Observer):
         self._inst = inst
 
     # ------------------------------------------------------------ forward
-    def call(self, node: RawNode, module: Any, args: Any, kwargs: Any) -> None:
+    def call(self, node: RawNode, module: torch.nn.Module, args: tuple[object, ...],
+             kwargs: dict[str, object]) -> None:  # fmt: skip
         if self.cuda:
             ev = torch.cuda.Event(enable_timing=True)
             ev.record()
             self._open[node.id] = ev
 
-    def ret(self, node: RawNode, module: Any, output: Any) -> None:
+    def ret(self, node: RawNode, module: torch.nn.Module, output: object) -> None:
         if self.cuda:
             end = torch.cuda.Event(enable_timing=True)
             end.record()

@@ -130,7 +130,9 @@ def _graph(data: dict[str, Any], source: str) -> None:
                              f"{n} nodes (ids 0..{n - 1})")  # fmt: skip
 
 
-def _record(value: Any, cls: type, where: str, source: str, required: tuple[str, ...] = ()) -> None:
+def _record(
+    value: object, cls: type, where: str, source: str, required: tuple[str, ...] = ()
+) -> None:
     if not isinstance(value, dict):
         raise _error(source, where, f"must be an object, got {_show(value)}")
     fields = {f.name: f for f in dataclasses.fields(cls)}
@@ -154,7 +156,7 @@ def _non_negative(name: str) -> bool:
 
 
 def _typed(  # noqa: C901 - one branch per kind of type hint
-    value: Any, hint: Any, where: str, source: str, non_neg: bool
+    value: object, hint: object, where: str, source: str, non_neg: bool
 ) -> None:
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if hint is Any:
@@ -188,7 +190,7 @@ def _typed(  # noqa: C901 - one branch per kind of type hint
         _any(value, where, source, non_neg)
 
 
-def _any(value: Any, where: str, source: str, non_neg: bool, depth: int = 0) -> None:
+def _any(value: object, where: str, source: str, non_neg: bool, depth: int = 0) -> None:
     """Untyped data: numbers finite (and >= 0 under a measurement's name), all the way down."""
     if isinstance(value, bool) or value is None or isinstance(value, str):
         return
@@ -205,7 +207,7 @@ def _any(value: Any, where: str, source: str, non_neg: bool, depth: int = 0) -> 
             _any(item, f"{where}[{i}]", source, non_neg, depth + 1)
 
 
-def _number(value: Any, where: str, source: str, non_neg: bool, *, integer: bool) -> None:
+def _number(value: object, where: str, source: str, non_neg: bool, *, integer: bool) -> None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         kind = "an integer" if integer else "a number"
         raise _error(source, where, f"must be {kind}, got {_show(value)}")
@@ -226,7 +228,7 @@ def _hints(cls: type) -> dict[str, Any]:
     return _HINTS[cls]
 
 
-def _show(value: Any) -> str:
+def _show(value: object) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
@@ -235,7 +237,7 @@ def _error(source: str, where: str, problem: str) -> TraceFileError:
     return TraceFileError(f"{source}: field {where} {problem}")
 
 
-def first_non_finite(data: Any, where: str = "") -> str | None:
+def first_non_finite(data: object, where: str = "") -> str | None:
     """Path of the first NaN/Inf number in plain data (for a save that JSON refuses)."""
     stack = [(data, where)]
     while stack:

@@ -15,7 +15,7 @@ from labkit.trace.step import Step, check_inputs, check_keywords, record_step
 
 def trace(
     model: torch.nn.Module,
-    *args: Any,
+    *args: object,
     loss: Callable[[Any], torch.Tensor] | None = None,
     backward: bool = True,
     mode: str = "full",
@@ -25,8 +25,8 @@ def trace(
     keep_step: bool = False,
     keep_output: bool = True,
     model_kwargs: dict[str, Any] | None = None,
-    **kwargs: Any,
-) -> Any:
+    **kwargs: object,
+) -> Any:  # Trace | Recorder: Any, so callers with inputs need not narrow it
     """Record what ``model`` does on the given inputs, or return a Recorder.
 
     With inputs, records one forward pass (and a backward pass when gradients are

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 
 
@@ -20,7 +18,7 @@ class LossError(ValueError):
     scalar tensor); the message says what it returned."""
 
 
-def scalar_loss(value: Any) -> torch.Tensor:
+def scalar_loss(value: object) -> torch.Tensor:
     """``value`` when it is a one-element tensor a backward pass can start from.
 
     The one check of "the loss must be a scalar" (``labkit.trace``, ``labkit.memory``,

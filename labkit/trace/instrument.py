@@ -16,17 +16,23 @@ spent inside labkit's hooks, so a call's time can exclude the recorder's cost.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from types import TracebackType
 
 import torch
 from torch._C._autograd import _get_sequence_nr
+from torch._ops import OpOverload
+from torch.utils.hooks import RemovableHandle
 
 from labkit._tensors import named_tensors
 from labkit.trace import _dispatch
-from labkit.trace._raw import CallIndex, RawNode
+from labkit.trace._raw import CallIndex
+from labkit.trace._raw import RawNode as RawNode  # the node observers are handed: public here
 
 PHASES = ("forward", "backward", "optimizer")
+# an autograd node's pre-hook: marks where a backward segment begins
+SegmentHook = Callable[[tuple[torch.Tensor | None, ...]], None]
 _perf = time.perf_counter
 _current_task = torch._C._current_graph_task_id
 _current_node = torch._C._current_autograd_node
@@ -58,22 +64,26 @@ class Observer:
     def stop(self, inst: Instrumentation) -> None:
         """The recording ends (called on error too, before hooks are removed)."""
 
-    def top_call(self, module: Any, args: Any, kwargs: Any) -> None:
+    def top_call(self, module: torch.nn.Module, args: tuple[object, ...],
+                 kwargs: dict[str, object]) -> None:  # fmt: skip
         """A top-level call of the model is about to begin (before its node is made)."""
 
-    def call(self, node: RawNode, module: Any, args: Any, kwargs: Any) -> None:
+    def call(self, node: RawNode, module: torch.nn.Module, args: tuple[object, ...],
+             kwargs: dict[str, object]) -> None:  # fmt: skip
         """A module call began; ``node`` is on top of ``inst.stack``."""
 
-    def ret(self, node: RawNode, module: Any, output: Any) -> None:
+    def ret(self, node: RawNode, module: torch.nn.Module, output: object) -> None:
         """A module call returned; ``node`` was just popped."""
 
-    def function(self, node: RawNode, func: Any, args: Any, kwargs: Any, out: Any) -> None:
+    def function(self, node: RawNode, func: Callable[..., object], args: tuple[object, ...],
+                 kwargs: dict[str, object], out: object) -> None:  # fmt: skip
         """A torch-level op returned tensors; ``node`` is its op node."""
 
-    def alias(self, src: Any, out: Any) -> None:
+    def alias(self, src: object, out: object) -> None:
         """A property such as ``.T`` or ``.data`` returned ``out`` for ``src``."""
 
-    def dispatch(self, func: Any, args: Any, kwargs: Any, out: Any) -> None:
+    def dispatch(self, func: OpOverload, args: tuple[object, ...], kwargs: dict[str, object],
+                 out: object) -> None:  # fmt: skip
         """An aten op ran (forward, backward or optimizer step)."""
 
     def saved(self, t: torch.Tensor) -> None:
@@ -92,7 +102,7 @@ class Observer:
     def backward_end(self) -> None:
         """A backward pass finished."""
 
-    def optimizer(self, opt: Any, entering: bool) -> None:
+    def optimizer(self, opt: torch.optim.Optimizer, entering: bool) -> None:
         """``opt.step()`` begins (``entering``) or ends."""
 
 
@@ -116,9 +126,9 @@ class Instrumentation:
     # set by _reset() (per recording); declared here so the methods above it see the types
     failed: RawNode | None  # the call running when the recording failed
     error: BaseException | None
-    _contexts: list[Any]
-    _handles: list[Any]
-    _bwd_handles: list[Any]
+    _contexts: list[AbstractContextManager[object]]
+    _handles: list[RemovableHandle]
+    _bwd_handles: list[RemovableHandle]
 
     def __init__(self, model: torch.nn.Module, observers: Sequence[Observer] = (),
                  *, ops: bool = False) -> None:  # fmt: skip
@@ -128,7 +138,7 @@ class Instrumentation:
         # whether anything is timed: without it, op and dispatch hooks read no clock
         self.clock = any(o.needs_segments for o in self.observers)
         self.enabled = False
-        self._module_handles: list[Any] = []
+        self._module_handles: list[RemovableHandle] = []
         self._auto_attached = False
         self._paths: dict[int, str] = {}
         self._owners: dict[int, str] = {}
@@ -313,7 +323,8 @@ class Instrumentation:
             raise
         return self
 
-    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:  # fmt: skip
         self.failed = self.stack[-1] if (exc is not None and self.stack) else None
         self.error = exc
         try:
@@ -341,7 +352,7 @@ class Instrumentation:
         self._handles = []
         self._bwd_handles = []
         self._hooked_seq: set[int] = set()
-        self._seg_hooks: dict[int, Any] = {}
+        self._seg_hooks: dict[int, SegmentHook] = {}
         self._bwd_task: int | None = None
         self._seg_owner: RawNode | None = None
         self._seg_t0: float | None = None
@@ -360,7 +371,8 @@ class Instrumentation:
         return node
 
     # ------------------------------------------------------------ module hooks
-    def _pre(self, module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    def _pre(self, module: torch.nn.Module, args: tuple[object, ...],
+             kwargs: dict[str, object]) -> None:  # fmt: skip
         if not self.enabled:
             return
         t_in = _perf()
@@ -391,7 +403,8 @@ class Instrumentation:
         node.t0 = t_out
         node.lost0 = self.lost
 
-    def _post(self, module: torch.nn.Module, args: Any, kwargs: Any, output: Any) -> None:
+    def _post(self, module: torch.nn.Module, args: tuple[object, ...], kwargs: dict[str, object],
+              output: object) -> None:  # fmt: skip
         if not self.enabled:
             return
         t_in = _perf()
@@ -421,8 +434,9 @@ class Instrumentation:
         self.op = node
         return node
 
-    def end_op(self, node: RawNode, func: Any, args: Any, kwargs: Any, out: Any,
-               elapsed: float, has_tensors: bool) -> None:  # fmt: skip
+    def end_op(self, node: RawNode, func: Callable[..., object], args: tuple[object, ...],
+               kwargs: dict[str, object], out: object, elapsed: float,
+               has_tensors: bool) -> None:  # fmt: skip
         """Called by the function mode after the op; keeps the node when it made tensors."""
         self.op = None
         node.seq1 = _get_sequence_nr()
@@ -446,10 +460,11 @@ class Instrumentation:
     # sequence number, which is reverse creation order; so the nodes one module call (or
     # op) created run as contiguous *segments*, and one pre-hook on the first node of each
     # segment marks every boundary. A segment lasts until the next begins or the pass ends.
-    def _hook_graph(self, output: Any) -> None:
+    def _hook_graph(self, output: object) -> None:
         roots = [t.grad_fn for _, t in named_tensors(output) if t.grad_fn is not None]
-        found: list[tuple[int, RawNode | None, Any]] = []
-        todo: list[Any] = list(roots)  # next_functions hold None for inputs without grad
+        found: list[tuple[int, RawNode | None, torch.autograd.graph.Node]] = []
+        # next_functions hold None for inputs without grad
+        todo: list[torch.autograd.graph.Node | None] = list(roots)
         while todo:
             fn = todo.pop()
             if fn is None or hasattr(fn, "variable"):  # AccumulateGrad: no segment of its own
@@ -464,18 +479,18 @@ class Instrumentation:
             found.append((seq, self.index.find(seq), fn))
             todo.extend(nf for nf, _ in fn.next_functions)
         found.sort(key=lambda item: -item[0])
-        prev: Any = _NO_CALL
+        prev: object = _NO_CALL
         for _, owner, fn in found:
             if owner is not prev:
                 self._bwd_handles.append(fn.register_prehook(self._segment_hook(owner)))
                 prev = owner
 
-    def _segment_hook(self, owner: RawNode | None) -> Any:
+    def _segment_hook(self, owner: RawNode | None) -> SegmentHook:
         key = id(owner)
         hook = self._seg_hooks.get(key)
         if hook is None:
 
-            def hook(grad_outputs: Any) -> None:
+            def hook(grad_outputs: tuple[torch.Tensor | None, ...]) -> None:
                 t_in = _perf()
                 self._close_segment(t_in)
                 task = _current_task()
@@ -513,7 +528,8 @@ class Instrumentation:
         self.lost += _perf() - t_in
 
     # ------------------------------------------------------------ optimizer, grads
-    def _opt_pre(self, opt: Any, args: Any, kwargs: Any) -> None:
+    def _opt_pre(self, opt: torch.optim.Optimizer, args: tuple[object, ...],
+                 kwargs: dict[str, object]) -> None:  # fmt: skip
         if self.enabled:
             self._last_phase = "optimizer"
             self.optimizer_name = type(opt).__name__
@@ -521,7 +537,8 @@ class Instrumentation:
                 o.optimizer(opt, True)
             self._in_opt += 1
 
-    def _opt_post(self, opt: Any, args: Any, kwargs: Any) -> None:
+    def _opt_post(self, opt: torch.optim.Optimizer, args: tuple[object, ...],
+                  kwargs: dict[str, object]) -> None:  # fmt: skip
         if self.enabled:
             self._in_opt = max(0, self._in_opt - 1)
             for o in self.observers:

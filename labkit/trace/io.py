@@ -27,7 +27,7 @@ def trace_to_dict(trace: Trace) -> dict[str, Any]:
     return {"schema": SCHEMA, "version": trace.version, **body}
 
 
-def _plain(obj: Any) -> Any:
+def _plain(obj: object) -> object:
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return {f.name: _plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
     if isinstance(obj, (list, tuple)):
@@ -92,7 +92,7 @@ def load(path: str | os.PathLike[str], *, max_bytes: int = _validate.MAX_FILE_BY
     return trace_from_dict(data, source=str(path))
 
 
-def trace_from_dict(data: Any, *, source: str = "<dict>") -> Trace:
+def trace_from_dict(data: object, *, source: str = "<dict>") -> Trace:
     """Rebuild a Trace from :func:`trace_to_dict` output, validating as it goes."""
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         raise TraceFileError(f"{source}: not a labkit trace (no 'schema': '{SCHEMA}' field)")
@@ -114,7 +114,7 @@ def trace_from_dict(data: Any, *, source: str = "<dict>") -> Trace:
 _BUILDERS: dict[Any, Callable[[Any], Any] | None] = {}
 
 
-def _builder(hint: Any) -> Callable[[Any], Any] | None:
+def _builder(hint: object) -> Callable[[Any], Any] | None:
     """How to turn JSON data into ``hint``: lists to tuples, objects to dataclasses.
 
     Keys a dataclass does not have (written by a newer labkit) are dropped. ``None`` means
@@ -133,7 +133,7 @@ def _builder(hint: Any) -> Callable[[Any], Any] | None:
         types_ = _validate._hints(hint)
         specs = [(f.name, _builder(types_[f.name])) for f in dataclasses.fields(hint)]
 
-        def build(v: dict[str, Any], cls: type = hint) -> Any:
+        def build(v: dict[str, Any], cls: type = hint) -> object:
             return cls(**{n: (v[n] if b is None else b(v[n])) for n, b in specs if n in v})
 
     elif origin is tuple:

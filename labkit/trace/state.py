@@ -78,7 +78,12 @@ def _save(t: torch.Tensor, seen: dict[int, _Saved]) -> None:
             seen[id(inner)] = _Saved(inner)
 
 
-def _items(v: Any) -> list[Any]:
+# what a container or a plain object held: a dict's (or an object's attributes') items, or
+# the elements of a list, set or deque
+Contents = dict[Any, object] | list[object]
+
+
+def _items(v: object) -> list[object]:
     """What a watched thing holds (capped: a picture, not a copy of everything)."""
     if isinstance(v, dict):
         return list(v.values())[:256]
@@ -87,7 +92,7 @@ def _items(v: Any) -> list[Any]:
     return list(vars(v).values())[:256]
 
 
-def _fingerprint(v: Any) -> tuple[Any, ...]:
+def _fingerprint(v: object) -> tuple[object, ...]:
     """A shallow picture of a container or a plain object: its length and what it holds,
     scalars by value, anything else by identity (an ``int`` counter incremented shows)."""
     if isinstance(v, dict):
@@ -97,17 +102,17 @@ def _fingerprint(v: Any) -> tuple[Any, ...]:
     return _fingerprint(vars(v))
 
 
-def _nested(v: Any) -> dict[int, tuple[Any, ...]]:
+def _nested(v: object) -> dict[int, tuple[object, ...]]:
     """The pictures of the watched things one level inside ``v``, by identity."""
     return {id(x): _fingerprint(x) for x in _items(v) if _watched(x)}
 
 
-def _ident(x: Any) -> Any:
+def _ident(x: object) -> object:
     """A scalar by value (an equal string set again is no change), anything else by id."""
     return x if isinstance(x, _SCALARS) else id(x)
 
 
-def _watched(v: Any) -> bool:
+def _watched(v: object) -> bool:
     """A mutable thing whose contents a step may change in place: a list, dict, set or
     deque, or a plain Python object holding state (not a module, tensor, class, function)."""
     if isinstance(v, (list, dict, set, deque)):
@@ -120,7 +125,7 @@ def _watched(v: Any) -> bool:
     )  # fmt: skip
 
 
-def _contents(v: Any) -> Any:
+def _contents(v: object) -> Contents:
     """A shallow copy of what ``v`` holds, to put back into ``v`` itself."""
     if isinstance(v, dict):
         return dict(v)
@@ -129,7 +134,7 @@ def _contents(v: Any) -> Any:
     return dict(vars(v))
 
 
-def _put_back(v: Any, items: Any) -> None:
+def _put_back(v: object, items: Contents) -> None:
     if isinstance(v, list):
         v[:] = items
     elif isinstance(v, (set, deque)):
@@ -137,6 +142,7 @@ def _put_back(v: Any, items: Any) -> None:
         (v.update if isinstance(v, set) else v.extend)(items)
     else:
         d = v if isinstance(v, dict) else vars(v)
+        assert isinstance(items, dict)  # _contents copied a dict or an object's attributes
         d.clear()
         d.update(items)
 
@@ -146,7 +152,7 @@ class _Attrs:
     contents of containers and plain objects one level deep (put back); what changed deeper
     inside them is named by :meth:`changed`, not undone."""
 
-    def __init__(self, obj: Any, where: str, skip: frozenset[str]) -> None:
+    def __init__(self, obj: object, where: str, skip: frozenset[str]) -> None:
         self.obj, self.where, self.skip = obj, where, skip
         d = vars(obj)
         self.names = {k: v for k, v in d.items() if k not in skip}
@@ -208,7 +214,7 @@ class StepState:
         (True, True)
     """
 
-    def __init__(self, model: torch.nn.Module | None, inputs: Any = None, *,
+    def __init__(self, model: torch.nn.Module | None, inputs: object = None, *,
                  optimizers: Iterable[torch.optim.Optimizer] = (),
                  scalers: Iterable[Any] = (), rng: bool = True) -> None:  # fmt: skip
         self.model = model
@@ -325,7 +331,7 @@ class _OptState:
         self.attrs.restore()
 
 
-def _hook_names(opt: Any) -> frozenset[str]:
+def _hook_names(opt: torch.optim.Optimizer) -> frozenset[str]:
     return frozenset(k for k in vars(opt) if "hook" in k)
 
 

@@ -25,7 +25,7 @@ from labkit.trace._passes import time_step
 from labkit.trace.errors import TraceError, scalar_loss
 from labkit.trace.instrument import Observer
 from labkit.trace.model import Trace
-from labkit.trace.recorder import Recorder
+from labkit.trace.recorder import MemoryObserver, Recorder
 from labkit.trace.state import StepState
 
 __all__ = ["FREE_OUTPUT_NOTE", "KEEP_OUTPUT_NOTE", "Step", "backward_target", "record_step"]
@@ -42,7 +42,7 @@ DEEP_LIMIT = 20_000  # the recursion limit a recording may raise to (deep nestin
 _DEEP = 50  # nesting depth from which a RecursionError is blamed on the nesting
 
 
-def backward_target(out: Any, loss: Callable[[Any], Any] | None,
+def backward_target(out: object, loss: Callable[[Any], Any] | None,
                     notes: list[str]) -> torch.Tensor | None:  # fmt: skip
     """The scalar to call ``backward()`` on: ``loss(out)``, or the sum of the floating-point
     outputs that require grad; ``None`` (with a note saying why) when there is none."""
@@ -150,7 +150,7 @@ def record_step(
     *,
     mode: str = "full",
     observers: Sequence[Observer] = (),
-    memory: Any = None,
+    memory: MemoryObserver | None = None,
     warmup: int = 0,
     repeat: int = 0,
     time_budget: float | None = None,
@@ -164,7 +164,8 @@ def record_step(
         step: The user's step (:class:`Step`).
         mode: ``"full"`` (graph, FLOPs, memory) or ``"timing"`` (module hooks only).
         observers: More observers of the recording (e.g. a drift check).
-        memory: In full mode, the ``MemoryTracker`` to use.
+        memory: In full mode, the :class:`~labkit.trace.recorder.MemoryObserver` to use
+            (a ``labkit.memory.MemoryTracker``).
         warmup: Timing-only passes run first and not kept.
         repeat: Timing-only passes kept (0: the recording alone, untimed in full mode).
         time_budget: Stop repeating after this many seconds of timing (3 passes at least).
@@ -252,7 +253,7 @@ class _deep_enough:
         if need > self.old:
             sys.setrecursionlimit(need)
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         sys.setrecursionlimit(self.old)
 
 
