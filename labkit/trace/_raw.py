@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import bisect
+import sys
+import sysconfig
 import weakref
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -155,9 +158,26 @@ def module_infos(model: torch.nn.Module, calls: dict[str, int]) -> tuple[ModuleI
         depth = 0 if not path else path.count(".") + 1
         out.append(
             ModuleInfo(path, type(mod).__name__, depth, params, nbytes, trainable, shared,
-                       calls.get(path, 0))
+                       calls.get(path, 0), library_of(type(mod)))
         )  # fmt: skip
     return tuple(out)
+
+
+_LIBRARY: dict[type, str] = {}
+_STDLIB = sysconfig.get_paths()["stdlib"]
+
+
+def library_of(cls: type) -> str:
+    """``cls.__module__`` when that module is installed library code (it lives in a
+    site-packages or dist-packages folder, or the standard library), else ``""``: code in
+    ``__main__``, a notebook, or the user's own (editable) package."""
+    if cls not in _LIBRARY:
+        name = cls.__module__
+        path = getattr(sys.modules.get(name), "__file__", None) or ""
+        parts = Path(path).parts
+        installed = "site-packages" in parts or "dist-packages" in parts
+        _LIBRARY[cls] = name if path and (installed or path.startswith(_STDLIB)) else ""
+    return _LIBRARY[cls]
 
 
 def build_trace(raw: list[RawNode], edges: list[tuple[int, int, Any, Any]], *,

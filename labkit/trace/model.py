@@ -150,6 +150,10 @@ class ModuleInfo:
         trainable: How many of ``params`` require grad.
         shared_params: Elements of parameters this module shares with an earlier module.
         calls: How many times it was called in the trace.
+        library: The module that defines its class when that is an installed library's
+            (site-packages or the standard library: ``torch.nn.modules.activation``,
+            ``torch_geometric.nn.conv.gat_conv``), ``""`` for the user's own code. A graph
+            view opens a library's layers collapsed (their insides are not the user's).
     """
 
     path: str
@@ -160,6 +164,7 @@ class ModuleInfo:
     trainable: int = 0
     shared_params: int = 0
     calls: int = 0
+    library: str = ""
 
 
 #: The memory categories of :attr:`MemorySample.bytes`, in the order every view stacks

@@ -288,27 +288,60 @@ def instance_metrics(trace: Trace, graph: GraphPayload) -> NodeMetrics:
     return out
 
 
-#: Class names of layers from libraries, drawn collapsed at the default depth (their
-#: insides are the library's, not the researcher's): PyG's message-passing convs (names
-#: end in ``Conv``; torch's ``Conv1d/2d/3d`` end in ``d``), ``nn.MultiheadAttention`` and
-#: Hugging Face's attention classes (``BertSelfAttention``, ``GPT2Attention``, ...).
-LIBRARY_SUFFIXES = ("Conv", "Attention")
+#: A library layer's calls nest at most this deep below it (its sublayers and theirs).
+LAYER_HEIGHT = 2
 
 
-def library_layer(type_name: str) -> bool:
-    """Whether a module class is a library layer that opens collapsed (see LIBRARY_SUFFIXES)."""
-    return type_name.endswith(LIBRARY_SUFFIXES)
+def library_layers(trace: Trace) -> set[int]:
+    """Calls of library layers: drawn collapsed at the default depth, their insides being
+    the library's, not the researcher's (PyG's ``GATConv``, ``nn.MultiheadAttention``,
+    Hugging Face's attention classes).
+
+    The rule is structural, not by class name. A call is a library layer when its class
+    comes from an installed library (:attr:`ModuleInfo.library`: site-packages or the
+    standard library, not ``__main__`` or the user's package), something ran inside it,
+    its calls nest at most :data:`LAYER_HEIGHT` deep (a layer, not a model or a stack of
+    blocks), and it either computes itself (ops of its own) or sits inside another
+    library call (a container the library built, not the user's ``nn.Sequential``). The
+    model itself is never one.
+    """
+    nodes = trace.nodes
+    lib = {m.path: m.library for m in trace.modules}
+    if not any(lib.values()):
+        return set()
+    height = [0] * len(nodes)  # how deep calls nest below a call (0: no calls inside)
+    own_ops = [False] * len(nodes)
+    below = [False] * len(nodes)
+    for n in reversed(nodes):  # children come after their parents
+        p = n.parent
+        if p is None or nodes[p].kind != "module":
+            continue
+        below[p] = True
+        if n.kind == "module":
+            height[p] = max(height[p], height[n.id] + 1)
+        elif n.kind == "op":
+            own_ops[p] = True
+    out = set()
+    for n in nodes:
+        if n.kind != "module" or n.parent is None or n.name == "":
+            continue
+        if not lib.get(n.module or "") or not below[n.id] or height[n.id] > LAYER_HEIGHT:
+            continue
+        parent = nodes[n.parent]
+        in_library = parent.kind == "module" and bool(lib.get(parent.module or ""))
+        if own_ops[n.id] or in_library:
+            out.add(n.id)
+    return out
 
 
 def opened_at(trace: Trace, depth: int, canon: Canon) -> list[int]:
     """The calls a graph opens at ``depth``: ``default_expanded`` less library layers
-    (:func:`library_layer`; never the model itself) and every call inside one; expand
-    them by hand to see inside."""
+    (:func:`library_layers`) and every call inside one; expand them by hand to see inside."""
     opened = default_expanded(trace, depth, canon)
+    layers = library_layers(trace)
     closed: set[int] = set()
     for n in trace.nodes:  # parents come before their children
-        inner = n.parent is not None and n.name != ""
-        if n.kind == "module" and ((inner and library_layer(n.type)) or n.parent in closed):
+        if n.kind == "module" and (n.id in layers or n.parent in closed):
             closed.add(n.id)
     return sorted(opened - closed)
 

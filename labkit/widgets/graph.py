@@ -44,7 +44,7 @@ class GraphView(TraceWidget):
             ``"activations"``.
         depth: Module calls above this depth start expanded (the root is depth 0); leaf
             modules (ops only inside) and library layers (PyG convs, attention classes:
-            ``_payload.library_layer``) start collapsed.
+            ``_payload.library_layers``, a structural rule) start collapsed.
         expanded: Ids of the module calls to start expanded, instead of ``depth``'s.
         rolled: Roll repeated blocks into one box.
         height: Height of the view in pixels.

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 from torch import nn
@@ -9,7 +11,7 @@ from torch import nn
 import labkit
 from labkit.trace.graph import default_expanded
 from labkit.widgets import GraphView
-from labkit.widgets._payload import library_layer
+from labkit.widgets._payload import library_layers
 
 
 class WithAttention(nn.Module):
@@ -62,16 +64,70 @@ def test_pyg_convs_open_collapsed():
     data = karate()
     t = labkit.trace(GAT(data.num_features, 4, 4, heads=2), data.x, data.edge_index)
     convs = [n for n in t.nodes if n.kind == "module" and n.type.endswith("Conv")]
-    assert convs and all(library_layer(n.type) for n in convs)
+    assert convs and all(n.id in library_layers(t) for n in convs)
+    assert {t.module_by_path[n.module].library for n in convs} == {
+        "torch_geometric.nn.conv.gat_conv"
+    }
     view = GraphView(t)
     boxes = view.visible().boxes
     assert all(n.id in boxes for n in convs), [n.name for n in convs]
     assert len(boxes) < 12  # the convs' ~60 ops stay inside them
 
 
-def test_library_layer_names():
-    for name in ("GATConv", "GATv2Conv", "GCNConv", "MultiheadAttention", "BertSelfAttention",
-                 "GPT2Attention", "LlamaSdpaAttention"):  # fmt: skip
-        assert library_layer(name), name
-    for name in ("Conv2d", "Conv1d", "Linear", "Block", "Sequential", "AttentionPool"):
-        assert not library_layer(name), name
+class MyAttention(nn.Module):
+    """The user's own attention: named like a library's, but the user's code."""
+
+    def __init__(self, d: int = 8) -> None:
+        super().__init__()
+        self.q, self.k = nn.Linear(d, d), nn.Linear(d, d)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(self.q(x) @ self.k(x).transpose(1, 2), -1) @ x
+
+
+class Mixed(nn.Module):
+    def __init__(self, d: int = 8) -> None:
+        super().__init__()
+        self.mine = MyAttention(d)
+        self.mlp = nn.Sequential(nn.Linear(d, d), nn.ReLU(), nn.Linear(d, d))
+        self.mha = nn.MultiheadAttention(d, 2, batch_first=True)
+        self.enc = nn.TransformerEncoderLayer(d, 2, 16, batch_first=True, dropout=0.0)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.mlp(self.mine(x))
+        return self.enc(x + self.mha(x, x, x)[0])
+
+
+def test_library_layers_by_structure_not_by_name():
+    torch.manual_seed(0)
+    t = labkit.trace(Mixed().train(), torch.randn(2, 3, 8))
+    calls = {n.name: n.id for n in t.nodes if n.kind == "module"}
+    layers = {t.nodes[i].name for i in library_layers(t)}
+    assert t.module_by_path["mine"].library == ""  # defined here, in the user's code
+    assert t.module_by_path["mha"].library.startswith("torch.nn.")
+    assert "mine" not in layers  # "...Attention", but the user's: opens by depth
+    assert "mlp" not in layers  # the user's Sequential of torch layers: the user's structure
+    assert "enc" in layers  # torch's encoder layer: its attention, norms and adds inside
+    assert "enc.self_attn" in layers  # a library call inside a library call
+    view = GraphView(t, depth=4)
+    opened = _names(t, view.expanded)
+    assert {"mine", "mlp"} <= opened and not {"enc", "enc.self_attn"} & opened
+    assert calls["enc"] in view.visible().boxes
+    # a trace from a file written before labkit recorded libraries: nothing is a layer
+    old = t.replace(modules=tuple(dataclasses.replace(m, library="") for m in t.modules))
+    assert library_layers(old) == set()
+
+
+def test_tiny_gpt2_attention_and_blocks_open_collapsed():
+    from transformers import GPT2Config, GPT2Model
+
+    torch.manual_seed(0)
+    cfg = GPT2Config(vocab_size=50, n_positions=16, n_embd=16, n_layer=2, n_head=2)
+    t = labkit.trace(GPT2Model(cfg).eval(), input_ids=torch.randint(0, 50, (2, 6)))
+    layers = {t.nodes[i].name for i in library_layers(t)}
+    attn = {n.name for n in t.nodes if n.kind == "module" and n.type == "GPT2Attention"}
+    assert attn and attn <= layers
+    assert "h.0" in layers  # a block of two layers: one box
+    view = GraphView(t, depth=8)
+    assert "" in _names(t, view.expanded)  # the model itself opens
+    assert not attn & _names(t, view.expanded)
