@@ -13,6 +13,7 @@ from labkit.optimize._breaks import GraphBreak
 from labkit.optimize._export_errors import ExportError
 from labkit.optimize.advise import Advice, Suggestion, advise
 from labkit.optimize.apply import Applied, Step, applied, apply, grad_scaler, is_compiled
+from labkit.optimize.bench_options import BenchOptions
 from labkit.optimize.compare import Bench, Comparison, RecipeResult, compare
 from labkit.optimize.drift import LayerDrift, layer_drift
 from labkit.optimize.recipe import Recipe, RecipeError
@@ -22,6 +23,7 @@ __all__ = [
     "Advice",
     "Applied",
     "Bench",
+    "BenchOptions",
     "Comparison",
     "ExportError",
     "GraphBreak",

@@ -5,8 +5,9 @@ Bench used once)."""
 from __future__ import annotations
 
 import copy
+import inspect
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
@@ -23,6 +24,7 @@ from labkit.optimize._bench_checks import (
     randomness,
 )
 from labkit.optimize._run import _batch_size, _Run
+from labkit.optimize.bench_options import BenchOptions
 from labkit.optimize.comparison_result import Comparison, RecipeResult
 from labkit.optimize.recipe import Recipe
 from labkit.trace import StepState
@@ -54,24 +56,9 @@ class Bench:
     Args:
         model: The model; it is not changed.
         batch: Its input: a tensor, a tuple of positional inputs or a dict of keyword inputs.
-        loss: ``loss(output) -> scalar`` for training steps (default: the mean of the outputs).
-        mode: ``"train"`` (forward, backward, SGD step) or ``"inference"`` (eval, no_grad).
-        steps: Timed rounds before the interval is first checked (the minimum).
-        warmup: Untimed rounds after the first call.
-        baseline: The reference Recipe (default: fp32 eager, ``Recipe()``).
-        val: ``(inputs, targets)`` to score each model on after its steps.
-        metric: ``metric(output, targets) -> float``, ``"accuracy"`` or ``"mse"``.
-        tolerance: Relative error past which a layer's output counts as drifted.
-        lr: SGD learning rate in train mode.
-        memory: Measure peak memory (an extra step per recipe).
-        drift: Find the first drifting layer (an extra forward per recipe).
-        seed: Seed set before every step (the same for every recipe).
-        loss_steps: Training steps of the controlled pass (train mode).
-        batch_sizes: Inference only: also time every recipe at these batch sizes.
-        target: Stop adding rounds once every speedup's interval is within +-target of it
-            (0.03: +-3%); None: exactly ``steps`` rounds.
-        budget_s: Wall-clock seconds of timed rounds per call, at most (after ``steps``).
-        level: Confidence level of the intervals.
+        options: A :class:`~labkit.optimize.BenchOptions` (default: its defaults), or
+            its settings as keywords:
+            {bench_options}
 
     Example:
         >>> import torch
@@ -90,27 +77,13 @@ class Bench:
         self,
         model: torch.nn.Module,
         batch: Any,
-        *,
-        loss: Callable[[Any], torch.Tensor] | None = None,
-        mode: str = "train",
-        steps: int = 10,
-        warmup: int = 2,
-        baseline: Recipe | None = None,
-        val: tuple[Any, torch.Tensor] | None = None,
-        metric: Callable[[Any, torch.Tensor], float] | str | None = None,
-        tolerance: float = 1e-2,
-        lr: float = 1e-2,
-        memory: bool = True,
-        drift: bool = True,
-        seed: int = 0,
-        loss_steps: int = 3,
-        batch_sizes: Sequence[int] = (),
-        target: float | None = 0.03,
-        budget_s: float = 5.0,
-        level: float = 0.95,
+        options: BenchOptions | None = None,
+        **overrides: Any,
     ) -> None:
-        check_settings(model, mode, steps, warmup, tolerance, baseline, loss_steps)
-        self.batch_sizes = tuple(batch_sizes)
+        o = self.options = BenchOptions.build(options, overrides, where="Bench")
+        mode, target, budget_s, level = o.mode, o.target, o.budget_s, o.level
+        check_settings(model, mode, o.steps, o.warmup, o.tolerance, o.baseline, o.loss_steps)
+        self.batch_sizes = tuple(o.batch_sizes)
         if self.batch_sizes and mode != "inference":
             raise ValueError("compare(batch_sizes=...) times inference only: pass mode='inference'")
         if not all(isinstance(n, int) and n >= 1 for n in self.batch_sizes):
@@ -126,16 +99,12 @@ class Bench:
         if not 0 < level < 1:
             raise ValueError(f"compare(level=...) must be between 0 and 1, got {level!r}")
         self.args, self.kwargs = split_batch(batch, strict="compare(batch=...)")
-        self.metric_name, self._metric = metric_fn(metric, val)
+        self.metric_name, self._metric = metric_fn(o.metric, o.val)
         self.batch = _batch_size(self.args, self.kwargs)
         if self.batch_sizes and self.batch is None:
             raise ValueError("compare(batch_sizes=...) needs a tensor input with a batch dimension")
-        self.loss, self.mode, self.steps, self.warmup, self.val = loss, mode, steps, warmup, val
-        self.tolerance, self.lr, self.memory, self.drift = tolerance, lr, memory, drift
-        self.seed, self.loss_steps, self.target, self.budget_s = seed, loss_steps, target, budget_s
-        self.level = level
-        self.baseline = baseline if baseline is not None else Recipe()
-        with _kept(self.args, self.kwargs, val):
+        self.baseline = o.baseline if o.baseline is not None else Recipe()
+        with _kept(self.args, self.kwargs, o.val):
             self.base_model = copy.deepcopy(model)
         self.base_model.train(mode == "train")
         self.device = str(model_device(self.base_model))
@@ -170,25 +139,28 @@ class Bench:
         """
         named = named_recipes(recipes)
         named = {k: v for k, v in named.items() if v != self.baseline or k != self.baseline.label}
-        with _kept(self.args, self.kwargs, self.val):
+        with _kept(self.args, self.kwargs, self.options.val):
             self._measure(named, progress_fn(progress))
         return self.comparison
 
     def __repr__(self) -> str:
+        o = self.options
         return (
-            f"Bench({type(self.base_model).__name__}, mode={self.mode!r}, "
-            f"baseline={self.baseline.label!r}, rows={len(self._rows)}, target={self.target}, "
-            f"budget_s={self.budget_s})"
+            f"Bench({type(self.base_model).__name__}, mode={o.mode!r}, "
+            f"baseline={self.baseline.label!r}, rows={len(self._rows)}, target={o.target}, "
+            f"budget_s={o.budget_s})"
         )
 
     # ------------------------------------------------------------------ measuring
     def _new_run(self, label: str, recipe: Recipe) -> _Run:
+        o = self.options
         return _Run(
-            label, recipe, self.base_model, self.mode, self.args, self.kwargs, self.loss,
-            self.lr, self.seed, self.loss_steps,
+            label, recipe, self.base_model, o.mode, self.args, self.kwargs, o.loss, o.lr, o.seed,
+            o.loss_steps,
         )  # fmt: skip
 
     def _measure(self, named: dict[str, Recipe], report: Progress) -> None:
+        o = self.options
         first_time = self._base is None
         if self._base is None:
             self._base = self._new_run(self.baseline.label, self.baseline)
@@ -207,16 +179,16 @@ class Bench:
             got = run.step(timed=timed)
             if run is everyone[-1]:
                 rounds[0] += timed
-                spent = (time.perf_counter() - t0) / self.budget_s
-                frac = 0.1 + 0.6 * min(1.0, max(rounds[0] / self.steps, spent) if timed else 0)
-                what = f"round {i + 1}" if timed else f"warm-up {i + 1}/{self.warmup}"
+                spent = (time.perf_counter() - t0) / o.budget_s
+                frac = 0.1 + 0.6 * min(1.0, max(rounds[0] / o.steps, spent) if timed else 0)
+                what = f"round {i + 1}" if timed else f"warm-up {i + 1}/{o.warmup}"
                 report(frac, f"{what}: {len(everyone)} recipes interleaved")
             return got
 
-        narrow = self._narrow if self.target is not None and runs else None
+        narrow = self._narrow if o.target is not None and runs else None
         times, self._ended_by = interleaved_until(
-            everyone, sample, warmup=self.warmup, rounds=self.steps, narrow=narrow,
-            budget_s=self.budget_s if narrow is not None else None,
+            everyone, sample, warmup=o.warmup, rounds=o.steps, narrow=narrow,
+            budget_s=o.budget_s if narrow is not None else None,
         )  # fmt: skip
         self._per_batch(everyone, report)
         for run in everyone if first_time else runs:
@@ -229,12 +201,12 @@ class Bench:
         if self._base_result is None or self._base_result.error or base.error:
             self._base_result = self._result(base, [(t, t) for t in base.times])
         else:  # measured once: only its step times grew
-            self._base_result = base.with_times(self._base_result, self.level)
+            self._base_result = base.with_times(self._base_result, o.level)
         report(1.0, "done")
-        _remember(self.mode, self.device, list(self._rows.values()))
+        _remember(o.mode, self.device, list(self._rows.values()))
 
     def _narrow(self, times: list[list[float | None]]) -> bool:
-        assert self.target is not None
+        assert self.options.target is not None
         for k in range(1, len(times)):
             pairs = _paired(times[0], times[k])
             if not pairs and times[k] and times[k][-1] is None:
@@ -242,8 +214,8 @@ class Bench:
             if len(pairs) < 2:
                 return False
             a, b = zip(*pairs, strict=True)
-            iv = ratio_interval(a, b, level=self.level, resamples=1000)
-            if iv.half_width > self.target:
+            iv = ratio_interval(a, b, level=self.options.level, resamples=1000)
+            if iv.half_width > self.options.target:
                 return False
         return True
 
@@ -256,38 +228,40 @@ class Bench:
                 run: _Run, i: int, timed: bool, size: Sized = (n, b_args, b_kwargs)
             ) -> None:
                 run.timed_at(*size, timed=timed)
-                step = f"step {i + 1 + timed}/{1 + self.steps}"
+                step = f"step {i + 1 + timed}/{1 + self.options.steps}"
                 report(0.72, f"batch {size[0]}, {step}: {run.label}")
 
-            interleaved(runs, at_size, warmup=1, rounds=self.steps)
+            interleaved(runs, at_size, warmup=1, rounds=self.options.steps)
 
     def _result(self, run: _Run, pairs: list[tuple[float, float]]) -> RecipeResult:
         assert self._base is not None
+        o = self.options
         return run.result(
-            self._base, pairs, self.memory, self.drift, self.tolerance, self.val, self._metric,
-            self.base_model, self.level,
+            self._base, pairs, o.memory, o.drift, o.tolerance, o.val, self._metric,
+            self.base_model, o.level,
         )  # fmt: skip
 
     def _comparison(self, results: tuple[RecipeResult, ...]) -> Comparison:
         notes = [_cpu.describe(), *_cpu.implications()] if self.device.startswith("cpu") else []
         notes.append(f"torch threads: {torch.get_num_threads()}")
-        if self.mode == "train" and self.loss is None:
+        o = self.options
+        if o.mode == "train" and o.loss is None:
             notes.append("no loss given: training steps minimise the mean of the outputs")
         return Comparison(
-            randomness=randomness(self.base_model, self.mode, self.seed, self.loss_steps),
-            mode=self.mode,
-            steps=self.steps,
-            warmup=self.warmup,
+            randomness=randomness(self.base_model, o.mode, o.seed, o.loss_steps),
+            mode=o.mode,
+            steps=o.steps,
+            warmup=o.warmup,
             baseline=self.baseline.label,
             batch_size=self.batch,
             device=self.device,
-            tolerance=self.tolerance,
+            tolerance=o.tolerance,
             metric=self.metric_name,
             results=results,
             notes=tuple(notes),
-            level=self.level,
-            target=self.target,
-            budget_s=self.budget_s,
+            level=o.level,
+            target=o.target,
+            budget_s=o.budget_s,
             ended_by=self._ended_by,
         )
 
@@ -319,3 +293,17 @@ def _remember(mode: str, device: str, results: list[RecipeResult]) -> None:
             # within noise is no measured difference: advise must not call it slower
             speed = 1.0 if r.within_noise else r.speedup
             MEASURED[key] = (speed, mode, device, r.graph_breaks)
+
+
+# Bench's keywords and their docs are BenchOptions' fields (written once, in bench_options.py)
+Bench.__init__.__signature__ = BenchOptions.signature(  # type: ignore[attr-defined]  # inspect reads it
+    [
+        inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+        inspect.Parameter("model", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+        inspect.Parameter("batch", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+        inspect.Parameter("options", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None),
+    ]
+)
+Bench.__doc__ = (Bench.__doc__ or "").replace(
+    " " * 12 + "{bench_options}", BenchOptions.args_doc(" " * 12)
+)
