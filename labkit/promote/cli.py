@@ -6,10 +6,37 @@ import argparse
 import sys
 from pathlib import Path
 
-__all__ = ["add_promote_arguments", "add_run_arguments", "promote_command", "run_command"]
+__all__ = [
+    "add_parameter_argument",
+    "add_promote_arguments",
+    "add_run_arguments",
+    "parameters_of",
+    "promote_command",
+    "run_command",
+]
 
 PROMOTE_HELP = "turn an exploration notebook into a standalone training script"
 RUN_HELP = "execute a notebook headlessly with parameters (-p name=value)"
+
+
+def add_parameter_argument(parser: argparse.ArgumentParser, help: str) -> None:
+    """``-p/--parameter NAME=VALUE``, repeatable: a value for the notebook's cell tagged
+    'parameters' (``labkit run`` and ``labkit promote --verify``); read with
+    :func:`parameters_of`."""
+    parser.add_argument(
+        "-p", "--parameter", action="append", default=[], metavar="NAME=VALUE", help=help
+    )
+
+
+def parameters_of(args: argparse.Namespace) -> dict[str, object]:
+    """The ``-p NAME=VALUE`` values as ``{name: value}`` (VALUE a Python literal, else a string).
+
+    Raises:
+        ParameterError: A ``-p`` value is not ``NAME=VALUE`` or NAME is not an identifier.
+    """
+    from labkit.promote.execute import parse_parameter
+
+    return dict(parse_parameter(p) for p in args.parameter)
 
 
 def add_promote_arguments(parser: argparse.ArgumentParser) -> None:
@@ -51,13 +78,9 @@ def add_promote_arguments(parser: argparse.ArgumentParser) -> None:
         help="after writing, run the notebook fresh (Restart & Run All) and the script with "
         "the same -p values, and compare what they print line by line",
     )
-    parser.add_argument(
-        "-p",
-        "--parameter",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="with --verify: a value for the cell tagged 'parameters' (repeatable), given "
+    add_parameter_argument(
+        parser,
+        "with --verify: a value for the cell tagged 'parameters' (repeatable), given "
         "to the notebook (as labkit run -p) and to the script (as --name VALUE)",
     )
     parser.add_argument(
@@ -73,13 +96,9 @@ def add_promote_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("notebook", help="the .ipynb file")
-    parser.add_argument(
-        "-p",
-        "--parameter",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="set a name of the cell tagged 'parameters' (repeatable); VALUE is a Python "
+    add_parameter_argument(
+        parser,
+        "set a name of the cell tagged 'parameters' (repeatable); VALUE is a Python "
         "literal, else a string",
     )
     parser.add_argument(
@@ -94,7 +113,7 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
 def promote_command(args: argparse.Namespace) -> int:
     from labkit._paths import OutputPathError
     from labkit.promote import NotebookError, PromoteError, TargetExistsError, promote
-    from labkit.promote.execute import ParameterError, parse_parameter
+    from labkit.promote.execute import ParameterError
     from labkit.promote.pipeline import check_script_path
 
     if args.verify and args.dry_run:
@@ -102,7 +121,7 @@ def promote_command(args: argparse.Namespace) -> int:
               file=sys.stderr)  # fmt: skip
         return 2
     try:
-        parameters = dict(parse_parameter(p) for p in args.parameter)
+        parameters = parameters_of(args)
         if args.output is not None and not args.dry_run:  # before reading the notebook
             check_script_path(
                 Path(args.output), Path(args.notebook), force=args.force, what="script (-o)"
@@ -168,10 +187,10 @@ def _verify(args: argparse.Namespace, result: object, parameters: dict[str, obje
 def run_command(args: argparse.Namespace) -> int:
     from labkit._paths import OutputPathError
     from labkit.promote import NotebookError, NotebookRunError, ParameterError, run_notebook
-    from labkit.promote.execute import _stderr_progress, parse_parameter
+    from labkit.promote.execute import _stderr_progress
 
     try:
-        parameters = dict(parse_parameter(p) for p in args.parameter)
+        parameters = parameters_of(args)
         out = run_notebook(
             args.notebook,
             parameters,
