@@ -15,12 +15,12 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import inspect
-import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from labkit._options import args_doc, check_names, keyword_signature
 
 if TYPE_CHECKING:
     import torch
@@ -141,12 +141,7 @@ class BenchOptions:
                 f"{where}() takes keyword arguments (or one BenchOptions), got "
                 f"{type(options).__name__}"
             )
-        names = [f.name for f in dataclasses.fields(cls)]
-        for key in overrides:
-            if key not in names:
-                close = difflib.get_close_matches(key, names, n=1)
-                hint = f"; did you mean {close[0]!r}?" if close else ""
-                raise TypeError(f"{where}() got an unexpected keyword argument {key!r}{hint}")
+        check_names(cls, overrides, where, "an unexpected keyword argument")
         return dataclasses.replace(options or cls(), **overrides)
 
     def __repr__(self) -> str:
@@ -168,19 +163,9 @@ class BenchOptions:
         first: Sequence[inspect.Parameter] = (), last: Sequence[inspect.Parameter] = ()
     ) -> inspect.Signature:
         """The keyword-only signature of the settings, between ``first`` and ``last``."""
-        params = [
-            inspect.Parameter(
-                f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=f.type
-            )
-            for f in dataclasses.fields(BenchOptions)
-        ]
-        return inspect.Signature([*first, *params, *last])
+        return keyword_signature(BenchOptions, first, last)
 
     @staticmethod
     def args_doc(indent: str) -> str:
         """The Google-style ``Args:`` lines of every setting."""
-        lines = []
-        for f in dataclasses.fields(BenchOptions):
-            text = f"{indent}{f.name}: {f.metadata['help']}"
-            lines += textwrap.wrap(text, 88, subsequent_indent=indent + "    ")
-        return "\n".join(lines)
+        return args_doc(BenchOptions, indent)

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import difflib
 import inspect
 import os
-import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from labkit._options import args_doc, check_names, keyword_signature
 
 __all__ = [
     "SCRIPT_OPTIONS",
@@ -172,12 +172,7 @@ class FitOptions:
                 f"{where}() takes keyword arguments (or one FitOptions), got "
                 f"{type(options).__name__}"
             )
-        names = [f.name for f in dataclasses.fields(cls)]
-        for key in overrides:
-            if key not in names:
-                close = difflib.get_close_matches(key, names, n=1)
-                hint = f"; did you mean {close[0]!r}?" if close else ""
-                raise TypeError(f"{where}() got an unknown option {key!r}{hint}")
+        check_names(cls, overrides, where, "an unknown option")
         try:
             return dataclasses.replace(options or cls(), **overrides)
         except FitOptionError as exc:
@@ -203,22 +198,12 @@ class FitOptions:
     @staticmethod
     def signature(first: Sequence[inspect.Parameter] = ()) -> inspect.Signature:
         """The keyword-only signature of the options, after the parameters ``first``."""
-        params = list(first) + [
-            inspect.Parameter(
-                f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=f.type
-            )
-            for f in dataclasses.fields(FitOptions)
-        ]
-        return inspect.Signature(params)
+        return keyword_signature(FitOptions, first)
 
     @staticmethod
     def args_doc(indent: str) -> str:
         """The Google-style ``Args:`` lines of every option."""
-        lines = []
-        for f in dataclasses.fields(FitOptions):
-            text = f"{indent}{f.name}: {f.metadata['help']}"
-            lines += textwrap.wrap(text, 88, subsequent_indent=indent + "    ")
-        return "\n".join(lines)
+        return args_doc(FitOptions, indent)
 
 
 class FitOptionError(TypeError):
