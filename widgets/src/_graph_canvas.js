@@ -18,9 +18,10 @@ export const SUMMARY_PX = 28;
 /** A grid of cells over the layout: cell key -> drawn keys whose rectangle touches it. */
 export function gridOf(layout, keys) {
   const grid = new Map();
+  const P = layout.P; // x, y, w, h per node when the layout has them as one array
   for (const k of keys) {
-    const p = layout.pos.get(k);
-    if (!p) continue;
+    const p = P ? { x: P[4 * k], y: P[4 * k + 1], w: P[4 * k + 2], h: P[4 * k + 3] } : layout.pos.get(k);
+    if (!p || p.x !== p.x) continue;
     for (let cx = Math.floor(p.x / CELL); cx <= Math.floor((p.x + p.w) / CELL); cx++) {
       for (let cy = Math.floor(p.y / CELL); cy <= Math.floor((p.y + p.h) / CELL); cy++) {
         const key = cx * 65536 + cy;

@@ -15,8 +15,9 @@ export function findAll(graph, q) {
   if (!q) return [];
   q = q.toLowerCase();
   const out = [];
+  const { name, type } = lowered(graph);
   for (let k = 0; k < graph.ids.length; k++) {
-    if (graph.name[k].toLowerCase().includes(q) || graph.type[k].toLowerCase().includes(q)) out.push({ k, name: graph.name[k] });
+    if (name[k].includes(q) || type[k].includes(q)) out.push({ k, name: graph.name[k] });
   }
   const inst = graph.instances;
   if (inst) {
@@ -25,6 +26,18 @@ export function findAll(graph, q) {
       const name = inst.name[e];
       if (!drawn.has(name) && name.toLowerCase().includes(q)) out.push({ k: inst.node[e], name });
     }
+  }
+  return out;
+}
+
+const lower = new WeakMap(); // payload -> its names and types in lower case (once)
+
+/** A payload's names and types in lower case, made once per payload. */
+function lowered(graph) {
+  let out = lower.get(graph);
+  if (!out) {
+    out = { name: graph.name.map((x) => x.toLowerCase()), type: graph.type.map((x) => x.toLowerCase()) };
+    lower.set(graph, out);
   }
   return out;
 }

@@ -147,7 +147,11 @@ function render({ model, el }) {
     redraw();
     const kept = anchor && !refit ? S.graph.ids.indexOf(anchor.id) : -1;
     const at = kept >= 0 ? S.layout.pos.get(S.vis.boxOf[kept]) : null;
-    if (at) setView({ x: anchor.sx - at.x * view.k, y: anchor.sy - at.y * view.k }, userMoved);
+    if (at) {
+      setView({ x: anchor.sx - at.x * view.k, y: anchor.sy - at.y * view.k }, userMoved);
+      // the toggled box on screen now (tests and benchmarks click its toggle there)
+      root.dataset.anchored = [anchor.sx, anchor.sy, at.w * view.k, at.h * view.k].map((v) => v.toFixed(1)).join(",");
+    }
     else if (refit || !userMoved) home();
     anchor = null;
     if (refit && model.get("selected") != null) highlight(true); // opened with a selection
@@ -204,6 +208,9 @@ function render({ model, el }) {
     root.dataset.marked = String(S.marks.size);
   }
 
+  let colors = null; // {key, values, done, fills, inks}: the canvas boxes' colours
+  const inks = new Map(); // fill -> the ink with more contrast on it
+
   function recolor() {
     if (!S) return;
     const metric = model.get("metric");
@@ -211,13 +218,21 @@ function render({ model, el }) {
     const values = (trait("metrics") || {})[metric] || [];
     const scale = colorScale(S.vis.boxes.map((k) => values[k] || 0));
     if (S.canvas) {
-      cview.look.fills.clear();
-      cview.look.inks.clear();
+      // a box's colour depends on its value and the scale: kept while both stay (a
+      // toggle redraws thousands of boxes whose colours did not change)
+      const key = `${metric}|${scale.min}|${scale.max}|${scale.log}`;
+      if (!colors || colors.key !== key || colors.values !== values) colors = { key, values, done: new Set() };
+      cview.look.fills = colors.fills ||= new Map();
+      cview.look.inks = colors.inks ||= new Map();
       for (const k of S.vis.boxes) {
+        if (colors.done.has(k)) continue;
+        colors.done.add(k);
         const fill = scale.color(values[k] || 0);
         if (fill === NEUTRAL) continue;
-        cview.look.fills.set(k, fill);
-        cview.look.inks.set(k, textColor(fill));
+        colors.fills.set(k, fill);
+        let ink = inks.get(fill);
+        if (ink === undefined) inks.set(fill, (ink = textColor(fill)));
+        colors.inks.set(k, ink);
       }
       cview.draw();
     }
