@@ -26,7 +26,7 @@ import textwrap
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-__all__ = ["args_doc", "check_names", "keyword_signature"]
+__all__ = ["args_doc", "changes_repr", "check_names", "keyword_signature"]
 
 
 def check_names(options: Any, given: Iterable[str], where: str, unknown: str) -> None:
@@ -44,6 +44,16 @@ def check_names(options: Any, given: Iterable[str], where: str, unknown: str) ->
             close = difflib.get_close_matches(key, names, n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
             raise TypeError(f"{where}() got {unknown} {key!r}{hint}")
+
+
+def changes_repr(options: Any) -> str:
+    """``Name(field=value, ...)`` with the fields that differ from their defaults."""
+    changed = [
+        f"{f.name}={getattr(options, f.name)!r}"
+        for f in dataclasses.fields(options)
+        if getattr(options, f.name) != f.default
+    ]
+    return f"{type(options).__name__}({', '.join(changed)})"
 
 
 def keyword_signature(

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from labkit._options import args_doc, check_names, keyword_signature
+from labkit._options import args_doc, changes_repr, check_names, keyword_signature
 
 if TYPE_CHECKING:
     import torch
@@ -145,12 +145,7 @@ class BenchOptions:
         return dataclasses.replace(options or cls(), **overrides)
 
     def __repr__(self) -> str:
-        changed = [
-            f"{f.name}={getattr(self, f.name)!r}"
-            for f in dataclasses.fields(self)
-            if getattr(self, f.name) != f.default
-        ]
-        return f"BenchOptions({', '.join(changed)})"
+        return changes_repr(self)
 
     # ------------------------------------------------------------------ generated text
     @staticmethod

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from labkit._options import args_doc, check_names, keyword_signature
+from labkit._options import args_doc, changes_repr, check_names, keyword_signature
 
 __all__ = [
     "SCRIPT_OPTIONS",
@@ -187,12 +187,7 @@ class FitOptions:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
     def __repr__(self) -> str:
-        changed = [
-            f"{f.name}={getattr(self, f.name)!r}"
-            for f in dataclasses.fields(self)
-            if getattr(self, f.name) != f.default
-        ]
-        return f"FitOptions({', '.join(changed)})"
+        return changes_repr(self)
 
     # ------------------------------------------------------------------ generated text
     @staticmethod
