@@ -23,7 +23,7 @@ from labkit.trace.model import (
     Trace,
     TraceMeta,
 )
-from labkit.trace.recorder import Recorder
+from labkit.trace.recorder import MemoryObserver, Recorder
 from labkit.trace.state import StepState
 from labkit.trace.step import Step, record_step
 
@@ -32,6 +32,7 @@ __all__ = [
     "Edge",
     "LossError",
     "MemoryMeta",
+    "MemoryObserver",
     "MemorySample",
     "ModuleInfo",
     "Node",
