@@ -307,9 +307,8 @@ def draw(
         if n > 1:
             _badge(dr, (x + w - 20) * S, (y + 12 + top) * S, f"\u00d7{n}")
     color = heat(values.get(k, 0.0) for k in g.boxes)
-    boxes = [lay.pos[k] for k in g.boxes]
-    for s, d in g.edges:
-        pts = [(px * S, (py + top) * S) for px, py in edge_points(lay.pos[s], lay.pos[d], boxes)]
+    for route in edge_routes(trace, g, lay):
+        pts = [(px * S, (py + top) * S) for px, py in route]
         dr.line(pts, fill=_EDGE, width=max(1, round(1.2 * S)), joint="curve")
         _arrow(dr, pts[-2], pts[-1])
     for k in g.boxes:
@@ -334,6 +333,52 @@ def draw(
 
 
 Box = tuple[float, float, float, float]
+
+
+def edge_routes(trace: Trace, g: VisibleGraph, lay: Laid) -> list[list[tuple[float, float]]]:
+    """The points of every drawn edge, as the live view routes them: an edge into a frame
+    turns in at the frame's top right corner and runs down its right margin below every
+    header it passes (a frame is wide enough that its label ends before that margin), one
+    out of a frame runs down its left margin, and one between boxes of a frame goes round
+    the boxes and frames in its way. So no edge crosses a frame's label."""
+    groups = set(g.groups)
+    frames: dict[int, list[int]] = {}  # drawn node -> drawn frames around it, inner first
+
+    def around(k: int) -> list[int]:
+        if k not in frames:
+            p = trace.nodes[k].parent
+            while p is not None and p not in groups:
+                p = trace.nodes[p].parent
+            frames[k] = [] if p is None else [p, *around(p)]
+        return frames[k]
+
+    pos = lay.pos
+    boxes = [pos[k] for k in g.boxes]
+    out = []
+    for s, d in g.edges:
+        a, b = pos[s], pos[d]
+        fs, fd = around(s), around(d)
+        left = [f for f in fs if f not in fd]  # frames the edge leaves, inner first
+        entered = [f for f in fd if f not in fs]  # frames it enters
+        start, end = (a[0] + a[2] / 2, a[1] + a[3]), (b[0] + b[2] / 2, b[1])
+        pts = [start]
+        if left:
+            x, y, w, h = pos[left[-1]]
+            if y + h - start[1] > _PAD + _GAP_Y:
+                pts += [(x + _PAD / 2, start[1] + _GAP_Y / 3), (x + _PAD / 2, y + h)]
+        if entered:
+            x, y, w, h = pos[entered[-1]]
+            below = max(pos[f][1] + _HEADER for f in entered)
+            xr = x + w - _PAD / 2
+            pts += [(xr, y - _GAP_Y / 3), (xr, max(below, end[1] - _GAP_Y / 3))]
+        if not left and not entered:
+            inner = fd[0] if fd else None
+            beside = [pos[f] for f in g.groups if f != inner and f not in fd]
+            out.append(edge_points(a, b, [*boxes, *beside]))  # round boxes and frames
+            continue
+        pts.append(end)
+        out.append(pts)
+    return out
 
 
 def edge_points(a: Box, b: Box, boxes: Iterable[Box]) -> list[tuple[float, float]]:

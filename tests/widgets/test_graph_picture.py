@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import itertools
 
 import torch
 from PIL import Image
@@ -104,3 +105,53 @@ def test_unrolled_view_draws_every_call():
     rolled = Image.open(io.BytesIO(view.to_png())).height
     view.rolled = False
     assert Image.open(io.BytesIO(view.to_png())).height > rolled  # three boxes, not one
+
+
+def _crosses(p, q, rect, step=1.0):
+    """Whether the segment p-q passes through the rectangle (x, y, w, h) (sampled)."""
+    x, y, w, h = rect
+    n = max(1, int(max(abs(q[0] - p[0]), abs(q[1] - p[1])) / step))
+    for i in range(n + 1):
+        t = i / n
+        px, py = p[0] + (q[0] - p[0]) * t, p[1] + (q[1] - p[1]) * t
+        if x < px < x + w and y < py < y + h:
+            return True
+    return False
+
+
+def test_edges_never_cross_a_frame_label(cnn_trace):
+    from labkit.widgets._graph_picture import _HEADER, _width, edge_routes
+
+    canon = canonicalize(cnn_trace)
+    calls = {n.id for n in cnn_trace.nodes if n.kind == "module"}
+    g = visible_graph(cnn_trace, expanded=calls, canon=canon)
+    head = {
+        k: f"{cnn_trace.nodes[k].name or 'ResCNN'} · {cnn_trace.nodes[k].type}" for k in g.groups
+    }
+    header = {k: 12 + _width(head[k], 11, bold=True) + 16 for k in g.groups}
+    lay = layout(cnn_trace, g, {k: (80.0, 36.0) for k in g.boxes}, header)
+    # each frame's label, where draw() writes it: from x + 8, across the header's height
+    labels = {k: (lay.pos[k][0] + 8, lay.pos[k][1], _width(head[k], 11, bold=True), _HEADER)
+              for k in g.groups}  # fmt: skip
+    routes = edge_routes(cnn_trace, g, lay)
+    assert len(routes) == len(g.edges) and len(g.groups) >= 3
+    entering = 0
+    for (s, d), pts in zip(g.edges, routes, strict=True):
+        assert pts[0] == (lay.pos[s][0] + lay.pos[s][2] / 2, lay.pos[s][1] + lay.pos[s][3])
+        assert pts[-1] == (lay.pos[d][0] + lay.pos[d][2] / 2, lay.pos[d][1])
+        entering += len(pts) > 2
+        for k, rect in labels.items():
+            for p, q in itertools.pairwise(pts):
+                assert not _crosses(p, q, rect), (
+                    cnn_trace.nodes[s].name,
+                    cnn_trace.nodes[d].name,
+                    head[k],
+                )
+    assert entering  # some edges turn into frames: the rule is exercised
+    # the old straight route crossed a label here (what this test guards)
+    boxes = [lay.pos[k] for k in g.boxes]
+    straight = [edge_points(lay.pos[s], lay.pos[d], boxes) for s, d in g.edges]
+    assert any(
+        _crosses(p, q, rect) for pts in straight for p, q in itertools.pairwise(pts)
+        for rect in labels.values()
+    )  # fmt: skip
