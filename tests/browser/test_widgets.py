@@ -452,30 +452,39 @@ def test_ten_thousand_nodes_draw_on_a_canvas_and_stay_interactive(page):
     g.locator("canvas.lk-canvas2d").wait_for()
     page.wait_for_function("el => el.dataset.laidOut", arg=g.element_handle())
     assert g.get_attribute("data-renderer") == "canvas"
-    assert int(g.get_attribute("data-boxes")) > 7000
+    drawn = int(g.get_attribute("data-boxes")) + int(g.get_attribute("data-groups"))
+    assert drawn > 9900  # every node: 5,714 boxes (ops, inputs) and 4,285 frames (calls)
     assert g.locator(".lk-node").count() == 0  # no SVG element per box
     g.locator(".lk-canvas").scroll_into_view_if_needed()
     canvas = _box(g.locator(".lk-canvas"))
     assert float(g.get_attribute("data-scale")) >= 1  # opens legible, at the top
     save_shot(g, "graph-10k-zoomed-in", also=DOCS / "graph-10k-zoomed-in.png")
     # hover a box: the tooltip; click it: selected in the kernel's trait
-    x, y = canvas["x"] + canvas["w"] / 2, canvas["y"] + 20 + 20 + 18 + 60
-    for dy in range(0, 200, 6):  # the first box below the input
-        page.mouse.move(x, y + dy)
+    for x, y in ((canvas["x"] + dx, canvas["y"] + dy) for dy in range(60, 300, 8)
+                 for dx in range(40, 400, 12)):  # fmt: skip
+        page.mouse.move(x, y)  # the first column's boxes, top left
         if g.locator(".lk-tip").is_visible():
             break
     assert g.locator(".lk-tip").is_visible()
-    page.mouse.click(x, y + dy)
+    page.mouse.click(x, y)
     crumb = "el => el.querySelector('.lk-crumb').dataset.text"
     page.wait_for_function(crumb, arg=g.element_handle())
     # search and jump to the last block: centred, selected
-    g.locator("input.lk-search").fill("layers.1998")
+    last = "layers.1427"  # synthetic_trace(10000): 1,428 blocks of 7 nodes
+    g.locator("input.lk-search").fill(last)
     g.locator("input.lk-search").press("Enter")
     page.wait_for_function(
-        "el => el.querySelector('.lk-crumb').dataset.text.startsWith('layers.1998')",
+        f"el => el.querySelector('.lk-crumb').dataset.text.startsWith('{last}')",
         arg=g.element_handle(),
     )
-    # Fit: the whole graph, boxes as blocks without text
+    # Fit: the whole graph, wrapped into columns (not a 1-px line), boxes as blocks without
+    # text, and labels only where legible: each column says which blocks it holds
     g.locator("button.lk-fit").click()
     assert float(g.get_attribute("data-scale")) < 0.1
+    cv = g.locator("canvas.lk-canvas2d")
+    page.wait_for_function("el => el.dataset.lod === '2'", arg=cv.element_handle())
+    assert int(cv.get_attribute("data-labels")) >= 5
+    width = float(g.get_attribute("data-size").split(",")[0])
+    scale = float(g.get_attribute("data-scale"))
+    assert width * scale > 0.5 * canvas["w"]  # the drawing spans the view, not a line down it
     save_shot(g, "graph-10k-zoomed-out", also=DOCS / "graph-10k-zoomed-out.png")

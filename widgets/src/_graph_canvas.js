@@ -6,6 +6,7 @@
 // gridOf and hitIn are pure and unit-tested by widgets/test/graph_canvas.test.mjs.
 import { detailAt, groupLabel, labelOf, subOf } from "./_graphcore.js";
 import { markCount } from "./_graph_marks.js";
+import { COL_GAP } from "./_layout.js";
 
 /** Above this many drawn boxes and frames, the view draws on a canvas. */
 export const CANVAS_MIN = 1500;
@@ -14,6 +15,8 @@ const CELL = 256; // hit-test grid cell, drawing units
 export const LEGIBLE_PX = 7;
 /** A frame smaller than this on screen is drawn as one filled, labelled block. */
 export const SUMMARY_PX = 28;
+/** Zoomed out, a band of wrapped columns this wide on screen carries one label. */
+const BAND_PX = 18;
 
 /** A grid of cells over the layout: cell key -> drawn keys whose rectangle touches it. */
 export function gridOf(layout, keys) {
@@ -60,7 +63,7 @@ export function hitIn(grid, layout, isGroup, hasKids, x, y) {
 /**
  * @param host the .lk-canvas element; the canvas is put in it
  * @param view {x, y, k}
- * @returns {el, setState(S), draw(), hit(sx, sy), fills: Map k -> colour}
+ * @returns {el, setState(S), draw(), hit(sx, sy), look: {fillOf, inkOf, selected, matches}}
  */
 export function makeCanvasView(host, view) {
   const cv = document.createElement("canvas");
@@ -70,7 +73,8 @@ export function makeCanvasView(host, view) {
   let S = null;
   let grid = null;
   let queued = false;
-  const look = { fills: new Map(), inks: new Map(), selected: new Set(), matches: new Set() };
+  // fillOf(k), inkOf(k): a box's heat colour and ink, null for the theme's own
+  const look = { fillOf: (k) => null, inkOf: (k) => null, selected: new Set(), matches: new Set() };
 
   let isGroup = (k) => false;
   let boxOf = null; // edge i's bounding box: boxOf[4i..4i+3] = x0, y0, x1, y1
@@ -141,6 +145,7 @@ export function makeCanvasView(host, view) {
     // frames; one smaller than SUMMARY_PX on screen is a filled, labelled block and
     // what is inside it is not drawn (level of detail zoomed out)
     const hidden = new Uint8Array(graph.parent.length);
+    let labels = 0;
     for (const g of vis.groups) {
       const p = graph.parent[g];
       if (p >= 0 && hidden[p]) {
@@ -167,7 +172,7 @@ export function makeCanvasView(host, view) {
         ctx.textBaseline = "alphabetic";
         ctx.fillText(groupLabel(graph, g, rolled), gx + 20, gy + 15);
         toggle(ctx, gx + 4, gy + 5, "−", c);
-      } else if (small) screenLabel(ctx, labelOf(graph, g, rolled), gx, gy, gw, gh, k, c);
+      } else if (small) labels += screenLabel(ctx, labelOf(graph, g, rolled), gx, gy, gw, gh, k, c);
     }
     // edges
     ctx.strokeStyle = c.edge;
@@ -204,7 +209,7 @@ export function makeCanvasView(host, view) {
         ctx.fill();
         ctx.stroke();
       }
-      ctx.fillStyle = look.fills.get(b) || c.bg2;
+      ctx.fillStyle = look.fillOf(b) || c.bg2;
       const sel = look.selected.has(b);
       const match = look.matches.has(b);
       const m = marked(b);
@@ -214,7 +219,7 @@ export function makeCanvasView(host, view) {
       ctx.fill();
       ctx.stroke();
       if (lod === 2) continue;
-      ctx.fillStyle = look.inks.get(b) || c.fg;
+      ctx.fillStyle = look.inkOf(b) || c.fg;
       ctx.font = `11px ${c.font}`;
       ctx.fillText(labelOf(graph, b, rolled), bx + bw / 2, by + 15, bw - 4);
       if (lod === 0) {
@@ -225,8 +230,9 @@ export function makeCanvasView(host, view) {
       }
     }
     // zoomed out: a wrapped level's columns say which calls they hold
-    if (11 * k < LEGIBLE_PX) columnLabels(ctx, graph, rolled, layout.cols, x0, x1, y0, y1, k, c);
+    if (11 * k < LEGIBLE_PX) labels += columnLabels(ctx, graph, rolled, layout.cols, x0, x1, y0, y1, k, c);
     cv.dataset.lod = String(lod);
+    cv.dataset.labels = String(labels); // labels legible zoomed out (summaries, columns)
   }
 
   const marked = (k) => S.marks && S.marks.has(k);
@@ -292,7 +298,7 @@ function badge(ctx, x, y, n, c) {
 /** A label at 11 screen px, centred in a block when it fits there (zoomed out). */
 function screenLabel(ctx, text, x, y, w, h, k, c) {
   const sw = w * k;
-  if (sw < 24 || h * k < 13) return;
+  if (sw < 24 || h * k < 13) return 0;
   ctx.save();
   ctx.translate(x + w / 2, y + h / 2);
   ctx.scale(1 / k, 1 / k);
@@ -302,35 +308,63 @@ function screenLabel(ctx, text, x, y, w, h, k, c) {
   ctx.textBaseline = "middle";
   ctx.fillText(text, 0, 0, sw - 6);
   ctx.restore();
+  return 1;
 }
 
 /**
- * Zoomed out, each column of a wrapped level carries the range of calls it holds
- * ("layers.0 … layers.24"), written down its length at 11 screen px on a band, where
- * the column is at least 14 px wide on screen.
+ * Zoomed out, a wrapped level's columns say which calls they hold ("layers.0 … layers.24"),
+ * written down their length at 11 screen px on a band. Columns narrower than a label are
+ * taken together, side by side, until the band is BAND_PX wide on screen; returns how many
+ * labels were drawn.
  */
 function columnLabels(ctx, graph, rolled, cols, x0, x1, y0, y1, k, c) {
+  let n = 0;
+  let band = null; // [x, y, right, bottom, first, last]
+  const flush = () => {
+    if (band) n += bandLabel(ctx, graph, rolled, band, y0, y1, k, c);
+    band = null;
+  };
   for (let i = 0; i < cols.length; i += 6) {
     const [x, y, w, h, first, last] = cols.subarray(i, i + 6);
-    if (x > x1 || x + w < x0 || y > y1 || y + h < y0 || w * k < 14 || first < 0) continue;
-    const text = first === last ? labelOf(graph, first, rolled) : `${labelOf(graph, first, rolled)} … ${labelOf(graph, last, rolled)}`;
-    ctx.save();
-    // down the column's middle, from its top (or the top of the view)
-    ctx.translate(x + w / 2, Math.max(y, y0) + 6 / k);
-    ctx.scale(1 / k, 1 / k);
-    ctx.rotate(Math.PI / 2);
-    ctx.font = `600 11px ${c.font}`;
-    const tw = Math.min(ctx.measureText(text).width, Math.max(0, (Math.min(y + h, y1) - Math.max(y, y0)) * k - 12));
-    if (tw > 20) {
-      ctx.fillStyle = c.bg;
-      ctx.globalAlpha = 0.85;
-      ctx.fillRect(-3, -8, tw + 6, 16);
-      ctx.globalAlpha = 1;
-      ctx.fillStyle = c.fg;
-      ctx.textAlign = "left";
-      ctx.textBaseline = "middle";
-      ctx.fillText(text, 0, 0, tw);
+    // a new level's columns, or a gap: start a new band
+    if (band && (Math.abs(y - band[1]) > 1 || x - band[2] > 2 * COL_GAP)) flush();
+    if (!band) band = [x, y, x + w, y + h, first, last];
+    else {
+      band[2] = x + w;
+      band[3] = Math.max(band[3], y + h);
+      band[5] = last;
     }
-    ctx.restore();
+    if ((band[2] - band[0]) * k >= BAND_PX) flush();
   }
+  flush();
+  return n;
+}
+
+/** One band's label, when it is in sight and wide and tall enough on screen. */
+function bandLabel(ctx, graph, rolled, band, y0, y1, k, c) {
+  const [x, y, right, bottom, first, last] = band;
+  if ((right - x) * k < BAND_PX || first < 0 || bottom < y0 || y > y1) return 0;
+  const text = first === last ? labelOf(graph, first, rolled) : `${labelOf(graph, first, rolled)} … ${labelOf(graph, last, rolled)}`;
+  ctx.save();
+  // down the band's middle, from its top (or the top of the view)
+  ctx.translate((x + right) / 2, Math.max(y, y0) + 6 / k);
+  ctx.scale(1 / k, 1 / k);
+  ctx.rotate(Math.PI / 2);
+  ctx.font = `600 11px ${c.font}`;
+  const room = (Math.min(bottom, y1) - Math.max(y, y0)) * k - 12;
+  const tw = Math.min(ctx.measureText(text).width, room);
+  let drawn = 0;
+  if (tw > 40) {
+    ctx.fillStyle = c.bg;
+    ctx.globalAlpha = 0.85;
+    ctx.fillRect(-3, -8, tw + 6, 16);
+    ctx.globalAlpha = 1;
+    ctx.fillStyle = c.fg;
+    ctx.textAlign = "left";
+    ctx.textBaseline = "middle";
+    ctx.fillText(text, 0, 0, tw);
+    drawn = 1;
+  }
+  ctx.restore();
+  return drawn;
 }

@@ -10,7 +10,7 @@
 // laid out again only when one of its children changed size (per-level layout: opening a
 // frame lays out that frame and the levels around it, collapsed frames stay one box).
 import { boxSize, groupLabel, labelOf, rolledInfo, subOf } from "./_graphcore.js";
-import { GAP_Y, HEADER, layoutLevel, PAD } from "./_layout.js";
+import { COL_GAP, GAP_Y, HEADER, layoutLevel, PAD } from "./_layout.js";
 
 /**
  * @typedef {object} Prepared what layoutGraph needs of a payload, computed once per graph
@@ -285,7 +285,7 @@ function edgeLines(P, boxOf, pos, levels, ox, oy) {
     if (A >= 0 && A !== s) {
       const outB = pos[4 * A + 1] + pos[4 * A + 3];
       if (outB - (ay + ah) > PAD + GAP_Y) {
-        const xl = pos[4 * A] + PAD / 2;
+        const xl = margin(P, levels, ox, pos, A, s, false);
         xy.push(xl, ay + ah + GAP_Y / 3);
         xy.push(xl, outB);
       }
@@ -301,7 +301,7 @@ function edgeLines(P, boxOf, pos, levels, ox, oy) {
       const iy = pos[4 * B + 1];
       let below = iy + HEADER;
       for (let f = parent[d]; f >= 0 && f !== B; f = parent[f]) below = Math.max(below, pos[4 * f + 1] + HEADER);
-      const xr = pos[4 * B] + pos[4 * B + 2] - PAD / 2;
+      const xr = margin(P, levels, ox, pos, B, d, true);
       xy.push(xr, iy);
       xy.push(xr, Math.max(below, by - GAP_Y / 3));
     }
@@ -309,6 +309,24 @@ function edgeLines(P, boxOf, pos, levels, ox, oy) {
     off.push(xy.length / 2);
   }
   return { edges: Int32Array.from(edges), edgeOff: Int32Array.from(off), edgeXY: xy.done() };
+}
+
+/**
+ * Where an edge runs down inside frame f to (or up from) node k in it: the frame's right
+ * (or left) margin; in a frame whose level is wrapped into columns, the gap right (left)
+ * of the column holding k, not the margin of a frame as wide as all its columns.
+ */
+function margin(P, levels, ox, pos, f, k, right) {
+  const lay = levels[f];
+  if (lay && lay.cols.length > 6) {
+    let c = k;
+    while (P.parent[c] !== f) c = P.parent[c];
+    const col = lay.col[P.local[c]];
+    const cx = ox[f] + lay.cols[6 * col];
+    if (right) return cx + lay.cols[6 * col + 2] + COL_GAP / 2;
+    if (col > 0) return cx - COL_GAP / 2;
+  }
+  return right ? pos[4 * f] + pos[4 * f + 2] - PAD / 2 : pos[4 * f] + PAD / 2;
 }
 
 /** A set of (a, b) pairs of node indices with a value each: per a, a list of its bs. */

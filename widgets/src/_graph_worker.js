@@ -1,4 +1,4 @@
-// The GraphView's layout worker (bundled by widgets/build.mjs into a text the view starts
+// The GraphView's layout worker (bundled by widgets/build.mjs into a text the views start
 // from a Blob URL: _graph_runner.js). One message, one layout; its arrays are handed back.
 import { makeService, transfers } from "./_graph_runner.js";
 
@@ -7,10 +7,10 @@ if (typeof self !== "undefined" && typeof self.postMessage === "function" && typ
   self.onmessage = (e) => {
     try {
       const out = service(e.data);
-      self.postMessage(out, transfers(out));
+      if (out) self.postMessage(out, transfers(out));
     } catch (err) {
       setTimeout(() => {
-        throw err; // reported to the view as the worker's error event: it lays out itself
+        throw err; // reported to the views as the worker's error event: they lay out themselves
       });
     }
   };

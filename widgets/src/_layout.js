@@ -22,7 +22,7 @@ const MAX_DUMMY_SPAN = 40;
 /** A level taller than this (drawing units) and than WRAP_ASPECT x its width is wrapped. */
 export const WRAP_MIN_H = 8000;
 const WRAP_ASPECT = 2; // the wrapped level's width : height, about
-const COL_GAP = 60; // between two columns: an edge to the next column runs up its middle
+export const COL_GAP = 60; // between two columns: an edge to the next column runs up its middle
 
 /**
  * @typedef {object} LevelLayout
@@ -33,6 +33,7 @@ const COL_GAP = 60; // between two columns: an edge to the next column runs up i
  * @property {number} width
  * @property {number} height
  * @property {number[]} cols wrapped columns as [x, y, w, h, first item, last item, ...]
+ * @property {Int32Array} col each item's column (0 when not wrapped)
  */
 
 /**
@@ -234,9 +235,11 @@ export function layoutLevel(m, w, h, src, dst) {
 function finish(m, total, x, vw, vRank, layerY, layerH, colOf, colY, src, dst, rank, chainAt, minX, width, height, cols) {
   const ox = new Float64Array(m);
   const oy = new Float64Array(m);
+  const col = new Int32Array(m);
   for (let i = 0; i < m; i++) {
     ox[i] = x[i] - vw[i] / 2 - minX;
     oy[i] = layerY[rank[i]] + colY[colOf[rank[i]]];
+    col[i] = colOf[rank[i]];
   }
   const way = new Array(src.length).fill(null);
   const wrapped = cols.length > 6;
@@ -265,7 +268,7 @@ function finish(m, total, x, vw, vRank, layerY, layerH, colOf, colY, src, dst, r
     if (wrapped) turn(colOf[rank[b]]);
     if (pts.length) way[e] = Float64Array.from(pts);
   }
-  return { x: ox, y: oy, way, width, height, cols };
+  return { x: ox, y: oy, way, width, height, cols, col };
 }
 
 /** The ranks that start a new column: about the level's aspect WRAP_ASPECT, each break

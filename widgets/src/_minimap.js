@@ -50,11 +50,22 @@ export function makeMinimap(host, state, view, moveTo) {
       const bx = boxes.getContext("2d");
       bx.clearRect(0, 0, W, H);
       bx.fillStyle = ink;
-      // at least 3 px wide: a long thin graph is a visible band, not a 1-px line
-      for (const k of S.vis.boxes) {
-        const p = S.layout.pos.get(k);
-        if (p) bx.fillRect(ox + p.x * fitK, oy + p.y * fitK, Math.max(3, p.w * fitK), Math.max(1, p.h * fitK));
+      // at least 3 px wide: a long thin graph is a visible band, not a 1-px line; what is
+      // inside a frame under 3 px here is that frame's rectangle (100,000 boxes: a few
+      // thousand rectangles)
+      const P = S.layout.P;
+      const parent = S.graph.parent;
+      const tiny = new Uint8Array(parent.length);
+      const rect = (k) => bx.fillRect(ox + P[4 * k] * fitK, oy + P[4 * k + 1] * fitK, Math.max(3, P[4 * k + 2] * fitK), Math.max(1, P[4 * k + 3] * fitK));
+      for (const g of S.vis.groups) {
+        const p = parent[g];
+        if (p >= 0 && tiny[p]) tiny[g] = 1;
+        else if (Math.min(P[4 * g + 2], P[4 * g + 3]) * fitK < 3) {
+          tiny[g] = 1;
+          rect(g);
+        }
       }
+      for (const k of S.vis.boxes) if (!(parent[k] >= 0 && tiny[parent[k]])) rect(k);
       drawnFor = S.layout;
       drawnInk = ink;
     }

@@ -15,11 +15,12 @@ export function fitView(cw, ch, w, h) {
 
 /**
  * How a graph opens: fitted when it fits with labels >= 11 px, else at that scale, top
- * centred (the top of a wide graph: its middle), and explored by scrolling.
+ * centred, and explored by scrolling; a graph wider than the canvas (a long chain wrapped
+ * into columns) opens at its top left, where it starts.
  */
 export function openView(cw, ch, w, h) {
   const k = openScale(cw, ch, w + 2 * PAD, h + 2 * PAD);
-  const x = (cw - w * k) / 2;
+  const x = w * k + 2 * PAD > cw ? PAD : (cw - w * k) / 2;
   let y = Math.max(PAD * k, (ch - h * k) / 2);
   if (h * k + 2 * PAD > ch) y = PAD;
   return { x, y, k };

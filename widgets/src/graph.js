@@ -161,6 +161,7 @@ function render({ model, el }) {
       centerOn(k);
     }
     const ms = performance.now() - start;
+    root.dataset.size = `${Math.round(S.layout.width)},${Math.round(S.layout.height)}`; // drawing units
     root.dataset.boxes = String(vis.boxes.length);
     root.dataset.groups = String(vis.groups.length);
     root.dataset.layoutMs = ms.toFixed(1);
@@ -208,7 +209,7 @@ function render({ model, el }) {
     root.dataset.marked = String(S.marks.size);
   }
 
-  let colors = null; // {key, values, done, fills, inks}: the canvas boxes' colours
+  let colors = null; // {key, values, scale, fills}: the canvas boxes' colours, as painted
   const inks = new Map(); // fill -> the ink with more contrast on it
 
   function recolor() {
@@ -218,22 +219,26 @@ function render({ model, el }) {
     const values = (trait("metrics") || {})[metric] || [];
     const scale = colorScale(S.vis.boxes.map((k) => values[k] || 0));
     if (S.canvas) {
-      // a box's colour depends on its value and the scale: kept while both stay (a
-      // toggle redraws thousands of boxes whose colours did not change)
+      // a box's colour depends on its value and the scale: worked out when the box is
+      // first painted and kept while both stay (a toggle, a pan: no recolouring)
       const key = `${metric}|${scale.min}|${scale.max}|${scale.log}`;
-      if (!colors || colors.key !== key || colors.values !== values) colors = { key, values, done: new Set() };
-      cview.look.fills = colors.fills ||= new Map();
-      cview.look.inks = colors.inks ||= new Map();
-      for (const k of S.vis.boxes) {
-        if (colors.done.has(k)) continue;
-        colors.done.add(k);
-        const fill = scale.color(values[k] || 0);
-        if (fill === NEUTRAL) continue;
-        colors.fills.set(k, fill);
+      if (!colors || colors.key !== key || colors.values !== values) colors = { key, values, scale, fills: new Map() };
+      const c = colors;
+      cview.look.fillOf = (k) => {
+        let fill = c.fills.get(k);
+        if (fill === undefined) {
+          fill = c.scale.color(c.values[k] || 0);
+          c.fills.set(k, (fill = fill === NEUTRAL ? null : fill));
+        }
+        return fill;
+      };
+      cview.look.inkOf = (k) => {
+        const fill = cview.look.fillOf(k);
+        if (!fill) return null;
         let ink = inks.get(fill);
         if (ink === undefined) inks.set(fill, (ink = textColor(fill)));
-        colors.inks.set(k, ink);
-      }
+        return ink;
+      };
       cview.draw();
     }
     for (const k of S.canvas ? [] : S.vis.boxes) {

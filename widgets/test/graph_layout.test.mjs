@@ -21,13 +21,20 @@ test("without a Worker (node) the runner lays out on this thread, at once, as la
 
 test("the service is sent a graph once, then only what is expanded; a stale graph key is an error", () => {
   const service = makeService();
-  const a = service({ seq: 1, key: "g1", graph: { ...graph, key: "g1" }, expanded: [1] });
-  const b = service({ seq: 2, key: "g1", expanded: [1, 4] });
+  const a = service({ view: 1, seq: 1, key: "g1", graph: { ...graph, key: "g1" }, expanded: [1] });
+  const b = service({ view: 1, seq: 2, key: "g1", expanded: [1, 4] });
   assert.equal(a.seq, 1);
   assert.equal(b.seq, 2);
+  assert.equal(b.view, 1);
   assert.ok(posView(b).size > posView(a).size);
   assert.equal(b.laidOut, 3); // the blocks frame and the levels around it, not stem's
-  assert.throws(() => service({ seq: 3, key: "other", expanded: [] }), /graph other/);
+  assert.throws(() => service({ view: 1, seq: 3, key: "other", expanded: [] }), /graph other/);
+  // views apart: another view has its own graph; a dropped view is forgotten
+  assert.throws(() => service({ view: 2, seq: 1, key: "g1", expanded: [] }), /has none/);
+  service({ view: 2, seq: 1, key: "g2", graph: { ...graph, key: "g2" }, expanded: [1, 4, 5] });
+  assert.equal(service({ view: 1, seq: 4, key: "g1", expanded: [1, 4] }).laidOut, 0); // all kept
+  assert.equal(service({ view: 1, drop: true }), null);
+  assert.throws(() => service({ view: 1, seq: 5, key: "g1", expanded: [] }), /has none/);
   // every typed array goes back to the view by transfer, none twice
   const buffers = transfers(b);
   assert.ok(buffers.length >= 8);

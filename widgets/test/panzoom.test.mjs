@@ -22,6 +22,13 @@ test("a graph taller than the canvas opens with 11 px labels, at the top; Fit sh
   assert.ok(f.k < 0.1 && f.y >= 0 && f.y + 5000 * f.k <= 500 && f.x >= 0 && f.x + 300 * f.k <= 800, JSON.stringify(f));
 });
 
+test("a graph wider than the canvas (wrapped into columns) opens at its top left", () => {
+  const v = openView(800, 500, 9000, 6000);
+  assert.equal(v.k, OPEN_SCALE);
+  assert.equal(v.x, 20);
+  assert.equal(v.y, 20);
+});
+
 test("level of detail: type lines go first, then box text, as the scale drops", () => {
   assert.equal(detailAt(1), 0);
   assert.equal(detailAt(0.5), 1);
