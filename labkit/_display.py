@@ -51,11 +51,16 @@ def view(kind: str) -> Callable[..., Any]:
     Raises:
         LookupError: Nothing registers ``kind`` (the views' package is not installed).
     """
+    named = [m for m, kinds in _PROVIDERS if kinds is not None and kind in kinds]
     if kind not in _VIEWS:
-        named = [m for m, kinds in _PROVIDERS if kinds is not None and kind in kinds]
         for module in named or [m for m, kinds in _PROVIDERS if kinds is None]:
             importlib.import_module(module)
     fn = _VIEWS.get(kind)
+    if fn is None and named:
+        raise LookupError(
+            f"nothing is registered for {kind!r}: importing {', '.join(named)} should register "
+            f"it; pass your own with labkit._display.register({kind!r}, fn)"
+        )
     if fn is None:
         raise LookupError(
             f"no display is registered for {kind!r}: import labkit.widgets (it needs anywidget "
