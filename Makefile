@@ -8,7 +8,7 @@ export VENV
 LAB_ARGS ?=
 ROOT_ARG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: setup lab test test-fast lint demo bench clean
+.PHONY: setup lab test test-fast test-fresh-clone lint demo bench clean
 
 setup:
 	@scripts/setup.sh
@@ -29,7 +29,12 @@ lint: setup
 
 test: lint
 	cd widgets && node --test --test-reporter=spec test/
-	$(PY) -m pytest
+	$(PY) -m pytest -m "not fresh_clone"
+
+# clone this checkout and run the README's `make demo` from nothing (new venv, npm builds):
+# what CI's own fresh-clone run of `make test` also covers, so not part of `make test`
+test-fresh-clone: setup
+	$(PY) -m pytest -m fresh_clone tests/test_readme_fresh_clone.py
 
 # lint + node tests + unit tests: no browser, no notebooks, nothing marked slow (a few minutes)
 test-fast: lint
