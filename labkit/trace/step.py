@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import sys
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, ExitStack
 from typing import Any
 
@@ -202,8 +202,15 @@ def record_step(
             deep = e if isinstance(e, RecursionError) else e.__cause__
             if isinstance(deep, RecursionError) and _depth(step.model) > _DEEP:
                 raise deep_error(step.model, deep) from None
+            hint = dict_input_hint(step) if isinstance(e, TraceError) else ""
+            if hint:  # the same error, saying how to pass a dict batch
+                hinted = TraceError(f"{e}{hint}")
+                hinted.__cause__ = e.__cause__
+                e = hinted
             if on_error is not None:
                 on_error(e, rec)
+            if hint:
+                raise e from e.__cause__
             raise
         base = rec.trace
         assert base is not None
@@ -217,6 +224,42 @@ def record_step(
         return _with_notes(base, step, changed)
     finally:
         (kept or state).restore()
+
+
+def dict_input_hint(step: Step) -> str:
+    """The sentence that says how to pass a dict batch when the model got it the wrong way:
+    as its first argument while its keys are all the forward's parameters (a Hugging Face
+    batch, meant as ``model(**batch)``), or as keywords the forward does not take (a forward
+    that takes the dict itself). Empty otherwise."""
+    if step.forward is not None:
+        return ""
+    try:
+        params = inspect.signature(step.model.forward).parameters
+    except (TypeError, ValueError):
+        return ""
+    named = {n for n, p in params.items() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+    name = f"{type(step.model).__name__}.forward"
+    if not step.kwargs and len(step.args) == 1 and isinstance(step.args[0], Mapping):
+        keys = [k for k in step.args[0] if isinstance(k, str)]
+        if keys and len(keys) == len(step.args[0]) and set(keys) <= named:
+            return (
+                f"; the one input is a dict whose keys ({_few(keys)}) are parameters of {name}, "
+                "so the model got the whole dict as its first argument: to call "
+                "model(**batch), pass the batch as keywords (labkit.trace(model, **batch, ...)) "
+                "or as model_kwargs=batch"
+            )
+    takes_keywords = any(p.kind is p.VAR_KEYWORD for p in params.values())
+    if not step.args and step.kwargs and not takes_keywords and not set(step.kwargs) & named:
+        return (
+            f"; {name} takes none of the keywords it was given ({_few(list(step.kwargs))}): "
+            "labkit.memory and labkit.plan pass a dict batch as keywords (model(**batch)); "
+            "to give the model the dict itself, pass it inside a tuple: (batch,)"
+        )
+    return ""
+
+
+def _few(names: list[str]) -> str:
+    return ", ".join(names[:4]) + (", ..." if len(names) > 4 else "")
 
 
 def _with_notes(trace: Trace, step: Step, changed: list[str]) -> Trace:

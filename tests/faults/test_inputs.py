@@ -195,3 +195,58 @@ def test_labkits_keywords_never_shadow_the_models(entry: str) -> None:
     if entry == "trace":
         t = call(model, x, mode="timing", model_kwargs={"mode": "eval"}, repeat=1)
         assert t.meta.mode == "timing"
+
+
+class _HFStyle(torch.nn.Module):
+    """A Hugging Face-style forward: keyword inputs, the loss computed inside."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = torch.nn.Embedding(50, 8)
+        self.head = torch.nn.Linear(8, 50)
+
+    def forward(self, input_ids, attention_mask=None, labels=None):  # type: ignore[no-untyped-def]
+        logits = self.head(self.emb(input_ids))
+        return torch.nn.functional.cross_entropy(logits.flatten(0, 1), labels.flatten())
+
+
+class _TakesABatch(torch.nn.Module):
+    """A Lightning-style forward that takes the batch dict itself."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 1)
+
+    def forward(self, batch):  # type: ignore[no-untyped-def]
+        return self.lin(batch["x"]).sum()
+
+
+def test_a_batch_dict_given_positionally_to_trace_says_to_pass_it_as_keywords() -> None:
+    import labkit
+
+    model = _HFStyle()
+    batch = {"input_ids": torch.randint(0, 50, (2, 6)), "labels": torch.randint(0, 50, (2, 6))}
+    with pytest.raises(labkit.TraceError) as info:
+        labkit.trace(model, batch)
+    message = str(info.value)
+    assert "the one input is a dict whose keys (input_ids, labels) are parameters of " \
+        "_HFStyle.forward" in message, message  # fmt: skip
+    assert "labkit.trace(model, **batch, ...)" in message and "model_kwargs=batch" in message
+    assert all(p.grad is None for p in model.parameters())  # nothing left behind
+    labkit.trace(model, **batch, repeat=1)  # the fix works as written
+    labkit.trace(_TakesABatch(), {"x": torch.randn(3, 4)}, repeat=1)  # the dict itself: runs
+
+
+@pytest.mark.parametrize("entry", ["memory", "plan"])
+def test_a_forward_that_takes_the_dict_itself_is_told_to_wrap_it(entry: str) -> None:
+    import labkit
+
+    model, batch = _TakesABatch(), {"x": torch.randn(3, 4)}
+    with pytest.raises(RuntimeError) as info:  # MemoryRecordError / PlanError
+        getattr(labkit, entry)(model, batch)
+    message = str(info.value)
+    assert "_TakesABatch.forward takes none of the keywords it was given (x)" in message, message
+    assert "pass it inside a tuple: (batch,)" in message
+    getattr(labkit, entry)(model, (batch,))  # the fix works as written
+    getattr(labkit, entry)(_HFStyle(), {"input_ids": torch.randint(0, 50, (2, 6)),
+                                        "labels": torch.randint(0, 50, (2, 6))})  # fmt: skip
