@@ -167,17 +167,18 @@ FRAMES = """async (el) => {
 
 
 # search + jump, then collapse and expand the block jumped to, then a search that has to
-# open a collapsed block: per action, input event to the second animation frame after the
-# view shows the result (centred on the match, or the layout with the toggle applied)
+# open a collapsed block: per action, input event to the start of the animation frame after
+# the one that shows the result (centred on the match, or the layout with the toggle
+# applied): that frame is painted by then
 INTERACT = """async (el) => {
   const root = el.querySelector('.lk-graph');
   const canvas = root.querySelector('.lk-canvas');
   const search = root.querySelector('.lk-search');
-  const frame = () => new Promise((ok) => requestAnimationFrame(() => requestAnimationFrame(ok)));
+  // each animation frame, whether the view shows the result; then the next frame's start:
+  // the frame with the result is painted by then
+  const frame = () => new Promise((ok) => requestAnimationFrame(ok));
   const until = async (key, old) => {
-    for (let i = 0; i < 2000 && root.dataset[key] === old; i++) {
-      await new Promise((ok) => setTimeout(ok, 1));
-    }
+    for (let i = 0; i < 600 && root.dataset[key] === old; i++) await frame();
     await frame();
   };
   const blocks = (Number(root.dataset.groups) - 1) / 3; // each block and its fc1, fc2
@@ -191,12 +192,13 @@ INTERACT = """async (el) => {
     await until('centered', old);
     return performance.now() - t;
   };
-  const click = (x, y) => {
+  const click = (x, y) => {  // on what is there: the canvas, or an SVG toggle
     const r = canvas.getBoundingClientRect();
     const o = {clientX: r.left + x, clientY: r.top + y, button: 0, buttons: 1, bubbles: true,
       pointerId: 1};
-    canvas.dispatchEvent(new PointerEvent('pointerdown', o));
-    canvas.dispatchEvent(new MouseEvent('click', o));
+    const at = document.elementFromPoint(o.clientX, o.clientY) || canvas;
+    at.dispatchEvent(new PointerEvent('pointerdown', o));
+    at.dispatchEvent(new MouseEvent('click', o));
   };
   const toggle = async (x, y) => {
     const old = root.dataset.laidOut;

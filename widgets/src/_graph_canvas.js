@@ -4,15 +4,13 @@
 // drawing (_graph_draw.js); only what is in sight is drawn, with level of detail when
 // zoomed out (detailAt), and hit testing goes through a grid of cells.
 // gridOf and hitIn are pure and unit-tested by widgets/test/graph_canvas.test.mjs.
-import { detailAt, groupLabel, labelOf, subOf } from "./_graphcore.js";
+import { detailAt, groupLabel, labelOf, LEGIBLE_PX, subOf } from "./_graphcore.js";
 import { markCount } from "./_graph_marks.js";
 import { COL_GAP } from "./_layout.js";
 
 /** Above this many drawn boxes and frames, the view draws on a canvas. */
 export const CANVAS_MIN = 1500;
 const CELL = 256; // hit-test grid cell, drawing units
-/** Below this many screen pixels of text a label is not drawn (not legible). */
-export const LEGIBLE_PX = 7;
 /** A frame smaller than this on screen is drawn as one filled, labelled block. */
 export const SUMMARY_PX = 28;
 /** Zoomed out, a band of wrapped columns this wide on screen carries one label. */

@@ -146,12 +146,14 @@ export function groupLabel(graph, g, rolled) {
 // (labels >= 11 px; a bigger graph is scrolled); below MIN_SCALE (~8 px) a box is not
 // legible, so a jump to it zooms in. Fit shows the whole graph at any scale, drawn with
 // less detail when zoomed out (LOD_SUB, LOD_TEXT: the scales below which type lines,
-// then all box text, are left out).
+// then all box text, are left out: text under LEGIBLE_PX on screen is not drawn).
 export const OPEN_SCALE = 1;
 export const MIN_SCALE = 0.75;
 export const MAX_FIT_SCALE = 1.4;
-export const LOD_SUB = 0.6;
-export const LOD_TEXT = 0.45;
+/** Below this many screen pixels of text a label is not drawn (not legible). */
+export const LEGIBLE_PX = 6.5;
+export const LOD_SUB = LEGIBLE_PX / 9.5;
+export const LOD_TEXT = LEGIBLE_PX / 11;
 
 /** Scale that shows a w x h drawing whole in a cw x ch canvas (never above MAX_FIT_SCALE). */
 export function fitScale(cw, ch, w, h) {

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { detailAt, OPEN_SCALE } from "../src/_graphcore.js";
+import { detailAt, LEGIBLE_PX, OPEN_SCALE } from "../src/_graphcore.js";
 import { centerView, fitView, inSight, openView, zoomView } from "../src/_panzoom.js";
 
 const close = (a, b) => assert.ok(Math.abs(a - b) < 1e-9, `${a} != ${b}`);
@@ -31,8 +31,15 @@ test("a graph wider than the canvas (wrapped into columns) opens at its top left
 
 test("level of detail: type lines go first, then box text, as the scale drops", () => {
   assert.equal(detailAt(1), 0);
-  assert.equal(detailAt(0.5), 1);
+  assert.equal(detailAt(0.65), 1);
+  assert.equal(detailAt(0.5), 2);
   assert.equal(detailAt(0.1), 2);
+  // what is drawn is legible: 11 px labels and 9.5 px type lines never under LEGIBLE_PX
+  for (let k = 0.05; k < 1.5; k += 0.01) {
+    const lod = detailAt(k);
+    if (lod < 2) assert.ok(11 * k >= LEGIBLE_PX, `labels at ${k}`);
+    if (lod < 1) assert.ok(9.5 * k >= LEGIBLE_PX, `type lines at ${k}`);
+  }
 });
 
 test("zooming keeps the point under the pointer where it is", () => {
