@@ -69,7 +69,11 @@ class Lab:
             ``optimizer`` and ``metrics``) or your own ``LightningModule`` (used as is).
         data: A pair ``(train, val)`` of DataLoaders or Datasets, one DataLoader/Dataset,
             a ``LightningDataModule`` or a PyG dataset.
-        loss: ``loss(output, target) -> scalar`` (required for a plain ``nn.Module``).
+        loss: ``loss(output, target) -> scalar`` (required for a plain ``nn.Module``), or
+            ``"model"`` when the model computes its own loss (a Hugging Face model given
+            its labels, a nanoGPT ``forward(idx, targets) -> (logits, loss)``): the whole
+            batch goes in (a dict as keywords, a tuple as positional inputs) and the loss
+            is taken from the output (see :func:`labkit.train.module.output_loss`).
         optimizer: A ``torch.optim`` class, a name (``"adam"``, ``"adamw"``, ``"sgd"``,
             ``"rmsprop"``) or ``params -> optimizer``.
         lr: Learning rate (``lab.lr_find()`` can set it).
@@ -99,7 +103,7 @@ class Lab:
         model: torch.nn.Module,
         data: Any = None,
         *,
-        loss: Callable[[Any, Any], torch.Tensor] | None = None,
+        loss: Callable[[Any, Any], torch.Tensor] | str | None = None,
         optimizer: Any = "adam",
         lr: float = 1e-3,
         optimizer_kwargs: Mapping[str, Any] | None = None,
@@ -120,6 +124,15 @@ class Lab:
             data = for_lab(data)
         if step is None:
             step = getattr(data, "lab_step", None)  # data that knows its batches' step
+        if isinstance(loss, str):
+            if loss != "model":
+                raise ValueError(
+                    f'Lab(loss={loss!r}): a loss is fn(output, target), or "model" when the '
+                    "model returns its own loss"
+                )
+            from labkit.train.module import model_step, output_loss
+
+            loss, step = output_loss, step or model_step
         self.model = model
         self.data = data
         self._data_notes = data_notes  # sentences for every Run (a graph without val_mask)
@@ -141,7 +154,8 @@ class Lab:
         if not self._is_lightning() and loss is None:
             raise TypeError(
                 f"Lab({type(model).__name__}, ...) needs loss=fn(output, target) for a plain "
-                "nn.Module (or pass your own LightningModule)"
+                'nn.Module, loss="model" when the model returns its own loss (a Hugging Face '
+                "model given labels), or your own LightningModule"
             )
 
     # ------------------------------------------------------------------ state

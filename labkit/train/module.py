@@ -51,6 +51,40 @@ def default_step(net: torch.nn.Module, batch: Any) -> tuple[Any, Any]:
     )
 
 
+def model_step(net: torch.nn.Module, batch: Any) -> tuple[Any, Any]:
+    """The step of ``Lab(..., loss="model")``: the model computes its own loss, so the whole
+    batch goes in: a dict as keywords (``net(**batch)``, Hugging Face style, labels
+    included), a tuple or list as positional inputs (``net(x, y)``, nanoGPT style), anything
+    else as one input. The target handed to metrics is the dict's first
+    :data:`TARGET_KEYS` entry, the last element of a tuple, or ``batch.y``."""
+    if isinstance(batch, Mapping):
+        key = next((k for k in TARGET_KEYS if k in batch), None)
+        return net(**batch), batch[key] if key is not None else None
+    if isinstance(batch, tuple | list):
+        return net(*batch), batch[-1] if len(batch) > 1 else None
+    return net(batch), getattr(batch, "y", None)
+
+
+def output_loss(out: Any, target: Any = None) -> torch.Tensor:
+    """The loss the model returned (``Lab(..., loss="model")``): ``out.loss`` (a Hugging
+    Face ``ModelOutput``), ``out["loss"]``, the one scalar tensor of a tuple such as
+    nanoGPT's ``(logits, loss)``, or ``out`` itself when it is a scalar tensor."""
+    found = getattr(out, "loss", None) if not isinstance(out, torch.Tensor) else out
+    if found is None and isinstance(out, Mapping):
+        found = out.get("loss")
+    if found is None and isinstance(out, tuple | list):
+        scalars = [t for t in out if isinstance(t, torch.Tensor) and t.numel() == 1]
+        found = scalars[0] if len(scalars) == 1 else None
+    if isinstance(found, torch.Tensor) and found.numel() == 1:
+        return found.reshape(())
+    raise TypeError(
+        f'Lab(loss="model") takes the loss the model returns, but its output is '
+        f"{_shape(out)} with no loss in it (no .loss, no 'loss' key, not one scalar tensor "
+        "in a tuple): give the model its labels (a dict batch with 'labels', or (x, y) for "
+        "forward(x, targets)), or pass loss=fn(output, target) instead"
+    )
+
+
 def batch_size_of(batch: Any) -> int:
     """Samples in a batch: ``num_graphs`` for PyG batches, else the first tensor's first dim."""
     n = getattr(batch, "num_graphs", None)
