@@ -61,3 +61,55 @@ test("a value sent as one buffer of JSON is decoded once; a plain value passes t
   assert.equal(unpacked(graph), graph);
   assert.equal(unpacked(null), null);
 });
+
+/** x -> Net[ 600 blocks, each a call around one op, in a chain ] -> out: a wrapped level. */
+function chainGraph(blocks) {
+  const g = { key: "chain", model: "Net", ids: [], kind: "", parent: [], name: [], type: [], ins: [], outs: [], tensors: ["8x64 float32"], edges: [], edge_tensor: [], rolled: [] };
+  const add = (kind, parent, name) => {
+    g.ids.push(g.ids.length);
+    g.kind += kind;
+    g.parent.push(parent);
+    g.name.push(name);
+    g.type.push(kind === "m" ? "Block" : name);
+    g.ins.push([0]);
+    g.outs.push([0]);
+    return g.ids.length - 1;
+  };
+  add("i", -1, "x");
+  add("m", -1, "");
+  let prev = 0;
+  for (let b = 0; b < blocks; b++) {
+    const op = add("p", add("m", 1, `layers.${b}`), "relu");
+    g.edges.push(prev, op);
+    g.edge_tensor.push(0);
+    prev = op;
+  }
+  g.edges.push(prev, add("o", -1, "output"));
+  g.edge_tensor.push(0);
+  return g;
+}
+
+test("a wrapped frame: edges into and out of it run in the gap beside their column, not its far margin", () => {
+  const g = chainGraph(600);
+  const modules = g.ids.filter((_, k) => g.kind[k] === "m");
+  const L = layoutGraph(prepare(g), new Set(modules));
+  const cols = [];
+  for (let i = 0; i < L.cols.length; i += 6) cols.push(Array.from(L.cols.subarray(i, i + 6)));
+  assert.ok(cols.length >= 3, `columns: ${cols.length}`);
+  const root = posView(L).get(1);
+  const edges = [];
+  for (let i = 0; i < L.edges.length; i += 3) edges.push([L.edges[i], L.edges[i + 1]]);
+  // x -> the first op: down the gap right of the first column
+  const i = edges.findIndex(([s]) => s === 0);
+  const pts = [];
+  for (let j = L.edgeOff[i]; j < L.edgeOff[i + 1]; j++) pts.push(L.edgeXY[2 * j]);
+  const [x0, , w0] = cols[0];
+  const [x1] = cols[1];
+  assert.ok(pts.some((x) => x > x0 + w0 && x < x1), JSON.stringify({ pts, x0, w0, x1 }));
+  // after its start (x sits above the frame's middle), never out to the frame's far margin
+  assert.ok(pts.slice(1).every((x) => x < root.x + root.w / 2), JSON.stringify(pts));
+  // the last op -> output leaves from the last column: its points stay near that column
+  const o = edges.findIndex(([, d]) => g.kind[d] === "o");
+  const last = cols[cols.length - 1];
+  for (let j = L.edgeOff[o]; j < L.edgeOff[o + 1] - 1; j++) assert.ok(L.edgeXY[2 * j] > last[0] - 100, "from the last column");
+});
