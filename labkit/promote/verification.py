@@ -42,6 +42,11 @@ __all__ = ["Difference", "Verification", "compare_lines", "hidden_state", "verif
 RTOL, ATOL = 1e-5, 1e-8
 _NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf)\b")
 _PROGRESS = re.compile(r"\r|it/s\b|s/it\b|━")
+_CELL_MARK = re.compile(r"^\s*# %% cell (\d+)\b", re.MULTILINE)
+_TIME_MAGIC = re.compile(r"^\s*%%?(time|timeit)\b", re.MULTILINE)
+# what %time / %%time / %timeit print: "CPU times: ...", "Wall time: ...", "1.2 ms ± 3 us per
+# loop (mean ± std. dev. of 7 runs, 1,000 loops each)"
+_TIME_LINE = re.compile(r"CPU times: |Wall time: |.* per loop \(mean ± std\. dev\. of ")
 
 
 @dataclass(frozen=True)
@@ -170,7 +175,7 @@ def verify(
         started = time.time()
         executed = run_notebook(notebook, params, Path(tmp) / "fresh.ipynb", timeout=timeout)
         fresh = read_notebook(executed)
-        expected = _printed_lines(fresh, results_of)
+        expected = _printed_lines(fresh, results_of, _script_cells(script))
         extra = ["--logdir", str(Path(tmp) / "script-run")] if fit else []
         got, where = _run_script(script, notebook.parent, params, Path(tmp), timeout, extra)
         if fit:
@@ -265,10 +270,38 @@ def hidden_state(notebook: Any) -> tuple[str, ...]:
     return tuple(dict.fromkeys(out))
 
 
-def _printed_lines(nb: Any, results_of: frozenset[int] = frozenset()) -> list[str]:
+def _script_cells(script: Path) -> frozenset[int] | None:
+    """The notebook cells the promoted script holds (its ``# %% cell N`` markers); None
+    when it has no markers (then every cell counts)."""
+    try:
+        text = script.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    found = frozenset(int(n) for n in _CELL_MARK.findall(text))
+    return found or None
+
+
+def _magics_only(source: str) -> bool:
+    """A cell magic (``%%bash``), or lines that are all magics or shell escapes."""
+    lines = [x.strip() for x in source.splitlines()]
+    lines = [x for x in lines if x and not x.startswith("#")]
+    if not lines:
+        return False
+    return lines[0].startswith("%%") or all(x.startswith(("%", "!")) for x in lines)
+
+
+def _printed_lines(nb: Any, results_of: frozenset[int] = frozenset(),
+                   kept: frozenset[int] | None = None) -> list[str]:  # fmt: skip
     """What the notebook's cells printed (stdout; the displayed result of ``results_of``
-    cells too), in file order, without progress-bar lines. ``results_of`` numbers cells
-    as the notebook before ``labkit run`` injected its parameters cell."""
+    cells too), in file order, without progress-bar lines. ``results_of`` and ``kept``
+    number cells as the notebook before ``labkit run`` injected its parameters cell.
+
+    A cell of magics and shell escapes only (``!pip install``, ``%%bash``) that the
+    script leaves out (not in ``kept``) is not compared: no script can print what it
+    printed. A left-out exploration cell still counts: what it printed (and the random
+    numbers it drew) is where the script starts to differ. The lines ``%time``,
+    ``%%time`` and ``%timeit`` print are left out too: the script drops the magic.
+    """
     from labkit.promote.execute import INJECTED_TAG
 
     text = ""
@@ -277,6 +310,10 @@ def _printed_lines(nb: Any, results_of: frozenset[int] = frozenset()) -> list[st
         if INJECTED_TAG in cell.tags:
             continue
         number += 1
+        if not cell.is_code or (kept is not None and number not in kept
+                                and _magics_only(cell.source)):  # fmt: skip
+            continue
+        timed = _TIME_MAGIC.search(cell.source)
         for out in cell.outputs:
             kind = out.get("output_type")
             if kind == "stream" and out.get("name") == "stdout":
@@ -286,7 +323,11 @@ def _printed_lines(nb: Any, results_of: frozenset[int] = frozenset()) -> list[st
                 part = ("".join(part) if isinstance(part, list) else str(part)) + "\n"
             else:
                 continue
-            text += "".join(part) if isinstance(part, list) else str(part)
+            part = "".join(part) if isinstance(part, list) else str(part)
+            if timed:
+                part = "".join(x for x in part.splitlines(keepends=True)
+                               if not _TIME_LINE.match(x))  # fmt: skip
+            text += part
     return [line for line in text.splitlines() if not _PROGRESS.search(line)]
 
 

@@ -47,3 +47,42 @@ def test_reprs() -> None:
 
     assert repr(compare_lines(["a"], ["a"])) == "Verification('identical (1 lines)', hidden=0)"
     assert repr(Report()) == "Report(dropped=0, skipped=0, printed=0)"
+
+
+def test_only_the_cells_the_script_holds_count_and_time_magic_lines_do_not(
+    tmp_path: Path,
+) -> None:
+    """A lecture notebook: a cell of shell escapes only (left out of the script) printed
+    'hello'; a %%time cell printed CPU/Wall times before the script's own print. Found on a
+    notebook nobody here wrote: verify called them 'different' at line 1. A left-out
+    exploration cell still counts (where its random draws make the script differ)."""
+    import nbformat
+
+    from labkit.promote import read_notebook
+    from labkit.promote.verification import _printed_lines, _script_cells
+
+    def stdout(text: str) -> dict:
+        return nbformat.v4.new_output("stream", name="stdout", text=text)
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell("import torch"),
+        nbformat.v4.new_code_cell("!echo hello", outputs=[stdout("hello\n")]),
+        nbformat.v4.new_code_cell("%%time\nprint('trained')", outputs=[stdout(
+            "trained\nCPU times: user 3 ms, sys: 0 ns, total: 3 ms\nWall time: 3.1 ms\n")]),
+        nbformat.v4.new_code_cell("%timeit x = 1\nprint('done')", outputs=[stdout(
+            "24.1 ns ± 0.3 ns per loop (mean ± std. dev. of 7 runs, 10,000,000 loops each)\n"
+            "done\n")]),
+        nbformat.v4.new_code_cell("print('a sample')", outputs=[stdout("a sample\n")]),
+    ]  # fmt: skip
+    path = tmp_path / "lecture.ipynb"
+    nbformat.write(nb, path)
+    script = tmp_path / "lecture.py"
+    script.write_text("def main():\n    # %% cell 1 (In [1])\n    import torch\n"
+                      "    # %% cell 3 (In [3])\n    print('trained')\n"
+                      "    # %% cell 4 (In [4])\n    print('done')\n")  # fmt: skip
+    kept = _script_cells(script)
+    assert kept == frozenset({1, 3, 4})
+    assert _printed_lines(read_notebook(path), kept=kept) == ["trained", "done", "a sample"]
+    # without markers (a script written by hand) every cell counts
+    assert _printed_lines(read_notebook(path), kept=None)[0] == "hello"
