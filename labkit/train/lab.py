@@ -61,6 +61,32 @@ def _quiet_lightning() -> Iterator[None]:
                 logging.getLogger(name).setLevel(level)
 
 
+@contextlib.contextmanager
+def _no_logging(module: Any) -> Iterator[None]:
+    """``module.log``/``log_dict`` as no-ops for a while: a ``training_step`` run outside a
+    fit (Lab.trace) would raise in them (no Trainer, or a finished one's loop)."""
+    saved = {k: module.__dict__[k] for k in ("log", "log_dict") if k in module.__dict__}
+    module.__dict__["log"] = module.__dict__["log_dict"] = lambda *a, **k: None
+    try:
+        yield
+    finally:
+        for k in ("log", "log_dict"):
+            module.__dict__.pop(k, None)
+        module.__dict__.update(saved)
+
+
+def _step_loss(out: Any) -> Any:
+    """The loss a LightningModule's ``training_step`` returned (a tensor or ``{"loss": ...}``)."""
+    if isinstance(out, Mapping):
+        out = out.get("loss")
+    if not isinstance(out, torch.Tensor):
+        raise TypeError(
+            f"training_step returned {type(out).__name__}, not a loss tensor or a dict with "
+            "'loss': Lab.trace traces the step that trains"
+        )
+    return out
+
+
 class Lab:
     """The notebook hub: a model, its data, a Recipe, the last traces and runs.
 
@@ -270,13 +296,23 @@ class Lab:
         from labkit.train.data import first_batch
         from labkit.train.module import default_step
 
+        dm = self.datamodule()
+        if self._is_lightning() and hasattr(dm, "setup"):
+            dm.setup("fit")  # a user's LightningDataModule builds its datasets here
         with torch.random.fork_rng(devices=[]):
-            batch = first_batch(self.datamodule().train_dataloader())
-        step = self.step or default_step
-        loss = self._plain_loss()
-        user_step = Step(self.model, (batch,), forward=lambda b: step(self.model, b),
-                         loss=lambda out: loss(*out))  # fmt: skip
-        trace = record_step(user_step, mode=mode, warmup=warmup, repeat=repeat)
+            batch = first_batch(dm.train_dataloader())
+        if self._is_lightning():  # the user's own training_step is the step
+            module = self.model
+            user_step = Step(module, (batch,), forward=lambda b: module.training_step(b, 0),
+                             loss=_step_loss)  # fmt: skip
+            with _no_logging(module):  # self.log() outside a fit: nothing to log to
+                trace = record_step(user_step, mode=mode, warmup=warmup, repeat=repeat)
+        else:
+            step = self.step or default_step
+            loss = self._plain_loss()
+            user_step = Step(self.model, (batch,), forward=lambda b: step(self.model, b),
+                             loss=lambda out: loss(*out))  # fmt: skip
+            trace = record_step(user_step, mode=mode, warmup=warmup, repeat=repeat)
         self.traces.append(trace)
         return trace
 
