@@ -302,7 +302,7 @@ class Lab:
         with torch.random.fork_rng(devices=[]):
             batch = first_batch(dm.train_dataloader())
         if self._is_lightning():  # the user's own training_step is the step
-            module = self.model
+            module: Any = self.model  # a LightningModule
             user_step = Step(module, (batch,), forward=lambda b: module.training_step(b, 0),
                              loss=_step_loss)  # fmt: skip
             with _no_logging(module):  # self.log() outside a fit: nothing to log to
