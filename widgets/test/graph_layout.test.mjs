@@ -113,3 +113,43 @@ test("a wrapped frame: edges into and out of it run in the gap beside their colu
   const last = cols[cols.length - 1];
   for (let j = L.edgeOff[o]; j < L.edgeOff[o + 1] - 1; j++) assert.ok(L.edgeXY[2 * j] > last[0] - 100, "from the last column");
 });
+
+test("a worker that fails (a page refusing Blob workers) hands its waiting layouts to this thread", async () => {
+  // a Worker that reports an error instead of starting, as a strict content policy does
+  const started = [];
+  class Refused {
+    constructor(url) {
+      started.push(url);
+      setTimeout(() => this.onerror({ preventDefault() {} }), 5);
+    }
+    postMessage() {}
+    terminate() {}
+  }
+  const saved = { Worker: globalThis.Worker, src: globalThis.LABKIT_GRAPH_WORKER };
+  globalThis.Worker = Refused;
+  globalThis.LABKIT_GRAPH_WORKER = "/* a worker's code */";
+  try {
+    const a = makeRunner();
+    const b = makeRunner();
+    const got = [];
+    a.layout(graph, [1, 4], (L) => got.push(["a", L]));
+    b.layout(graph, [1], (L) => got.push(["b", L]));
+    assert.equal(got.length, 0); // sent to the worker: nothing yet
+    assert.equal(started.length, 1); // one worker for both views
+    await new Promise((ok) => setTimeout(ok, 30));
+    assert.deepEqual(got.map(([v]) => v).sort(), ["a", "b"]); // both answered here
+    const want = layoutGraph(prepare(graph), expandedIndices(graph, [1, 4]));
+    assert.deepEqual([...got.find(([v]) => v === "a")[1].pos], [...want.pos]);
+    assert.equal(a.inWorker(), false);
+    let now = null;
+    a.layout(graph, [1], (L) => (now = L)); // from now on at once, on this thread
+    assert.ok(now);
+    assert.equal(started.length, 1); // and no new worker is tried
+    a.close();
+    b.close();
+  } finally {
+    globalThis.Worker = saved.Worker;
+    if (saved.src === undefined) delete globalThis.LABKIT_GRAPH_WORKER;
+    else globalThis.LABKIT_GRAPH_WORKER = saved.src;
+  }
+});
