@@ -208,7 +208,15 @@ def _params(trace: Trace) -> dict[str, int]:
 
 
 def _own(trace: Trace, metric: str) -> list[float]:
-    """One metric per node, inclusive for a module call (what a box shows)."""
+    """One metric per node, inclusive for a module call (what a box shows); kept with the
+    (immutable) trace: the box figures and the rolled instances' figures read the same."""
+    cache: dict[str, list[float]] = trace.__dict__.setdefault("_box_figures", {})
+    if metric not in cache:
+        cache[metric] = _own_figures(trace, metric)
+    return cache[metric]
+
+
+def _own_figures(trace: Trace, metric: str) -> list[float]:
     nodes = trace.nodes
     if metric == "params":
         params = _params(trace)
