@@ -82,7 +82,8 @@ def time_step(model: torch.nn.Module, step: Step, base: Trace, *, mode: str, war
         cost = None if cuda else calibrate()
         passes = _step_passes(model, step, warmup, repeat, budget, plain=not cuda)
         # op times are host times around each op: meaningful on the CPU only
-        ops = _passes(model, step, "ops", 0, repeat, budget) if mode == "full" and not cuda else []
+        ops = (_step_passes(model, step, 0, repeat, budget, plain=False, mode="ops").steps
+               if mode == "full" and not cuda else [])  # fmt: skip
     return _with_times(base, passes, ops, warmup, cost)
 
 
@@ -97,15 +98,16 @@ class _Passes:
 
 
 def _step_passes(model: torch.nn.Module, step: Step, warmup: int, repeat: int,
-                 budget: float | None, *, plain: bool) -> _Passes:  # fmt: skip
-    """Hook-free and hooked passes, interleaved (plain, hooked, plain, hooked, ...).
+                 budget: float | None, *, plain: bool, mode: str = "step") -> _Passes:  # fmt: skip
+    """Hooked passes of ``mode`` (``"step"``: module hooks and the timing observer, every
+    call's figures; ``"ops"``: op times), interleaved with hook-free ones when ``plain``
+    (plain, hooked, plain, hooked, ...).
 
     The hook-free pass carries only the root's own clock (:class:`PlainClock`): the root's
-    forward and backward shown come from it. The hooked pass (module hooks, the timing
-    observer) gives every call's figures. The garbage collector is held off while a pass
+    forward and backward shown come from it. The garbage collector is held off while a pass
     runs, in both kinds alike.
     """
-    rec = Recorder(model, mode="step")
+    rec = Recorder(model, mode=mode)
     clock = PlainClock(model)
     out = _Passes()
     t_end = None if budget is None else time.perf_counter() + budget
@@ -132,8 +134,8 @@ def _step_passes(model: torch.nn.Module, step: Step, warmup: int, repeat: int,
                 trace = rec.stop()
             if i >= warmup:
                 out.steps.append(trace)
-                assert rec.timing is not None
-                out.segments.append(dict(rec.timing.segments))
+                if rec.timing is not None:
+                    out.segments.append(dict(rec.timing.segments))
                 if plain:
                     out.plain_fwd.append(clock.forward)
                     out.plain_bwd.append(clock.backward)
@@ -148,29 +150,6 @@ def _step_passes(model: torch.nn.Module, step: Step, warmup: int, repeat: int,
 def _clear_grads(model: torch.nn.Module) -> None:
     for p in model.parameters():
         p.grad = None  # each pass is the same step: gradients made, not accumulated
-
-
-def _passes(model: torch.nn.Module, step: Step, mode: str, warmup: int, repeat: int,
-            budget: float | None) -> list[Trace]:  # fmt: skip
-    rec = Recorder(model, mode=mode).attach()
-    out: list[Trace] = []
-    t_end = None if budget is None else time.perf_counter() + budget
-    try:
-        for i in range(warmup + repeat):
-            _clear_grads(model)
-            rec.start()
-            try:
-                with no_gc():
-                    step([])
-            finally:
-                trace = rec.stop()
-            if i >= warmup:
-                out.append(trace)
-                if t_end is not None and len(out) >= 3 and time.perf_counter() > t_end:
-                    break
-    finally:
-        rec.detach()
-    return out
 
 
 def _stats(values: list[float]) -> tuple[float, float]:
