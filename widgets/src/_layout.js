@@ -23,6 +23,7 @@ const MAX_DUMMY_SPAN = 40;
 export const WRAP_MIN_H = 8000;
 const WRAP_ASPECT = 2; // the wrapped level's width : height, about
 export const COL_GAP = 60; // between two columns: an edge to the next column runs up its middle
+const WIDE = 2400; // an item wider than this is wider than any view at scale 1
 
 /**
  * @typedef {object} LevelLayout
@@ -157,7 +158,12 @@ export function layoutLevel(m, w, h, src, dst) {
     const b = layerStart[r + 1];
     if (b - a === 1) {
       const v = layer[a];
-      x[v] = mean(nb, v, x, x[v]);
+      // one neighbour wider than any view (a frame wrapped into columns): above it, sit at
+      // its left end (its first column); below it, at its right end (its last column)
+      // (and the wide item itself stays put: the narrow ones align to it, not it to them)
+      const u = nb.start[v + 1] - nb.start[v] === 1 ? nb.list[nb.start[v]] : -1;
+      if (u >= 0 && vw[u] > WIDE) x[v] = nb === down ? x[u] - vw[u] / 2 + vw[v] / 2 : x[u] + vw[u] / 2 - vw[v] / 2;
+      else if (vw[v] <= WIDE) x[v] = mean(nb, v, x, x[v]);
       return;
     }
     for (let j = a; j < b; j++) want[j] = mean(nb, layer[j], x, x[layer[j]]);

@@ -108,6 +108,11 @@ test("a wrapped frame: edges into and out of it run in the gap beside their colu
   assert.ok(pts.some((x) => x > x0 + w0 && x < x1), JSON.stringify({ pts, x0, w0, x1 }));
   // after its start (x sits above the frame's middle), never out to the frame's far margin
   assert.ok(pts.slice(1).every((x) => x < root.x + root.w / 2), JSON.stringify(pts));
+  // the input sits above the first column, the output below the last (not the middle)
+  const xin = posView(L).get(0);
+  const out = posView(L).get(g.ids.length - 1);
+  assert.ok(xin.x + xin.w <= root.x + x1, JSON.stringify({ xin, root }));
+  assert.ok(out.x >= root.x + cols[cols.length - 1][0] - out.w, JSON.stringify({ out, root }));
   // the last op -> output leaves from the last column: its points stay near that column
   const o = edges.findIndex(([, d]) => g.kind[d] === "o");
   const last = cols[cols.length - 1];
