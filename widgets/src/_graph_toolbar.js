@@ -52,8 +52,11 @@ export function buildToolbar(act) {
   const setMetrics = (defs) => setOptions(metricSel, defs.map((d) => [d.key, d.label]));
   /** The roll button's text: Unroll all while every block is rolled, else Roll. */
   const setRolled = (rolled, unrolled = 0, shown = true) => {
-    rollBtn.style.display = shown ? "" : "none";
     const all = rolled && !unrolled;
+    const state = `${shown}|${all}`;
+    if (rollBtn.dataset.state === state) return; // no DOM write for the same state
+    rollBtn.dataset.state = state;
+    rollBtn.style.display = shown ? "" : "none";
     rollBtn.textContent = all ? "Unroll all" : "Roll";
     rollBtn.title = all ? "draw every call of each repeated block" : "roll repeated blocks into one ×N box again";
   };

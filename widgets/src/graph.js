@@ -209,6 +209,7 @@ function render({ model, el }) {
     root.dataset.marked = String(S.marks.size);
   }
 
+  let shownLegend = null; // the legend's HTML now
   let colors = null; // {key, values, scale, fills}: the canvas boxes' colours, as painted
   const inks = new Map(); // fill -> the ink with more contrast on it
 
@@ -251,7 +252,8 @@ function render({ model, el }) {
       const ink = neutral ? "var(--lk-fg, #222)" : textColor(fill);
       for (const t of node.querySelectorAll("text.lk-label, text.lk-sub")) t.style.fill = ink;
     }
-    legend.innerHTML = legendHtml(scale, metrics.find((d) => d.key === metric));
+    const html = legendHtml(scale, metrics.find((d) => d.key === metric));
+    if (html !== shownLegend) legend.innerHTML = shownLegend = html;
   }
 
   function highlight(pan = false) {
@@ -269,8 +271,17 @@ function render({ model, el }) {
     if (hits.length && pan) reveal(S.vis.boxOf[hits[0]]);
   }
 
+  let shownCrumb = null; // what the breadcrumb shows now (its HTML and block)
   function showCrumb(sel, k) {
     const c = crumbOf(S.graph, S.rolled, sel, k, trait("metrics") || {}, model.get("instance_metrics") || {}, metrics);
+    const rolledNow = model.get("rolled");
+    const unrolled = rolledNow ? (model.get("unrolled") || []).length : 0;
+    bar.setRolled(rolledNow, unrolled, S.graph.rolled.length > 0 || !rolledNow || unrolled > 0);
+    // the page's DOM is touched only when the breadcrumb says something new (a relayout
+    // of a big graph otherwise restyles the notebook for an identical line)
+    const html = c ? `${crumbHtml(c)}|${c.block}` : "";
+    if (html === shownCrumb) return;
+    shownCrumb = html;
     crumb.innerHTML = "";
     crumb.dataset.text = c ? c.text : "";
     crumb.style.display = c ? "flex" : "none";
@@ -285,9 +296,6 @@ function render({ model, el }) {
       };
       crumb.append(b);
     }
-    const rolledNow = model.get("rolled");
-    const unrolled = rolledNow ? (model.get("unrolled") || []).length : 0;
-    bar.setRolled(rolledNow, unrolled, S.graph.rolled.length > 0 || !rolledNow || unrolled > 0);
   }
 
   /** Pan (and zoom in to a legible size) so box k is in sight; no move when it is. */
