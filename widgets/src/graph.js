@@ -2,7 +2,9 @@
 // Render glue: state, model events and selection. The drawing (_graph_draw.js), tooltip
 // (_graph_tip.js), toolbar (_graph_toolbar.js), pan/zoom (_panzoom.js), search and
 // selection lookup (_graph_find.js), graph-break marks (_graph_marks.js) and the SVG
-// file export (_graph_export.js) are modules of their own.
+// file export (_graph_export.js) are modules of their own. The layout runs in a web
+// worker (_graph_runner.js, _graph_layout.js, _layout.js) and comes back as typed arrays;
+// thousands of boxes are drawn on a canvas (_graph_canvas.js).
 import { colorScale, detailAt, expandedIndices, NEUTRAL, selectionOf, textColor, unpacked } from "./_graphcore.js";
 import { edgesSvg, groupsSvg, nodesSvg, SVG_STYLE, viewState } from "./_graph_draw.js";
 import { makeRunner } from "./_graph_runner.js";
