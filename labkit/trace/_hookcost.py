@@ -25,14 +25,12 @@ over the hook-free passes' (same step, interleaved), per call inside it
 
 from __future__ import annotations
 
-import gc
 import statistics
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
 
+from labkit._gc import no_gc
 from labkit.trace._plain import PlainClock
 
 
@@ -111,19 +109,6 @@ class HookCost:
         if self.probe_segment:
             out["probe_segment"] = self.probe_segment
         return out
-
-
-@contextmanager
-def no_gc() -> Iterator[None]:
-    """Hold Python's cyclic garbage collector off during a timed span (as ``timeit`` does):
-    the hooks allocate, so collections would land in the hooked passes more often."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 class _Leaf(torch.nn.Module):

@@ -22,7 +22,8 @@ from typing import Any
 
 import torch
 
-from labkit.trace._hookcost import HookCost, calibrate, no_gc
+from labkit._gc import no_gc
+from labkit.trace._hookcost import HookCost, calibrate
 from labkit.trace._plain import PlainClock
 from labkit.trace.model import Node, Trace
 from labkit.trace.recorder import Recorder

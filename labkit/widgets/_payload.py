@@ -6,14 +6,13 @@ per node keep the payload small (the layout benchmark reports bytes per node).
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import json
 import math
-from collections.abc import Collection, Iterator
-from contextlib import contextmanager
+from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
+from labkit._gc import no_gc
 from labkit.trace.graph import DEFAULT_DEPTH, Canon, canonicalize, default_expanded
 from labkit.trace.model import MEMORY_CATEGORIES
 from labkit.trace.roll import instance_levels
@@ -363,24 +362,12 @@ def graph_state(
     hundreds of thousands of new lists at 100,000 nodes, and each collection it starts
     walks the whole trace (a third of the time, measured by benchmarks/widget_layout.py).
     """
-    with _collector_paused():
+    with no_gc():
         canon = canonicalize(trace, rolled=rolled, unrolled=unrolled)
         graph = graph_payload(trace, rolled=rolled, canon=canon, unrolled=unrolled)
         metrics = node_metrics(trace, rolled=rolled, canon=canon)
         expanded = opened_at(trace, depth, canon)
     return graph, metrics, expanded
-
-
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """No cyclic garbage collection inside (reference counting still frees everything)."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 PROFILE_COLUMNS = (

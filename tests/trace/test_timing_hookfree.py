@@ -16,8 +16,9 @@ import torch
 from torch import nn
 
 import labkit
+from labkit._gc import no_gc
 from labkit.trace import _passes
-from labkit.trace._hookcost import HookCost, calibrate, no_gc
+from labkit.trace._hookcost import HookCost, calibrate
 from labkit.trace._plain import PlainClock
 from labkit.trace.io import trace_from_dict, trace_to_dict
 from labkit.trace.model import Trace
