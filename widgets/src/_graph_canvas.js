@@ -107,9 +107,14 @@ export function makeCanvasView(host, view) {
     const css = getComputedStyle(host);
     const v = (name, dflt) => css.getPropertyValue(name).trim() || dflt;
     return {
-      edge: v("--lk-edge", "#9aa3ad"), fg: v("--lk-fg", "#222"), fg2: v("--lk-fg2", "#6b7280"),
-      bg: v("--lk-bg", "#fff"), bg2: v("--lk-bg2", "#eee"), border: v("--lk-border", "#aab"),
-      accent: v("--lk-accent", "#1c7ed6"), error: v("--lk-error", "#b71c1c"),
+      edge: v("--lk-edge", "#9aa3ad"),
+      fg: v("--lk-fg", "#222"),
+      fg2: v("--lk-fg2", "#6b7280"),
+      bg: v("--lk-bg", "#fff"),
+      bg2: v("--lk-bg2", "#eee"),
+      border: v("--lk-border", "#aab"),
+      accent: v("--lk-accent", "#1c7ed6"),
+      error: v("--lk-error", "#b71c1c"),
       font: v("--lk-font", "sans-serif"),
     };
   };

@@ -61,7 +61,16 @@ export function drawState(graph, expandedIds, cache = null) {
  */
 export function viewState(graph, hasKids, L, expanded) {
   const vis = { boxOf: L.boxOf, boxes: Array.from(L.boxes), groups: Array.from(L.groups), hasKids };
-  const layout = { pos: posView(L), P: L.pos, width: L.width, height: L.height, edgeOff: L.edgeOff, edgeXY: L.edgeXY, cols: L.cols, edgeCount: L.edges.length / 3 };
+  const layout = {
+    pos: posView(L),
+    P: L.pos,
+    width: L.width,
+    height: L.height,
+    edgeOff: L.edgeOff,
+    edgeXY: L.edgeXY,
+    cols: L.cols,
+    edgeCount: L.edges.length / 3,
+  };
   return { rolled: rolledInfo(graph), expanded, vis, edges: L.edges, layout, laidOut: L.laidOut };
 }
 

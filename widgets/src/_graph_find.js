@@ -4,7 +4,9 @@ import { instanceOf } from "./_graph_crumb.js";
 
 /** Payload indices whose name or type contains q (case-insensitive), in payload order. */
 export function matchesOf(graph, q) {
-  return findAll(graph, q).filter((m) => m.name === graph.name[m.k]).map((m) => m.k);
+  return findAll(graph, q)
+    .filter((m) => m.name === graph.name[m.k])
+    .map((m) => m.k);
 }
 
 /**

@@ -240,12 +240,29 @@ export function layoutGraph(P, expandedIdx, cache = null) {
   const cols = [];
   for (const g of [n, ...groups]) {
     const c = levels[g].cols;
-    for (let i = 0; i < c.length; i += 6) cols.push(ox[g] + c[i], oy[g] + c[i + 1], c[i + 2], c[i + 3], c[i + 4] < 0 ? -1 : kidList[kidStart[g] + c[i + 4]], c[i + 5] < 0 ? -1 : kidList[kidStart[g] + c[i + 5]]);
+    for (let i = 0; i < c.length; i += 6)
+      cols.push(
+        ox[g] + c[i],
+        oy[g] + c[i + 1],
+        c[i + 2],
+        c[i + 3],
+        c[i + 4] < 0 ? -1 : kidList[kidStart[g] + c[i + 4]],
+        c[i + 5] < 0 ? -1 : kidList[kidStart[g] + c[i + 5]],
+      );
   }
   const top = levels[n];
   return {
-    boxOf, boxes, groups, pos, width: top.width, height: top.height,
-    edges, edgeOff, edgeXY, cols: Float64Array.from(cols), laidOut,
+    boxOf,
+    boxes,
+    groups,
+    pos,
+    width: top.width,
+    height: top.height,
+    edges,
+    edgeOff,
+    edgeXY,
+    cols: Float64Array.from(cols),
+    laidOut,
   };
 }
 

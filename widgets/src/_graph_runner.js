@@ -40,7 +40,9 @@ export function makeService() {
 
 /** The typed arrays of a result, handed over to the receiver rather than copied. */
 export function transfers(out) {
-  return Object.values(out).filter((v) => ArrayBuffer.isView(v)).map((v) => v.buffer);
+  return Object.values(out)
+    .filter((v) => ArrayBuffer.isView(v))
+    .map((v) => v.buffer);
 }
 
 // The page's one worker and the views waiting on it live on globalThis, keyed by the

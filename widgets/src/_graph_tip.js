@@ -22,7 +22,8 @@ export function tipHtml(graph, rolled, k, values, metrics, mark) {
   const badge = times > 1 ? ` <b>×${times}</b>` : "";
   let html = `<div><b>${esc(path)}</b>${badge} <span class="lk-tip-k">${esc(graph.type[k])} · ${KIND_NAMES[kind]}</span></div>`;
   if (times > 1) html += `<div>${times} identical calls; figures per call (mean), then the ×${times} total</div>`;
-  if (graph.total_runs > 1 && graph.runs) html += `<div>ran in ${graph.runs[k]} of ${graph.total_runs} merged runs; figures are per-run means</div>`;
+  if (graph.total_runs > 1 && graph.runs)
+    html += `<div>ran in ${graph.runs[k]} of ${graph.total_runs} merged runs; figures are per-run means</div>`;
   html += `<div><span class="lk-tip-k">in:</span> ${tens(graph.ins[k])}</div>`;
   html += `<div><span class="lk-tip-k">out:</span> ${tens(graph.outs[k])}</div>`;
   for (const { key, label, fmt } of metrics) {

@@ -49,7 +49,11 @@ export function buildToolbar(act) {
     btn("PNG", "export PNG", act.png),
   );
   /** Offer these metrics in the colour-by list. */
-  const setMetrics = (defs) => setOptions(metricSel, defs.map((d) => [d.key, d.label]));
+  const setMetrics = (defs) =>
+    setOptions(
+      metricSel,
+      defs.map((d) => [d.key, d.label]),
+    );
   /** The roll button's text: Unroll all while every block is rolled, else Roll. */
   const setRolled = (rolled, unrolled = 0, shown = true) => {
     const all = rolled && !unrolled;

@@ -201,7 +201,8 @@ export function layoutLevel(m, w, h, src, dst) {
   const colY = [0];
   let width = spread(x, vw, 0, total).width;
   const cols = [];
-  const breaks = height > WRAP_MIN_H && height > WRAP_ASPECT * width ? columnBreaks(nRanks, layerY, layerH, height, width, la, lb, vRank) : [];
+  const breaks =
+    height > WRAP_MIN_H && height > WRAP_ASPECT * width ? columnBreaks(nRanks, layerY, layerH, height, width, la, lb, vRank) : [];
   if (breaks.length) {
     let c = 0;
     for (let r = 0; r < nRanks; r++) {
@@ -225,7 +226,14 @@ export function layoutLevel(m, w, h, src, dst) {
       const last = (k < c ? breaks[k] : nRanks) - 1;
       const ch = layerY[last] + layerH[last] - top[k];
       tallest = Math.max(tallest, ch);
-      cols.push(cx, 0, hi[k] - lo[k], ch, firstItem(layer, layerStart, k === 0 ? 0 : breaks[k - 1], m), firstItem(layer, layerStart, last, m, true));
+      cols.push(
+        cx,
+        0,
+        hi[k] - lo[k],
+        ch,
+        firstItem(layer, layerStart, k === 0 ? 0 : breaks[k - 1], m),
+        firstItem(layer, layerStart, last, m, true),
+      );
       cx += hi[k] - lo[k] + COL_GAP;
     }
     for (let v = 0; v < total; v++) x[v] += colX[colOf[vRank[v]]];
@@ -298,7 +306,12 @@ function columnBreaks(nRanks, layerY, layerH, height, width, la, lb, vRank) {
     while (r < nRanks && layerY[r] < target - colH / 4) r++;
     let best = -1;
     for (let s = r; s < nRanks && layerY[s] <= target + colH / 4; s++) {
-      if (best < 0 || crossing[s] < crossing[best] || (crossing[s] === crossing[best] && Math.abs(layerY[s] - target) < Math.abs(layerY[best] - target))) best = s;
+      if (
+        best < 0 ||
+        crossing[s] < crossing[best] ||
+        (crossing[s] === crossing[best] && Math.abs(layerY[s] - target) < Math.abs(layerY[best] - target))
+      )
+        best = s;
     }
     if (best < 0) best = r;
     if (best >= nRanks) break;

@@ -13,9 +13,14 @@ const H = 110;
  * @param moveTo (x, y) => void: set the view's translation
  */
 export function makeMinimap(host, state, view, moveTo) {
-  const cv = h("canvas", { class: "lk-minimap", width: String(W), height: String(H),
-    title: "the whole graph: click or drag to move there" });
-  cv.style.cssText = "position:absolute;right:8px;bottom:8px;border:1px solid var(--lk-border);" +
+  const cv = h("canvas", {
+    class: "lk-minimap",
+    width: String(W),
+    height: String(H),
+    title: "the whole graph: click or drag to move there",
+  });
+  cv.style.cssText =
+    "position:absolute;right:8px;bottom:8px;border:1px solid var(--lk-border);" +
     "background:var(--lk-bg1);border-radius:3px;cursor:pointer;display:none;z-index:5";
   host.appendChild(cv);
   let fitK = 1;
@@ -36,8 +41,13 @@ export function makeMinimap(host, state, view, moveTo) {
     const ch = host.clientHeight;
     const gw = S.layout.width;
     const gh = S.layout.height;
-    const fits = gw * view.k <= cw && gh * view.k <= ch && view.x >= -1 && view.y >= -1 &&
-      view.x + gw * view.k <= cw + 1 && view.y + gh * view.k <= ch + 1;
+    const fits =
+      gw * view.k <= cw &&
+      gh * view.k <= ch &&
+      view.x >= -1 &&
+      view.y >= -1 &&
+      view.x + gw * view.k <= cw + 1 &&
+      view.y + gh * view.k <= ch + 1;
     cv.style.display = fits ? "none" : "block";
     if (fits) return;
     fitK = Math.min((W - 8) / gw, (H - 8) / gh);
@@ -56,7 +66,8 @@ export function makeMinimap(host, state, view, moveTo) {
       const P = S.layout.P;
       const parent = S.graph.parent;
       const tiny = new Uint8Array(parent.length);
-      const rect = (k) => bx.fillRect(ox + P[4 * k] * fitK, oy + P[4 * k + 1] * fitK, Math.max(3, P[4 * k + 2] * fitK), Math.max(1, P[4 * k + 3] * fitK));
+      const rect = (k) =>
+        bx.fillRect(ox + P[4 * k] * fitK, oy + P[4 * k + 1] * fitK, Math.max(3, P[4 * k + 2] * fitK), Math.max(1, P[4 * k + 3] * fitK));
       for (const g of S.vis.groups) {
         const p = parent[g];
         if (p >= 0 && tiny[p]) tiny[g] = 1;
@@ -74,8 +85,7 @@ export function makeMinimap(host, state, view, moveTo) {
     ctx.drawImage(boxes, 0, 0);
     ctx.strokeStyle = accent;
     ctx.lineWidth = 1.5;
-    ctx.strokeRect(ox + (-view.x / view.k) * fitK, oy + (-view.y / view.k) * fitK,
-      (cw / view.k) * fitK, (ch / view.k) * fitK);
+    ctx.strokeRect(ox + (-view.x / view.k) * fitK, oy + (-view.y / view.k) * fitK, (cw / view.k) * fitK, (ch / view.k) * fitK);
     cv.dataset.boxes = String(S.vis.boxes.length);
   }
 

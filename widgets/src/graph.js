@@ -20,7 +20,6 @@ import { attachPanZoom, centerView, fitView, inSight, openView, zoomView } from 
 import { uid } from "./_shared.js";
 import { download, ensureStyles, h, svgToPng, tooltip } from "./_ui.js";
 
-
 function render({ model, el }) {
   const t0 = performance.now();
   ensureStyles();
@@ -44,7 +43,8 @@ function render({ model, el }) {
   // the selection: which frames it is in, which call of a rolled block, its own figures
   const crumb = h("div", {
     class: "lk-crumb",
-    style: "display:none;align-items:center;gap:6px;padding:3px 8px;border-bottom:1px solid var(--lk-border2);font-size:12px;white-space:nowrap",
+    style:
+      "display:none;align-items:center;gap:6px;padding:3px 8px;border-bottom:1px solid var(--lk-border2);font-size:12px;white-space:nowrap",
   });
   const canvas = h("div", { class: "lk-canvas" });
   const svg = svgEl("svg");
@@ -57,11 +57,25 @@ function render({ model, el }) {
   viewport.append(gGroups, gEdges, gNodes);
   svg.append(style, viewport);
   canvas.append(svg);
-  const crumbStyle = h("style", {}, ".lk-crumb .lk-crumb-up, .lk-crumb .lk-crumb-fig { color: var(--lk-fg2); } .lk-crumb .lk-unroll { height: 20px; }");
+  const crumbStyle = h(
+    "style",
+    {},
+    ".lk-crumb .lk-crumb-up, .lk-crumb .lk-crumb-fig { color: var(--lk-fg2); } .lk-crumb .lk-unroll { height: 20px; }",
+  );
   root.append(crumbStyle, bar.el, crumb, canvas);
   el.appendChild(root);
   const tip = tooltip(canvas);
-  const cview = makeCanvasView(canvas, { get x() { return view.x; }, get y() { return view.y; }, get k() { return view.k; } });
+  const cview = makeCanvasView(canvas, {
+    get x() {
+      return view.x;
+    },
+    get y() {
+      return view.y;
+    },
+    get k() {
+      return view.k;
+    },
+  });
 
   /** A synced value; the graph and its metrics come as one buffer of JSON (unpacked once). */
   const trait = (name) => unpacked(model.get(name));
@@ -77,12 +91,17 @@ function render({ model, el }) {
   let userMoved = false;
   let matchCursor = -1;
   let anchor = null; // {id, sx, sy}: a toggled box to keep in place across a relayout
-  const minimap = makeMinimap(canvas, () => S, view, (x, y) => {
-    view.x = x;
-    view.y = y;
-    userMoved = true;
-    applyView();
-  });
+  const minimap = makeMinimap(
+    canvas,
+    () => S,
+    view,
+    (x, y) => {
+      view.x = x;
+      view.y = y;
+      userMoved = true;
+      applyView();
+    },
+  );
 
   const applyView = () => {
     viewport.setAttribute("transform", `translate(${view.x},${view.y}) scale(${view.k})`);
@@ -153,8 +172,7 @@ function render({ model, el }) {
       setView({ x: anchor.sx - at.x * view.k, y: anchor.sy - at.y * view.k }, userMoved);
       // the toggled box on screen now (tests and benchmarks click its toggle there)
       root.dataset.anchored = [anchor.sx, anchor.sy, at.w * view.k, at.h * view.k].map((v) => v.toFixed(1)).join(",");
-    }
-    else if (refit || !userMoved) home();
+    } else if (refit || !userMoved) home();
     anchor = null;
     if (refit && model.get("selected") != null) highlight(true); // opened with a selection
     if (pendingCenter !== null) {
@@ -254,7 +272,10 @@ function render({ model, el }) {
       const ink = neutral ? "var(--lk-fg, #222)" : textColor(fill);
       for (const t of node.querySelectorAll("text.lk-label, text.lk-sub")) t.style.fill = ink;
     }
-    const html = legendHtml(scale, metrics.find((d) => d.key === metric));
+    const html = legendHtml(
+      scale,
+      metrics.find((d) => d.key === metric),
+    );
     if (html !== shownLegend) legend.innerHTML = shownLegend = html;
   }
 

@@ -12,7 +12,15 @@ export const graph = {
   outs: [[0], [2], [1], [1], [1], [1], [1], [1], [1], [2], []],
   rolled: [[5, 3, "blocks.0-2"]],
   // the three calls of the rolled block, all shown by box 5 (b1, b2 are not in the payload)
-  instances: { name: ["blocks.0", "blocks.1", "blocks.2"], node: [5, 5, 5], where: [[0, 0], [0, 1], [0, 2]] },
+  instances: {
+    name: ["blocks.0", "blocks.1", "blocks.2"],
+    node: [5, 5, 5],
+    where: [
+      [0, 0],
+      [0, 1],
+      [0, 2],
+    ],
+  },
   edges: [0, 3, 3, 6, 6, 7, 7, 8, 3, 8, 8, 9, 9, 10],
   edge_tensor: [0, 1, 1, 1, 1, 1, 2],
   tensors: ["2x3 float32", "2x8 float32", "2x10 float32"],

@@ -28,7 +28,10 @@ test("a later call of a rolled block is the rolled box, and says which call", ()
 test("nested rolled blocks: one level per block, outermost first", () => {
   const g = {
     ...graph,
-    rolled: [[5, 3, "blocks.0-2"], [6, 2, "blocks.0.heads.0-1"]],
+    rolled: [
+      [5, 3, "blocks.0-2"],
+      [6, 2, "blocks.0.heads.0-1"],
+    ],
     instances: { name: ["blocks.2.heads.1"], node: [6], where: [[0, 2, 1, 1]] },
   };
   const inst = instanceOf(g, "blocks.2.heads.1");
@@ -36,7 +39,17 @@ test("nested rolled blocks: one level per block, outermost first", () => {
 });
 
 test("a path called twice: the nth entry", () => {
-  const g = { ...graph, instances: { name: ["a", "a"], node: [5, 6], where: [[0, 0], [0, 1]] } };
+  const g = {
+    ...graph,
+    instances: {
+      name: ["a", "a"],
+      node: [5, 6],
+      where: [
+        [0, 0],
+        [0, 1],
+      ],
+    },
+  };
   assert.equal(instanceOf(g, "a", 1).k, 6);
   assert.equal(instanceOf(g, "a", 2), null);
 });
@@ -59,7 +72,10 @@ test("breadcrumb: frames around, the instance, and that call's own figures", () 
   assert.equal(c.text, "blocks.1 - instance 2 of 3");
   assert.deepEqual(c.figures, ["parameters 250"]);
   assert.equal(c.block, "blocks.0-2");
-  assert.match(crumbHtml(c), /Net<\/span> › <span class="lk-crumb-up">blocks<\/span> › <b class="lk-crumb-sel">blocks.1 - instance 2 of 3<\/b>/);
+  assert.match(
+    crumbHtml(c),
+    /Net<\/span> › <span class="lk-crumb-up">blocks<\/span> › <b class="lk-crumb-sel">blocks.1 - instance 2 of 3<\/b>/,
+  );
   const plain = crumbOf(graph, rolled, "stem", 2, { params: [0, 0, 224] }, {}, defs);
   assert.equal(plain.text, "stem");
   assert.deepEqual(plain.figures, ["parameters 224"]);
@@ -70,5 +86,8 @@ test("breadcrumb: frames around, the instance, and that call's own figures", () 
 test("search finds calls inside rolled blocks by path; drawn matches stay as they were", () => {
   assert.deepEqual(findAll(graph, "blocks.2"), [{ k: 5, name: "blocks.2" }]);
   assert.deepEqual(matchesOf(graph, "blocks.2"), []); // drawn matches only
-  assert.deepEqual(findAll(graph, "blocks.0").map((m) => m.name), ["blocks.0"]); // drawn once
+  assert.deepEqual(
+    findAll(graph, "blocks.0").map((m) => m.name),
+    ["blocks.0"],
+  ); // drawn once
 });

@@ -64,7 +64,21 @@ test("a value sent as one buffer of JSON is decoded once; a plain value passes t
 
 /** x -> Net[ 600 blocks, each a call around one op, in a chain ] -> out: a wrapped level. */
 function chainGraph(blocks) {
-  const g = { key: "chain", model: "Net", ids: [], kind: "", parent: [], name: [], type: [], ins: [], outs: [], tensors: ["8x64 float32"], edges: [], edge_tensor: [], rolled: [] };
+  const g = {
+    key: "chain",
+    model: "Net",
+    ids: [],
+    kind: "",
+    parent: [],
+    name: [],
+    type: [],
+    ins: [],
+    outs: [],
+    tensors: ["8x64 float32"],
+    edges: [],
+    edge_tensor: [],
+    rolled: [],
+  };
   const add = (kind, parent, name) => {
     g.ids.push(g.ids.length);
     g.kind += kind;
@@ -105,9 +119,15 @@ test("a wrapped frame: edges into and out of it run in the gap beside their colu
   for (let j = L.edgeOff[i]; j < L.edgeOff[i + 1]; j++) pts.push(L.edgeXY[2 * j]);
   const [x0, , w0] = cols[0];
   const [x1] = cols[1];
-  assert.ok(pts.some((x) => x > x0 + w0 && x < x1), JSON.stringify({ pts, x0, w0, x1 }));
+  assert.ok(
+    pts.some((x) => x > x0 + w0 && x < x1),
+    JSON.stringify({ pts, x0, w0, x1 }),
+  );
   // after its start (x sits above the frame's middle), never out to the frame's far margin
-  assert.ok(pts.slice(1).every((x) => x < root.x + root.w / 2), JSON.stringify(pts));
+  assert.ok(
+    pts.slice(1).every((x) => x < root.x + root.w / 2),
+    JSON.stringify(pts),
+  );
   // the input sits above the first column, the output below the last (not the middle)
   const xin = posView(L).get(0);
   const out = posView(L).get(g.ids.length - 1);

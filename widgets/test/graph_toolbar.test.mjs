@@ -7,11 +7,14 @@ import { graph } from "./_graph_fixture.mjs";
 
 test("the metric list, labels and units come from the payload, in its order", () => {
   const defs = metricDefs(graph.metrics);
-  assert.deepEqual(defs.map((d) => [d.key, d.label, d.unit]), [
-    ["fwd_time", "forward time", "time"],
-    ["params", "parameters", "count"],
-    ["activations", "activation memory", "bytes"],
-  ]);
+  assert.deepEqual(
+    defs.map((d) => [d.key, d.label, d.unit]),
+    [
+      ["fwd_time", "forward time", "time"],
+      ["params", "parameters", "count"],
+      ["activations", "activation memory", "bytes"],
+    ],
+  );
   assert.equal(defs[0].fmt(0.0125), "12.5 ms");
   assert.equal(defs[1].fmt(1234567), "1.23M");
   assert.equal(defs[2].fmt(1536), "1.5 KiB");

@@ -90,7 +90,10 @@ test("layout input puts each drawn node in its frame and lifts edges per level",
 /** The layout with these payload indices expanded, and its drawn edges as [s, d]. */
 function nested(open) {
   const lay = layoutGraph(prepare(graph), open);
-  const S = drawState(graph, [...open].map((k) => graph.ids[k]));
+  const S = drawState(
+    graph,
+    [...open].map((k) => graph.ids[k]),
+  );
   const edges = [];
   for (let i = 0; i < lay.edges.length; i += 3) edges.push([lay.edges[i], lay.edges[i + 1]]);
   return { lay: S.layout, edges, vis: S.vis };
@@ -98,19 +101,36 @@ function nested(open) {
 
 test("nested layout: frames contain their children, ranks go down along edges", () => {
   const { lay, edges } = nested(new Set([1, 4, 5]));
-  assert.deepEqual(edges, liftEdges(graph, visibleNodes(graph, new Set([1, 4, 5])).boxOf).map(([s, d]) => [s, d]));
+  assert.deepEqual(
+    edges,
+    liftEdges(graph, visibleNodes(graph, new Set([1, 4, 5])).boxOf).map(([s, d]) => [s, d]),
+  );
   const inside = (k, g) => {
     const a = lay.pos.get(k);
     const b = lay.pos.get(g);
     return a.x >= b.x - 0.01 && a.y >= b.y && a.x + a.w <= b.x + b.w + 0.01 && a.y + a.h <= b.y + b.h;
   };
-  for (const [k, g] of [[2, 1], [6, 5], [7, 5], [8, 5], [5, 4], [9, 1]]) assert.ok(inside(k, g), `${k} in ${g}`);
+  for (const [k, g] of [
+    [2, 1],
+    [6, 5],
+    [7, 5],
+    [8, 5],
+    [5, 4],
+    [9, 1],
+  ])
+    assert.ok(inside(k, g), `${k} in ${g}`);
   edges.forEach(([s, d], i) => {
     assert.ok(lay.pos.get(s).y + lay.pos.get(s).h < lay.pos.get(d).y, `edge ${s}>${d} goes down`);
     const pts = edgePointsOf(lay, i);
     assert.ok(pts.length >= 2);
   });
-  assert.match(pathOf([{ x: 0, y: 0 }, { x: 10, y: 20 }]), /^M0\.0,0\.0C/);
+  assert.match(
+    pathOf([
+      { x: 0, y: 0 },
+      { x: 10, y: 20 },
+    ]),
+    /^M0\.0,0\.0C/,
+  );
 });
 
 test("a skip edge into a block runs down the block's margin, not through its boxes", () => {
@@ -126,18 +146,34 @@ test("a skip edge into a block runs down the block's margin, not through its box
     }
   }
   const frame = lay.pos.get(4);
-  assert.ok(pts.some((p) => Math.abs(p.x - (frame.x + frame.w - 5)) < 1e-9), "runs down the frame's right margin");
+  assert.ok(
+    pts.some((p) => Math.abs(p.x - (frame.x + frame.w - 5)) < 1e-9),
+    "runs down the frame's right margin",
+  );
   const last = pts[pts.length - 1];
   assert.ok(Math.abs(last.y - lay.pos.get(8).y) < 1e-9);
 });
 
 /** layoutLevel on item ids 0..m-1 of one size, edges as [a, b] pairs. */
 const level = (m, w, h, edges) =>
-  layoutLevel(m, new Float64Array(m).fill(w), new Float64Array(m).fill(h), edges.map((e) => e[0]), edges.map((e) => e[1]));
+  layoutLevel(
+    m,
+    new Float64Array(m).fill(w),
+    new Float64Array(m).fill(h),
+    edges.map((e) => e[0]),
+    edges.map((e) => e[1]),
+  );
 
 test("layoutLevel: long edges get waypoints, no overlaps in a layer", () => {
   // diamond plus a long skip: 0->1->2->3, 0->3
-  const edges = [[0, 1], [1, 2], [2, 3], [0, 3], [0, 4], [4, 3]];
+  const edges = [
+    [0, 1],
+    [1, 2],
+    [2, 3],
+    [0, 3],
+    [0, 4],
+    [4, 3],
+  ];
   const lay = level(5, 50, 20, edges);
   assert.equal(lay.way[3].length / 2, 2); // 0->3 spans three ranks: two bend points
   const byY = new Map();
@@ -212,10 +248,24 @@ test("box sizes grow with the label and are clamped", () => {
 });
 
 test("profile sorting and top rows", () => {
-  const rows = [["a", 3], ["b", 1], ["c", 2], ["d", 0]];
-  assert.deepEqual(sortRows(rows, 1, true).map((r) => r[0]), ["a", "c", "b", "d"]);
-  assert.deepEqual(sortRows(rows, 0, true).map((r) => r[0]), ["d", "c", "b", "a"]);
-  assert.deepEqual(topRows(rows, 1, 2).map((r) => r[0]), ["a", "c"]);
+  const rows = [
+    ["a", 3],
+    ["b", 1],
+    ["c", 2],
+    ["d", 0],
+  ];
+  assert.deepEqual(
+    sortRows(rows, 1, true).map((r) => r[0]),
+    ["a", "c", "b", "d"],
+  );
+  assert.deepEqual(
+    sortRows(rows, 0, true).map((r) => r[0]),
+    ["d", "c", "b", "a"],
+  );
+  assert.deepEqual(
+    topRows(rows, 1, 2).map((r) => r[0]),
+    ["a", "c"],
+  );
 });
 
 test("memory stacks, peak and phase runs", () => {
@@ -251,10 +301,22 @@ test("memory: the largest storages live in a time range", () => {
     { bytes: 300, category: "parameters", start: 0, end: null },
     { bytes: 200, category: "temporaries", start: 0.6, end: 0.7 },
   ];
-  assert.deepEqual(liveIn(largest, 0.2, 0.3).map((r) => r.bytes), [400, 300]);
-  assert.deepEqual(liveIn(largest, 0.55, 0.58).map((r) => r.bytes), [300]);
-  assert.deepEqual(liveIn(largest, 0.65, 0.9).map((r) => r.bytes), [300, 200]);
-  assert.deepEqual(liveIn(largest, 0, 1, 1).map((r) => r.bytes), [400]);
+  assert.deepEqual(
+    liveIn(largest, 0.2, 0.3).map((r) => r.bytes),
+    [400, 300],
+  );
+  assert.deepEqual(
+    liveIn(largest, 0.55, 0.58).map((r) => r.bytes),
+    [300],
+  );
+  assert.deepEqual(
+    liveIn(largest, 0.65, 0.9).map((r) => r.bytes),
+    [300, 200],
+  );
+  assert.deepEqual(
+    liveIn(largest, 0, 1, 1).map((r) => r.bytes),
+    [400],
+  );
 });
 
 // The shared fixture: what labkit/trace/graph.py draws for a real trace (ResCNN: nesting, a
@@ -281,12 +343,18 @@ for (const view of rules.views) {
   test(`node labels as Python writes them: ${view.rolled ? "rolled" : "flat"} ${rules.model}`, () => {
     const g = view.graph;
     const rolled = rolledInfo(g);
-    assert.deepEqual(g.ids.map((_, k) => labelOf(g, k, rolled)), view.labels);
+    assert.deepEqual(
+      g.ids.map((_, k) => labelOf(g, k, rolled)),
+      view.labels,
+    );
   });
 }
 
 test("the graph-rules fixture covers rolled and flat views with several cases each", () => {
-  assert.deepEqual(rules.views.map((v) => v.rolled), [true, false]);
+  assert.deepEqual(
+    rules.views.map((v) => v.rolled),
+    [true, false],
+  );
   for (const v of rules.views) assert.ok(v.cases.length >= 7 && v.graph.ids.length > 20);
 });
 

@@ -7,9 +7,9 @@ const close = (a, b) => assert.ok(Math.abs(a - b) < 1e-9, `${a} != ${b}`);
 
 test("a small graph is fitted centred, within the canvas", () => {
   for (const v of [fitView(800, 500, 300, 200), openView(800, 500, 300, 200)]) {
-  close(v.x + (300 * v.k) / 2, 400); // centred across
-  close(v.y + (200 * v.k) / 2, 250); // and down
-  assert.ok(v.x >= 0 && v.x + 300 * v.k <= 800 && v.y >= 0 && v.y + 200 * v.k <= 500);
+    close(v.x + (300 * v.k) / 2, 400); // centred across
+    close(v.y + (200 * v.k) / 2, 250); // and down
+    assert.ok(v.x >= 0 && v.x + 300 * v.k <= 800 && v.y >= 0 && v.y + 200 * v.k <= 500);
   }
 });
 
