@@ -8,6 +8,17 @@ import { detailAt, groupLabel, labelOf, LEGIBLE_PX, subOf } from "./_graphcore.j
 import { markCount } from "./_graph_marks.js";
 import { COL_GAP } from "./_layout.js";
 
+/** @typedef {import("./_graph_draw.js").DrawLayout} DrawLayout */
+/** @typedef {import("./_panzoom.js").View} View */
+/** @typedef {{k: number, part: "expand" | "collapse" | "box" | "frame"}} Hit what is under a point: a box's toggle, a box, a frame's toggle or header */
+/**
+ * @typedef {object} CanvasLook how boxes look, set by the view
+ * @property {(k: number) => string | null} fillOf a box's heat colour, null for the theme's own
+ * @property {(k: number) => string | null} inkOf the ink on that colour, null for the theme's own
+ * @property {Set<number>} selected drawn boxes of the selection
+ * @property {Set<number>} matches drawn boxes matching the search
+ */
+
 /** Above this many drawn boxes and frames, the view draws on a canvas. */
 export const CANVAS_MIN = 1500;
 const CELL = 256; // hit-test grid cell, drawing units
@@ -16,18 +27,28 @@ export const SUMMARY_PX = 28;
 /** Zoomed out, a band of wrapped columns this wide on screen carries one label. */
 const BAND_PX = 18;
 
-/** A grid of cells over the layout: cell key -> drawn keys whose rectangle touches it. */
+/**
+ * A grid of cells over the layout: cell key -> drawn keys whose rectangle touches it.
+ * @param {{P?: ArrayLike<number>, pos: {get(k: number): {x: number, y: number, w: number, h: number} | undefined}}} layout
+ * @param {Iterable<number>} keys
+ * @returns {Map<number, number[]>}
+ */
 export function gridOf(layout, keys) {
+  /** @type {Map<number, number[]>} */
   const grid = new Map();
   const P = layout.P; // x, y, w, h per node when the layout has them as one array
   for (const k of keys) {
     const p = P ? { x: P[4 * k], y: P[4 * k + 1], w: P[4 * k + 2], h: P[4 * k + 3] } : layout.pos.get(k);
-    if (!p || p.x !== p.x) continue;
+    if (!p || Number.isNaN(p.x)) continue;
     for (let cx = Math.floor(p.x / CELL); cx <= Math.floor((p.x + p.w) / CELL); cx++) {
       for (let cy = Math.floor(p.y / CELL); cy <= Math.floor((p.y + p.h) / CELL); cy++) {
         const key = cx * 65536 + cy;
-        if (!grid.has(key)) grid.set(key, []);
-        grid.get(key).push(k);
+        let cell = grid.get(key);
+        if (!cell) {
+          cell = [];
+          grid.set(key, cell);
+        }
+        cell.push(k);
       }
     }
   }
@@ -37,13 +58,21 @@ export function gridOf(layout, keys) {
 /**
  * What is at drawing point (x, y): a box's toggle, a box, a frame's toggle or header, or
  * null. Boxes win over frames; of nested frames the innermost (the smallest) wins.
- * @returns {k, part: "expand" | "collapse" | "box" | "frame"} or null
+ * @param {Map<number, number[]>} grid gridOf's
+ * @param {{pos: {get(k: number): {x: number, y: number, w: number, h: number} | undefined}}} layout
+ * @param {(k: number) => boolean} isGroup
+ * @param {ArrayLike<number>} hasKids
+ * @param {number} x
+ * @param {number} y
+ * @returns {Hit | null}
  */
 export function hitIn(grid, layout, isGroup, hasKids, x, y) {
   const cell = grid.get(Math.floor(x / CELL) * 65536 + Math.floor(y / CELL)) || [];
+  /** @type {{k: number, part: "collapse" | "frame" | "inside", area: number} | null} */
   let frame = null;
   for (const k of cell) {
     const p = layout.pos.get(k);
+    if (!p) continue; // in the grid: it has a place
     if (x < p.x || x > p.x + p.w || y < p.y || y > p.y + p.h) continue;
     if (!isGroup(k)) {
       if (hasKids[k] && x >= p.x + p.w - 15 && y <= p.y + 15) return { k, part: "expand" };
@@ -59,9 +88,10 @@ export function hitIn(grid, layout, isGroup, hasKids, x, y) {
 }
 
 /**
- * @param host the .lk-canvas element; the canvas is put in it
- * @param view {x, y, k}
- * @returns {el, setState(S), draw(), hit(sx, sy), look: {fillOf, inkOf, selected, matches}}
+ * @param {HTMLElement} host the .lk-canvas element; the canvas is put in it
+ * @param {View} view the view's transform (read only)
+ * @returns {{el: HTMLCanvasElement, setState: (S: object | null) => void, draw: () => void, paint: () => void,
+ *   hit: (sx: number, sy: number) => Hit | null, show: (on: boolean) => void, look: CanvasLook}}
  */
 export function makeCanvasView(host, view) {
   const cv = document.createElement("canvas");
@@ -72,9 +102,11 @@ export function makeCanvasView(host, view) {
   let grid = null;
   let queued = false;
   // fillOf(k), inkOf(k): a box's heat colour and ink, null for the theme's own
-  const look = { fillOf: (k) => null, inkOf: (k) => null, selected: new Set(), matches: new Set() };
+  /** @type {CanvasLook} */
+  const look = { fillOf: (_k) => null, inkOf: (_k) => null, selected: new Set(), matches: new Set() };
 
-  let isGroup = (k) => false;
+  /** @type {(k: number) => boolean} */
+  let isGroup = (_k) => false;
   let boxOf = null; // edge i's bounding box: boxOf[4i..4i+3] = x0, y0, x1, y1
 
   function setState(state) {
@@ -130,6 +162,7 @@ export function makeCanvasView(host, view) {
       cv.height = Math.round(ch * dpr);
     }
     const ctx = cv.getContext("2d");
+    if (!ctx) return; // no 2d context (a page out of canvas memory): nothing to paint on
     ctx.setTransform(1, 0, 0, 1, 0, 0);
     ctx.clearRect(0, 0, cv.width, cv.height);
     ctx.setTransform(dpr * view.k, 0, 0, dpr * view.k, dpr * view.x, dpr * view.y);
@@ -238,7 +271,7 @@ export function makeCanvasView(host, view) {
     cv.dataset.labels = String(labels); // labels legible zoomed out (summaries, columns)
   }
 
-  const marked = (k) => S.marks && S.marks.has(k);
+  const marked = (k) => S.marks?.has(k);
 
   /** Draw on the next animation frame (many view changes in one frame: one paint). */
   function draw() {
@@ -320,7 +353,7 @@ function screenLabel(ctx, text, x, y, w, h, k, c) {
  * taken together, side by side, until the band is BAND_PX wide on screen; returns how many
  * labels were drawn.
  */
-function columnLabels(ctx, graph, rolled, cols, x0, x1, y0, y1, k, c) {
+function columnLabels(ctx, graph, rolled, cols, _x0, _x1, y0, y1, k, c) {
   let n = 0;
   let band = null; // [x, y, right, bottom, first, last]
   const flush = () => {

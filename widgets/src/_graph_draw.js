@@ -9,6 +9,38 @@ export { groupLabel, subOf };
 import { markCount, markSummary } from "./_graph_marks.js";
 import { esc } from "./_ui.js";
 
+/** @typedef {import("./_graphcore.js").Rolled} Rolled */
+/** @typedef {import("./_graph_layout.js").GraphLayout} GraphLayout */
+/** @typedef {import("./_graph_layout.js").Prepared} Prepared */
+/** @typedef {Map<number, import("./_graph_marks.js").Mark>} Marks drawn box -> its graph breaks (liftMarks) */
+/**
+ * @typedef {object} Vis what is drawn
+ * @property {Int32Array} boxOf the drawn box or frame that shows each payload node
+ * @property {number[]} boxes drawn as boxes, in payload order
+ * @property {number[]} groups drawn as frames, in payload order
+ * @property {Uint8Array} hasKids 1 for a node with children
+ */
+/**
+ * @typedef {object} DrawLayout a layout as the view reads it
+ * @property {ReturnType<typeof posView>} pos a box's {x, y, w, h} by payload index (Map-like)
+ * @property {Float64Array} P x, y, w, h per payload node (NaN when not drawn)
+ * @property {number} width
+ * @property {number} height
+ * @property {Int32Array} edgeOff edge i's points are edgeXY[2 edgeOff[i] .. 2 edgeOff[i+1])
+ * @property {Float64Array} edgeXY
+ * @property {Float64Array} cols wrapped columns: x, y, w, h, first node, last node each
+ * @property {number} edgeCount
+ */
+/**
+ * @typedef {object} DrawState what the view draws for one layout (viewState)
+ * @property {Rolled} rolled
+ * @property {Set<number> | null} expanded payload indices of the expanded calls, when known
+ * @property {Vis} vis
+ * @property {Int32Array} edges s, d, tensor per drawn edge
+ * @property {DrawLayout} layout
+ * @property {number} laidOut levels laid out (not taken from the cache)
+ */
+
 // theme tokens (see _ui.js) with the Light values as fallbacks for exported SVG files
 export const SVG_STYLE = `
 .lk-edge { fill: none; stroke: var(--lk-edge, #9aa3ad); stroke-width: 1.2; }
@@ -42,9 +74,14 @@ export const SVG_STYLE = `
  * (the view lays out in a worker: _graph_runner.js): see viewState. `cache` (a Map kept
  * per graph) keeps the prepared payload and each level's layout until its children
  * change size: opening a frame lays out that frame and the levels around it.
+ * @param {import("./_graphcore.js").GraphPayload} graph
+ * @param {number[] | null | undefined} expandedIds
+ * @param {Map<any, any> | null} cache
+ * @returns {DrawState}
  */
 export function drawState(graph, expandedIds, cache = null) {
-  let prep = cache && cache.get("prep");
+  /** @type {Prepared | undefined} */
+  let prep = cache?.get("prep");
   if (!prep) {
     prep = prepare(graph);
     if (cache) cache.set("prep", prep);
@@ -55,9 +92,11 @@ export function drawState(graph, expandedIds, cache = null) {
 
 /**
  * The drawing state of a layout result (GraphLayout, from a worker or this thread).
- * @returns {{rolled, expanded: Set<number>, vis: {boxOf, boxes: number[], groups: number[], hasKids}, edges: Int32Array, layout}}
- *   edges: s, d, tensor per drawn edge; layout: {pos (Map-like), P (x, y, w, h per
- *   node), width, height, edgeOff, edgeXY, cols}
+ * @param {{rolled?: import("./_graphcore.js").GraphPayload["rolled"]}} graph
+ * @param {Uint8Array} hasKids
+ * @param {GraphLayout} L
+ * @param {Set<number> | null} expanded
+ * @returns {DrawState}
  */
 export function viewState(graph, hasKids, L, expanded) {
   const vis = { boxOf: L.boxOf, boxes: Array.from(L.boxes), groups: Array.from(L.groups), hasKids };
@@ -74,13 +113,16 @@ export function viewState(graph, hasKids, L, expanded) {
   return { rolled: rolledInfo(graph), expanded, vis, edges: L.edges, layout, laidOut: L.laidOut };
 }
 
-/** The class a marked box gets: its own break(s), or only breaks inside it. */
+/** The class a marked box gets: its own break(s), or only breaks inside it. @param {import("./_graph_marks.js").Mark | null | undefined} m */
 function markClass(m) {
   if (!m) return "";
   return m.own.length ? " lk-broken" : " lk-broken-inside";
 }
 
-/** A round badge centred at (x, y) with the number of breaks; its title says which. */
+/**
+ * A round badge centred at (x, y) with the number of breaks; its title says which.
+ * @param {import("./_graph_marks.js").Mark | null | undefined} m @param {number | string} x @param {number | string} y
+ */
 function badge(m, x, y) {
   if (!m) return "";
   const n = markCount(m);
@@ -92,13 +134,15 @@ function badge(m, x, y) {
 
 /**
  * Expanded calls as frames with a label and a collapse toggle.
- * @param marks Map box -> {own, inside} (liftMarks), or null
+ * @param {import("./_graphcore.js").GraphPayload} graph @param {Vis} vis @param {DrawLayout} layout @param {Rolled} rolled
+ * @param {Marks | null} marks drawn box -> its breaks (liftMarks), or null
  */
 export function groupsSvg(graph, vis, layout, rolled, marks = null) {
   let out = "";
   for (const g of vis.groups) {
     const p = layout.pos.get(g);
-    const m = marks && marks.get(g);
+    if (!p) continue; // drawn: it has a place
+    const m = marks?.get(g);
     const label = groupLabel(graph, g, rolled);
     out +=
       `<g class="lk-group${markClass(m)}" data-k="${g}" transform="translate(${p.x.toFixed(1)},${p.y.toFixed(1)})">` +
@@ -112,12 +156,17 @@ export function groupsSvg(graph, vis, layout, rolled, marks = null) {
   return out;
 }
 
-/** Drawn boxes: rolled blocks stacked, calls with hidden insides with an expand toggle. */
+/**
+ * Drawn boxes: rolled blocks stacked, calls with hidden insides with an expand toggle.
+ * @param {import("./_graphcore.js").GraphPayload} graph @param {Vis} vis @param {DrawLayout} layout @param {Rolled} rolled
+ * @param {Marks | null} marks drawn box -> its breaks (liftMarks), or null
+ */
 export function nodesSvg(graph, vis, layout, rolled, marks = null) {
   let out = "";
   for (const k of vis.boxes) {
     const p = layout.pos.get(k);
-    const m = marks && marks.get(k);
+    if (!p) continue; // drawn: it has a place
+    const m = marks?.get(k);
     const label = labelOf(graph, k, rolled);
     const stacked = rolled.count.has(k);
     out +=
@@ -138,8 +187,8 @@ export function nodesSvg(graph, vis, layout, rolled, marks = null) {
 
 /**
  * Edges as paths ending in this view's arrow marker.
- * @param layout a viewState layout (its edge points)
- * @param arrowId the view's own marker id (ids are page-wide: one per view, see uid())
+ * @param {DrawLayout} layout a viewState layout (its edge points)
+ * @param {string} arrowId the view's own marker id (ids are page-wide: one per view, see uid())
  */
 export function edgesSvg(layout, arrowId) {
   let out =

@@ -147,7 +147,7 @@ export function prepare(graph) {
 /**
  * Lay out the graph with these calls expanded.
  * @param {Prepared} P
- * @param {ArrayLike<number>} expandedIdx payload indices of expanded calls
+ * @param {Iterable<number>} expandedIdx payload indices of expanded calls
  * @param {Map<number, {sizes: Float64Array, lay: object}> | null} cache level -> its last
  *   layout, kept between calls for one graph
  * @returns {GraphLayout}
@@ -193,7 +193,7 @@ export function layoutGraph(P, expandedIdx, cache = null) {
       sizes[2 * i] = W[kidList[a + i]];
       sizes[2 * i + 1] = H[kidList[a + i]];
     }
-    const hit = cache && cache.get(g);
+    const hit = cache?.get(g);
     let lay = hit && same(hit.sizes, sizes) ? hit.lay : null;
     if (!lay) {
       const w = new Float64Array(m);
@@ -402,7 +402,7 @@ class Grow {
  */
 export function posView(L) {
   const P = L.pos;
-  const get = (k) => (k >= 0 && P[4 * k] === P[4 * k] ? { x: P[4 * k], y: P[4 * k + 1], w: P[4 * k + 2], h: P[4 * k + 3] } : undefined);
+  const get = (k) => (k >= 0 && !Number.isNaN(P[4 * k]) ? { x: P[4 * k], y: P[4 * k + 1], w: P[4 * k + 2], h: P[4 * k + 3] } : undefined);
   return {
     get,
     has: (k) => get(k) !== undefined,

@@ -7,10 +7,16 @@
 // holds it, as "N graph breaks inside", so expanding moves it to the right node.
 
 /**
- * @param graph the graph payload (ids: trace id per payload index)
- * @param boxOf per payload index, the index of the drawn box that holds it (visibleNodes)
- * @param marks {trace node id: [text, ...]}
- * @returns Map drawn box index -> {own: [text], inside: [text]}
+ * @typedef {object} Mark the graph breaks a drawn box shows
+ * @property {string[]} own breaks in this call
+ * @property {string[]} inside breaks in calls hidden inside it
+ */
+
+/**
+ * @param {{ids: number[]}} graph the graph payload (ids: trace id per payload index)
+ * @param {ArrayLike<number>} boxOf per payload index, the index of the drawn box that holds it (visibleNodes)
+ * @param {import("./_contract_types").GraphMarks | null | undefined} marks {trace node id: [text, ...]}
+ * @returns {Map<number, Mark>} drawn box index -> its marks
  */
 export function liftMarks(graph, boxOf, marks) {
   const index = new Map(graph.ids.map((id, k) => [id, k]));
@@ -19,15 +25,20 @@ export function liftMarks(graph, boxOf, marks) {
     const k = index.get(Number(id));
     if (k === undefined) continue; // not drawn at any expansion (graph.py maps rolled calls)
     const box = boxOf[k];
-    if (!out.has(box)) out.set(box, { own: [], inside: [] });
-    out.get(box)[box === k ? "own" : "inside"].push(...texts);
+    let mark = out.get(box);
+    if (!mark) {
+      mark = { own: [], inside: [] };
+      out.set(box, mark);
+    }
+    mark[box === k ? "own" : "inside"].push(...texts);
   }
   return out;
 }
 
+/** @param {number} n */
 const breaks = (n) => `${n} graph break${n === 1 ? "" : "s"}`;
 
-/** {own: [a], inside: [b, c]} -> "1 graph break, 2 inside" (the badge's title). */
+/** {own: [a], inside: [b, c]} -> "1 graph break, 2 inside" (the badge's title). @param {Mark} m */
 export function markSummary(m) {
   const own = m.own.length;
   const inside = m.inside.length;
@@ -35,7 +46,7 @@ export function markSummary(m) {
   return own ? `${breaks(own)}, ${inside} inside` : `${breaks(inside)} inside`;
 }
 
-/** How many breaks a badge counts. */
+/** How many breaks a badge counts. @param {Mark} m */
 export function markCount(m) {
   return m.own.length + m.inside.length;
 }

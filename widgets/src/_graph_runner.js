@@ -52,7 +52,8 @@ const HUB = Symbol.for("labkit.graph.layout");
 
 /** The page's layout hub for this worker code: {worker, clients: view -> client, next}. */
 function hub() {
-  const all = (globalThis[HUB] ||= new Map());
+  if (!globalThis[HUB]) globalThis[HUB] = new Map();
+  const all = globalThis[HUB];
   const src = typeof LABKIT_GRAPH_WORKER === "string" ? LABKIT_GRAPH_WORKER : "";
   if (!all.has(src)) all.set(src, { worker: null, clients: new Map(), next: 0 });
   return all.get(src);

@@ -6,12 +6,12 @@ import { esc } from "./_ui.js";
 const KIND_NAMES = { i: "input", o: "output", m: "module", p: "op" };
 
 /**
- * @param graph the graph payload
- * @param rolled rolledInfo(graph)
- * @param k payload index of the box
- * @param values {metric key: [value per payload node]}
- * @param metrics [{key, label, fmt}] (metricDefs of the payload)
- * @param mark {own: [text], inside: [text]} of this box (liftMarks), or undefined
+ * @param {import("./_graphcore.js").GraphPayload} graph the graph payload
+ * @param {import("./_graphcore.js").Rolled} rolled rolledInfo(graph)
+ * @param {number} k payload index of the box
+ * @param {Record<string, number[]>} values metric key -> value per payload node
+ * @param {import("./_graph_toolbar.js").MetricDef[]} metrics metricDefs of the payload
+ * @param {import("./_graph_marks.js").Mark | undefined} mark this box's graph breaks (liftMarks), or undefined
  */
 export function tipHtml(graph, rolled, k, values, metrics, mark) {
   const kind = graph.kind[k];
@@ -36,7 +36,9 @@ export function tipHtml(graph, rolled, k, values, metrics, mark) {
   return html;
 }
 
+/** @param {import("./_graph_marks.js").Mark} mark */
 function breaksHtml(mark) {
+  /** @param {string} text */
   const line = (text) => `<div style="white-space:normal">${esc(text)}</div>`;
   let html = "";
   if (mark.own.length) {

@@ -4,12 +4,38 @@
 import { formatterOf } from "./_units.js";
 import { esc, h, setOptions } from "./_ui.js";
 
-/** The payload's {key: [label, unit]} as [{key, label, unit, fmt}], in payload order. */
+/**
+ * @typedef {object} MetricDef a colour-by metric of the payload
+ * @property {string} key the metric's key in GraphView.metrics
+ * @property {string} label
+ * @property {string} unit
+ * @property {(v: number) => string} fmt its values in its unit
+ */
+/**
+ * @typedef {object} GraphToolbar the toolbar's elements and setters (buildToolbar)
+ * @property {HTMLElement} el
+ * @property {HTMLSelectElement} metricSel
+ * @property {HTMLInputElement} search
+ * @property {HTMLInputElement} depthIn
+ * @property {HTMLElement} legend
+ * @property {(defs: MetricDef[]) => void} setMetrics offer these metrics in the colour-by list
+ * @property {(rolled: boolean, unrolled?: number, shown?: boolean) => void} setRolled the roll button's text
+ */
+
+/**
+ * The payload's {key: [label, unit]} as [{key, label, unit, fmt}], in payload order.
+ * @param {Record<string, string[]> | null | undefined} table
+ * @returns {MetricDef[]}
+ */
 export function metricDefs(table) {
   return Object.entries(table || {}).map(([key, [label, unit]]) => ({ key, label, unit, fmt: formatterOf(unit) }));
 }
 
-/** The colour legend: min and max of the scale in the metric's unit, or "no ... recorded". */
+/**
+ * The colour legend: min and max of the scale in the metric's unit, or "no ... recorded".
+ * @param {{min: number, max: number, log: boolean, at: (t: number) => string}} scale colorScale's
+ * @param {MetricDef | undefined} def
+ */
 export function legendHtml(scale, def) {
   if (!def) return "";
   if (!scale.max) return `<span>no ${esc(def.label)} recorded</span>`;
@@ -21,8 +47,9 @@ export function legendHtml(scale, def) {
 }
 
 /**
- * @param act {zoomIn, zoomOut, fit, svg, png, roll}: what the buttons do
- * @returns {el, metricSel, search, depthIn, legend, setMetrics(defs), setRolled(rolled, unrolled)}
+ * @param {{zoomIn: () => void, zoomOut: () => void, fit: () => void, svg: () => void, png: () => void, roll?: () => void}} act
+ *   what the buttons do
+ * @returns {GraphToolbar}
  */
 export function buildToolbar(act) {
   const metricSel = h("select", { title: "colour by", class: "lk-metric" });

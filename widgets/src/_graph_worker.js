@@ -2,12 +2,20 @@
 // from a Blob URL: _graph_runner.js). One message, one layout; its arrays are handed back.
 import { makeService, transfers } from "./_graph_runner.js";
 
+/**
+ * @typedef {object} WorkerScope the dedicated worker's global scope, as this file uses it
+ *   (the project's lib is "DOM", which types `self` as a Window)
+ * @property {((e: MessageEvent) => void) | null} onmessage
+ * @property {(message: unknown, transfer: Transferable[]) => void} postMessage
+ */
+
 const service = makeService();
 if (typeof self !== "undefined" && typeof self.postMessage === "function" && typeof window === "undefined") {
-  self.onmessage = (e) => {
+  const scope = /** @type {WorkerScope} */ (/** @type {unknown} */ (self));
+  scope.onmessage = (e) => {
     try {
       const out = service(e.data);
-      if (out) self.postMessage(out, transfers(out));
+      if (out) scope.postMessage(out, transfers(out));
     } catch (err) {
       setTimeout(() => {
         throw err; // reported to the views as the worker's error event: they lay out themselves

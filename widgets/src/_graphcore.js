@@ -6,6 +6,13 @@
 // graph.kind is a string of one letter per node: i(nput) o(utput) m(odule) p (op).
 import { inkOn } from "./_shared.js";
 
+/** @typedef {import("./_contract_types").GraphPayload} GraphPayload the graph trait (labkit/widgets/_contract.py) */
+/**
+ * @typedef {object} Rolled rolledInfo(graph): the rolled blocks by their head box
+ * @property {Map<number, number>} count payload index of a block's head -> its calls
+ * @property {Map<number, string>} name payload index of a block's head -> the block's name
+ */
+
 const decoded = new WeakMap(); // a received buffer -> its value (decoded once)
 
 /**
@@ -26,9 +33,10 @@ export function unpacked(raw) {
   return out;
 }
 
-/** Children lists and the set of nodes that have children. */
+/** Children lists and the set of nodes that have children. @param {GraphPayload} graph */
 export function childrenOf(graph) {
   const n = graph.parent.length;
+  /** @type {number[][]} */
   const kids = Array.from({ length: n }, () => []);
   const roots = [];
   for (let k = 0; k < n; k++) {
@@ -92,7 +100,11 @@ export function liftEdges(graph, boxOf) {
   return out;
 }
 
-/** Count of a rolled block's head (1 for any other node), and the block's name. */
+/**
+ * Count of a rolled block's head (1 for any other node), and the block's name.
+ * @param {{rolled?: GraphPayload["rolled"]}} graph
+ * @returns {Rolled}
+ */
 export function rolledInfo(graph) {
   const count = new Map();
   const name = new Map();
@@ -106,9 +118,9 @@ export function rolledInfo(graph) {
 /** Short label of a node: last part of a module path, "name xN" for a rolled block. */
 export function labelOf(graph, k, rolled) {
   const kind = graph.kind[k];
-  let name = graph.name[k];
+  const name = graph.name[k];
   if (kind === "m") {
-    if (rolled && rolled.count.has(k)) {
+    if (rolled?.count.has(k)) {
       const full = rolled.name.get(k);
       return `${full} ×${rolled.count.get(k)}`;
     }
@@ -182,6 +194,7 @@ export function boxSize(label, sub) {
  */
 export function layoutInput(graph, vis, edges) {
   const groupSet = new Set(vis.groups);
+  /** @type {Map<number, number[]>} frame (-1: the top) -> its drawn children */
   const members = new Map([[-1, []]]);
   for (const g of vis.groups) members.set(g, []);
   const drawn = [...vis.boxes, ...vis.groups].sort((a, b) => a - b);
@@ -190,7 +203,7 @@ export function layoutInput(graph, vis, edges) {
     const p = graph.parent[k];
     const c = p < 0 ? -1 : p; // a drawn node's parent is an expanded, drawn frame
     container.set(k, c);
-    members.get(c).push(k);
+    members.get(c)?.push(k);
   }
   // ancestors chain of a drawn node among drawn frames (top first), once per node
   const chains = new Map();
@@ -202,6 +215,7 @@ export function layoutInput(graph, vis, edges) {
     chains.set(k, out);
     return out;
   };
+  /** @type {Map<number, number[][]>} frame -> [A, B] edges between its children */
   const levelEdges = new Map([...members.keys()].map((g) => [g, []]));
   const seen = new Set();
   const route = []; // per edge: [level, A, B]
@@ -218,7 +232,7 @@ export function layoutInput(graph, vis, edges) {
     const key = A * 1048576 + B;
     if (!seen.has(key)) {
       seen.add(key);
-      levelEdges.get(level).push([A, B]);
+      levelEdges.get(level)?.push([A, B]);
     }
   }
   return { members, levelEdges, route, isGroup: (k) => groupSet.has(k) };

@@ -171,7 +171,7 @@ export function layoutLevel(m, w, h, src, dst) {
     let prev = want[a];
     for (let j = a + 1; j < b; j++) {
       const min = prev + (vw[layer[j - 1]] + vw[layer[j]]) / 2 + GAP_X;
-      const got = want[j] < min ? min : want[j];
+      const got = Math.max(min, want[j]);
       shift += got - want[j];
       prev = got;
       want[j] = got;
@@ -246,7 +246,7 @@ export function layoutLevel(m, w, h, src, dst) {
 }
 
 /** Item positions and each edge's bend points, shifted so the level starts at x = 0. */
-function finish(m, total, x, vw, vRank, layerY, layerH, colOf, colY, src, dst, rank, chainAt, minX, width, height, cols) {
+function finish(m, _total, x, vw, vRank, layerY, layerH, colOf, colY, src, dst, rank, chainAt, minX, width, height, cols) {
   const ox = new Float64Array(m);
   const oy = new Float64Array(m);
   const col = new Int32Array(m);
@@ -287,7 +287,7 @@ function finish(m, total, x, vw, vRank, layerY, layerH, colOf, colY, src, dst, r
 
 /** The ranks that start a new column: about the level's aspect WRAP_ASPECT, each break
  * where fewest edges cross within a quarter column of its place. */
-function columnBreaks(nRanks, layerY, layerH, height, width, la, lb, vRank) {
+function columnBreaks(nRanks, layerY, _layerH, height, width, la, lb, vRank) {
   const n = Math.max(2, Math.round(Math.sqrt((WRAP_ASPECT * height) / Math.max(width, 1))));
   const colH = height / n;
   // crossing[r]: links from a rank above r to r or below

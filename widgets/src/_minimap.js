@@ -7,10 +7,10 @@ const W = 160;
 const H = 110;
 
 /**
- * @param host the graph's canvas element (position: relative)
- * @param state () => the GraphView's drawing state (layout), or null
- * @param view {x, y, k}: the current transform (read only)
- * @param moveTo (x, y) => void: set the view's translation
+ * @param {HTMLElement} host the graph's canvas element (position: relative)
+ * @param {() => (import("./_graph_draw.js").DrawState & {graph: {parent: number[]}}) | null} state the GraphView's drawing state, or null
+ * @param {import("./_panzoom.js").View} view the current transform (read only)
+ * @param {(x: number, y: number) => void} moveTo set the view's translation
  */
 export function makeMinimap(host, state, view, moveTo) {
   const cv = h("canvas", {
@@ -58,6 +58,7 @@ export function makeMinimap(host, state, view, moveTo) {
     const accent = css.getPropertyValue("--lk-accent").trim() || "#1976d2";
     if (drawnFor !== S.layout || drawnInk !== ink) {
       const bx = boxes.getContext("2d");
+      if (!bx) return; // no 2d context (a page out of canvas memory): nothing to draw on
       bx.clearRect(0, 0, W, H);
       bx.fillStyle = ink;
       // at least 3 px wide: a long thin graph is a visible band, not a 1-px line; what is

@@ -20,6 +20,8 @@ import { attachPanZoom, centerView, fitView, inSight, openView, zoomView } from 
 import { uid } from "./_shared.js";
 import { download, ensureStyles, h, svgToPng, tooltip } from "./_ui.js";
 
+/** @typedef {import("./_contract_types").GraphViewTraits} Traits the synced traits (labkit/widgets/_contract.py) */
+/** @param {import("./_contract_types").RenderContext<Traits>} ctx anywidget's model and element */
 function render({ model, el }) {
   const t0 = performance.now();
   ensureStyles();
@@ -77,8 +79,14 @@ function render({ model, el }) {
     },
   });
 
-  /** A synced value; the graph and its metrics come as one buffer of JSON (unpacked once). */
-  const trait = (name) => unpacked(model.get(name));
+  /**
+   * A synced value; the graph and its metrics come as one buffer of JSON (graph.py's
+   * packed_json: a DataView here), unpacked once into the value the contract names.
+   * @template {"graph" | "metrics"} K
+   * @param {K} name
+   * @returns {Traits[K]}
+   */
+  const trait = (name) => /** @type {Traits[K]} */ (unpacked(model.get(name)));
   let S = null; // current drawing state
   // the layout runs in a web worker (on this thread where there is none); it keeps the
   // prepared payload and each level's layout per graph: opening a frame lays out little
@@ -106,7 +114,7 @@ function render({ model, el }) {
   const applyView = () => {
     viewport.setAttribute("transform", `translate(${view.x},${view.y}) scale(${view.k})`);
     root.dataset.scale = view.k.toFixed(4);
-    if (S && S.canvas) cview.draw();
+    if (S?.canvas) cview.draw();
     const lod = detailAt(view.k); // zoomed out: type lines, then box text, left out
     if (svg.dataset.lod !== String(lod)) {
       svg.dataset.lod = String(lod);
@@ -137,7 +145,7 @@ function render({ model, el }) {
 
   function centerOn(k) {
     tip.hide(); // the box under the pointer moves away
-    const p = S && S.layout.pos.get(k);
+    const p = S?.layout.pos.get(k);
     if (!p) return;
     setView(centerView(view, p, canvas.clientWidth, canvas.clientHeight), true);
     // where it is on screen now (tests and benchmarks click its toggle there)
@@ -151,7 +159,7 @@ function render({ model, el }) {
 
   function relayout(refit) {
     const graph = trait("graph");
-    if (!graph || !graph.ids) return;
+    if (!graph?.ids) return;
     const start = performance.now();
     const seq = ++asked;
     runner.layout(graph, model.get("expanded"), (L) => {
@@ -224,8 +232,9 @@ function render({ model, el }) {
     gNodes.innerHTML = nodesSvg(graph, vis, layout, rolled, S.marks);
     gEdges.innerHTML = edgesSvg(layout, arrowId);
     S.els.clear();
-    for (const node of gNodes.children) S.els.set(Number(node.dataset.k), node);
-    for (const node of gGroups.children) S.els.set(Number(node.dataset.k), node);
+    // children of SVG groups, written as SVG text
+    for (const node of /** @type {HTMLCollectionOf<SVGElement>} */ (gNodes.children)) S.els.set(Number(node.dataset.k), node);
+    for (const node of /** @type {HTMLCollectionOf<SVGElement>} */ (gGroups.children)) S.els.set(Number(node.dataset.k), node);
     root.dataset.marked = String(S.marks.size);
   }
 
@@ -237,7 +246,7 @@ function render({ model, el }) {
     if (!S) return;
     const metric = model.get("metric");
     metricSel.value = metric;
-    const values = (trait("metrics") || {})[metric] || [];
+    const values = trait("metrics")?.[metric] || [];
     const scale = colorScale(S.vis.boxes.map((k) => values[k] || 0));
     if (S.canvas) {
       // a box's colour depends on its value and the scale: worked out when the box is
@@ -249,7 +258,8 @@ function render({ model, el }) {
         let fill = c.fills.get(k);
         if (fill === undefined) {
           fill = c.scale.color(c.values[k] || 0);
-          c.fills.set(k, (fill = fill === NEUTRAL ? null : fill));
+          fill = fill === NEUTRAL ? null : fill;
+          c.fills.set(k, fill);
         }
         return fill;
       };
@@ -257,7 +267,10 @@ function render({ model, el }) {
         const fill = cview.look.fillOf(k);
         if (!fill) return null;
         let ink = inks.get(fill);
-        if (ink === undefined) inks.set(fill, (ink = textColor(fill)));
+        if (ink === undefined) {
+          ink = textColor(fill);
+          inks.set(fill, ink);
+        }
         return ink;
       };
       cview.draw();
@@ -311,7 +324,7 @@ function render({ model, el }) {
     const text = h("span", { style: "flex:1;min-width:0;overflow:hidden;text-overflow:ellipsis" });
     text.innerHTML = crumbHtml(c);
     crumb.append(text);
-    if (c && c.block) {
+    if (c?.block) {
       const b = h("button", { class: "lk-unroll", title: `draw each call of ${c.block}` }, `Unroll ${c.block}`);
       b.onclick = () => {
         model.set("unrolled", [...(model.get("unrolled") || []), c.block]);
@@ -324,7 +337,7 @@ function render({ model, el }) {
   /** Pan (and zoom in to a legible size) so box k is in sight; no move when it is. */
   let pendingReveal = null; // a node to show once a hidden view (a tab) gets a size
   function reveal(k) {
-    const p = S && S.layout.pos.get(k);
+    const p = S?.layout.pos.get(k);
     if (!p) return;
     const cw = canvas.clientWidth;
     const ch = canvas.clientHeight;
@@ -404,7 +417,10 @@ function render({ model, el }) {
     const r = canvas.getBoundingClientRect();
     return cview.hit(e.clientX - r.left, e.clientY - r.top);
   };
-  const nodeOf = (target) => target.closest && target.closest(".lk-node, .lk-group");
+  /** The element under the pointer (the canvas's events come from its elements). @param {Event} e */
+  const targetOf = (e) => /** @type {Element} */ (e.target);
+  /** The drawn box or frame (an SVG group) holding an element. @param {Element} target */
+  const nodeOf = (target) => /** @type {SVGGElement | null | undefined} */ (target.closest?.(".lk-node, .lk-group"));
   const showTip = (k, e) => tip.show(tipHtml(S.graph, S.rolled, k, trait("metrics") || {}, metrics, S.marks.get(k)), e.clientX, e.clientY);
   attachPanZoom(canvas, view, {
     panned: () => {
@@ -414,31 +430,32 @@ function render({ model, el }) {
     },
     zoom: zoomBy,
     hover: (e) => {
-      if (S && S.canvas) {
+      if (S?.canvas) {
         const at = hitAt(e);
         if (at && at.part !== "expand" && at.part !== "collapse") showTip(at.k, e);
         else tip.hide();
         canvas.style.cursor = at ? "pointer" : "";
         return;
       }
-      const node = nodeOf(e.target);
-      if (node && node.classList.contains("lk-node")) showTip(Number(node.dataset.k), e);
-      else if (node && e.target.closest(".lk-glabel, .lk-frame, .lk-mark") && e.offsetY !== undefined) showTip(Number(node.dataset.k), e);
+      const node = nodeOf(targetOf(e));
+      if (node?.classList.contains("lk-node")) showTip(Number(node.dataset.k), e);
+      else if (node && targetOf(e).closest(".lk-glabel, .lk-frame, .lk-mark") && e.offsetY !== undefined)
+        showTip(Number(node.dataset.k), e);
       else tip.hide();
     },
     click: (e) => {
-      if (S && S.canvas) {
+      if (S?.canvas) {
         const at = hitAt(e);
         if (at && (at.part === "expand" || at.part === "collapse")) toggle(at.k, at.part);
         else if (at) select(at.k);
         return;
       }
-      const tg = e.target.closest && e.target.closest(".lk-toggle");
+      const tg = /** @type {SVGGElement | null | undefined} */ (targetOf(e).closest?.(".lk-toggle"));
       if (tg) {
         toggle(Number(tg.dataset.k), tg.dataset.act);
         return;
       }
-      const node = nodeOf(e.target);
+      const node = nodeOf(targetOf(e));
       if (node) select(Number(node.dataset.k));
     },
     leave: () => tip.hide(),
@@ -454,7 +471,7 @@ function render({ model, el }) {
   search.addEventListener("keydown", (e) => {
     if (e.key === "Enter") jumpToMatch();
   });
-  depthIn.value = model.get("depth");
+  depthIn.value = String(model.get("depth"));
   depthIn.addEventListener("change", () => {
     model.set("depth", Number(depthIn.value));
     model.save_changes();
@@ -485,11 +502,12 @@ function render({ model, el }) {
   let clicked = false;
   const onSelected = () => highlight(!clicked);
   const onExpanded = () => relayout(false);
-  const onDepth = () => (depthIn.value = model.get("depth"));
+  const onDepth = () => (depthIn.value = String(model.get("depth")));
   const onHeight = () => {
     root.style.height = `${model.get("height")}px`;
-    if (S && S.canvas) cview.draw();
+    if (S?.canvas) cview.draw();
   };
+  /** @type {[import("./_contract_types").ChangeEvent<Traits>, () => void][]} */
   const listeners = [
     ["change:graph", onGraph],
     ["change:expanded", onExpanded],
@@ -512,12 +530,12 @@ function render({ model, el }) {
     lastW = w; // 0 while hidden (a tab): showing it again counts as a resize
     if (!w) return;
     if (!userMoved) home();
-    if (S && S.canvas) cview.draw();
+    if (S?.canvas) cview.draw();
     if (pendingReveal !== null) reveal(pendingReveal);
   });
   ro.observe(canvas);
   // a canvas drawing reads the theme's colours when it paints: paint again on a switch
-  const themeWatch = new MutationObserver(() => S && S.canvas && cview.draw());
+  const themeWatch = new MutationObserver(() => S?.canvas && cview.draw());
   themeWatch.observe(document.body, { attributes: true, attributeFilter: ["data-jp-theme-light", "data-jp-theme-name"] });
   relayout(true);
   return () => {
