@@ -17,7 +17,14 @@ from labkit.memory.tracker import CATEGORIES, MemoryTracker
 from labkit.trace.api import check_devices
 from labkit.trace.errors import LossError, TraceError
 from labkit.trace.recorder import Recorder, check_model
-from labkit.trace.step import Step, check_inputs, check_keywords, record_step
+from labkit.trace.step import (
+    Step,
+    add_notes,
+    check_inputs,
+    check_keywords,
+    record_step,
+    unwrap_compiled,
+)
 
 
 def memory(
@@ -83,6 +90,7 @@ def memory(
         ...                     optimizer=opt)             # doctest: +SKIP
         >>> print(rep.summary())                           # doctest: +SKIP
     """
+    model, compiled = unwrap_compiled(model)
     check_model(model, "labkit.memory")
     if scaler is not None and optimizer is None:
         raise ValueError("scaler= needs optimizer=: a GradScaler steps an optimizer")
@@ -125,7 +133,7 @@ def memory(
 
     # the same recording as labkit.trace's full mode: the graph, its dataflow and FLOPs too
     trace = record_step(step, mode="full", memory=tracker, keep_step=keep_step, on_error=failed)
-    return MemoryReport(trace)
+    return MemoryReport(add_notes(trace, compiled) if compiled else trace)
 
 
 def _failure_message(err: BaseException, report: MemoryReport, where: str = "") -> str:

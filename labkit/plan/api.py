@@ -31,7 +31,14 @@ from labkit.plan.model import PREDICTED_NOTE, Plan, PlanRequest
 from labkit.plan.recipe import PlanRecipe, check_recipe
 from labkit.trace.model import Trace
 from labkit.trace.recorder import Recorder, check_model, script_modules
-from labkit.trace.step import Step, check_inputs, check_keywords, record_step
+from labkit.trace.step import (
+    Step,
+    add_notes,
+    check_inputs,
+    check_keywords,
+    record_step,
+    unwrap_compiled,
+)
 
 _FAKE_ERRORS = (DataDependentOutputException, DynamicOutputShapeException,
                 UnsupportedOperatorException)  # fmt: skip
@@ -104,6 +111,7 @@ def plan(
         ...                 optimizer=lambda ps: torch.optim.AdamW(ps))  # doctest: +SKIP
         >>> p.peak_bytes, p.peak_where                                  # doctest: +SKIP
     """
+    model, compiled = unwrap_compiled(model)
     check_model(model, "labkit.plan")
     scripted = script_modules(model)
     if scripted:
@@ -162,7 +170,10 @@ def plan(
         options = {"loss": loss, "optimizer": optimizer, "recipe": recipe, "device": dev,
                    "keep_output": keep_output}  # fmt: skip
         request = PlanRequest(model, real, options)
-    return Plan(trace.replace(meta=meta, memory_meta=mm), seconds=seconds, request=request)
+    planned = trace.replace(meta=meta, memory_meta=mm)
+    if compiled:
+        planned = add_notes(planned, compiled)
+    return Plan(planned, seconds=seconds, request=request)
 
 
 def _with_recipe(model: torch.nn.Module, recipe: PlanRecipe, mode: Any, dev: torch.device,

@@ -10,7 +10,14 @@ import torch
 from labkit._tensors import named_tensors
 from labkit.trace._graph_observer import bind as _bind
 from labkit.trace.recorder import MODES, Recorder, check_model
-from labkit.trace.step import Step, check_inputs, check_keywords, record_step
+from labkit.trace.step import (
+    Step,
+    add_notes,
+    check_inputs,
+    check_keywords,
+    record_step,
+    unwrap_compiled,
+)
 
 
 def trace(
@@ -90,6 +97,7 @@ def trace(
         ...     opt.zero_grad(); model(x).sum().backward(); opt.step()
         >>> print(rec.trace.summary(depth=2))  # doctest: +SKIP
     """
+    model, compiled = unwrap_compiled(model)
     check_model(model)
     check_keywords("labkit.trace", model, {"mode": (mode, "full"), "loss": (loss, None),
                    "backward": (backward, True),
@@ -105,8 +113,9 @@ def trace(
     check_inputs("labkit.trace", args, kwargs)
     check_devices(model, args, kwargs)
     step = Step(model, args, kwargs, loss=loss, backward=backward, keep_output=keep_output)
-    return record_step(step, mode=mode, warmup=warmup, repeat=repeat, time_budget=time_budget,
-                       keep_step=keep_step)  # fmt: skip
+    trace = record_step(step, mode=mode, warmup=warmup, repeat=repeat,
+                        time_budget=time_budget, keep_step=keep_step)  # fmt: skip
+    return add_notes(trace, compiled) if compiled else trace
 
 
 def check_devices(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:

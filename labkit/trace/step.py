@@ -262,6 +262,35 @@ def _few(names: list[str]) -> str:
     return ", ".join(names[:4]) + (", ..." if len(names) > 4 else "")
 
 
+def unwrap_compiled(model: torch.nn.Module) -> tuple[torch.nn.Module, str | None]:
+    """The module inside a ``torch.compile``'d model, and the note that says so.
+
+    Module hooks inside a compiled graph see Dynamo's tracing, not the kernels that run, so
+    labkit records the module the user compiled, eagerly; its paths are the user's own
+    (``blocks.0``, not ``_orig_mod.blocks.0``). ``(model, None)`` for any other model.
+    """
+    inner = getattr(model, "_orig_mod", None)
+    if not isinstance(inner, torch.nn.Module) or type(model).__name__ != "OptimizedModule":
+        return model, None
+    return inner, (
+        f"the model is torch.compile'd: labkit measured the {type(inner).__name__} inside it "
+        "eagerly (the figures per layer are eager ones); compare(model, batch, "
+        "[Recipe(compile='default')]) measures what compiling gains"
+    )
+
+
+def add_notes(trace: Trace, *notes: str) -> Trace:
+    """``trace`` with ``notes`` added to its meta (and its memory meta, which memory
+    reports and plans print)."""
+    if not notes:
+        return trace
+    meta = dataclasses.replace(trace.meta, notes=(*trace.meta.notes, *notes))
+    mm = trace.memory_meta
+    if mm is not None:
+        mm = dataclasses.replace(mm, notes=(*mm.notes, *notes))
+    return trace.replace(meta=meta, memory_meta=mm)
+
+
 def _with_notes(trace: Trace, step: Step, changed: list[str]) -> Trace:
     """The trace with notes on what the step assumed and on what could not be put back
     (in its meta, and in its memory meta, which memory reports and plans print)."""
@@ -274,13 +303,7 @@ def _with_notes(trace: Trace, step: Step, changed: list[str]) -> Trace:
             + f" (in place; the recording and timing passes ran the step {step.calls} "
             + ("time" if step.calls == 1 else "times") + ")"
         )  # fmt: skip
-    if not more:
-        return trace
-    meta = dataclasses.replace(trace.meta, notes=(*trace.meta.notes, *more))
-    mm = trace.memory_meta
-    if mm is not None:
-        mm = dataclasses.replace(mm, notes=(*mm.notes, *more))
-    return trace.replace(meta=meta, memory_meta=mm)
+    return add_notes(trace, *more)
 
 
 class _deep_enough:
