@@ -190,6 +190,20 @@ def default_run_output(notebook: str | Path) -> Path:
     return notebook.with_name(f"{notebook.stem}.run.ipynb")
 
 
+def _quiet_kernel(name: str) -> list[str]:
+    """IPython kernels started here log at ERROR: ipykernel's start-up warning ("Kernel is
+    running over TCP without encryption", for a kernel on 127.0.0.1 that only this process
+    talks to) otherwise lands in every ``labkit run`` and ``--verify`` output. Other
+    kernels get nothing (an unknown option could stop them from starting)."""
+    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+
+    try:
+        argv = KernelSpecManager().get_kernel_spec(name).argv
+    except (NoSuchKernel, OSError, ValueError):
+        return []
+    return ["--IPKernelApp.log_level=ERROR"] if any("ipykernel" in a for a in argv) else []
+
+
 def run_notebook(
     notebook: str | os.PathLike[str],
     parameters: Mapping[str, Any] | None = None,
@@ -265,6 +279,7 @@ def run_notebook(
         kernel_name=name,
         resources={"metadata": {"path": str(path.parent)}},
         on_cell_start=on_start,
+        extra_arguments=_quiet_kernel(name),
     )
     try:
         client.execute()

@@ -67,11 +67,12 @@ def test_no_parameters_cell(tmp_path: Path):
     assert not (tmp_path / "n.run.ipynb").exists()
 
 
-def test_run_with_parameters_in_a_real_kernel(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+def test_run_with_parameters_in_a_real_kernel(tmp_path: Path, capfd: pytest.CaptureFixture[str]):
     path = _nb(tmp_path, "import os\nprint(os.getcwd())")
     before = path.read_text()
     assert main(["run", str(path), "-p", "epochs=5", "-p", "name=b"]) == 0
-    captured = capsys.readouterr()
+    captured = capfd.readouterr()  # the kernel's own stderr included (file descriptor 2)
+    assert "IPKernelApp" not in captured.err  # ipykernel's TCP start-up warning is not shown
     out = tmp_path / "p.run.ipynb"
     assert f"wrote {out}" in captured.out
     assert "[3/5] injected parameters" in captured.err
