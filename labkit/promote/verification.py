@@ -282,12 +282,15 @@ def _script_cells(script: Path) -> frozenset[int] | None:
 
 
 def _magics_only(source: str) -> bool:
-    """A cell magic (``%%bash``), or lines that are all magics or shell escapes."""
-    lines = [x.strip() for x in source.splitlines()]
-    lines = [x for x in lines if x and not x.startswith("#")]
-    if not lines:
-        return False
-    return lines[0].startswith("%%") or all(x.startswith(("%", "!")) for x in lines)
+    """A cell promote drops whole: a non-Python cell magic (``%%bash``), or nothing but
+    magics and shell escapes (what :func:`~labkit.promote.analysis.strip_magics` strips)."""
+    from labkit.promote.analysis import strip_magics
+
+    code, stripped, _, reason = strip_magics(source)
+    if reason:
+        return True
+    rest = [x for x in (line.strip() for line in code.split("\n")) if x and x != "pass"]
+    return bool(stripped) and all(x.startswith("#") for x in rest)
 
 
 def _printed_lines(nb: Any, results_of: frozenset[int] = frozenset(),
