@@ -297,9 +297,9 @@ class Lab:
         from labkit.train.module import default_step
 
         dm = self.datamodule()
-        if self._is_lightning() and hasattr(dm, "setup"):
-            dm.setup("fit")  # a user's LightningDataModule builds its datasets here
-        with torch.random.fork_rng(devices=[]):
+        with torch.random.fork_rng(devices=[]):  # setup's random_split draws none of the user's
+            if self._is_lightning() and hasattr(dm, "setup"):
+                dm.setup("fit")  # a user's LightningDataModule builds its datasets here
             batch = first_batch(dm.train_dataloader())
         if self._is_lightning():  # the user's own training_step is the step
             module: Any = self.model  # a LightningModule

@@ -47,6 +47,7 @@ class Data(pl.LightningDataModule):
         g = torch.Generator().manual_seed(0)
         x = torch.randn(256, 10, generator=g)
         y = (x[:, 0] > 0).long() + (x[:, 1] > 0).long()
+        torch.randperm(4)  # a random_split here draws from the global generator, as they do
         self.train, self.val = TensorDataset(x[:192], y[:192]), TensorDataset(x[192:], y[192:])
 
     def train_dataloader(self) -> DataLoader:
@@ -69,7 +70,9 @@ def test_lab_traces_a_lightning_modules_training_step_before_and_after_fit(tmp_p
     module = LitClassifier()
     lab = labkit.Lab(module, Data(), logdir=tmp_path)
     before = {k: v.clone() for k, v in module.state_dict().items()}
+    rng = torch.get_rng_state()
     t = lab.trace(repeat=1)
+    assert torch.equal(rng, torch.get_rng_state())  # setup's random_split drew from a fork
     data = Data()
     data.setup("fit")
     batch = next(iter(data.train_dataloader()))
