@@ -37,7 +37,14 @@ from labkit.promote._effects import qualname
 from labkit.promote.analysis import Statement
 from labkit.promote.errors import Problem
 
-__all__ = ["FABRIC_OPTIONS", "MEAN_HELPER", "FabricPlan", "plan_fabric"]
+__all__ = [
+    "FABRIC_OPTIONS",
+    "LEAVE_HELPER",
+    "MAIN_BLOCK",
+    "MEAN_HELPER",
+    "FabricPlan",
+    "plan_fabric",
+]
 
 # command-line options the Fabric script adds: name -> (argparse type, default, help)
 FABRIC_OPTIONS: dict[str, tuple[str, str, str]] = {
@@ -63,6 +70,29 @@ def _mean_over_processes(value):
     return fabric.all_reduce(value, reduce_op="mean")
 '''
 
+LEAVE_HELPER = '''
+
+def _leave_process_group(kept: set[str]) -> None:
+    """After a run that went well: let go of what main() made (all but ``kept``) and leave
+    the process group while the interpreter is whole. Left to interpreter shutdown, the
+    process group's gloo threads are freed last and can abort a process that trained fine
+    ('terminate called without an active exception')."""
+    import gc
+
+    import torch.distributed as dist
+
+    for name in set(globals()) - kept:
+        del globals()[name]
+    if dist.is_initialized():
+        dist.destroy_process_group()
+    gc.collect()
+'''
+
+MAIN_BLOCK = """if __name__ == "__main__":
+    _kept = set(globals())
+    main()
+    _leave_process_group(_kept)"""
+
 FABRIC_PREAMBLE = [
     "from lightning.fabric import Fabric as _Fabric",
     "",
@@ -71,8 +101,7 @@ FABRIC_PREAMBLE = [
     "    num_nodes=_cli.num_nodes, precision=_cli.precision,",
     ")",
     "fabric.launch()",
-    "# each process leaves its process group before the interpreter ends (gloo's threads",
-    "# destroyed at exit could abort a rank: 'terminate called without an active exception')",
+    "# a run that fails still leaves its process group before the interpreter ends",
     "import atexit as _atexit",
     "import torch.distributed as _dist",
     "",

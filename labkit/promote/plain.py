@@ -27,6 +27,8 @@ from labkit.promote.errors import Problem
 from labkit.promote.fabric import (
     FABRIC_OPTIONS,
     FABRIC_PREAMBLE,
+    LEAVE_HELPER,
+    MAIN_BLOCK,
     MEAN_HELPER,
     FabricPlan,
     plan_fabric,
@@ -191,9 +193,10 @@ def render_plain_script(
         parts.append(_DEVICES.strip("\n"))
         if plan is not None and any("_mean_over_processes(" in t for t in plan.texts.values()):
             parts.append(MEAN_HELPER.strip("\n"))
+        parts.append(LEAVE_HELPER.strip("\n"))
     parts.append(_parse_args_source(params, fabric=fabric))
     parts.append(_main_source(body, params, apply_after, plan))
-    parts.append('if __name__ == "__main__":\n    main()')
+    parts.append(MAIN_BLOCK if fabric else 'if __name__ == "__main__":\n    main()')
     return "\n\n\n".join(p.rstrip("\n") for p in parts) + "\n", problems
 
 

@@ -164,9 +164,18 @@ def test_fabric_script_one_process_matches_and_two_processes_learn(
     assert epochs == plain.splitlines()  # one CPU process, fp32: the same digits
 
     monkeypatch.setenv("OMP_NUM_THREADS", "1")  # two processes on a small machine
-    two = run_script(tmp_path / "fab.py", "--accelerator", "cpu", "--devices", "2",
-                     "--strategy", "ddp", "--epochs", "4", cwd=tmp_path)  # fmt: skip
+    (tmp_path / "count_threads.py").write_text(COUNT_THREADS_AT_EXIT)
+    two = run_script(tmp_path / "count_threads.py", "fab.py", "--accelerator", "cpu",
+                     "--devices", "2", "--strategy", "ddp", "--epochs", "4",
+                     cwd=tmp_path)  # fmt: skip
     assert "distributed_backend=gloo" in two
+    # rank 0 reaches interpreter shutdown with no thread left but Python's own (Lightning's
+    # daemon child-process observer): the process group's gloo threads were joined while the
+    # interpreter was whole; left to shutdown they once aborted a rank that trained fine
+    os_threads, py_threads = map(
+        int, re.findall(r"threads at exit: (\d+) os, (\d+) python", two)[0]
+    )
+    assert os_threads == py_threads, two
     # rank 0 prints (its half of the data's loss, the val loss over both ranks' halves)
     found = re.findall(r"epoch (\d+) loss (\d+\.\d{8}) val (\d+\.\d{8})", two)
     assert [int(e) for e, _, _ in found] == [0, 1, 2, 3], two  # once per epoch, not per rank
@@ -187,6 +196,21 @@ def test_fabric_script_one_process_matches_and_two_processes_learn(
         r"epoch (\d+) loss (\d+\.\d{8}) val (\d+\.\d{8})", done.stdout + done.stderr
     )
     assert under_torchrun == found
+
+
+# runs a script as ``python script.py args`` would, and counts the process's threads (the
+# kernel's and Python's) from an exit handler registered first, so it runs last
+COUNT_THREADS_AT_EXIT = """
+import atexit, os, runpy, sys, threading
+
+def _count():
+    tasks = len(os.listdir("/proc/self/task"))
+    print(f"threads at exit: {tasks} os, {threading.active_count()} python", file=sys.stderr)
+
+atexit.register(_count)
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
 
 
 def _free_port() -> int:
