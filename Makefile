@@ -54,5 +54,5 @@ bench: setup
 	if [ $${#failed[@]} -gt 0 ]; then echo "benchmarks that failed: $${failed[*]}"; exit 1; fi
 
 clean:
-	rm -rf .stamps labkit/widgets/static labkit/labextension extensions/lib \
+	rm -rf .stamps labkit/views/static labkit/labextension extensions/lib \
 		extensions/tsconfig.tsbuildinfo test-artifacts benchmarks/results

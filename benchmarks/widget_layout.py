@@ -28,7 +28,7 @@ from pathlib import Path
 
 from benchmarks._harness import Bench, BenchResult
 from labkit.trace.model import Edge, ModuleInfo, Node, TensorMeta, Trace, TraceMeta
-from labkit.widgets._payload import graph_state, packed_json, payload_bytes
+from labkit.views._payload import graph_state, packed_json, payload_bytes
 
 SIZES = tuple(
     int(x) for x in os.environ.get("LABKIT_BENCH_SIZES", "200,2000,10000,100000").split(",")
@@ -90,7 +90,7 @@ def synthetic_trace(n: int, seed: int = 0) -> Trace:
 SETUP = """\
 import time
 from benchmarks.widget_layout import synthetic_trace
-from labkit.widgets import GraphView
+from labkit.views import GraphView
 traces = {n: synthetic_trace(n) for n in %r}
 print("READY")
 """

@@ -41,14 +41,14 @@ _LAZY = {
     "Runs": "labkit.train.run_table",
     "GAT": "labkit.gnn",
     "GATv2": "labkit.gnn",
-    "show": "labkit.widgets.display",
+    "show": "labkit.views.display",
 }
 
 __all__ = ["__version__", *_LAZY]
 
 # a Trace's, MemoryReport's and Plan's show()/plot()/_repr_html_ find their views here: the
-# first display imports labkit.widgets, which registers them (the data never imports views)
-_display.add_provider("labkit.widgets")
+# first display imports labkit.views, which registers them (the data never imports views)
+_display.add_provider("labkit.views")
 # a full recording's memory timeline: labkit.memory's MemoryTracker (trace never imports memory)
 _display.add_provider("labkit.memory.tracker", kinds=("trace.memory",))
 

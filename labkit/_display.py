@@ -4,7 +4,7 @@ Displays: the data classes' ``show()``, ``plot()`` and ``_repr_html_`` (a Trace,
 MemoryReport, a Plan, Runs) look their display up here by kind (``"trace.show"``,
 ``"trace.plot"``, ``"trace.html"``, ``"memory.show"``, ``"plan.show"``, ``"runs.show"``),
 and ``Lab.fit`` its live dashboard (``"train.dashboard"``). The views register themselves
-when :mod:`labkit.widgets` is imported.
+when :mod:`labkit.views` is imported.
 
 Parts: a full recording (``labkit.trace``, layer 1) keeps its memory timeline with the
 memory observer registered as ``"trace.memory"`` by :mod:`labkit.memory.tracker` (layer 2).
@@ -63,7 +63,7 @@ def view(kind: str) -> Callable[..., Any]:
         )
     if fn is None:
         raise LookupError(
-            f"no display is registered for {kind!r}: import labkit.widgets (it needs anywidget "
+            f"no display is registered for {kind!r}: import labkit.views (it needs anywidget "
             "and matplotlib: `make setup` installs them), or pass your own with "
             f"labkit._display.register({kind!r}, fn)"
         )

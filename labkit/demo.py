@@ -116,7 +116,7 @@ def _fmt(value: Any, spec: str) -> str:
 def report_html(trace: Any, mem: Any, comparison: Any, run: Any, facts: dict[str, Any]) -> str:
     """The self-contained report: every picture is an inline base64 PNG."""
     from labkit._format import fmt_bytes, fmt_time
-    from labkit.widgets import png_img, profile_html
+    from labkit.views import png_img, profile_html
 
     cmp_rows = [
         [

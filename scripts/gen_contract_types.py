@@ -1,15 +1,15 @@
 """Write the front end's types from the Python side, so the two cannot drift.
 
 - ``widgets/src/_contract_types.d.ts``: every TypedDict and type alias of
-  ``labkit/widgets/_contract.py`` as TypeScript, each view's traits (``VIEW_TRAITS``) and
+  ``labkit/views/_contract.py`` as TypeScript, each view's traits (``VIEW_TRAITS``) and
   a ``Model<T>`` whose ``get``/``set``/``on`` know the trait names, so
   ``tsc --checkJs`` (``make lint``) checks what the views read.
 - ``extensions/src/mime.ts``: ``LABKIT_MIME``, the marker mimetype of a labkit output,
-  from ``labkit/widgets/_keep.py`` (the one definition).
+  from ``labkit/views/_keep.py`` (the one definition).
 
 Usage: ``python scripts/gen_contract_types.py`` writes both; ``--check`` writes nothing
 and exits 1 naming the stale file (``make lint`` runs it;
-``tests/widgets/test_contract_types.py`` too).
+``tests/views/test_contract_types.py`` too).
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ export interface RenderContext<T> {
 
 def _contract() -> types.ModuleType:
     sys.path.insert(0, str(ROOT))
-    from labkit.widgets import _contract
+    from labkit.views import _contract
 
     return _contract
 
@@ -126,7 +126,7 @@ def contract_types() -> str:
         for n, v in members
         if n[0].isupper() and isinstance(v, types.GenericAlias) and typing.get_origin(v) is dict
     }
-    out = [_HEADER.format(source="labkit/widgets/_contract.py")]
+    out = [_HEADER.format(source="labkit/views/_contract.py")]
     out.append(
         "// Payload and trait types of labkit's views; see that module for the conventions.\n"
     )
@@ -162,10 +162,10 @@ def contract_types() -> str:
 def mime_ts() -> str:
     """The text of ``extensions/src/mime.ts``: labkit's output mimetype."""
     sys.path.insert(0, str(ROOT))
-    from labkit.widgets._keep import LABKIT_MIME
+    from labkit.views._keep import LABKIT_MIME
 
     return (
-        _HEADER.format(source="labkit/widgets/_keep.py (LABKIT_MIME)")
+        _HEADER.format(source="labkit/views/_keep.py (LABKIT_MIME)")
         + "// The marker mimetype of every labkit widget output (the static fallback's key).\n"
         + f"export const LABKIT_MIME = '{LABKIT_MIME}';\n"
     )

@@ -110,7 +110,7 @@ npm_ci() { (cd "$1" && npm ci --include=dev --no-audit --no-fund --loglevel=erro
 step widgets-npm "$(hash_of widgets/package.json widgets/package-lock.json)" \
     widgets/node_modules npm_ci widgets
 step widgets-build "$(hash_of widgets/package-lock.json widgets/build.mjs widgets/src)" \
-    labkit/widgets/static/manifest.json bash -c 'cd widgets && npm run -s build'
+    labkit/views/static/manifest.json bash -c 'cd widgets && npm run -s build'
 
 # --- front end: JupyterLab extension ----------------------------------------------
 step extension-npm "$(hash_of extensions/package.json extensions/package-lock.json)" \

@@ -34,5 +34,5 @@ def test_wheel_ships_built_assets_and_jupyter_config(tmp_path: Path):
         assert f"labkit/labextension/{rel}" in names
         assert f"{data}share/jupyter/labextensions/labkit/{rel}" in names
     assert f"{data}etc/jupyter/jupyter_server_config.d/labkit.json" in names
-    assert "labkit/widgets/static/manifest.json" in names
+    assert "labkit/views/static/manifest.json" in names
     assert "labkit/py.typed" in names

@@ -1,8 +1,8 @@
 // Bundle each view's entry (widgets/src/<view>.js, every name not starting with
-// "_") into labkit/widgets/static/<view>.js (ESM, its _*.js helpers and uPlot
+// "_") into labkit/views/static/<view>.js (ESM, its _*.js helpers and uPlot
 // inside) and write static/manifest.json listing each bundle with its size and
 // sha256. Helpers (_*.js) are never bundles of their own: Python loads views
-// only (labkit.widgets.bundle_path). labkit/widgets/_assets.py checks the
+// only (labkit.views.bundle_path). labkit/views/_assets.py checks the
 // bundles against this manifest; `labkit doctor` reports the result.
 import { createHash } from "node:crypto";
 import { mkdir, readdir, readFile, rm, writeFile, rename } from "node:fs/promises";
@@ -12,7 +12,7 @@ import * as esbuild from "esbuild";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const srcDir = join(here, "src");
-const outDir = resolve(here, process.env.LABKIT_WIDGETS_OUT ?? "../labkit/widgets/static");
+const outDir = resolve(here, process.env.LABKIT_WIDGETS_OUT ?? "../labkit/views/static");
 
 // a view is an entry; a helper (_name.js) is bundled into the views that import it
 const entries = (await readdir(srcDir)).filter((f) => f.endsWith(".js") && !f.startsWith("_")).sort();

@@ -17,7 +17,7 @@ import type { IRenderMime } from '@jupyterlab/rendermime-interfaces';
 import { DisposableDelegate, IDisposable } from '@lumino/disposable';
 import { Panel } from '@lumino/widgets';
 
-// generated from labkit/widgets/_keep.py by scripts/gen_contract_types.py (one definition)
+// generated from labkit/views/_keep.py by scripts/gen_contract_types.py (one definition)
 import { LABKIT_MIME } from './mime';
 
 export { LABKIT_MIME };

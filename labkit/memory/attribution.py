@@ -234,7 +234,7 @@ class MemoryReport:
 
     def show(self, **kwargs: Any) -> Any:
         """The step's graph, per-module profile and memory timeline in linked tabs, opened on
-        the timeline and coloured by activation memory; see :class:`labkit.widgets.TraceView`."""
+        the timeline and coloured by activation memory; see :class:`labkit.views.TraceView`."""
         from labkit import _display
 
         return _display.display("memory.show", self, **kwargs)

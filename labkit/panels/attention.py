@@ -9,7 +9,7 @@ from typing import Any
 import anywidget
 import traitlets as t
 
-from labkit.widgets import MONO, KeepsPicture, bundle_path
+from labkit.views import MONO, KeepsPicture, bundle_path
 
 
 class AttentionView(KeepsPicture, anywidget.AnyWidget):
@@ -159,7 +159,7 @@ class AttentionView(KeepsPicture, anywidget.AnyWidget):
 
     def to_html(self) -> str:
         """The picture and the picked node's incoming weights as static HTML (for exports)."""
-        from labkit.widgets import png_img
+        from labkit.views import png_img
 
         v = self.view
         heads = v["heads"][0] if v["heads"] else 0

@@ -14,7 +14,7 @@ from labkit._format import first_line
 from labkit.optimize.recipe import Recipe, RecipeError
 from labkit.panels import _optimize_fields as fields
 from labkit.panels._measure_budget import loss_label
-from labkit.widgets import KeepsPicture, bundle_path
+from labkit.views import KeepsPicture, bundle_path
 
 
 class OptimizePanel(KeepsPicture, anywidget.AnyWidget):
@@ -409,7 +409,7 @@ class OptimizePanel(KeepsPicture, anywidget.AnyWidget):
         self.status = "cleared"
 
     def _picture(self) -> dict[str, str]:
-        from labkit.widgets import optimize_picture
+        from labkit.views import optimize_picture
 
         return optimize_picture(self.recipe.label, self.comparison, list(self.results), self.error)
 

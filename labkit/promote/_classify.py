@@ -67,7 +67,8 @@ VIEW_MODULES = (
     "IPython",
     "anywidget",
     "tqdm.notebook",
-    "labkit.widgets",
+    "labkit.views",
+    "labkit.widgets",  # the former name of labkit.views
     "labkit.panels",
     "labkit.trace",
     "labkit.memory",

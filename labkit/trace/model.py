@@ -419,7 +419,7 @@ class Trace:
         return roll_repeats(self)
 
     def show(self, **kwargs: Any) -> Any:
-        """Graph, profile and memory views in linked tabs; see :class:`labkit.widgets.TraceView`
+        """Graph, profile and memory views in linked tabs; see :class:`labkit.views.TraceView`
         (registered by the views: ``labkit.show(trace)`` is the same)."""
         from labkit import _display
 

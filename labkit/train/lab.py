@@ -645,7 +645,7 @@ class Lab:
         from labkit import _display
         from labkit.train.run_table import earlier_runs
 
-        # the live view is labkit.widgets' Dashboard, found through the display registry.
+        # the live view is labkit.views' Dashboard, found through the display registry.
         # Stop posts to the server extension, which creates the stop file every rank polls;
         # the latest runs beside this one are overlaid faintly
         dashboard = _display.view("train.dashboard")

@@ -10,7 +10,7 @@ bucket's minimum and maximum in their order (:func:`minmax_downsample`): a spike
 :class:`Runs` is plain data: one :class:`RunRow` per run (status, steps, wall time, last
 and best metrics, the Recipe, the fit options, labkit/torch/lightning versions) and each
 run's curves. ``summary()`` prints a table, ``to_pandas()`` gives a DataFrame,
-``show()`` the interactive view (:class:`labkit.widgets.runs.RunsView`).
+``show()`` the interactive view (:class:`labkit.views.runs.RunsView`).
 
 Example:
     >>> rs = labkit.runs("labkit_runs")           # doctest: +SKIP
@@ -384,9 +384,9 @@ class Runs:
             x: ``"step"`` or ``"time"`` (wall-clock seconds since each run started).
 
         Returns:
-            A :class:`labkit.widgets.runs.RunsView`.
+            A :class:`labkit.views.runs.RunsView`.
         """
-        from labkit import _display  # the views register it (labkit/widgets/display.py)
+        from labkit import _display  # the views register it (labkit/views/display.py)
 
         return _display.display("runs.show", self, metrics=metrics, runs=runs, x=x)
 

@@ -1,69 +1,49 @@
-"""Python side of labkit's widgets (traits only).
+"""``labkit.widgets``: the former name of :mod:`labkit.views`, kept so that notebooks and
+scripts written against it still run.
 
-The front-end code lives in ``widgets/src/`` of the checkout and is bundled by
-esbuild into ``labkit/widgets/static/`` (built, not committed). See
-:mod:`labkit.widgets._assets` for how the built bundles are found and checked.
-
-The views load lazily: ``import labkit.widgets`` does not import anywidget.
-
-Panels that measure or act (``OptimizePanel``, ``AttentionView``) live in
-:mod:`labkit.panels`; both names stay importable from here. The plumbing a widget outside
-this package needs (``bundle_path``, ``KeepsPicture``, ``MONO``, ``png_img``,
-``optimize_picture``; ``profile_html`` for ``labkit.demo``; ``check_assets`` and
-``BUILD_FIX`` for ``labkit doctor``) is public here too, so no other package imports a
-private module.
+``labkit.widgets`` *is* ``labkit.views`` and ``labkit.widgets.graph`` *is*
+``labkit.views.graph`` (the same module objects, so one set of classes and one display
+registration), whichever name is imported first. New code imports :mod:`labkit.views`.
 
 Example:
-    >>> from labkit.widgets import GraphView  # doctest: +SKIP
-    >>> GraphView(labkit.trace(model, x))     # doctest: +SKIP
+    >>> import labkit.views, labkit.widgets
+    >>> labkit.widgets is labkit.views
+    True
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import sys
+import types
+from collections.abc import Sequence
 
-from labkit._lazy import lazy_exports
-from labkit.widgets.display import install as _install
-
-if TYPE_CHECKING:  # what the lazy names are, for mypy
-    from labkit.panels.attention import AttentionView as AttentionView
-    from labkit.panels.optimize_panel import OptimizePanel as OptimizePanel
-    from labkit.widgets._assets import BUILD_FIX as BUILD_FIX
-    from labkit.widgets._assets import bundle_path as bundle_path
-    from labkit.widgets._assets import check_assets as check_assets
-    from labkit.widgets._base import png_img as png_img
-    from labkit.widgets._final_state import optimize_picture as optimize_picture
-    from labkit.widgets._keep import MONO as MONO
-    from labkit.widgets._keep import KeepsPicture as KeepsPicture
-    from labkit.widgets._static import profile_html as profile_html
-
-_LAZY = {
-    "GraphView": "labkit.widgets.graph",
-    "ProfileView": "labkit.widgets.profile",
-    "MemoryTimeline": "labkit.widgets.memory",
-    "TraceView": "labkit.widgets.show",
-    "Dashboard": "labkit.widgets.dashboard",
-    # panels (labkit.panels), kept importable from here
-    "AttentionView": "labkit.panels.attention",
-    "OptimizePanel": "labkit.panels.optimize_panel",
-}
-# plumbing for widgets outside this package (labkit.panels) and for labkit doctor
-_PLUMBING = {
-    "bundle_path": "labkit.widgets._assets",
-    "check_assets": "labkit.widgets._assets",
-    "BUILD_FIX": "labkit.widgets._assets",
-    "KeepsPicture": "labkit.widgets._keep",
-    "MONO": "labkit.widgets._keep",
-    "png_img": "labkit.widgets._base",
-    "optimize_picture": "labkit.widgets._final_state",
-    "profile_html": "labkit.widgets._static",
-}
-
-__all__ = [*_LAZY, *_PLUMBING]
+_OLD, _NEW = "labkit.widgets", "labkit.views"
 
 
-__getattr__, __dir__ = lazy_exports(__name__, {**_LAZY, **_PLUMBING})
+class _Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Finds ``labkit.widgets.<name>`` as the module ``labkit.views.<name>``."""
 
-# Trace/MemoryReport/Plan .show(), .plot() and _repr_html_ reach the views through
-# labkit._display; the data classes import nothing from here (labkit.show is display.show)
-_install()
+    def find_spec(
+        self,
+        fullname: str,
+        path: Sequence[str] | None,
+        target: types.ModuleType | None = None,
+    ) -> importlib.machinery.ModuleSpec | None:
+        if not fullname.startswith(_OLD + "."):
+            return None
+        return importlib.util.spec_from_loader(fullname, self)
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
+        return importlib.import_module(_NEW + spec.name[len(_OLD) :])
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        """Nothing to run: the module was imported under its own name."""
+
+
+if not any(isinstance(finder, _Alias) for finder in sys.meta_path):
+    sys.meta_path.insert(0, _Alias())
+sys.modules[_OLD] = importlib.import_module(_NEW)

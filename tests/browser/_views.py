@@ -15,7 +15,7 @@ from torch import nn
 from torch.utils.data import TensorDataset
 import labkit
 from labkit.panels import AttentionView, OptimizePanel
-from labkit.widgets import GraphView, MemoryTimeline, ProfileView
+from labkit.views import GraphView, MemoryTimeline, ProfileView
 torch.manual_seed(0)
 model = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 4))
 x = torch.randn(8, 16)

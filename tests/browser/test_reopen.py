@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from labkit.widgets._keep import LABKIT_MIME
+from labkit.views._keep import LABKIT_MIME
 from tests.browser._notebook import cell, notebook, open_and_run, save_shot
 from tests.browser._views import CELLS
 from tests.browser.lab_page import open_lab
@@ -135,7 +135,7 @@ RELOAD_CELLS = [
     "net = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))\n"
     "t = labkit.trace(net, torch.randn(3, 4))",
     "t.show()",
-    "from labkit.widgets import GraphView\nGraphView(t)",
+    "from labkit.views import GraphView\nGraphView(t)",
     "ipywidgets.IntSlider(3)",
 ]
 

@@ -22,7 +22,7 @@ import torch, torch.nn.functional as F
 from torch import nn
 import labkit
 from labkit.trace.graph import visible_graph
-from labkit.widgets import GraphView, MemoryTimeline, ProfileView
+from labkit.views import GraphView, MemoryTimeline, ProfileView
 
 class Block(nn.Module):
     def __init__(self, c):
@@ -51,7 +51,7 @@ block = next(i for i in g.boxes if t.nodes[i].type == "Block")
 opened = visible_graph(t, expanded=set(g.groups) | {block})
 print("EXPECT", len(g.boxes), len(g.groups), len(opened.boxes), block)
 """
-# graph breaks as labkit.compare reports them (tests/widgets/test_graph_marks.py maps
+# graph breaks as labkit.compare reports them (tests/views/test_graph_marks.py maps
 # Dynamo's real ones): one in a call rolled into the "x3" block, one in the head
 MARKED = """\
 brk = dict(module_type="Conv2d", source="net.py:9: print(x)", count=1)

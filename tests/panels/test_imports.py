@@ -1,4 +1,4 @@
-"""The panels moved out of labkit.widgets (issue 28 item 1); every old import still works."""
+"""The panels moved out of labkit.views (issue 28 item 1); every old import still works."""
 
 from __future__ import annotations
 
@@ -8,15 +8,15 @@ import sys
 
 def test_old_and_new_import_paths_give_the_same_classes() -> None:
     import labkit.panels
-    import labkit.widgets
+    import labkit.views
     from labkit.panels.attention import AttentionView
     from labkit.panels.optimize_panel import OptimizePanel
-    from labkit.widgets.attention import AttentionView as OldAttentionView
-    from labkit.widgets.optimize_panel import OptimizePanel as OldOptimizePanel
+    from labkit.views.attention import AttentionView as OldAttentionView
+    from labkit.views.optimize_panel import OptimizePanel as OldOptimizePanel
 
-    assert labkit.panels.OptimizePanel is labkit.widgets.OptimizePanel is OptimizePanel
+    assert labkit.panels.OptimizePanel is labkit.views.OptimizePanel is OptimizePanel
     assert OldOptimizePanel is OptimizePanel
-    assert labkit.panels.AttentionView is labkit.widgets.AttentionView is AttentionView
+    assert labkit.panels.AttentionView is labkit.views.AttentionView is AttentionView
     assert OldAttentionView is AttentionView
     assert sorted(labkit.panels.__all__) == ["AttentionView", "OptimizePanel"]
 

@@ -10,7 +10,7 @@ from torch import nn
 
 import labkit
 from labkit.trace.summary import is_noisy
-from labkit.widgets._payload import profile_payload
+from labkit.views._payload import profile_payload
 
 
 def _trace(iqr: dict[str, float]) -> labkit.Trace:

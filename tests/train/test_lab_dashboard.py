@@ -1,10 +1,10 @@
-"""Lab.fit(dashboard=True) shows labkit.widgets' Dashboard, found through labkit._display (the
+"""Lab.fit(dashboard=True) shows labkit.views' Dashboard, found through labkit._display (the
 trainer imports no view), and streams every step into it."""
 
 from __future__ import annotations
 
 from labkit.train import Lab
-from labkit.widgets.dashboard import Dashboard
+from labkit.views.dashboard import Dashboard
 from tests.train._helpers import LOSS, datasets, mlp
 
 

@@ -18,7 +18,7 @@ from torch.utils.data import Dataset
 from labkit.train import Lab
 from labkit.train._ranks import RankStats, per_rank, stragglers
 from labkit.train.run import Run
-from labkit.widgets.dashboard import Dashboard
+from labkit.views.dashboard import Dashboard
 from tests.train._helpers import LOSS, datasets, mlp
 
 SLEEP = 0.03  # rank 1's planted delay per step

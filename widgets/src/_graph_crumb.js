@@ -2,7 +2,7 @@
 // rolled path and multiplicity of a drawn box, and the breadcrumb shown for a selection.
 // Pure (no DOM); unit-tested by widgets/test/graph_crumb.test.mjs.
 //
-// graph.instances (labkit/widgets/_payload.py) lists every module call inside a rolled
+// graph.instances (labkit/views/_payload.py) lists every module call inside a rolled
 // block: its path, the payload index of the box that shows it, and flat
 // [rolled entry, call] pairs (outermost block first; graph.rolled[entry] = [head, n, name]).
 import { labelOf } from "./_graphcore.js";

@@ -1,7 +1,7 @@
 // Graph-break marks on the GraphView: which drawn box shows each mark. Pure, no DOM;
 // unit-tested by widgets/test/graph_marks.test.mjs.
 //
-// The payload's `marks` is {trace node id: [text, ...]} (labkit/widgets/graph.py): one
+// The payload's `marks` is {trace node id: [text, ...]} (labkit/views/graph.py): one
 // text per graph break in that module call. A mark shows on its own box while the call
 // is drawn; while it is hidden (inside a collapsed call) it shows on the drawn box that
 // holds it, as "N graph breaks inside", so expanding moves it to the right node.

@@ -6,7 +6,7 @@
 // graph.kind is a string of one letter per node: i(nput) o(utput) m(odule) p (op).
 import { inkOn } from "./_shared.js";
 
-/** @typedef {import("./_contract_types").GraphPayload} GraphPayload the graph trait (labkit/widgets/_contract.py) */
+/** @typedef {import("./_contract_types").GraphPayload} GraphPayload the graph trait (labkit/views/_contract.py) */
 /**
  * @typedef {object} Rolled rolledInfo(graph): the rolled blocks by their head box
  * @property {Map<number, number>} count payload index of a block's head -> its calls

@@ -1,4 +1,4 @@
-// Unit -> formatter: the payloads name each figure's unit (labkit/widgets/_contract.py
+// Unit -> formatter: the payloads name each figure's unit (labkit/views/_contract.py
 // UNITS: "text", "int", "count", "time", "bytes"), and the views format it from here, so
 // labels and units are written once, in Python. Pure; tested by widgets/test/profile.test.mjs.
 import { fmtBytes, fmtCount, fmtTime } from "./_shared.js";

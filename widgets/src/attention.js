@@ -1,6 +1,6 @@
 // AttentionView front end: a node's k-hop neighbourhood, edges sized and coloured by
 // attention weight (one head or the mean). Click a node to pick it; Python sends the
-// new neighbourhood (labkit/widgets/attention.py).
+// new neighbourhood (labkit/views/attention.py).
 import { inkOn } from "./_shared.js";
 import { ensureStyles, h } from "./_ui.js";
 
@@ -56,7 +56,7 @@ export function layout(view, radius) {
   return pos;
 }
 
-/** @typedef {import("./_contract_types").AttentionViewTraits} Traits the synced traits (labkit/widgets/_contract.py) */
+/** @typedef {import("./_contract_types").AttentionViewTraits} Traits the synced traits (labkit/views/_contract.py) */
 /** @param {import("./_contract_types").RenderContext<Traits>} ctx anywidget's model and element */
 function render({ model, el }) {
   ensureStyles();

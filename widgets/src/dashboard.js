@@ -49,7 +49,7 @@ export async function postStop(token, doc = document, fetchFn = globalThis.fetch
   }
 }
 
-/** @typedef {import("./_contract_types").DashboardTraits} Traits the synced traits (labkit/widgets/_contract.py) */
+/** @typedef {import("./_contract_types").DashboardTraits} Traits the synced traits (labkit/views/_contract.py) */
 /** @param {import("./_contract_types").RenderContext<Traits>} ctx anywidget's model and element */
 function render({ model, el }) {
   ensureStyles();

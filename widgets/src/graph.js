@@ -20,7 +20,7 @@ import { attachPanZoom, centerView, fitView, inSight, openView, zoomView } from 
 import { uid } from "./_shared.js";
 import { download, ensureStyles, h, svgToPng, tooltip } from "./_ui.js";
 
-/** @typedef {import("./_contract_types").GraphViewTraits} Traits the synced traits (labkit/widgets/_contract.py) */
+/** @typedef {import("./_contract_types").GraphViewTraits} Traits the synced traits (labkit/views/_contract.py) */
 /** @param {import("./_contract_types").RenderContext<Traits>} ctx anywidget's model and element */
 function render({ model, el }) {
   const t0 = performance.now();

@@ -6,7 +6,7 @@
 import { fmtBytes, fmtTime, uid } from "./_shared.js";
 import { ensureStyles, esc, h, tooltip } from "./_ui.js";
 
-// each category's colour comes with the samples (s.colors, labkit/widgets/_payload.py)
+// each category's colour comes with the samples (s.colors, labkit/views/_payload.py)
 // translucent bands over the theme's background, so the phases read in Light and Dark
 const PHASE_COLORS = { forward: "var(--lk-accent)", backward: "var(--lk-accent2)", optimizer: "var(--lk-fg2)" };
 
@@ -84,7 +84,7 @@ export function liveIn(largest, t0, t1, top = 8) {
   return (largest || []).filter((r) => r.start <= t1 && (r.end === null || r.end === undefined || r.end >= t0)).slice(0, top);
 }
 
-/** @typedef {import("./_contract_types").MemoryTimelineTraits} Traits the synced traits (labkit/widgets/_contract.py) */
+/** @typedef {import("./_contract_types").MemoryTimelineTraits} Traits the synced traits (labkit/views/_contract.py) */
 /** @param {import("./_contract_types").RenderContext<Traits>} ctx anywidget's model and element */
 function render({ model, el }) {
   ensureStyles();

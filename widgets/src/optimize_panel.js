@@ -204,7 +204,7 @@ export function resultTable(rows, mode, lossHead) {
   return { head: ["recipe", ...cols.map(([h]) => h)], body };
 }
 
-/** @typedef {import("./_contract_types").OptimizePanelTraits} Traits the synced traits (labkit/widgets/_contract.py) */
+/** @typedef {import("./_contract_types").OptimizePanelTraits} Traits the synced traits (labkit/views/_contract.py) */
 /** @param {import("./_contract_types").RenderContext<Traits>} ctx anywidget's model and element */
 function render({ model, el: root }) {
   const style = el("style", { text: THEME + CSS });

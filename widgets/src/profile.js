@@ -1,6 +1,6 @@
 // ProfileView front end: sortable per-module table and a top-N bar chart.
-// Labels and units come from the payload (labkit/widgets/_payload.py PROFILE_HEADERS,
-// METRICS, METRIC_UNITS; the contract is labkit/widgets/_contract.py ProfilePayload).
+// Labels and units come from the payload (labkit/views/_payload.py PROFILE_HEADERS,
+// METRICS, METRIC_UNITS; the contract is labkit/views/_contract.py ProfilePayload).
 import { formatterOf } from "./_units.js";
 import { ensureStyles, esc, h, setOptions } from "./_ui.js";
 
@@ -56,7 +56,7 @@ export function topRows(rows, k, n) {
   ).slice(0, n);
 }
 
-/** @typedef {import("./_contract_types").ProfileViewTraits} Traits the synced traits (labkit/widgets/_contract.py) */
+/** @typedef {import("./_contract_types").ProfileViewTraits} Traits the synced traits (labkit/views/_contract.py) */
 /** @param {import("./_contract_types").RenderContext<Traits>} ctx anywidget's model and element */
 function render({ model, el }) {
   ensureStyles();

@@ -7,7 +7,7 @@ import { RUN_COLORS, timeChart } from "./_charts.js";
 import { columns, filterRows, fmtCell, metricSeries, sortRows } from "./_runs_table.js";
 import { ensureStyles, h } from "./_ui.js";
 
-/** @typedef {import("./_contract_types").RunsViewTraits} Traits the synced traits (labkit/widgets/_contract.py) */
+/** @typedef {import("./_contract_types").RunsViewTraits} Traits the synced traits (labkit/views/_contract.py) */
 /** @param {import("./_contract_types").RenderContext<Traits>} ctx anywidget's model and element */
 function render({ model, el }) {
   ensureStyles();

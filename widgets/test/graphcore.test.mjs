@@ -321,7 +321,7 @@ test("memory: the largest storages live in a time range", () => {
 
 // The shared fixture: what labkit/trace/graph.py draws for a real trace (ResCNN: nesting, a
 // block repeated x3, ops), rolled and flat, for several sets of expanded calls. Written by
-// tests/widgets/graph_rules_fixture.py; tests/widgets/test_graph_rules.py checks it is
+// tests/views/graph_rules_fixture.py; tests/views/test_graph_rules.py checks it is
 // current. The browser's rules must draw exactly the same, in the same order.
 const rules = JSON.parse(readFileSync(new URL("./fixtures/graph_rules.json", import.meta.url), "utf8"));
 

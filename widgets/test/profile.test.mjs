@@ -5,7 +5,7 @@ import { FORMATTERS, formatterOf } from "../src/_units.js";
 import { chartMetric, isNoisy, shownColumns, topRows } from "../src/profile.js";
 
 // The ProfileView payload of a real trace (ResCNN, 2x3x8x8 input, not timed), written by
-// tests/widgets/graph_rules_fixture.py and checked current by tests/widgets/test_graph_rules.py.
+// tests/views/graph_rules_fixture.py and checked current by tests/views/test_graph_rules.py.
 const fixture = JSON.parse(readFileSync(new URL("./fixtures/profile_payload.json", import.meta.url), "utf8"));
 const table = fixture.table;
 const rowOf = (path) => table.rows.find((r) => r[0] === path);

@@ -1,0 +1,71 @@
+"""labkit's views: the Python side of its widgets (traits only), pure functions of a Trace.
+
+(Formerly ``labkit.widgets``, which stays importable as the same modules.)
+
+The front-end code lives in ``widgets/src/`` of the checkout and is bundled by
+esbuild into ``labkit/views/static/`` (built, not committed). See
+:mod:`labkit.views._assets` for how the built bundles are found and checked.
+
+The views load lazily: ``import labkit.views`` does not import anywidget.
+
+Panels that measure or act (``OptimizePanel``, ``AttentionView``) live in
+:mod:`labkit.panels`; both names stay importable from here. The plumbing a widget outside
+this package needs (``bundle_path``, ``KeepsPicture``, ``MONO``, ``png_img``,
+``optimize_picture``; ``profile_html`` for ``labkit.demo``; ``check_assets`` and
+``BUILD_FIX`` for ``labkit doctor``) is public here too, so no other package imports a
+private module.
+
+Example:
+    >>> from labkit.views import GraphView  # doctest: +SKIP
+    >>> GraphView(labkit.trace(model, x))     # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from labkit._lazy import lazy_exports
+from labkit.views.display import install as _install
+
+if TYPE_CHECKING:  # what the lazy names are, for mypy
+    from labkit.panels.attention import AttentionView as AttentionView
+    from labkit.panels.optimize_panel import OptimizePanel as OptimizePanel
+    from labkit.views._assets import BUILD_FIX as BUILD_FIX
+    from labkit.views._assets import bundle_path as bundle_path
+    from labkit.views._assets import check_assets as check_assets
+    from labkit.views._base import png_img as png_img
+    from labkit.views._final_state import optimize_picture as optimize_picture
+    from labkit.views._keep import MONO as MONO
+    from labkit.views._keep import KeepsPicture as KeepsPicture
+    from labkit.views._static import profile_html as profile_html
+
+_LAZY = {
+    "GraphView": "labkit.views.graph",
+    "ProfileView": "labkit.views.profile",
+    "MemoryTimeline": "labkit.views.memory",
+    "TraceView": "labkit.views.show",
+    "Dashboard": "labkit.views.dashboard",
+    # panels (labkit.panels), kept importable from here
+    "AttentionView": "labkit.panels.attention",
+    "OptimizePanel": "labkit.panels.optimize_panel",
+}
+# plumbing for widgets outside this package (labkit.panels) and for labkit doctor
+_PLUMBING = {
+    "bundle_path": "labkit.views._assets",
+    "check_assets": "labkit.views._assets",
+    "BUILD_FIX": "labkit.views._assets",
+    "KeepsPicture": "labkit.views._keep",
+    "MONO": "labkit.views._keep",
+    "png_img": "labkit.views._base",
+    "optimize_picture": "labkit.views._final_state",
+    "profile_html": "labkit.views._static",
+}
+
+__all__ = [*_LAZY, *_PLUMBING]
+
+
+__getattr__, __dir__ = lazy_exports(__name__, {**_LAZY, **_PLUMBING})
+
+# Trace/MemoryReport/Plan .show(), .plot() and _repr_html_ reach the views through
+# labkit._display; the data classes import nothing from here (labkit.show is display.show)
+_install()

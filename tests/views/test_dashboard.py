@@ -1,0 +1,70 @@
+from __future__ import annotations
+
+import time
+
+from labkit.train.run import Run
+from labkit.views.dashboard import Dashboard, downsample
+
+
+def _steps(a: int, b: int) -> dict:
+    return {"type": "steps", "memory": 1024, "steps": [
+        {"step": s, "epoch": 0, "loss": 1.0 / s, "compute_time": 0.01, "data_time": 0.002,
+         "samples": 32} for s in range(a, b)]}  # fmt: skip
+
+
+def test_push_is_throttled_and_ends_on_latest():
+    dash = Dashboard(throttle=0.2)
+    dash.push({"type": "start", "total_steps": 1000, "max_epochs": 1, "world_size": 2})
+    for i in range(1, 1000, 10):
+        dash.push(_steps(i, i + 10))
+    assert dash.sends <= 2  # a thousand steps in a burst: the first send, maybe one timer send
+    dash.flush()
+    s = dash.stats
+    assert s["step"] == 1000 and s["world_size"] == 2 and s["memory"] == 1024
+    assert abs(s["samples_per_s"] - 2 * 32 / 0.012) < 1e-6
+    assert len(dash.series["train_loss"]["x"]) == 400 and dash.series["train_loss"]["x"][-1] == 1000
+
+
+def test_epoch_curves_status_and_repr():
+    dash = Dashboard(throttle=0.0)
+    dash.push({"type": "start", "total_steps": 4, "max_epochs": 2, "world_size": 1})
+    dash.push(_steps(1, 3))
+    dash.push({"type": "epoch", "epoch": 0, "step": 2, "val_loss": 0.4, "val_acc": 0.9})
+    dash.push({"type": "end", "status": "finished"})
+    dash.flush()
+    assert dash.series["val_loss"] == {"x": [2], "y": [0.4]} and dash.status == "finished"
+    assert repr(dash) == "Dashboard(status='finished', step=2/4, loss=0.5, throttle=0.0, updates=4)"
+    run = Run(status="failed", error="boom", notes=["one process"])
+    dash.finish(run)
+    assert dash.error == "boom" and dash.notes == ["one process"]
+
+
+def test_stop_button_calls_on_stop():
+    calls = []
+    dash = Dashboard(on_stop=lambda: calls.append(time.time()))
+    dash.stop_requested = True  # what the browser's Stop button sets
+    assert len(calls) == 1
+
+
+def test_downsample():
+    xs, ys = downsample(list(range(10)), [float(i) for i in range(10)], 5)
+    assert xs == [1, 3, 5, 7, 9] and ys == [0.5, 2.5, 4.5, 6.5, 8.5]
+    assert downsample([1], [2.0], 5) == ([1], [2.0])
+
+
+def test_stop_file_is_registered_until_the_fit_ends(tmp_path, monkeypatch):
+    from labkit.server import stops
+
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / "runtime"))
+    calls = []
+    dash = Dashboard(on_stop=lambda: calls.append(1), stop_file=tmp_path / "STOP")
+    assert dash.stop_token and stops.request(dash.stop_token) == tmp_path / "STOP"
+    dash.push({"type": "start", "total_steps": 30, "max_epochs": 3, "world_size": 1})
+    dash.push(_steps(1, 4))  # stopped in the first epoch
+    dash.push({"type": "end", "status": "stopped"})
+    dash.finish(Run(status="stopped"))
+    assert dash.stats["epoch"] == 1 and dash.status == "stopped"
+    assert not (tmp_path / "runtime" / "labkit-stop" / dash.stop_token).exists()
+    # a foreground fit's kernel reads the click only after the cell: nothing to stop then
+    dash.stop_requested = True
+    assert calls == [] and dash.status == "stopped"
