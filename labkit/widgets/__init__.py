@@ -6,8 +6,9 @@ scripts written against it still run.
 registration), whichever name is imported first. New code imports :mod:`labkit.views`.
 
 Example:
-    >>> import labkit.views, labkit.widgets
-    >>> labkit.widgets is labkit.views
+    >>> from labkit.widgets import graph
+    >>> import labkit.views.graph
+    >>> graph is labkit.views.graph
     True
 """
 
@@ -46,4 +47,11 @@ class _Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 if not any(isinstance(finder, _Alias) for finder in sys.meta_path):
     sys.meta_path.insert(0, _Alias())
-sys.modules[_OLD] = importlib.import_module(_NEW)
+_views = importlib.import_module(_NEW)
+sys.modules[_OLD] = _views
+setattr(sys.modules["labkit"], "widgets", _views)  # noqa: B010 - ``labkit.widgets`` after any import
+
+
+def __getattr__(name: str) -> object:
+    """Names read from this module object itself (an importer that kept it) are the views'."""
+    return getattr(_views, name)
