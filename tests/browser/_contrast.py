@@ -10,6 +10,7 @@ exempt (WCAG 1.4.3 exempts inactive components).
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -37,3 +38,26 @@ def ratio(a: list[int], b: list[int]) -> float:
     """WCAG contrast ratio of two sRGB colours, computed in Python."""
     x, y = sorted((luminance(a), luminance(b)), reverse=True)
     return (x + 0.05) / (y + 0.05)
+
+
+def css_luminance(color: str) -> float:
+    """Luminance of a CSS colour as rgb()/rgba() or #rgb/#rrggbb; -1 when unreadable."""
+    if color.startswith("#") and len(color) in (4, 7):
+        digits = color[1:] if len(color) == 7 else "".join(c * 2 for c in color[1:])
+        return luminance([int(digits[i : i + 2], 16) for i in (0, 2, 4)])
+    values = re.findall(r"[\d.]+", color)
+    return luminance([int(float(v)) for v in values[:3]]) if len(values) >= 3 else -1.0
+
+
+def ink_for_theme(page, canvas, *, dark: bool) -> tuple[bool, str]:
+    """Whether the ink a canvas last painted with (its ``data-ink``, a CSS colour) is the
+    theme's: light on Dark, dark on Light, within 3 s of a switch (a canvas repaints once the
+    theme's stylesheet has applied). Returns that and the last ink read."""
+    ink = ""
+    for _ in range(30):
+        ink = canvas.get_attribute("data-ink") or ""
+        lum = css_luminance(ink)
+        if (lum > 0.5) if dark else (0 <= lum < 0.1):
+            return True, ink
+        page.wait_for_timeout(100)
+    return False, ink

@@ -74,3 +74,13 @@ def save_shot(locator, name: str, also: Path | None = None) -> Path:
         also.parent.mkdir(parents=True, exist_ok=True)
         also.write_bytes(path.read_bytes())
     return path
+
+
+def set_theme(page, name: str) -> None:
+    """Settings > Theme > ``name``, as a person picks it; waits until it applies."""
+    page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^Settings$")).click()
+    page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Theme$")).click()
+    page.locator(".lm-Menu-itemLabel", has_text=re.compile(f"^{name}$")).click()
+    page.wait_for_selector(f"body[data-jp-theme-name='{name}']", state="attached")
+    page.keyboard.press("Escape")
+    page.wait_for_timeout(300)  # theme stylesheet swap settles

@@ -14,24 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser._contrast import luminance, ratio, text_contrast
-from tests.browser._notebook import cell, notebook, open_and_run, save_shot
+from tests.browser._contrast import ink_for_theme, luminance, ratio, text_contrast
+from tests.browser._notebook import cell, notebook, open_and_run, save_shot, set_theme
 from tests.browser._views import CELLS, VIEWS
 
 pytestmark = pytest.mark.browser
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "images"
 AA = 4.5
-
-
-def set_theme(page, name: str) -> None:
-    """Settings > Theme > ``name``, as a person picks it; waits until it applies."""
-    page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^Settings$")).click()
-    page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Theme$")).click()
-    page.locator(".lm-Menu-itemLabel", has_text=re.compile(f"^{name}$")).click()
-    page.wait_for_selector(f"body[data-jp-theme-name='{name}']", state="attached")
-    page.keyboard.press("Escape")
-    page.wait_for_timeout(300)  # theme stylesheet swap settles
 
 
 @pytest.fixture(scope="module")
@@ -67,15 +57,6 @@ def _failures(view) -> tuple[int, list[dict]]:
     return len(items), bad
 
 
-def _ink_luminance(ink: str) -> float:
-    """Luminance of a CSS colour as rgb()/rgba() or #rgb/#rrggbb; -1 when unreadable."""
-    if ink.startswith("#") and len(ink) in (4, 7):
-        digits = ink[1:] if len(ink) == 7 else "".join(c * 2 for c in ink[1:])
-        return luminance([int(digits[i : i + 2], 16) for i in (0, 2, 4)])
-    values = re.findall(r"[\d.]+", ink)
-    return luminance([int(float(v)) for v in values[:3]]) if len(values) >= 3 else -1.0
-
-
 def test_views_meet_wcag_aa_in_light_and_dark_and_follow_a_live_switch(page):
     set_theme(page, "JupyterLab Light")
     views = {i: _view(page, i) for i in VIEWS}
@@ -102,14 +83,9 @@ def test_views_meet_wcag_aa_in_light_and_dark_and_follow_a_live_switch(page):
             assert count >= 3, (theme, VIEWS[i], count)
             report[(theme, VIEWS[i])] = (count, bad)
         # the dashboard's canvas axes are redrawn in the theme's ink (canvas reads no CSS)
-        ink, ink_lum = "", -1.0
-        for _ in range(30):  # redrawn once the theme's stylesheet has applied (within 3 s)
-            ink = views[4].locator(".lk-dash-chart").first.get_attribute("data-ink") or ""
-            ink_lum = _ink_luminance(ink)
-            if (ink_lum > 0.5) if dark else (0 <= ink_lum < 0.1):
-                break
-            page.wait_for_timeout(100)
-        assert (ink_lum > 0.5) if dark else (0 <= ink_lum < 0.1), (theme, ink)
+        chart = views[4].locator(".lk-dash-chart").first
+        follows, ink = ink_for_theme(page, chart, dark=dark)
+        assert follows, (theme, ink)
         if dark:
             save_shot(_view(page, 1), "graph-dark", also=DOCS / "graph-dark.png")
             save_shot(_view(page, 4), "dashboard-dark", also=DOCS / "dashboard-dark.png")

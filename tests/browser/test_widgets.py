@@ -11,7 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser._notebook import cell, notebook, open_and_run, output_text, rerun_cell, save_shot
+from tests.browser._contrast import ink_for_theme
+from tests.browser._notebook import (
+    cell,
+    notebook,
+    open_and_run,
+    output_text,
+    rerun_cell,
+    save_shot,
+    set_theme,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -488,3 +497,11 @@ def test_ten_thousand_nodes_draw_on_a_canvas_and_stay_interactive(page):
     scale = float(g.get_attribute("data-scale"))
     assert width * scale > 0.5 * canvas["w"]  # the drawing spans the view, not a line down it
     save_shot(g, "graph-10k-zoomed-out", also=DOCS / "graph-10k-zoomed-out.png")
+    # a canvas reads no CSS: on a switch to Dark it repaints in Dark's ink, and back
+    for theme, dark in (("JupyterLab Dark", True), ("JupyterLab Light", False)):
+        set_theme(page, theme)
+        follows, ink = ink_for_theme(page, cv, dark=dark)
+        assert follows, (theme, ink)
+        assert float(g.get_attribute("data-scale")) < 0.1  # still fitted: the switch re-laid
+        if dark:  # the page out, and a view placed by Fit is fitted again, not sent home
+            save_shot(g, "graph-10k-dark", also=DOCS / "graph-10k-dark.png")

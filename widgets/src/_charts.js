@@ -11,7 +11,7 @@ import { aligned, allPositive, dataRange, ema } from "./_series.js";
 import { byTime, lastBefore } from "./_chart_x.js";
 
 export { byTime, lastBefore };
-import { h } from "./_ui.js";
+import { h, onThemeSwitch } from "./_ui.js";
 
 export const COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"];
 /** Colours of runs overlaid in one chart (tab10: ten distinguishable hues). */
@@ -178,14 +178,7 @@ export function timeChart(host, { keys, title, sync = null, colors = null }) {
   });
   ro.observe(wrap);
   // the canvas does not read CSS variables: redraw with the new theme's colours
-  // JupyterLab names the theme before its stylesheet has applied: the variables read then are
-  // empty (the Light fallbacks), so read them again once the sheet has settled
-  const redraw = () => last && update(last[0], last[1], true);
-  const themeWatch = new MutationObserver(() => {
-    redraw();
-    for (const ms of [250, 1000]) setTimeout(redraw, ms);
-  });
-  themeWatch.observe(document.body, { attributes: true, attributeFilter: ["data-jp-theme-name"] });
+  const stopThemeWatch = onThemeSwitch(() => last && update(last[0], last[1], true));
 
   return {
     update,
@@ -195,7 +188,7 @@ export function timeChart(host, { keys, title, sync = null, colors = null }) {
     plot: () => u,
     destroy() {
       ro.disconnect();
-      themeWatch.disconnect();
+      stopThemeWatch();
       if (u) u.destroy();
       wrap.remove();
     },

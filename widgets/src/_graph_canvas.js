@@ -167,6 +167,8 @@ export function makeCanvasView(host, view) {
     ctx.clearRect(0, 0, cv.width, cv.height);
     ctx.setTransform(dpr * view.k, 0, 0, dpr * view.k, dpr * view.x, dpr * view.y);
     const c = colors();
+    ctx.fillStyle = c.fg; // the ink painted with, as the canvas normalises it (tests read it)
+    cv.dataset.ink = String(ctx.fillStyle);
     const k = view.k;
     const lod = detailAt(k);
     // the drawing rectangle in sight

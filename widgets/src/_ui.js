@@ -69,6 +69,35 @@ export const CSS = `${THEME}
 `;
 
 /** Inject the shared stylesheet into the document once (replacing an older bundle's). */
+/**
+ * Calls `repaint` when JupyterLab switches theme, for drawings on a canvas (which read no
+ * CSS). JupyterLab names the new theme before its stylesheet has applied, when the variables
+ * still read the old theme's values, so it repaints again once the sheet has settled.
+ * @param {() => void} repaint
+ * @returns {() => void} stops watching
+ */
+export function onThemeSwitch(repaint) {
+  /** @type {Set<ReturnType<typeof setTimeout>>} */
+  const timers = new Set();
+  const later = (/** @type {number} */ ms) => {
+    const t = setTimeout(() => {
+      timers.delete(t);
+      repaint();
+    }, ms);
+    timers.add(t);
+  };
+  const watch = new MutationObserver(() => {
+    repaint();
+    later(250);
+    later(1000);
+  });
+  watch.observe(document.body, { attributes: true, attributeFilter: ["data-jp-theme-light", "data-jp-theme-name"] });
+  return () => {
+    watch.disconnect();
+    for (const t of timers) clearTimeout(t);
+  };
+}
+
 export function ensureStyles() {
   const old = document.getElementById("labkit-widget-css");
   if (old && old.textContent === CSS) return;

@@ -18,7 +18,7 @@ import { CANVAS_MIN, makeCanvasView } from "./_graph_canvas.js";
 import { svgEl, svgFile } from "./_graph_export.js";
 import { attachPanZoom, centerView, fitView, inSight, openView, zoomView } from "./_panzoom.js";
 import { uid } from "./_shared.js";
-import { download, ensureStyles, h, svgToPng, tooltip } from "./_ui.js";
+import { download, ensureStyles, h, onThemeSwitch, svgToPng, tooltip } from "./_ui.js";
 
 /** @typedef {import("./_contract_types").GraphViewTraits} Traits the synced traits (labkit/views/_contract.py) */
 /** @param {import("./_contract_types").RenderContext<Traits>} ctx anywidget's model and element */
@@ -123,16 +123,22 @@ function render({ model, el }) {
     }
     minimap.draw();
   };
+  let fitted = false; // the view was last placed by Fit: a resize or relayout fits again
   const setView = (v, moved) => {
     Object.assign(view, v);
     userMoved = moved;
+    fitted = false;
     applyView();
   };
 
   /** The Fit button: the whole graph, at whatever scale it takes (less detail). */
   function fit() {
     if (S) setView(fitView(canvas.clientWidth || 800, canvas.clientHeight || 500, S.layout.width, S.layout.height), false);
+    fitted = Boolean(S);
   }
+
+  /** A view the user has not moved follows the canvas: placed again as it last was. */
+  const placeAgain = () => (fitted ? fit() : home());
 
   /** How the graph opens: labels >= 11 px, the top of a big graph in sight. */
   function home() {
@@ -180,7 +186,8 @@ function render({ model, el }) {
       setView({ x: anchor.sx - at.x * view.k, y: anchor.sy - at.y * view.k }, userMoved);
       // the toggled box on screen now (tests and benchmarks click its toggle there)
       root.dataset.anchored = [anchor.sx, anchor.sy, at.w * view.k, at.h * view.k].map((v) => v.toFixed(1)).join(",");
-    } else if (refit || !userMoved) home();
+    } else if (refit) home();
+    else if (!userMoved) placeAgain();
     anchor = null;
     if (refit && model.get("selected") != null) highlight(true); // opened with a selection
     if (pendingCenter !== null) {
@@ -529,19 +536,21 @@ function render({ model, el }) {
     if (w === lastW) return;
     lastW = w; // 0 while hidden (a tab): showing it again counts as a resize
     if (!w) return;
-    if (!userMoved) home();
+    if (!userMoved) placeAgain();
     if (S?.canvas) cview.draw();
     if (pendingReveal !== null) reveal(pendingReveal);
   });
   ro.observe(canvas);
-  // a canvas drawing reads the theme's colours when it paints: paint again on a switch
-  const themeWatch = new MutationObserver(() => S?.canvas && cview.draw());
-  themeWatch.observe(document.body, { attributes: true, attributeFilter: ["data-jp-theme-light", "data-jp-theme-name"] });
+  // the canvas drawing and the minimap read the theme's colours when they paint
+  const stopThemeWatch = onThemeSwitch(() => {
+    if (S?.canvas) cview.draw();
+    minimap.draw();
+  });
   relayout(true);
   return () => {
     runner.close();
     ro.disconnect();
-    themeWatch.disconnect();
+    stopThemeWatch();
     for (const [event, fn] of listeners) model.off(event, fn);
   };
 }
