@@ -493,6 +493,10 @@ def test_ten_thousand_nodes_draw_on_a_canvas_and_stay_interactive(page):
     cv = g.locator("canvas.lk-canvas2d")
     page.wait_for_function("el => el.dataset.lod === '2'", arg=cv.element_handle())
     assert int(cv.get_attribute("data-labels")) >= 5
+    # each frame drawn as one block is coloured by its hottest box (every block holds timed
+    # ops), on the legend's scale: the map still shows where the time goes
+    blocks = int(cv.get_attribute("data-blocks"))
+    assert blocks > 100 and int(cv.get_attribute("data-heated-blocks")) == blocks
     width = float(g.get_attribute("data-size").split(",")[0])
     scale = float(g.get_attribute("data-scale"))
     assert width * scale > 0.5 * canvas["w"]  # the drawing spans the view, not a line down it

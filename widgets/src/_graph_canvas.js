@@ -15,6 +15,9 @@ import { COL_GAP } from "./_layout.js";
  * @typedef {object} CanvasLook how boxes look, set by the view
  * @property {(k: number) => string | null} fillOf a box's heat colour, null for the theme's own
  * @property {(k: number) => string | null} inkOf the ink on that colour, null for the theme's own
+ * @property {(g: number) => string | null} frameFillOf a frame drawn as one block zoomed out:
+ *   the heat colour of its hottest box, null for the theme's own
+ * @property {(g: number) => string | null} frameInkOf the ink on that colour, null for the theme's own
  * @property {Set<number>} selected drawn boxes of the selection
  * @property {Set<number>} matches drawn boxes matching the search
  */
@@ -103,7 +106,14 @@ export function makeCanvasView(host, view) {
   let queued = false;
   // fillOf(k), inkOf(k): a box's heat colour and ink, null for the theme's own
   /** @type {CanvasLook} */
-  const look = { fillOf: (_k) => null, inkOf: (_k) => null, selected: new Set(), matches: new Set() };
+  const look = {
+    fillOf: (_k) => null,
+    inkOf: (_k) => null,
+    frameFillOf: (_g) => null,
+    frameInkOf: (_g) => null,
+    selected: new Set(),
+    matches: new Set(),
+  };
 
   /** @type {(k: number) => boolean} */
   let isGroup = (_k) => false;
@@ -184,6 +194,8 @@ export function makeCanvasView(host, view) {
     // what is inside it is not drawn (level of detail zoomed out)
     const hidden = new Uint8Array(graph.parent.length);
     let labels = 0;
+    let blocks = 0; // frames drawn as one block
+    let heated = 0; // of those, coloured by their hottest box
     for (const g of vis.groups) {
       const p = graph.parent[g];
       if (p >= 0 && hidden[p]) {
@@ -196,8 +208,13 @@ export function makeCanvasView(host, view) {
       const gw = P[4 * g + 2];
       const gh = P[4 * g + 3];
       const small = Math.min(gw, gh) * k < SUMMARY_PX;
-      if (small) hidden[g] = 1;
-      ctx.fillStyle = small ? c.bg2 : "rgba(120,130,150,.06)";
+      const heat = small ? look.frameFillOf(g) : null;
+      if (small) {
+        hidden[g] = 1;
+        blocks += 1;
+        if (heat) heated += 1;
+      }
+      ctx.fillStyle = heat || (small ? c.bg2 : "rgba(120,130,150,.06)");
       ctx.strokeStyle = look.selected.has(g) ? c.accent : marked(g) ? c.error : small ? c.fg2 : c.border;
       ctx.lineWidth = (look.selected.has(g) ? 2.5 : marked(g) ? 2.5 : 1) * Math.max(1, px * 0.8);
       roundRect(ctx, gx, gy, gw, gh, 6);
@@ -210,7 +227,10 @@ export function makeCanvasView(host, view) {
         ctx.textBaseline = "alphabetic";
         ctx.fillText(groupLabel(graph, g, rolled), gx + 20, gy + 15);
         toggle(ctx, gx + 4, gy + 5, "−", c);
-      } else if (small) labels += screenLabel(ctx, labelOf(graph, g, rolled), gx, gy, gw, gh, k, c);
+      } else if (small) {
+        const ink = (heat && look.frameInkOf(g)) || c.fg;
+        labels += screenLabel(ctx, labelOf(graph, g, rolled), gx, gy, gw, gh, k, c.font, ink);
+      }
     }
     // edges
     ctx.strokeStyle = c.edge;
@@ -271,6 +291,8 @@ export function makeCanvasView(host, view) {
     if (11 * k < LEGIBLE_PX) labels += columnLabels(ctx, graph, rolled, layout.cols, x0, x1, y0, y1, k, c);
     cv.dataset.lod = String(lod);
     cv.dataset.labels = String(labels); // labels legible zoomed out (summaries, columns)
+    cv.dataset.blocks = String(blocks);
+    cv.dataset.heatedBlocks = String(heated);
   }
 
   const marked = (k) => S.marks?.has(k);
@@ -334,14 +356,14 @@ function badge(ctx, x, y, n, c) {
 }
 
 /** A label at 11 screen px, centred in a block when it fits there (zoomed out). */
-function screenLabel(ctx, text, x, y, w, h, k, c) {
+function screenLabel(ctx, text, x, y, w, h, k, font, ink) {
   const sw = w * k;
   if (sw < 24 || h * k < 13) return 0;
   ctx.save();
   ctx.translate(x + w / 2, y + h / 2);
   ctx.scale(1 / k, 1 / k);
-  ctx.fillStyle = c.fg;
-  ctx.font = `11px ${c.font}`;
+  ctx.fillStyle = ink;
+  ctx.font = `11px ${font}`;
   ctx.textAlign = "center";
   ctx.textBaseline = "middle";
   ctx.fillText(text, 0, 0, sw - 6);

@@ -282,6 +282,26 @@ export function colorScale(values) {
   return { color, min, max, log, at: mix };
 }
 
+/**
+ * The largest value among the boxes inside each frame, at any depth: zoomed out, a frame
+ * summarised as one block is coloured by its hottest box on the boxes' own scale (the
+ * legend's), so the map still shows where the cost is.
+ * @param {ArrayLike<number>} parent each node's frame, -1 at the top
+ * @param {Iterable<number>} boxes the drawn boxes
+ * @param {(k: number) => number} value a box's value
+ * @returns {Float64Array} by frame; 0 where it holds no box with a positive value
+ */
+export function hottestInside(parent, boxes, value) {
+  const hot = new Float64Array(parent.length);
+  for (const k of boxes) {
+    const v = value(k);
+    if (!(v > 0)) continue;
+    // a frame's value is never below its inner frames': stop at the first that has v
+    for (let p = parent[k]; p >= 0 && hot[p] < v; p = parent[p]) hot[p] = v;
+  }
+  return hot;
+}
+
 /** Black or white text for a fill given as rgb(...) or #rrggbb: the one with more
  * WCAG contrast (always >= 4.58:1). */
 export function textColor(fill) {

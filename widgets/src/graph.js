@@ -5,7 +5,7 @@
 // file export (_graph_export.js) are modules of their own. The layout runs in a web
 // worker (_graph_runner.js, _graph_layout.js, _layout.js) and comes back as typed arrays;
 // thousands of boxes are drawn on a canvas (_graph_canvas.js).
-import { colorScale, detailAt, expandedIndices, NEUTRAL, selectionOf, textColor, unpacked } from "./_graphcore.js";
+import { colorScale, detailAt, expandedIndices, hottestInside, NEUTRAL, selectionOf, textColor, unpacked } from "./_graphcore.js";
 import { edgesSvg, groupsSvg, nodesSvg, SVG_STYLE, viewState } from "./_graph_draw.js";
 import { makeRunner } from "./_graph_runner.js";
 import { findAll, hiddenAncestors, matchesOf, selectedIndices } from "./_graph_find.js";
@@ -259,7 +259,8 @@ function render({ model, el }) {
       // a box's colour depends on its value and the scale: worked out when the box is
       // first painted and kept while both stay (a toggle, a pan: no recolouring)
       const key = `${metric}|${scale.min}|${scale.max}|${scale.log}`;
-      if (!colors || colors.key !== key || colors.values !== values) colors = { key, values, scale, fills: new Map() };
+      if (!colors || colors.key !== key || colors.values !== values)
+        colors = { key, values, scale, fills: new Map(), hot: new Float64Array(0), hotFor: null };
       const c = colors;
       cview.look.fillOf = (k) => {
         let fill = c.fills.get(k);
@@ -270,8 +271,7 @@ function render({ model, el }) {
         }
         return fill;
       };
-      cview.look.inkOf = (k) => {
-        const fill = cview.look.fillOf(k);
+      const inkOn = (/** @type {string | null} */ fill) => {
         if (!fill) return null;
         let ink = inks.get(fill);
         if (ink === undefined) {
@@ -280,6 +280,16 @@ function render({ model, el }) {
         }
         return ink;
       };
+      cview.look.inkOf = (k) => inkOn(cview.look.fillOf(k));
+      // zoomed out, a frame drawn as one block takes its hottest drawn box's colour
+      cview.look.frameFillOf = (g) => {
+        if (c.hotFor !== S.vis) {
+          c.hot = hottestInside(S.graph.parent, S.vis.boxes, (k) => c.values[k] || 0);
+          c.hotFor = S.vis;
+        }
+        return c.hot[g] > 0 ? c.scale.color(c.hot[g]) : null;
+      };
+      cview.look.frameInkOf = (g) => inkOn(cview.look.frameFillOf(g));
       cview.draw();
     }
     for (const k of S.canvas ? [] : S.vis.boxes) {

@@ -6,6 +6,7 @@ import {
   boxSize,
   colorScale,
   expandedIndices,
+  hottestInside,
   labelOf,
   layoutInput,
   liftEdges,
@@ -381,4 +382,15 @@ test("an edge into a nested frame turns in below every header it passes", () => 
   const pts = edgePointsOf(lay, i);
   const inner = lay.pos.get(5);
   assert.ok(pts[pts.length - 2].y >= inner.y + 22, JSON.stringify({ pts, inner }));
+});
+
+test("hottestInside: each frame holds its hottest box, at any depth; empty frames hold 0", () => {
+  // 0 root frame > 1 frame > {3, 4 boxes}; 0 > 2 frame > 5 box; 6 an empty frame; 7 a box at the top
+  const parent = [-1, 0, 0, 1, 1, 2, 0, -1];
+  const values = { 3: 2, 4: 9, 5: 30, 7: 100 };
+  const hot = hottestInside(parent, [3, 4, 5, 7], (k) => values[k] || 0);
+  assert.deepEqual([...hot], [30, 9, 30, 0, 0, 0, 0, 0]);
+  // boxes without a positive value colour nothing; the order of the boxes does not matter
+  assert.deepEqual([...hottestInside(parent, [5, 4, 3], (k) => (k === 4 ? 9 : 0))], [9, 9, 0, 0, 0, 0, 0, 0]);
+  assert.deepEqual([...hottestInside(parent, [7, 5, 3, 4], (k) => values[k] || 0)], [...hot]);
 });
