@@ -68,7 +68,6 @@ export const CSS = `${THEME}
 .lk-error-text { color: var(--lk-error); }
 `;
 
-/** Inject the shared stylesheet into the document once (replacing an older bundle's). */
 /**
  * Calls `repaint` when JupyterLab switches theme, for drawings on a canvas (which read no
  * CSS). JupyterLab names the new theme before its stylesheet has applied, when the variables
@@ -98,6 +97,7 @@ export function onThemeSwitch(repaint) {
   };
 }
 
+/** Inject the shared stylesheet into the document once (replacing an older bundle's). */
 export function ensureStyles() {
   const old = document.getElementById("labkit-widget-css");
   if (old && old.textContent === CSS) return;
