@@ -16,14 +16,14 @@ from labkit.memory.timeline import MAX_SAMPLES
 from labkit.memory.tracker import CATEGORIES, MemoryTracker
 from labkit.trace.api import check_devices
 from labkit.trace.errors import LossError, TraceError
-from labkit.trace.recorder import Recorder, check_model
+from labkit.trace.recorder import Recorder
 from labkit.trace.step import (
     Step,
     add_notes,
     check_inputs,
     check_keywords,
+    model_to_record,
     record_step,
-    unwrap_compiled,
 )
 
 
@@ -90,8 +90,7 @@ def memory(
         ...                     optimizer=opt)             # doctest: +SKIP
         >>> print(rep.summary())                           # doctest: +SKIP
     """
-    model, compiled = unwrap_compiled(model)
-    check_model(model, "labkit.memory")
+    model, model_notes = model_to_record(model, "labkit.memory")
     if scaler is not None and optimizer is None:
         raise ValueError("scaler= needs optimizer=: a GradScaler steps an optimizer")
     if max_samples < 2:
@@ -133,7 +132,7 @@ def memory(
 
     # the same recording as labkit.trace's full mode: the graph, its dataflow and FLOPs too
     trace = record_step(step, mode="full", memory=tracker, keep_step=keep_step, on_error=failed)
-    return MemoryReport(add_notes(trace, compiled) if compiled else trace)
+    return MemoryReport(add_notes(trace, *model_notes))
 
 
 def _failure_message(err: BaseException, report: MemoryReport, where: str = "") -> str:

@@ -30,14 +30,14 @@ from labkit.plan.errors import PlanError
 from labkit.plan.model import PREDICTED_NOTE, Plan, PlanRequest
 from labkit.plan.recipe import PlanRecipe, check_recipe
 from labkit.trace.model import Trace
-from labkit.trace.recorder import Recorder, check_model, script_modules
+from labkit.trace.recorder import Recorder, script_modules
 from labkit.trace.step import (
     Step,
     add_notes,
     check_inputs,
     check_keywords,
+    model_to_record,
     record_step,
-    unwrap_compiled,
 )
 
 _FAKE_ERRORS = (DataDependentOutputException, DynamicOutputShapeException,
@@ -111,8 +111,7 @@ def plan(
         ...                 optimizer=lambda ps: torch.optim.AdamW(ps))  # doctest: +SKIP
         >>> p.peak_bytes, p.peak_where                                  # doctest: +SKIP
     """
-    model, compiled = unwrap_compiled(model)
-    check_model(model, "labkit.plan")
+    model, model_notes = model_to_record(model, "labkit.plan")
     scripted = script_modules(model)
     if scripted:
         raise PlanError(
@@ -170,9 +169,7 @@ def plan(
         options = {"loss": loss, "optimizer": optimizer, "recipe": recipe, "device": dev,
                    "keep_output": keep_output}  # fmt: skip
         request = PlanRequest(model, real, options)
-    planned = trace.replace(meta=meta, memory_meta=mm)
-    if compiled:
-        planned = add_notes(planned, compiled)
+    planned = add_notes(trace.replace(meta=meta, memory_meta=mm), *model_notes)
     return Plan(planned, seconds=seconds, request=request)
 
 

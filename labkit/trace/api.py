@@ -9,14 +9,14 @@ import torch
 
 from labkit._tensors import named_tensors
 from labkit.trace._graph_observer import bind as _bind
-from labkit.trace.recorder import MODES, Recorder, check_model
+from labkit.trace.recorder import MODES, Recorder
 from labkit.trace.step import (
     Step,
     add_notes,
     check_inputs,
     check_keywords,
+    model_to_record,
     record_step,
-    unwrap_compiled,
 )
 
 
@@ -97,8 +97,7 @@ def trace(
         ...     opt.zero_grad(); model(x).sum().backward(); opt.step()
         >>> print(rec.trace.summary(depth=2))  # doctest: +SKIP
     """
-    model, compiled = unwrap_compiled(model)
-    check_model(model)
+    model, model_notes = model_to_record(model, "labkit.trace")
     check_keywords("labkit.trace", model, {"mode": (mode, "full"), "loss": (loss, None),
                    "backward": (backward, True),
                    "warmup": (warmup, 1), "repeat": (repeat, 5),
@@ -115,7 +114,7 @@ def trace(
     step = Step(model, args, kwargs, loss=loss, backward=backward, keep_output=keep_output)
     trace = record_step(step, mode=mode, warmup=warmup, repeat=repeat,
                         time_budget=time_budget, keep_step=keep_step)  # fmt: skip
-    return add_notes(trace, compiled) if compiled else trace
+    return add_notes(trace, *model_notes)
 
 
 def check_devices(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:

@@ -25,7 +25,7 @@ from labkit.trace._passes import time_step
 from labkit.trace.errors import TraceError, scalar_loss
 from labkit.trace.instrument import Observer
 from labkit.trace.model import Trace
-from labkit.trace.recorder import MemoryObserver, Recorder
+from labkit.trace.recorder import MemoryObserver, Recorder, check_model
 from labkit.trace.state import StepState
 
 __all__ = ["FREE_OUTPUT_NOTE", "KEEP_OUTPUT_NOTE", "Step", "backward_target", "record_step"]
@@ -262,20 +262,24 @@ def _few(names: list[str]) -> str:
     return ", ".join(names[:4]) + (", ..." if len(names) > 4 else "")
 
 
-def unwrap_compiled(model: torch.nn.Module) -> tuple[torch.nn.Module, str | None]:
-    """The module inside a ``torch.compile``'d model, and the note that says so.
+def model_to_record(model: torch.nn.Module, what: str) -> tuple[torch.nn.Module, tuple[str, ...]]:
+    """The module ``what`` (``"labkit.trace"``, ...) records, checked, and the notes its trace
+    gets (``add_notes(trace, *notes)``).
 
-    Module hooks inside a compiled graph see Dynamo's tracing, not the kernels that run, so
-    labkit records the module the user compiled, eagerly; its paths are the user's own
-    (``blocks.0``, not ``_orig_mod.blocks.0``). ``(model, None)`` for any other model.
+    For a ``torch.compile``'d model that is the module inside it, with a note: module hooks
+    inside a compiled graph see Dynamo's tracing, not the kernels that run, so labkit records
+    the module the user compiled, eagerly, under the user's own paths (``blocks.0``, not
+    ``_orig_mod.blocks.0``). Anything else is recorded as it is, without notes.
     """
     inner = getattr(model, "_orig_mod", None)
     if not isinstance(inner, torch.nn.Module) or type(model).__name__ != "OptimizedModule":
-        return model, None
+        check_model(model, what)
+        return model, ()
+    check_model(inner, what)
     return inner, (
         f"the model is torch.compile'd: labkit measured the {type(inner).__name__} inside it "
         "eagerly (the figures per layer are eager ones); compare(model, batch, "
-        "[Recipe(compile='default')]) measures what compiling gains"
+        "[Recipe(compile='default')]) measures what compiling gains",
     )
 
 
