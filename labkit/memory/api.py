@@ -14,7 +14,7 @@ from labkit.memory.attribution import MemoryReport
 from labkit.memory.errors import MemoryRecordError
 from labkit.memory.timeline import MAX_SAMPLES
 from labkit.memory.tracker import CATEGORIES, MemoryTracker
-from labkit.trace.api import check_devices
+from labkit.trace.api import check_devices, check_not_meta
 from labkit.trace.errors import LossError, TraceError
 from labkit.trace.recorder import Recorder
 from labkit.trace.step import (
@@ -109,6 +109,7 @@ def memory(
                    model_kwargs)  # fmt: skip
     args, kwargs = call_inputs(batch, inputs, where="labkit.memory")
     check_inputs("labkit.memory", args, kwargs)
+    check_not_meta("labkit.memory", model, args, kwargs)
     check_devices(model, args, kwargs)
     tracker = MemoryTracker(
         model,

@@ -28,6 +28,7 @@ from labkit.optimize.bench_options import BenchOptions
 from labkit.optimize.comparison_result import Comparison, RecipeResult
 from labkit.optimize.recipe import Recipe
 from labkit.trace import StepState
+from labkit.trace.api import check_not_meta
 
 Sized = tuple[int, tuple[Any, ...], dict[str, Any]]  # batch size, args, kwargs
 
@@ -99,6 +100,7 @@ class Bench:
         if not 0 < level < 1:
             raise ValueError(f"compare(level=...) must be between 0 and 1, got {level!r}")
         self.args, self.kwargs = split_batch(batch, strict="compare(batch=...)")
+        check_not_meta("compare", model, self.args, self.kwargs)  # nothing on meta runs
         self.metric_name, self._metric = metric_fn(o.metric, o.val)
         self.batch = _batch_size(self.args, self.kwargs)
         if self.batch_sizes and self.batch is None:

@@ -110,11 +110,60 @@ def trace(
     if not args and not kwargs:
         return Recorder(model, mode=mode)
     check_inputs("labkit.trace", args, kwargs)
+    check_not_meta("labkit.trace", model, args, kwargs)
     check_devices(model, args, kwargs)
     step = Step(model, args, kwargs, loss=loss, backward=backward, keep_output=keep_output)
     trace = record_step(step, mode=mode, warmup=warmup, repeat=repeat,
                         time_budget=time_budget, keep_step=keep_step)  # fmt: skip
     return add_notes(trace, *model_notes)
+
+
+# how labkit.plan is called for what each entry point was given (the meta error shows it)
+_PLAN_CALL = {
+    "labkit.trace": "labkit.plan(model, x) (memory, FLOPs and the graph of the step; no times)",
+    "labkit.memory": "labkit.plan(model, batch, loss=..., optimizer=...) (the same memory "
+    "categories, predicted on fake tensors)",
+    "compare": "labkit.plan(model, batch, recipe=Recipe(...)) (what a recipe does to memory "
+    "and FLOPs, one recipe a call; no times)",
+}
+
+
+def check_not_meta(what: str, model: torch.nn.Module, args: tuple[Any, ...],
+                   kwargs: dict[str, Any]) -> None:  # fmt: skip
+    """Raise a ValueError when the model's parameters or buffers, or an input, are on the
+    ``meta`` device: they hold no values, so nothing can be measured (a meta tensor's ops
+    return at once, and the figures would be labkit's own). ``labkit.plan`` takes meta.
+
+    Args:
+        what: The entry point, ``"labkit.trace"``, ``"labkit.memory"`` or ``"compare"``.
+        model: The model.
+        args: Its positional inputs.
+        kwargs: Its keyword inputs.
+    """
+    plan = _PLAN_CALL.get(what, "labkit.plan(model, batch)")
+    materialize = (
+        "or make it real first (model.to_empty(device='cpu'), then load its weights with "
+        "model.load_state_dict(...))"
+    )
+    for kind, named in (("parameter", model.named_parameters()), ("buffer", model.named_buffers())):
+        for name, t in named:
+            if t.device.type == "meta":
+                raise ValueError(
+                    f"{what} measures a real run, but {type(model).__name__} is on the meta "
+                    f"device ({kind} '{name}' holds a shape, no values): nothing on meta can "
+                    f"be timed or measured. Use {plan}, which takes a meta model; "
+                    f"{materialize}"
+                )
+    for name, value in _bind(model, args, kwargs):
+        for tname, t in named_tensors(value, name):
+            if t.device.type == "meta":
+                raise ValueError(
+                    f"{what} measures a real run, but input {tname!r} is on the meta device "
+                    f"(a shape, no values): nothing on meta can be timed or measured. Pass a "
+                    f"real {str(t.dtype).removeprefix('torch.')} tensor of shape "
+                    f"{tuple(t.shape)} (a batch from your data), or use {plan}, which takes "
+                    "meta inputs"
+                )
 
 
 def check_devices(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
