@@ -207,11 +207,16 @@ def _with_times(base: Trace, passes: _Passes, ops: list[Trace], warmup: int,
         fwd, fwd_iqr = _stats(d["fwd"])
         _, bwd_iqr = _stats(d["bwd"])
         bwd_self, _ = _stats(d["bwd_self"])
+        per_pass: dict[str, tuple[float, ...]] = {}
         if n.kind == "module":  # what the hooks still cost, per call, off each figure
-            fwd = max(0.0, fwd - cost.forward(inside.get(n.key, 0)))
-            bwd_self = max(0.0, bwd_self - segs.get(n.key, 0.0) * cost.segment)
+            off_f, off_b = cost.forward(inside.get(n.key, 0)), segs.get(n.key, 0.0) * cost.segment
+            fwd, bwd_self = max(0.0, fwd - off_f), max(0.0, bwd_self - off_b)
+            per_pass = {
+                "fwd_pass_times": tuple(max(0.0, t - off_f) for t in d["fwd"]),
+                "bwd_pass_times": tuple(max(0.0, t - off_b) for t in d["bwd_self"]),
+            }
         return dataclasses.replace(n, fwd_time=fwd, fwd_iqr=fwd_iqr, bwd_time=bwd_self,
-                                   bwd_iqr=bwd_iqr, bwd_self_time=bwd_self)  # fmt: skip
+                                   bwd_iqr=bwd_iqr, bwd_self_time=bwd_self, **per_pass)  # fmt: skip
 
     nodes = [timed(n) for n in base.nodes]
     # a call's backward is its own median plus its children's, so the figures add up

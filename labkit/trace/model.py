@@ -88,6 +88,10 @@ class Node:
         fwd_iqr: Interquartile range of ``fwd_time`` over the timing passes.
         bwd_iqr: Interquartile range of ``bwd_time`` over the timing passes.
         runs: In how many of the merged runs the node ran (1 for a single recording).
+        fwd_pass_times: A module call's ``fwd_time`` in each timing pass, in pass order,
+            net of the hook cost alike (``labkit.diff``'s intervals resample them); empty
+            for op nodes and in files of an older labkit.
+        bwd_pass_times: Its ``bwd_self_time`` in each timing pass, likewise.
     """
 
     id: int
@@ -109,6 +113,8 @@ class Node:
     fwd_iqr: float = 0.0
     bwd_iqr: float = 0.0
     runs: int = 1
+    fwd_pass_times: tuple[float, ...] = ()
+    bwd_pass_times: tuple[float, ...] = ()
 
     @property
     def activation_bytes(self) -> int:
