@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import difflib
 import fnmatch
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -82,11 +83,12 @@ def select(model: torch.nn.Module, patterns: tuple[str, ...]) -> tuple[list[str]
     for path, mod in model.named_modules():
         if not path:
             continue
-        for pat in patterns:
-            if path == pat or fnmatch.fnmatchcase(path, pat) or type(mod).__name__ == pat:
-                hits[pat] += 1
-                matched.append(path)
-                break
+        hit = [p for p in patterns
+               if path == p or fnmatch.fnmatchcase(path, p) or type(mod).__name__ == p]  # fmt: skip
+        for pat in hit:  # every pattern that names the module counts as matching
+            hits[pat] += 1
+        if hit:
+            matched.append(path)
     outer = [p for p in matched if not any(p.startswith(q + ".") for q in matched)]
     return outer, [p for p, n in hits.items() if n == 0]
 
@@ -96,6 +98,35 @@ def wrap(model: torch.nn.Module, paths: list[str]) -> None:
     for path in paths:
         mod = model.get_submodule(path)
         mod.forward = CheckpointForward(mod.forward, path)
+
+
+def nearest_paths(model: torch.nn.Module, pattern: str, n: int = 4) -> list[str]:
+    """The module paths (and class names) closest to ``pattern`` (``difflib``), for a
+    "no module matches" message: a misspelt path or class name finds its intended one."""
+    names: dict[str, None] = {}
+    for path, mod in model.named_modules():
+        if path:
+            names[path] = None
+            names[type(mod).__name__] = None
+    plain = pattern.replace("*", "").replace("?", "").strip(".") or pattern
+    near = difflib.get_close_matches(pattern, list(names), n=n, cutoff=0.5)
+    near += [p for p in difflib.get_close_matches(plain, list(names), n=n, cutoff=0.5)
+             if p not in near]  # fmt: skip
+    return near[:n]
+
+
+def unmatched_message(model: torch.nn.Module, missing: list[str]) -> str:
+    """Why ``Recipe(checkpoint=...)`` cannot apply: each pattern matching no module, with the
+    nearest module paths, and a few paths the model has."""
+    parts = []
+    for pat in missing:
+        near = nearest_paths(model, pat)
+        parts.append(f"{pat!r} (nearest: {', '.join(near)})" if near else repr(pat))
+    return (
+        f"Recipe(checkpoint=...): no module matches {'; '.join(parts)}. A pattern is a module "
+        "path ('blocks.0'), a glob over paths ('blocks.*') or a class name ('Block'); this "
+        f"model's paths look like: {example_paths(model)}"
+    )
 
 
 def example_paths(model: torch.nn.Module, n: int = 4) -> str:

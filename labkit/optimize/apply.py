@@ -99,14 +99,18 @@ def apply(
     Returns:
         The optimized copy, with its report readable by :func:`applied`.
 
+    Raises:
+        RecipeError: a ``checkpoint`` pattern matches no module (the nearest paths are
+            named), the model cannot be copied, or (``strict``) a toggle cannot apply.
+
     Example:
         >>> import torch
         >>> from labkit.optimize import Recipe
         >>> from labkit.optimize.apply import apply, applied
         >>> model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU())
         >>> fast = apply(model, Recipe(precision="bf16-mixed"))
-        >>> applied(fast).ok, applied(fast).notes
-        (True, ["precision: forward runs under torch.autocast('cpu', dtype=bfloat16)"])
+        >>> applied(fast).ok, applied(fast).notes  # doctest: +ELLIPSIS
+        (True, ["precision: forward runs under torch.autocast('cpu', dtype=bfloat16)..."])
     """
     recipe = _as_recipe(recipe)
     if not isinstance(model, torch.nn.Module):
@@ -297,19 +301,11 @@ def _apply_quantization(work: torch.nn.Module, kind: str) -> Step:
 
 def _apply_checkpoint(work: torch.nn.Module, patterns: tuple[str, ...]) -> Step:
     paths, missing = _checkpoint.select(work, patterns)
-    if not paths:
-        return Step(
-            "checkpoint",
-            patterns,
-            False,
-            f"no module matches {list(patterns)}; paths look like: "
-            f"{_checkpoint.example_paths(work)}",
-        )
+    if missing:  # a pattern that checkpoints nothing is a typo, never a silent no-op
+        raise RecipeError(_checkpoint.unmatched_message(work, missing))
     _checkpoint.wrap(work, paths)
     shown = ", ".join(paths[:4]) + (f" (+{len(paths) - 4} more)" if len(paths) > 4 else "")
     note = f"{len(paths)} modules recompute in backward: {shown}"
-    if missing:
-        note += f"; nothing matched {missing}"
     return Step("checkpoint", patterns, True, note, tuple(paths))
 
 

@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch import nn
 
-from labkit.optimize import Recipe, RecipeError, applied, apply, grad_scaler, is_compiled
+from labkit.optimize import Recipe, RecipeError, _cpu, applied, apply, grad_scaler, is_compiled
 from tests.optimize.conftest import MLP, state_equal
 
 
@@ -121,14 +121,31 @@ def test_checkpoint_grads_match(mlp, x):
 
 
 def test_checkpoint_glob_and_missing(mlp):
-    ck = apply(mlp, Recipe(checkpoint=("blocks.*", "nope")))
+    ck = apply(mlp, Recipe(checkpoint=("blocks.*",)))
     step = applied(ck).steps[0]
     assert step.applied and step.paths == ("blocks.0", "blocks.1")
-    assert "nothing matched ['nope']" in step.note
-    none = apply(mlp, Recipe(checkpoint=("layers.*",)))
-    (skip,) = applied(none).skipped
-    assert "no module matches ['layers.*']; paths look like: blocks (Sequential)" in skip.note
-    assert "forward" not in none.blocks[0].__dict__
+    # a pattern that matches nothing is refused, even beside one that matches
+    for patterns, bad in [(("blocks.*", "nope"), "nope"), (("layers.*",), "layers.*")]:
+        with pytest.raises(RecipeError) as err:
+            apply(mlp, Recipe(checkpoint=patterns))
+        assert f"no module matches {bad!r}" in str(err.value)
+        assert "paths look like: blocks (Sequential)" in str(err.value)
+    assert "forward" not in mlp.blocks[0].__dict__  # the user's model untouched
+    # a module named by two patterns counts for both (class name first, then its path)
+    both = apply(mlp, Recipe(checkpoint=("Sequential", "blocks.0")))
+    assert applied(both).steps[0].paths == ("blocks",)
+
+
+def test_checkpoint_typo_names_nearest_paths(mlp):
+    with pytest.raises(RecipeError) as err:
+        apply(mlp, Recipe(checkpoint=("blocks.O", "Sequental")))
+    msg = str(err.value)
+
+    def nearest(pattern: str) -> list[str]:
+        return msg.split(f"{pattern!r} (nearest: ")[1].split(")")[0].split(", ")
+
+    assert "blocks.0" in nearest("blocks.O") and "head" not in nearest("blocks.O")
+    assert nearest("Sequental")[0] == "Sequential"
 
 
 def test_channels_last(convnet):
@@ -203,16 +220,29 @@ def test_bad_input(mlp):
 
 def test_applied_repr(mlp):
     r = applied(apply(mlp, Recipe(precision="bf16-mixed", channels_last=True)))
+    # the precision line adds a warning on a CPU without native bf16: the same test passes
+    # on either kind of CPU, and checks the warning where it applies
+    slow = "; no native bf16 on this CPU (no AVX512-BF16/AMX): expect it slower than fp32"
+    slow = "" if _cpu.native_bf16() else slow
     assert repr(r).splitlines() == [
         "Applied(bf16-mixed + channels_last: 1 applied, 1 skipped)",
         "  skip channels_last: no 4-D weights (Conv2d) to reorder; "
         "channels_last would change nothing",
-        "  ok   precision: forward runs under torch.autocast('cpu', dtype=bfloat16)",
+        "  ok   precision: forward runs under torch.autocast('cpu', dtype=bfloat16)" + slow,
     ]
     assert repr(apply(mlp, Recipe(precision="bf16-mixed")).forward) == (
         "RecipeForward(device_type='cpu', autocast='bfloat16', "
         "matmul_precision='highest', compile=None)"
     )
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_bf16_note_on_either_cpu(mlp, monkeypatch, native):
+    # the probe stands in for the two kinds of CPU; the doctest of apply() matches both
+    monkeypatch.setattr(_cpu, "native_bf16", lambda: native)
+    (note,) = applied(apply(mlp, Recipe(precision="bf16-mixed"))).notes
+    assert note.startswith("precision: forward runs under torch.autocast('cpu', dtype=bfloat16)")
+    assert ("no native bf16 on this CPU" in note) == (not native)
 
 
 @pytest.mark.slow
