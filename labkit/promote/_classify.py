@@ -25,7 +25,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from labkit.promote._effects import call_effect, calls_in, qualname
+from labkit.promote._effects import call_effect, calls_in, data_uses, qualname
 from labkit.promote._lab_methods import lab_exploration_methods
 from labkit.promote._names import StatementNames
 from labkit.promote.notebook import Cell
@@ -97,11 +97,14 @@ class Context:
         aliases: Import aliases (``{"plt": "matplotlib.pyplot"}``).
         labs: Names bound to a ``labkit.Lab``.
         tainted: Names made by left-out statements (exploration results).
+        tensors: Names bound only to data, never to a module
+            (:func:`labkit.promote._tensor_names.tensor_names`): ``w.float()`` on them is pure.
     """
 
     aliases: dict[str, str]
     labs: set[str]
     tainted: set[str] = field(default_factory=set)
+    tensors: frozenset[str] = frozenset()
 
 
 def classify(cell: Cell, stmt: ast.stmt, names: StatementNames, ctx: Context) -> tuple[str, str]:
@@ -149,7 +152,8 @@ def _classify_expression(value: ast.expr, names: StatementNames, ctx: Context) -
             return "explore", why
         if names.uses & ctx.tainted:
             return "explore", _uses(names, ctx)
-    if all(call_effect(c, ctx.aliases) == "pure" for c in calls_in(value)):
+    data = data_uses(value)
+    if all(call_effect(c, ctx.aliases, ctx.tensors, data) == "pure" for c in calls_in(value)):
         return "explore", NO_EFFECT  # analyze makes it RESULT when the cell displays it
     return "code", ""
 

@@ -45,6 +45,7 @@ from labkit.promote._classify import (
 )
 from labkit.promote._names import StatementNames, statement_names
 from labkit.promote._spans import Span, statement_spans
+from labkit.promote._tensor_names import tensor_names
 from labkit.promote.errors import Problem
 from labkit.promote.notebook import Cell, Notebook
 
@@ -257,9 +258,10 @@ def analyze(notebook: Notebook, *, show_results: bool | Collection[str] = False)
             problems.append(problem)
         parsed.append((cell, body, code, magics, magic_names, reason))
 
-    aliases = aliases_of(stmt for _, body, *_ in parsed for stmt in body)
-    labs = lab_names((stmt for _, body, *_ in parsed for stmt in body), aliases)
-    ctx = Context(aliases, labs)
+    all_statements = [stmt for _, body, *_ in parsed for stmt in body]
+    aliases = aliases_of(all_statements)
+    labs = lab_names(all_statements, aliases)
+    ctx = Context(aliases, labs, tensors=tensor_names(all_statements, aliases))
     plans = [
         _plan_cell(cell, body, code, magics, magic_names, reason, ctx, problems, show_results)
         for cell, body, code, magics, magic_names, reason in parsed

@@ -19,6 +19,7 @@ import ast
 from labkit.promote._classify import (
     EARLIER_FIT,
     MAGIC,
+    PLOT,
     PLOT_METHODS,
     TAGGED,
     Context,
@@ -26,8 +27,9 @@ from labkit.promote._classify import (
     explore_call,
     lab_names,
 )
-from labkit.promote._effects import call_effect, calls_in
+from labkit.promote._effects import call_effect, calls_in, data_uses
 from labkit.promote._names import BUILTIN_NAMES, IPYTHON_NAMES, statement_names
+from labkit.promote._tensor_names import tensor_names
 from labkit.promote.analysis import Analysis, Statement
 from labkit.promote.errors import Problem
 
@@ -135,7 +137,7 @@ def hidden_effects(analysis: Analysis) -> list[Problem]:
     docstring); one per statement, naming its first such call."""
     nodes = [s.node for s in analysis.statements]
     aliases = aliases_of(nodes)
-    ctx = Context(aliases, lab_names(nodes, aliases))
+    ctx = Context(aliases, lab_names(nodes, aliases), tensors=tensor_names(nodes, aliases))
     ctx.tainted = {
         n
         for s in analysis.statements
@@ -146,8 +148,9 @@ def hidden_effects(analysis: Analysis) -> list[Problem]:
     for s in analysis.statements:
         if s.role != "explore" or s.reason in (TAGGED, EARLIER_FIT, MAGIC):
             continue
+        data = _data_uses(s.node, ctx)
         for call in calls_in(s.node):
-            effect = _effect(call, ctx)
+            effect = _effect(call, ctx, data)
             if effect is None:
                 continue
             does = (
@@ -170,7 +173,19 @@ def hidden_effects(analysis: Analysis) -> list[Problem]:
     return problems
 
 
-def _effect(call: ast.Call, ctx: Context) -> str | None:
+def _data_uses(node: ast.stmt, ctx: Context) -> frozenset[ast.Call]:
+    """Calls whose result ``node`` uses as data, a plot call's arguments among them (a plot
+    draws arrays, never a module: ``plt.plot(losses.cpu())``)."""
+    plotted = [
+        arg
+        for call in calls_in(node)
+        if explore_call(call, ctx) == PLOT
+        for arg in [*call.args, *(k.value for k in call.keywords)]
+    ]
+    return data_uses(node, plotted)
+
+
+def _effect(call: ast.Call, ctx: Context, data: frozenset[ast.Call]) -> str | None:
     """``None`` for a display/plot/view call, a call on an exploration result, or a pure
     call; else ``"random"`` or ``"unknown"``."""
     if explore_call(call, ctx) or (isinstance(call.func, ast.Name) and call.func.id == "print"):
@@ -182,7 +197,7 @@ def _effect(call: ast.Call, ctx: Context) -> str | None:
             root = root.func if isinstance(root, ast.Call) else root.value
         if func.attr in PLOT_METHODS or (isinstance(root, ast.Name) and root.id in ctx.tainted):
             return None
-    effect = call_effect(call, ctx.aliases)
+    effect = call_effect(call, ctx.aliases, ctx.tensors, data)
     return None if effect == "pure" else effect
 
 
