@@ -250,6 +250,7 @@ class StepState:
         self._scalers = [_Attrs(s, type(s).__name__, frozenset()) for s in scalers]
         self._tensors = list(seen.values())
         self._rng = _rng_state() if rng else None
+        self._ids: frozenset[int] | None = None
 
     def __repr__(self) -> str:
         name = type(self.model).__name__ if self.model is not None else None
@@ -257,6 +258,15 @@ class StepState:
             f"StepState(model={name}, tensors={len(self._tensors)}, "
             f"optimizers={len(self._opts)}, rng={self._rng is not None})"
         )
+
+    def restores(self, t: torch.Tensor) -> bool:
+        """Whether :meth:`restore` puts ``t``'s values back (a parameter, buffer, gradient,
+        input or optimizer state tensor saved here)."""
+        if self._ids is None:
+            grads = (x for t, g, _ in self._grads for x in (t, g) if x is not None)
+            opts = (s.t for o in self._opts for s in (*o.tensors, *o.group_tensors))
+            self._ids = frozenset(id(x) for x in (*(s.t for s in self._tensors), *grads, *opts))
+        return id(t) in self._ids
 
     def changes(self) -> list[str]:
         """What the step changed that :meth:`restore` cannot put back, in words: what is

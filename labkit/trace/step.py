@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from labkit._tensors import named_tensors
+from labkit.trace._globals import ModuleGlobals
 from labkit.trace._passes import time_step
 from labkit.trace.errors import TraceError, scalar_loss
 from labkit.trace.instrument import Observer
@@ -189,6 +190,7 @@ def record_step(
         (1, True)
     """
     state = step.state()
+    module_globals = ModuleGlobals(step.model, (step.loss, step.forward), state.restores)
     kept: StepState | None = None
     try:
         rec = Recorder(step.model, mode=mode, observers=tuple(observers), memory=memory)
@@ -221,9 +223,10 @@ def record_step(
             with _deep_enough(step.model):
                 base = time_step(step.model, step, base, mode=mode, warmup=warmup,
                                  repeat=repeat, budget=time_budget)  # fmt: skip
-        return _with_notes(base, step, changed)
     finally:
         (kept or state).restore()
+    # after the snapshot is put back: what differs now stays with the user
+    return _with_notes(base, step, changed, module_globals.changes())
 
 
 def dict_input_hint(step: Step) -> str:
@@ -295,9 +298,10 @@ def add_notes(trace: Trace, *notes: str) -> Trace:
     return trace.replace(meta=meta, memory_meta=mm)
 
 
-def _with_notes(trace: Trace, step: Step, changed: list[str]) -> Trace:
+def _with_notes(trace: Trace, step: Step, changed: list[str], globals_: list[str]) -> Trace:
     """The trace with notes on what the step assumed and on what could not be put back
-    (in its meta, and in its memory meta, which memory reports and plans print)."""
+    (in its meta, and in its memory meta, which memory reports and plans print):
+    ``changed`` inside the model's attributes, ``globals_`` at module level."""
     more = []
     if step.backward and trace.meta.backward and step.forward is None:
         more.append(KEEP_OUTPUT_NOTE if step.keep_output else FREE_OUTPUT_NOTE)
@@ -306,6 +310,13 @@ def _with_notes(trace: Trace, step: Step, changed: list[str]) -> Trace:
             "the step changed what labkit cannot put back: " + "; ".join(changed)
             + f" (in place; the recording and timing passes ran the step {step.calls} "
             + ("time" if step.calls == 1 else "times") + ")"
+        )  # fmt: skip
+    if globals_:
+        more.append(
+            "module-level state changed by the step and not put back (labkit restores the "
+            "model, inputs, optimizer and RNGs, not module globals): " + ", ".join(globals_)
+            + f"; the recording and timing passes ran the step {step.calls} "
+            + ("time" if step.calls == 1 else "times")
         )  # fmt: skip
     return add_notes(trace, *more)
 
