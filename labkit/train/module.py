@@ -66,23 +66,86 @@ def model_step(net: torch.nn.Module, batch: Any) -> tuple[Any, Any]:
 
 
 def output_loss(out: Any, target: Any = None) -> torch.Tensor:
-    """The loss the model returned (``Lab(..., loss="model")``): ``out.loss`` (a Hugging
-    Face ``ModelOutput``), ``out["loss"]``, the one scalar tensor of a tuple such as
-    nanoGPT's ``(logits, loss)``, or ``out`` itself when it is a scalar tensor."""
-    found = getattr(out, "loss", None) if not isinstance(out, torch.Tensor) else out
-    if found is None and isinstance(out, Mapping):
-        found = out.get("loss")
-    if found is None and isinstance(out, tuple | list):
-        scalars = [t for t in out if isinstance(t, torch.Tensor) and t.numel() == 1]
-        found = scalars[0] if len(scalars) == 1 else None
-    if isinstance(found, torch.Tensor) and found.numel() == 1:
-        return found.reshape(())
-    raise TypeError(
-        f'Lab(loss="model") takes the loss the model returns, but its output is '
-        f"{_shape(out)} with no loss in it (no .loss, no 'loss' key, not one scalar tensor "
-        "in a tuple): give the model its labels (a dict batch with 'labels', or (x, y) for "
-        "forward(x, targets)), or pass loss=fn(output, target) instead"
-    )
+    """The loss the model returned (``Lab(..., loss="model")``), and only a loss.
+
+    A loss is ``out.loss`` (a Hugging Face ``ModelOutput``), ``out["loss"]``, the second
+    element of a ``(logits, loss)`` pair (nanoGPT) when it is a 0-dim tensor, or ``out``
+    itself when it is a 0-dim tensor. While gradients are on (a training step) it must
+    require grad. A prediction is never taken for a loss, whatever its size: a
+    ``(pred, None)`` output (nanoGPT's ``GPT(x)`` without targets) or a ``loss=None`` is
+    refused, naming the ``None`` and how to pass the targets.
+
+    Raises:
+        TypeError: naming what the model returned and how to give it its targets.
+    """
+    where, found = _find_loss(out)
+    if found is None:
+        raise TypeError(
+            f'Lab(loss="model") takes the loss the model returns, but the model returned '
+            f"{_describe_output(out)}, and {where} is None: the model computed no loss, "
+            f"as it does when given no targets. {_HOW_TO_PASS_TARGETS}"
+        )
+    if not isinstance(found, torch.Tensor) or (where == _ITSELF and found.dim() != 0):
+        raise TypeError(
+            f'Lab(loss="model") takes the loss the model returns, but the model returned '
+            f"{_describe_output(out)}, with no loss in it (no .loss, no 'loss' key, no "
+            f"(logits, loss) pair with a 0-dim loss, not a 0-dim tensor itself; a prediction "
+            f"is never taken for a loss). {_HOW_TO_PASS_TARGETS}"
+        )
+    if found.numel() != 1:
+        raise TypeError(
+            f'Lab(loss="model"): the loss the model returned ({where}) is '
+            f"{_shape(found)}, not one number; reduce it in the model (.mean()), or pass "
+            "loss=fn(output, target) instead"
+        )
+    if torch.is_grad_enabled() and not found.requires_grad:
+        raise TypeError(
+            f'Lab(loss="model"): the loss the model returned ({where}, {_shape(found)}) does '
+            "not require grad, so training cannot follow it back to the weights: compute it "
+            "from the model's output outside torch.no_grad(), without .detach() or .item()"
+        )
+    return found.reshape(())
+
+
+_HOW_TO_PASS_TARGETS = (
+    "Pass the targets in each batch: (x, y) batches call model(x, y) (nanoGPT's "
+    "forward(idx, targets)), a dict batch is passed as keywords (labels=... for a Hugging "
+    "Face model); or pass loss=fn(output, target) for a model that returns predictions"
+)
+
+
+def _find_loss(out: Any) -> tuple[str, Any]:
+    """``(where the loss was found, what is there)``; ``(where, None)`` names a None loss."""
+    if isinstance(out, torch.Tensor):
+        return _ITSELF, out
+    if hasattr(out, "loss"):  # a Hugging Face ModelOutput (a Mapping too), a namedtuple
+        return "its .loss", out.loss
+    if isinstance(out, Mapping):
+        return ("its 'loss'", out["loss"]) if "loss" in out else (_ITSELF, out)
+    if isinstance(out, tuple | list) and len(out) == 2:
+        second = out[1]
+        if second is None or (isinstance(second, torch.Tensor) and second.dim() == 0):
+            return "its second element (the loss of a (logits, loss) pair)", second
+    return _ITSELF, out
+
+
+_ITSELF = "the output itself"
+
+
+def _describe_output(out: Any) -> str:
+    """What the model returned, in a message: ``(Tensor [1, 1] float32, None)``."""
+    if out is None:
+        return "None"
+    if isinstance(out, torch.Tensor):
+        return f"a tensor {_shape(out)}"
+    if isinstance(out, tuple | list) and len(out) <= 6:
+        inner = ", ".join(
+            f"Tensor {_shape(v)}" if isinstance(v, torch.Tensor) else
+            ("None" if v is None else type(v).__name__) for v in out)  # fmt: skip
+        return f"({inner})" if isinstance(out, tuple) else f"[{inner}]"
+    if isinstance(out, Mapping):
+        return f"a {type(out).__name__} with keys {sorted(map(str, out))}"
+    return f"a {type(out).__name__}"
 
 
 def batch_size_of(batch: Any) -> int:

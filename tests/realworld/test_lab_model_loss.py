@@ -91,5 +91,6 @@ def test_an_output_without_a_loss_names_the_fix() -> None:
         output_loss(torch.randn(4, 3))
     with pytest.raises(ValueError, match=r'a loss is fn\(output, target\), or "model"'):
         labkit.Lab(torch.nn.Linear(2, 1), None, loss="mse")
-    assert output_loss((torch.randn(2, 3), torch.tensor(1.5))).item() == 1.5
-    assert output_loss({"loss": torch.tensor([2.0]), "logits": torch.zeros(2)}).item() == 2.0
+    with torch.no_grad():  # in a training step (grad on) the loss must also require grad
+        assert output_loss((torch.randn(2, 3), torch.tensor(1.5))).item() == 1.5
+        assert output_loss({"loss": torch.tensor([2.0]), "logits": torch.zeros(2)}).item() == 2.0
