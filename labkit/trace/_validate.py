@@ -24,7 +24,7 @@ import math
 import re
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from labkit._format import fmt_bytes
@@ -56,6 +56,9 @@ _NON_NEGATIVE = re.compile(
 _SECTIONS = {"meta": TraceMeta, "modules": ModuleInfo, "nodes": Node, "edges": Edge,
              "memory": MemorySample, "memory_meta": MemoryMeta}  # fmt: skip
 _REQUIRED_TOP = ("meta", "modules", "nodes", "edges")
+LIST_SECTIONS: dict[str, type] = {"modules": ModuleInfo, "nodes": Node, "edges": Edge,
+                                  "memory": MemorySample}  # fmt: skip
+"""The sections that are lists of records, in the order a file has them."""
 
 
 def check_size(size: int, source: str, max_bytes: int = MAX_FILE_BYTES) -> None:
@@ -76,57 +79,56 @@ def too_deep(source: str) -> TraceFileError:
     )
 
 
-def validate(data: dict[str, Any], source: str) -> None:
-    """Check a trace file's parsed JSON (schema and version already checked).
+def explain(value: object, cls: type, where: str, source: str,
+            required: tuple[str, ...] = ()) -> None:  # fmt: skip
+    """Walk one record field by field and raise naming the first bad field and its value.
 
-    A compiled check runs first (a 5000-node trace in a fraction of a second); only when
-    it finds a problem does the field-by-field walk run, to name the field and value.
+    Runs only after a compiled check (:class:`Readers`) refused ``value``, to name why.
 
     Raises:
         TraceFileError: naming ``source``, the field (``nodes[3].fwd_time``) and its value.
     """
-    if not _fast_ok(data):
-        _explain(data, source)  # raises, naming the field
-    _graph(data, source)
+    _record(value, cls, where, source, required)
 
 
-def _explain(data: dict[str, Any], source: str) -> None:
+def check_present(data: dict[str, Any], source: str) -> None:
+    """The sections every trace has are there."""
     for name in _REQUIRED_TOP:
         if name not in data:
             raise _error(source, name, "is missing")
-    for name, cls in _SECTIONS.items():
-        if name not in data or (name == "memory_meta" and data[name] is None):
-            continue
-        value = data[name]
-        if name in ("meta", "memory_meta"):
-            _record(value, cls, name, source, required=REQUIRED_META if name == "meta" else ())
-        elif not isinstance(value, list):
-            raise _error(source, name, f"must be a list, got {_show(value)}")
-        else:
-            for i, item in enumerate(value):
-                _record(item, cls, f"{name}[{i}]", source)
+
+
+def explain_unknown(data: dict[str, Any], source: str) -> None:
+    """Top-level fields this labkit does not know (written by a newer one): numbers sane."""
     for key, value in data.items():  # fields this labkit does not know: numbers still sane
-        if key not in _SECTIONS and key not in ("schema", "version"):
+        known = key in _SECTIONS or key in ("schema", "version")
+        if not known and not _any_ok(value, _non_negative(key), 0):
             _any(value, key, source, _non_negative(key))
 
 
-def _graph(data: dict[str, Any], source: str) -> None:
-    nodes, n = data["nodes"], len(data["nodes"])
+def not_a_list(name: str, value: object, source: str) -> TraceFileError:
+    """The error for a section (``nodes``, ``edges``, ...) that is not a list."""
+    return _error(source, name, f"must be a list, got {_show(value)}")
+
+
+def check_graph(nodes: Sequence[Node], edges: Sequence[Edge], source: str) -> None:
+    """Node ids are their positions, parents come first, edge ends are existing nodes."""
+    n = len(nodes)
     for i, node in enumerate(nodes):
-        if node["id"] != i:
-            raise _error(source, f"nodes[{i}].id", f"is {node['id']}; node ids must be their "
+        if node.id != i:
+            raise _error(source, f"nodes[{i}].id", f"is {node.id}; node ids must be their "
                          f"positions 0..{n - 1}")  # fmt: skip
-        if node["kind"] not in NODE_KINDS:
-            raise _error(source, f"nodes[{i}].kind", f"is {_show(node['kind'])}; it must be one "
+        if node.kind not in NODE_KINDS:
+            raise _error(source, f"nodes[{i}].kind", f"is {_show(node.kind)}; it must be one "
                          f"of {', '.join(NODE_KINDS)}")  # fmt: skip
-        parent = node.get("parent")
+        parent = node.parent
         if parent is not None and not parent < i:
             raise _error(source, f"nodes[{i}].parent", f"is {parent}; a parent must be an "
                          f"earlier node (0..{i - 1})")  # fmt: skip
-    for i, edge in enumerate(data["edges"]):
-        for end in ("src", "dst"):
-            if not edge[end] < n:
-                raise _error(source, f"edges[{i}].{end}", f"is {edge[end]}, but the trace has "
+    for i, edge in enumerate(edges):
+        for end, value in (("src", edge.src), ("dst", edge.dst)):
+            if not value < n:
+                raise _error(source, f"edges[{i}].{end}", f"is {value}, but the trace has "
                              f"{n} nodes (ids 0..{n - 1})")  # fmt: skip
 
 
@@ -251,56 +253,172 @@ def first_non_finite(data: object, where: str = "") -> str | None:
     return None
 
 
-# ------------------------------------------------------------------ the compiled fast check
+# ------------------------------------------------------------------ compiled check-and-build
+INVALID: Any = object()
+"""What a :class:`Readers` function returns for data its check refuses (then
+:func:`explain` names the field)."""
+
 _MISSING = object()
 _Check = Callable[[Any], bool]
-_RECORDS: dict[tuple[type, tuple[str, ...]], _Check] = {}
+_Read = Callable[[Any], Any]
+_SCALARS = (int, float, str, bool, type(None))
 
 
-def _fast_ok(data: dict[str, Any]) -> bool:
-    """True when ``data`` passes every check of :func:`_explain` (exact JSON types)."""
-    if any(name not in data for name in _REQUIRED_TOP):
-        return False
-    if not _fast_record(TraceMeta, REQUIRED_META)(data["meta"]):
-        return False
-    if data.get("memory_meta") is not None and not _fast_record(MemoryMeta)(data["memory_meta"]):
-        return False
-    for name in ("modules", "nodes", "edges", "memory"):
-        if name in data:
-            items = data[name]
-            if type(items) is not list or not all(map(_fast_record(_SECTIONS[name]), items)):
-                return False
-    return all(_any_ok(v, _non_negative(k), 0) for k, v in data.items()
-               if k not in _SECTIONS and k not in ("schema", "version"))  # fmt: skip
+class Readers:
+    """Check-and-build functions for the data of one file, compiled from the type hints.
 
+    ``record(cls)(value)`` is the dataclass built from a parsed JSON object, or
+    :data:`INVALID` when a check of :func:`explain` would refuse it (exact JSON types,
+    finite numbers, no negative measurement, required fields present; fields this labkit
+    does not know are checked as numbers and dropped). Lists become tuples where the
+    hint says so. Equal strings, shapes and nested records (a node's tensor metas) are
+    built once per ``Readers`` and shared, so a file of many similar nodes takes little
+    memory; the top-level records (one per node) are not shared.
+    """
 
-def _fast_record(cls: type, required: tuple[str, ...] = ()) -> _Check:
-    key = (cls, required)
-    if key not in _RECORDS:
-        hints = _hints(cls)
-        specs = [
-            (f.name, _fast(hints[f.name], _non_negative(f.name)), f.name in required or (
-                f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING))
-            for f in dataclasses.fields(cls)
-        ]  # fmt: skip
-        known = frozenset(name for name, _, _ in specs)
+    def __init__(self) -> None:
+        self._strings: dict[str, str] = {}
+        self._made: dict[tuple[object, ...], _Read] = {}
 
-        def check(value: Any) -> bool:
-            if type(value) is not dict:
-                return False
-            for name, ok, needed in specs:
-                item = value.get(name, _MISSING)
-                if item is _MISSING:
-                    if needed:
-                        return False
-                elif not ok(item):
-                    return False
-            return known.issuperset(value) or all(
-                _any_ok(v, _non_negative(k), 0) for k, v in value.items() if k not in known
+    def record(self, cls: type, *, required: tuple[str, ...] = (), share: bool = False) -> _Read:
+        """The check-and-build function of dataclass ``cls`` (``required``: fields that
+        must be present although they have a default)."""
+        key = (cls, share, required)
+        if key not in self._made:
+            self._made[key] = self._compile(cls, required, share)
+        return self._made[key]
+
+    def value(self, hint: object, non_neg: bool) -> _Read:
+        """The check-and-convert function of one value of type ``hint``."""
+        key = (hint, non_neg)
+        if key not in self._made:
+            self._made[key] = self._value(hint, non_neg)
+        return self._made[key]
+
+    def _value(self, hint: Any, non_neg: bool) -> _Read:
+        origin, args = typing.get_origin(hint), typing.get_args(hint)
+        if origin in (typing.Union, types.UnionType):
+            inner = [a for a in args if a is not type(None)]
+            item = self.value(inner[0] if len(inner) == 1 else Any, non_neg)
+            if type(None) not in args:
+                return item
+            return lambda v: None if v is None else item(v)
+        if dataclasses.is_dataclass(hint) and isinstance(hint, type):
+            return self.record(hint, share=_hashable(hint))
+        if origin in (tuple, list):
+            return self._sequence(
+                args[0] if args else Any, non_neg, tuple if origin is tuple else list
             )
+        if hint is str:
+            intern = self._strings.setdefault
+            return lambda v: intern(v, v) if type(v) is str else INVALID
+        check = _fast(hint, non_neg)
+        return lambda v: v if check(v) else INVALID
 
-        _RECORDS[key] = check
-    return _RECORDS[key]
+    def _sequence(self, item_hint: Any, non_neg: bool, kind: type) -> _Read:
+        shared: dict[object, object] = {}
+        share = kind is tuple and _hashable(item_hint)
+        if item_hint is int and share:  # a shape: checked in one pass, one tuple per shape
+
+            def read_ints(v: Any) -> Any:
+                if type(v) is not list:
+                    return INVALID
+                for y in v:
+                    if type(y) is not int or (non_neg and y < 0):
+                        return INVALID
+                t = tuple(v)
+                return shared.setdefault(t, t)
+
+            return read_ints
+        item = self.value(item_hint, non_neg)
+        by_id = share and dataclasses.is_dataclass(item_hint)  # items are shared objects
+
+        def read(v: Any) -> Any:
+            if type(v) is not list:
+                return INVALID
+            out = [item(y) for y in v]
+            if INVALID in out:
+                return INVALID
+            if not share:
+                return kind(out)
+            t = tuple(out)
+            key = tuple(map(id, t)) if by_id else t
+            return shared.setdefault(key, t)
+
+        return read
+
+    def _compile(self, cls: type, required: tuple[str, ...], share: bool) -> _Read:
+        """One Python function per record: a check and a conversion per field, inline for
+        numbers and strings (a call per field would double the time of a big file)."""
+        hints = _hints(cls)
+        env: dict[str, Any] = {"BAD": INVALID, "MISSING": _MISSING, "INF": math.inf,
+                               "isfinite": math.isfinite, "CLS": cls,
+                               "SD": self._strings.setdefault, "SHARED": {}}  # fmt: skip
+        fields = dataclasses.fields(cls)
+        lines = ["def read(v):", " if type(v) is not dict: return BAD", " g = v.get", " k = 0"]
+        for i, f in enumerate(fields):
+            needed = f.name in required or (
+                f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+            )
+            lines += [f" x = g({f.name!r}, MISSING)", " if x is MISSING:"]
+            if needed:
+                lines.append("  return BAD")
+            elif f.default_factory is not dataclasses.MISSING:
+                env[f"F{i}"] = f.default_factory
+                lines.append(f"  a{i} = F{i}()")
+            else:
+                env[f"D{i}"] = f.default
+                lines.append(f"  a{i} = D{i}")
+            lines += [" else:", "  k += 1"]
+            lines += ["  " + line for line in self._field_code(hints[f.name], f.name, i, env)]
+        known = frozenset(f.name for f in fields)
+        env["EXTRA"] = lambda v: all(_any_ok(x, _non_negative(k), 0) for k, x in v.items()
+                                     if k not in known)  # fmt: skip
+        args = ", ".join(f"a{i}" for i in range(len(fields)))
+        lines.append(" if k != len(v) and not EXTRA(v): return BAD")
+        if share:  # nested records (a tensor's meta): one object per distinct value
+            lines += [f" key = ({args},)", " o = SHARED.get(key)", " if o is None:",
+                      f"  o = SHARED[key] = CLS({args})", " return o"]  # fmt: skip
+        else:
+            lines.append(f" return CLS({args})")
+        exec("\n".join(lines), env)  # the code built above from the dataclass's fields
+        read: _Read = env["read"]
+        return read
+
+    def _field_code(self, hint: Any, name: str, i: int, env: dict[str, Any]) -> list[str]:
+        non_neg = _non_negative(name)
+        origin, args = typing.get_origin(hint), typing.get_args(hint)
+        if origin in (typing.Union, types.UnionType) and type(None) in args and len(args) == 2:
+            (inner,) = [a for a in args if a is not type(None)]
+            if inner in (int, float, str, bool):
+                body = self._field_code(inner, name, i, env)
+                return ["if x is None:", f" a{i} = None", "else:", *(" " + b for b in body)]
+        if hint is int:
+            test = "type(x) is not int" + (" or x < 0" if non_neg else "")
+            return [f"if {test}: return BAD", f"a{i} = x"]
+        if hint is float:
+            if non_neg:
+                test = "not ((type(x) is float and 0.0 <= x < INF) or (type(x) is int and x >= 0))"
+            else:
+                test = "not (type(x) is int or (type(x) is float and isfinite(x)))"
+            return [f"if {test}: return BAD", f"a{i} = x"]
+        if hint is bool:
+            return ["if type(x) is not bool: return BAD", f"a{i} = x"]
+        if hint is str:
+            return ["if type(x) is not str: return BAD", f"a{i} = SD(x, x)"]
+        env[f"R{i}"] = self.value(hint, non_neg)
+        return [f"a{i} = R{i}(x)", f"if a{i} is BAD: return BAD"]
+
+
+def _hashable(hint: Any) -> bool:
+    """Whether values of ``hint`` are hashable once built (so equal ones can be shared)."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType, tuple):
+        return all(_hashable(a) for a in args if a is not Ellipsis)
+    if dataclasses.is_dataclass(hint) and isinstance(hint, type):
+        hints = _hints(hint)
+        return all(_hashable(hints[f.name]) for f in dataclasses.fields(hint))
+    return hint in _SCALARS
 
 
 def _fast(hint: Any, non_neg: bool) -> _Check:
@@ -312,7 +430,8 @@ def _fast(hint: Any, non_neg: bool) -> _Check:
             return ok
         return lambda v: v is None or ok(v)
     if dataclasses.is_dataclass(hint) and isinstance(hint, type):
-        return _fast_record(hint)
+        read = Readers().record(hint)
+        return lambda v: read(v) is not INVALID
     if origin in (tuple, list):
         item = _fast(args[0] if args else Any, non_neg)
         return lambda v: type(v) is list and all(map(item, v))
