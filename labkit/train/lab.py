@@ -269,13 +269,16 @@ class Lab:
             return  # a user LightningModule's step is its own; Lightning's sanity check runs
         from labkit.train.data import first_batch
         from labkit.train.guards import dry_run
-        from labkit.train.module import default_step
+        from labkit.train.module import default_step, dict_batch_note
 
         dm = dm if dm is not None else self.datamodule()
         with torch.random.fork_rng(devices=[]):
             train = first_batch(dm.train_dataloader())
         loss = self._plain_loss()
         dry_run(self.model, train, step=self.step or default_step, loss=loss, stage="train")
+        note = dict_batch_note(train, self.step, loss)  # a dict batch: which keys went where
+        if note is not None and self.last_run is not None and not self.last_run.done:
+            self.last_run.notes.append(note)  # named in the notes of the fit running this check
         val_loader = getattr(dm, "val", None) if hasattr(dm, "train") else None
         if val_loader is None and not hasattr(dm, "train"):
             val_loader = dm.val_dataloader() if _overrides(dm, "val_dataloader") else None

@@ -65,6 +65,44 @@ def model_step(net: torch.nn.Module, batch: Any) -> tuple[Any, Any]:
     return net(batch), getattr(batch, "y", None)
 
 
+def dict_batch_note(batch: Any, step: StepFn | None,
+                    loss: Callable[[Any, Any], Any] | None) -> str | None:  # fmt: skip
+    """How a dict batch given without ``step=`` was used: which keys went to the model, which
+    one is the target, which were left out (a sentence for the run's notes), or None when
+    ``batch`` is not a dict or a ``step`` of the user's decides.
+
+    Example:
+        >>> import torch.nn.functional as F
+        >>> note = dict_batch_note({"x": 1, "y": 2, "mask": 3}, None, F.mse_loss)
+        >>> print(note)  # doctest: +NORMALIZE_WHITESPACE
+        the batch is a dict with keys x, y, mask: batch['x'] went to the model as its input
+        and batch['y'] to the loss mse_loss(output, target) as the target; not used: mask
+        (pass step=lambda net, batch: (net(...), target) to Lab to use them)
+    """
+    if not isinstance(batch, Mapping) or step not in (None, default_step, model_step):
+        return None
+    keys = [str(k) for k in batch]
+    head = f"the batch is a dict with keys {', '.join(keys)}: "
+    target = next((k for k in TARGET_KEYS if k in batch), None)
+    if step is model_step:
+        metrics = f"; batch[{target!r}] is the target metrics get" if target is not None else ""
+        return (head + f"all of them went to the model as keyword arguments "
+                f"(model(**batch)); the loss is the one the model returned{metrics}")  # fmt: skip
+    if target is None:
+        return None  # default_step refuses it, naming the keys
+    name = getattr(loss, "__name__", type(loss).__name__)
+    to_loss = f"batch[{target!r}] to the loss {name}(output, target) as the target"
+    if "x" in batch:
+        unused = [k for k in keys if k not in ("x", target)]
+        note = head + f"batch['x'] went to the model as its input and {to_loss}"
+        if unused:
+            note += (f"; not used: {', '.join(unused)} (pass step=lambda net, batch: "
+                     "(net(...), target) to Lab to use them)")  # fmt: skip
+        return note
+    rest = [k for k in keys if k != target]
+    return head + f"{', '.join(rest)} went to the model as keyword arguments and {to_loss}"
+
+
 def output_loss(out: Any, target: Any = None) -> torch.Tensor:
     """The loss the model returned (``Lab(..., loss="model")``), and only a loss.
 
