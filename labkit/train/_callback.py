@@ -1,19 +1,18 @@
 """LabCallback: the thin adapter from Lightning's hooks to labkit's training events.
 
-On rank 0 it times each step (waiting for data vs compute), batches the per-step records
-and emits them as plain-dict events a few times per second (one ``.tolist()`` per batch of
-steps, so a GPU is not synchronised every step), plus epoch, checkpoint, trace and end
-events. On every rank it watches for a Stop request and stops all ranks together after
-the current step, keeping a checkpoint.
+The events come from a :class:`~labkit.train.recording.StepRecorder`, the same one a
+watched plain loop and the callbacks for a user's own Trainer use: on rank 0 it times each
+step (waiting for data vs compute), keeps the per-step losses on their device and emits
+them as plain-dict events a few times per second, plus epoch, learning-rate, checkpoint,
+trace and end events. On every rank this adapter watches for a Stop request and stops all
+ranks together after the current step, keeping a checkpoint (in a Lab's logdir).
 """
 
 from __future__ import annotations
 
 import os
-import resource
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,20 +21,9 @@ import torch
 
 from labkit.train import _tensorboard
 from labkit.train.checkpoint import CHECKPOINTS, LAST
+from labkit.train.recording import FILE_CHECK_S, Sink, StepRecorder, StopPoll, memory_bytes
 
-Sink = Callable[[dict[str, Any]], None]
-FILE_CHECK_S = 0.1  # a Stop through the stop file is seen within this (a stat per step costs)
-
-
-def memory_bytes() -> int:
-    """Memory in use: CUDA allocated bytes on a GPU, else this process's resident set."""
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        return int(torch.cuda.memory_allocated())
-    try:
-        with open("/proc/self/statm") as fh:
-            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except OSError:
-        return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+__all__ = ["FILE_CHECK_S", "EpochSeed", "LabCallback", "LabCheckpoint", "memory_bytes", "seed_all"]
 
 
 def _floats(metrics: dict[str, Any]) -> dict[str, float]:
@@ -44,6 +32,10 @@ def _floats(metrics: dict[str, Any]) -> dict[str, float]:
         if (isinstance(v, torch.Tensor) and v.numel() == 1) or isinstance(v, int | float):
             out[k] = float(v)
     return out
+
+
+def _null_sink(event: dict[str, Any]) -> None:
+    """Ranks other than 0 record nothing."""
 
 
 class LabCallback(pl.Callback):
@@ -61,6 +53,11 @@ class LabCallback(pl.Callback):
         logdir: Run directory (traces go to ``<logdir>/traces/``).
         resumed_from: Checkpoint the fit resumes from, for the start event.
         hparams: Written to the logger as hyperparameters (the Recipe) on rank 0.
+        writer: A TensorBoard ``SummaryWriter`` of labkit's own (or a function making one);
+            default: the trainer's logger's, when it has one.
+        log_every: Write each step's loss to that writer every N steps (0: the module
+            writes its own scalars, as a Lab's LabModule does).
+        checkpoint_on_stop: Save ``<logdir>/checkpoints/last.ckpt`` when stopped.
     """
 
     def __init__(
@@ -76,147 +73,126 @@ class LabCallback(pl.Callback):
         logdir: str | os.PathLike[str] | None = None,
         resumed_from: str | None = None,
         hparams: dict[str, Any] | None = None,
+        writer: Any = None,
+        log_every: int = 0,
+        checkpoint_on_stop: bool = True,
     ) -> None:
         self.sink = sink
         self.hparams = dict(hparams or {})
-        self.stop_event = stop_event or threading.Event()
-        self.stop_file = Path(stop_file) if stop_file else None
+        self.poll = StopPoll(stop_event, stop_file)
         self.stop_every = max(1, stop_every)
         self.flush_interval = flush_interval
         self.trace_every = trace_every
         self.histogram_every = histogram_every
         self.logdir = Path(logdir) if logdir else None
         self.resumed_from = resumed_from
+        self.checkpoint_on_stop = checkpoint_on_stop
         self.stopped = False
-        self._pending: list[tuple[int, int, Any, float, float, int, float]] = []
-        self._last_flush = 0.0
+        self._writer = writer
+        self._log_every = log_every
+        self.recorder = StepRecorder(sink, flush_interval=flush_interval, stop=self.poll,
+                                     logdir=self.logdir, trace_every=trace_every,
+                                     histogram_every=histogram_every, writer=writer,
+                                     log_every=log_every)  # fmt: skip
         self._t_end = 0.0
         self._t_start = 0.0
-        self._recorder: Any = None
-        self._tracing = False
-        self._file_checked = -float("inf")
+
+    @property
+    def stop_event(self) -> threading.Event:
+        """The in-process Stop event."""
+        return self.poll.event
+
+    @property
+    def stop_file(self) -> Path | None:
+        """The stop file polled, or None."""
+        return self.poll.file
 
     # ------------------------------------------------------------------ helpers
-    def _emit(self, trainer: pl.Trainer, event: dict[str, Any]) -> None:
-        if trainer.is_global_zero:
-            event.setdefault("t", time.time())
-            self.sink(event)
-
-    def _flush(self, trainer: pl.Trainer) -> None:
-        if not self._pending:
-            return
-        pending, self._pending = self._pending, []
-        losses = torch.stack([p[2] for p in pending]).float().cpu().tolist()
-        # t: the wall clock at the step's end (the runs view's wall-time axis)
-        steps = [
-            {"step": s, "epoch": e, "loss": loss, "compute_time": c, "data_time": d, "samples": n,
-             "t": round(w, 4)}
-            for (s, e, _, c, d, n, w), loss in zip(pending, losses, strict=True)
-        ]  # fmt: skip
-        self._emit(trainer, {"type": "steps", "steps": steps, "memory": memory_bytes()})
-        self._last_flush = time.perf_counter()
-
     def _net(self, pl_module: pl.LightningModule) -> torch.nn.Module:
         return getattr(pl_module, "net", pl_module)
 
     def request_stop(self) -> None:
         """Ask every rank to stop after the current step."""
-        self.stop_event.set()
+        self.poll.event.set()
+
+    def _stop_file_seen(self, now: float) -> bool:
+        """Whether the stop file exists, looked at no more than every ``FILE_CHECK_S``."""
+        return self.poll.file_seen(now)
+
+    @property
+    def _file_checked(self) -> float:
+        return self.poll.checked
 
     # ------------------------------------------------------------------ hooks
+    def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        if not trainer.is_global_zero:  # every event is rank 0's
+            self.recorder.sink = _null_sink
+        elif self._writer is None:  # histograms, traces, hparams: the trainer's TensorBoard
+            self.recorder._writer = lambda: _logger_writer(trainer)
+
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         # here, not in on_fit_start: Lightning restores a resumed run's step in between
         total = trainer.estimated_stepping_batches
-        self._emit(trainer, {
-            "type": "start",
-            "total_steps": int(total) if total != float("inf") else None,
-            "max_epochs": trainer.max_epochs,
-            "world_size": trainer.world_size,
-            "start_step": trainer.global_step,
-            "resumed_from": self.resumed_from,
-        })  # fmt: skip
+        self.recorder.start(
+            total_steps=int(total) if total != float("inf") else None,
+            max_epochs=trainer.max_epochs, world_size=trainer.world_size,
+            start_step=trainer.global_step, resumed_from=self.resumed_from,
+        )  # fmt: skip
 
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        writer = getattr(trainer.logger, "experiment", None) if trainer.is_global_zero else None
+        writer = self.recorder.writer if trainer.is_global_zero else None
         if self.hparams and writer is not None and hasattr(writer, "file_writer"):
             _tensorboard.log_hparams(writer, self.hparams)
         if self.trace_every and trainer.is_global_zero:
-            from labkit.trace import Recorder
-
-            self._recorder = Recorder(self._net(pl_module), mode="timing").attach()
+            self.recorder.attach_tracing(self._net(pl_module))
 
     def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._t_end = time.perf_counter()
 
     def on_train_batch_start(self, trainer: pl.Trainer, pl_module: Any, batch: Any, i: int) -> None:
         self._t_start = time.perf_counter()
-        if self._recorder is not None and trainer.global_step % self.trace_every == 0:
-            self._recorder.start()
-            self._tracing = True
+        self.recorder.begin_step(trainer.global_step)
 
     def on_before_optimizer_step(self, trainer: pl.Trainer, pl_module: Any, optimizer: Any) -> None:
-        if self.histogram_every and trainer.global_step % self.histogram_every == 0:
-            writer = getattr(trainer.logger, "experiment", None)
-            if trainer.is_global_zero and writer is not None and hasattr(writer, "add_histogram"):
-                norms = _tensorboard.log_histograms(writer, self._net(pl_module),
-                                                    trainer.global_step, grads=True)  # fmt: skip
-                self._emit(trainer, {"type": "grads", "step": trainer.global_step, "norms": norms})
+        if trainer.is_global_zero:
+            self.recorder.learning_rate(optimizer, trainer.global_step)
+            self.recorder.histograms(self._net(pl_module), trainer.global_step)
 
     def on_train_batch_end(self, trainer: pl.Trainer, pl_module: Any, outputs: Any, batch: Any,
                            i: int) -> None:  # fmt: skip
         now = time.perf_counter()
         step = trainer.global_step  # already counts this step
-        if self._tracing:
-            self._tracing = False
-            self._save_trace(trainer, self._recorder.stop(), step)
+        self.recorder.end_step(step)
         if trainer.is_global_zero:
             loss = getattr(pl_module, "last_loss", None)
             if loss is None:
                 loss = outputs["loss"] if isinstance(outputs, dict) else outputs
-            n = getattr(pl_module, "last_batch_size", 0) or 0
-            self._pending.append((step, trainer.current_epoch, loss.detach(),
-                                  now - self._t_start, self._t_start - self._t_end, n,
-                                  time.time()))  # fmt: skip
-            if now - self._last_flush >= self.flush_interval:
-                self._flush(trainer)
+            if isinstance(loss, torch.Tensor):
+                n = getattr(pl_module, "last_batch_size", 0) or 0
+                self.recorder.add_step(
+                    step,
+                    trainer.current_epoch,
+                    loss.detach(),
+                    now - self._t_start,
+                    self._t_start - self._t_end,
+                    n,
+                )
         self._t_end = now
         if step % self.stop_every == 0:
-            local = self.stop_event.is_set() or self._stop_file_seen(now)
+            local = self.poll(now)
             if trainer.world_size > 1:
                 local = trainer.strategy.reduce_boolean_decision(local, all=False)
             if local and not self.stopped:
                 self.stopped = True
                 trainer.should_stop = True
-                if self.logdir is not None:
-                    trainer.save_checkpoint(str(self.logdir / CHECKPOINTS / LAST))
-                    self._emit(
-                        trainer,
-                        {
-                            "type": "checkpoint",
-                            "path": str(self.logdir / CHECKPOINTS / LAST),
-                        },
-                    )
-
-    def _stop_file_seen(self, now: float) -> bool:
-        """Whether the stop file exists, looked at no more than every ``FILE_CHECK_S``."""
-        if self.stop_file is None or now - self._file_checked < FILE_CHECK_S:
-            return False
-        self._file_checked = now
-        return self.stop_file.exists()
-
-    def _save_trace(self, trainer: pl.Trainer, trace: Any, step: int) -> None:
-        if self.logdir is None:
-            return
-        path = self.logdir / "traces" / f"step_{step:07d}.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        trace.save(path)
-        writer = getattr(trainer.logger, "experiment", None)
-        if writer is not None and hasattr(writer, "add_scalar"):
-            _tensorboard.log_trace(writer, trace, step)
-        self._emit(trainer, {"type": "trace", "step": step, "path": str(path)})
+                if self.logdir is not None and self.checkpoint_on_stop:
+                    path = str(self.logdir / CHECKPOINTS / LAST)
+                    trainer.save_checkpoint(path)
+                    if trainer.is_global_zero:
+                        self.recorder.emit({"type": "checkpoint", "path": path})
 
     def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self._flush(trainer)
+        self.recorder.flush()
         close = getattr(pl_module, "close_epoch", None)
         if callable(close):  # a LabModule logs its epoch means in its own (later) hook
             close("train")
@@ -226,37 +202,30 @@ class LabCallback(pl.Callback):
                 metrics[k.removesuffix("_epoch")] = v
             elif not k.startswith("train_"):  # train_* without _epoch are last-step values
                 metrics[k] = v
-        self._emit(trainer, {"type": "epoch", "epoch": trainer.current_epoch,
-                             "step": trainer.global_step, **metrics})  # fmt: skip
+        self.recorder.emit({"type": "epoch", "epoch": trainer.current_epoch,
+                            "step": trainer.global_step, **metrics})  # fmt: skip
 
     def on_fit_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self._flush(trainer)
-        self._detach()
-        self._emit(trainer, {"type": "end", "status": "stopped" if self.stopped else "finished",
-                             "step": trainer.global_step})  # fmt: skip
+        self.recorder.end("stopped" if self.stopped else "finished", trainer.global_step)
 
     def on_exception(self, trainer: pl.Trainer, pl_module: Any, exception: BaseException) -> None:
-        try:
-            self._flush(trainer)
-        except Exception:  # a failing flush must not hide the training error
-            self._pending = []
-        self._detach()
-        self._emit(trainer, {"type": "end", "status": "failed", "step": trainer.global_step,
-                             "error": f"{type(exception).__name__}: {exception}"})  # fmt: skip
+        self.recorder.end("failed", trainer.global_step,
+                          f"{type(exception).__name__}: {exception}")  # fmt: skip
 
     def _detach(self) -> None:
-        if self._recorder is not None:
-            if self._tracing:
-                self._recorder.stop()
-                self._tracing = False
-            self._recorder.detach()
-            self._recorder = None
+        self.recorder.detach()
 
     def __repr__(self) -> str:
         return (
             f"LabCallback(flush_interval={self.flush_interval}, stop_every={self.stop_every}, "
             f"trace_every={self.trace_every}, histogram_every={self.histogram_every})"
         )
+
+
+def _logger_writer(trainer: pl.Trainer) -> Any:
+    """The trainer's TensorBoard ``SummaryWriter`` (its logger's ``experiment``), or None."""
+    writer = getattr(trainer.logger, "experiment", None)
+    return writer if hasattr(writer, "add_scalar") else None
 
 
 class LabCheckpoint(pl.Callback):

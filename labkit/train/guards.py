@@ -10,7 +10,9 @@
 - :class:`NonFiniteGuard` checks the loss and the gradients before each optimizer step;
   at the first non-finite value it re-runs that batch with hooks to find the first module
   whose output (or the gradient flowing into it) went non-finite, and stops training with
-  :class:`NonFiniteError` naming the step and the module.
+  :class:`NonFiniteError` naming the step and the module. A user's own LightningModule
+  (no ``step``/``loss`` given) is located by a replay of its ``training_step`` on that
+  batch (``labkit.train._step_guard.replay_locate``).
 """
 
 from __future__ import annotations
@@ -26,34 +28,20 @@ import torch
 from labkit._tensors import named_tensors
 from labkit.trace.errors import LossError, TraceError, scalar_loss
 from labkit.trace.recorder import Recorder
+from labkit.train._step_guard import NonFiniteError, replay_locate
+
+__all__ = [
+    "NonFiniteError",
+    "NonFiniteGuard",
+    "ShapeCheckError",
+    "check_loaders",
+    "dry_run",
+    "locate_nonfinite",
+]
 
 
 class ShapeCheckError(ValueError):
     """The one-batch dry run failed; the message names the module and the shapes."""
-
-
-class NonFiniteError(FloatingPointError):
-    """Training met a NaN or Inf; ``step``, ``module`` and ``where`` say where.
-
-    Args:
-        message: The full report.
-        step: The optimizer step (0-based, as ``trainer.global_step`` counts).
-        module: Path of the first module that went non-finite ("" for the root), or None.
-        where: ``"loss"``, ``"output"`` or ``"gradient"``.
-    """
-
-    def __init__(self, message: str, *, step: int, module: str | None, where: str) -> None:
-        super().__init__(message)
-        self.step = step
-        self.module = module
-        self.where = where
-
-    def __reduce__(self) -> tuple[Any, ...]:  # picklable across DDP processes
-        return (_rebuild, (str(self), self.step, self.module, self.where))
-
-
-def _rebuild(message: str, step: int, module: str | None, where: str) -> NonFiniteError:
-    return NonFiniteError(message, step=step, module=module, where=where)
 
 
 def _shape(x: Any) -> str:
@@ -289,6 +277,7 @@ class NonFiniteGuard(pl.Callback):
         self.step = step
         self.loss = loss
         self._batch: Any = None
+        self._index = 0
         self._params: list[torch.nn.Parameter] | None = None
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: Any) -> None:
@@ -297,6 +286,7 @@ class NonFiniteGuard(pl.Callback):
 
     def on_train_batch_start(self, trainer: pl.Trainer, pl_module: Any, batch: Any, i: int) -> None:
         self._batch = batch
+        self._index = i
 
     def on_before_optimizer_step(self, trainer: pl.Trainer, pl_module: Any, optimizer: Any) -> None:
         step = trainer.global_step
@@ -339,6 +329,8 @@ class NonFiniteGuard(pl.Callback):
                                                          loss=self.loss)  # fmt: skip
             except Exception as exc:  # the diagnosis must not hide the report
                 detail = f"(could not re-run the batch to locate it: {exc})"
+        elif self._batch is not None and callable(getattr(pl_module, "training_step", None)):
+            module, where, detail = self._replay_step(pl_module)
         head = f"non-finite {what}" + (f" ({value})" if what == "loss" else "")
         where_txt = (
             f"; first non-finite {where} in module '{module or '<root>'}': {detail}"
@@ -350,6 +342,20 @@ class NonFiniteGuard(pl.Callback):
             "recipe with a GradScaler",
             step=step, module=module, where=where,
         )  # fmt: skip
+
+    def _replay_step(self, pl_module: Any) -> tuple[str | None, str, str]:
+        """The first non-finite module output on a replay of the user's ``training_step``."""
+        from labkit.train.lab import _no_logging
+
+        batch, i = self._batch, self._index
+        try:
+            with _no_logging(pl_module):
+                found = replay_locate(pl_module, lambda: pl_module.training_step(batch, i))
+        except Exception as exc:  # the diagnosis must not hide the report
+            return None, "loss", f"(could not replay training_step to locate it: {exc})"
+        if found is None:
+            return None, "loss", ""
+        return found[0], "output", found[1]
 
     def __repr__(self) -> str:
         return f"NonFiniteGuard(every={self.every}, check_grads={self.check_grads})"

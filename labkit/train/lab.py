@@ -449,7 +449,7 @@ class Lab:
             else type(o.strategy).__name__, "num_nodes": o.num_nodes, "seed": o.seed,
             "resume": resume,
             "ckpt_path": ckpt, "launch": plan.mode, "processes": plan.processes,
-            "recipe": self.recipe.to_dict(), "lr": self.lr,
+            "recipe": self.recipe.to_dict(), "lr": self.lr, "source": "lab",
             "batch_size": self.batch_size, "optimizer": _optimizer_name(self.optimizer),
             "versions": _versions(),
         }  # fmt: skip

@@ -1,9 +1,15 @@
-"""Run: the plain-data record of one ``Lab.fit`` call.
+"""Run: the plain-data record of one training run (``Lab.fit`` or a watched loop/trainer).
 
 A Run holds the fit's settings, the per-step and per-epoch figures, the checkpoints it
 wrote and how it ended. It is plain data (numbers, strings, lists, dicts): it saves to
 JSON and loads back equal, and it is built from the same events the live dashboard
 reads, so a run that trained in other processes (DDP) is recorded in the kernel too.
+``config["source"]`` says what trained it: ``lab``, ``loop`` (:func:`labkit.watch`),
+``lightning`` or ``transformers`` (``labkit.watch.lightning()/.transformers()``).
+
+A Run returned by :func:`labkit.watch` is also the handle of the loop it watches while
+that loop runs: ``run.step(loss=...)``, ``run.log(val_loss=...)``, ``run.stop()``, and a
+context manager that ends it as ``finished``, ``stopped`` or ``failed``.
 """
 
 from __future__ import annotations
@@ -36,6 +42,15 @@ _ITEMS: dict[str, type] = {"steps": dict, "epochs": dict, "checkpoints": str, "t
 
 class RunFileError(ValueError):
     """A run record cannot be read; the message names the file and the field."""
+
+
+class RunStopped(Exception):
+    """Raised by ``run.step`` after Stop was asked; a ``with labkit.watch(...)`` block ends
+    on it as a ``stopped`` run (nothing recorded is lost)."""
+
+
+class RunClosedError(RuntimeError):
+    """``run.step``/``run.log`` on a Run that is not a watched loop's, or whose loop ended."""
 
 
 def read_json(path: Path, *, what: str, max_bytes: int) -> Any:
@@ -162,6 +177,7 @@ class Run:
     def __post_init__(self) -> None:
         self._done = threading.Event()
         self._exc: BaseException | None = None
+        self._live: Any = None  # the watch of a loop still running (labkit.watch)
         if self.status in ("finished", "stopped", "failed"):
             self._done.set()
 
@@ -190,6 +206,15 @@ class Run:
             self.traces.append(event["path"])
         elif kind == "ranks":
             self.ranks.append({k: v for k, v in event.items() if k != "type"})
+        elif kind == "optimizer":  # the lr the optimizer really had at the first step
+            before = self.config.get("lr")
+            if isinstance(before, int | float) and before != event["lr"]:
+                self.notes.append(
+                    f"the optimizer trained at lr={event['lr']} (its param "
+                    f"groups at the first step), not the lr argument {before}"
+                )
+            self.config["lr"] = event["lr"]
+            self.config.setdefault("optimizer", event.get("optimizer"))
         elif kind == "end":
             self.status = event.get("status", "finished")
             self.error = event.get("error")
@@ -259,6 +284,63 @@ class Run:
     def _finish(self, exc: BaseException | None = None) -> None:
         self._exc = exc
         self._done.set()
+
+    # ------------------------------------------------------------------ a watched loop
+    def _watch(self, what: str) -> Any:
+        live = self._live
+        if live is None:
+            if self.config.get("source", "lab") == "loop":
+                raise RunClosedError(
+                    f"{what} after the watched loop ended ({self.status}); start a new one "
+                    "with labkit.watch(model, optimizer) for more steps")  # fmt: skip
+            raise RunClosedError(
+                f"{what} is for a loop watched with labkit.watch(model, optimizer); this Run "
+                f"records a {self.config.get('source', 'lab')} run")  # fmt: skip
+        return live
+
+    @property
+    def source(self) -> str:
+        """What trained it: ``lab``, ``loop``, ``lightning`` or ``transformers``."""
+        return str(self.config.get("source", "lab"))
+
+    def step(self, loss: Any = None, **metrics: Any) -> None:
+        """Record one optimizer step of a watched loop (see :func:`labkit.watch`).
+
+        Args:
+            loss: The step's loss: a scalar tensor (read lazily, no sync per step) or float.
+            **metrics: More scalar figures of the step (tensors or floats); ``epoch=`` and
+                ``samples=`` (the batch size, for throughput) are the step's epoch and size.
+
+        Raises:
+            RunStopped: Stop was asked (the dashboard's button, ``run.stop()``).
+            RunClosedError: the loop's block has ended.
+            TypeError, ValueError: no loss, a non-scalar loss, a Python int loss.
+        """
+        self._watch("run.step").step(loss, metrics)
+
+    def log(self, **metrics: Any) -> None:
+        """Record evaluation figures (``val_loss=...``) at the current step of a watched loop."""
+        self._watch("run.log").log(metrics)
+
+    def stop(self) -> None:
+        """Ask a watched loop to stop: its next ``run.step`` raises :class:`RunStopped`."""
+        self._watch("run.stop").request_stop()
+
+    def close(self, exc: BaseException | None = None) -> None:
+        """End a watched loop's run (``finished``, or ``stopped``/``failed`` by ``exc``);
+        a ``with`` block does it. Idempotent."""
+        live = self._live
+        if live is not None:
+            live.close(exc)
+
+    def __enter__(self) -> Run:
+        self._watch("with run")
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: Any) -> bool:  # fmt: skip
+        self.close(exc)
+        return isinstance(exc, RunStopped)  # a Stop ends the block, not the program
 
     # ------------------------------------------------------------------ data
     def to_dict(self) -> dict[str, Any]:

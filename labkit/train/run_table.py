@@ -266,6 +266,8 @@ class RunRow:
         versions: labkit, torch and lightning versions (empty for older runs).
         started: Wall-clock start (seconds since the epoch), or None.
         error: The error of a failed run.
+        source: What trained it: ``lab`` (``Lab.fit``), ``loop`` (``labkit.watch``),
+            ``lightning`` or ``transformers`` (``labkit.watch.lightning()/.transformers()``).
     """
 
     name: str
@@ -281,6 +283,7 @@ class RunRow:
     versions: dict[str, str] = field(default_factory=dict)
     started: float | None = None
     error: str | None = None
+    source: str = "lab"
 
 
 #: a curve: ``x`` (step), ``t`` (seconds since the run started) and ``y``, equal lengths
@@ -338,16 +341,16 @@ class Runs:
         from labkit._format import fmt_time
 
         vals = sorted({m for r in self.rows for m in r.best if m.startswith("val_")})[:3]
-        head = ["run", "status", "steps", "wall", "loss", *[f"best {m}" for m in vals], "lr",
-                "recipe"]  # fmt: skip
+        head = ["run", "source", "status", "steps", "wall", "loss",
+                *[f"best {m}" for m in vals], "lr", "recipe"]  # fmt: skip
         lines = [head]
         for r in self.rows:
             recipe = ", ".join(f"{k}={v}" for k, v in _recipe_changes(r.recipe).items()) or "fp32"
             lines.append([
-                r.name, r.status, str(r.steps),
+                r.name, r.source, r.status, str(r.steps),
                 fmt_time(r.wall_time) if r.wall_time is not None else "-",
                 _num(r.last.get("loss")), *[_num(r.best.get(m)) for m in vals],
-                _num(r.options.get("lr")), recipe,
+                _lr(r.options.get("lr")), recipe,
             ])  # fmt: skip
         widths = [max(len(row[i]) for row in lines) for i in range(len(head))]
         text = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
@@ -364,8 +367,8 @@ class Runs:
         records = []
         for r in self.rows:
             rec: dict[str, Any] = {k: getattr(r, k) for k in
-                                   ("name", "status", "steps", "epochs", "wall_time", "started",
-                                    "error", "path")}  # fmt: skip
+                                   ("name", "source", "status", "steps", "epochs", "wall_time",
+                                    "started", "error", "path")}  # fmt: skip
             rec.update({f"last_{k}": v for k, v in r.last.items()})
             rec.update({f"best_{k}": v for k, v in r.best.items()})
             rec.update({k: _cell(v) for k, v in r.options.items()})
@@ -405,6 +408,13 @@ class Runs:
 
 def _num(v: Any) -> str:
     return "-" if v is None else f"{v:.4g}"
+
+
+def _lr(v: Any) -> str:
+    """The lr the optimizer had: one number, or one per param group."""
+    if isinstance(v, list):
+        return ",".join(_num(x) for x in v)
+    return _num(v) if isinstance(v, int | float) else "-"
 
 
 def _cell(v: Any) -> Any:
@@ -581,6 +591,7 @@ def _read_one(name: str, folder: Path, want: list[str] | None,
         last=last, best=best, recipe=dict(recipe), options=config,
         versions={str(k): str(v) for k, v in dict(versions).items()},
         started=float(t0) if t0 is not None else None, error=meta.get("error"),
+        source=str(config.get("source", "lab")),
     )  # fmt: skip
     return row, out
 

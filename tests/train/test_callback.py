@@ -28,16 +28,16 @@ def test_stop_file_stops_every_rank_soon_and_keeps_a_checkpoint(tmp_path):
     lab_cb = LabCallback(events.append, stop_file=stop, logdir=tmp_path)
     touch = TouchAt(stop, at=3)
     looks: list[bool] = []  # what each look at the stop file after the touch found
-    look = lab_cb._stop_file_seen
+    look = lab_cb.poll.file_seen
 
     def spy(now: float) -> bool:
-        before = lab_cb._file_checked
+        before = lab_cb.poll.checked
         seen = look(now)
-        if lab_cb._file_checked != before and touch.touched:
+        if lab_cb.poll.checked != before and touch.touched:
             looks.append(seen)
         return seen
 
-    lab_cb._stop_file_seen = spy  # type: ignore[method-assign]
+    lab_cb.poll.file_seen = spy  # type: ignore[method-assign]
     x, y = tensors(8)
     data = DataLoader(TensorDataset(x.repeat(2000, 1), y.repeat(2000)), batch_size=2)
     with _quiet_lightning():

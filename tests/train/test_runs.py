@@ -62,8 +62,8 @@ def test_rows_agree_with_each_run_record(root: Path) -> None:
 def test_summary_pandas_and_repr(root: Path) -> None:
     rs = runs([root / "slow", root / "fast" / "run.json"], metrics=["loss"])
     text = rs.summary()
-    assert text.splitlines()[0].split() == ["run", "status", "steps", "wall", "loss", "lr",
-                                            "recipe"]  # fmt: skip
+    assert text.splitlines()[0].split() == ["run", "source", "status", "steps", "wall", "loss",
+                                            "lr", "recipe"]  # fmt: skip
     assert "fast" in text and "slow" in text and text.endswith("2 run(s)")
     df = rs.to_pandas()
     assert list(df["name"]) == ["fast", "slow"] and list(df["lr"]) == [0.05, 0.01]

@@ -1,0 +1,250 @@
+"""StepGuard: the first NaN/Inf in a user's own loop, caught before the weights change.
+
+For a loop labkit does not run (a plain loop, a Hugging Face ``Trainer``) the guard sits
+on the user's optimizer (``register_step_pre_hook``): before every ``optimizer.step()``,
+with the gradients there and the weights not yet updated, it checks
+
+- every step, the gradients of the two smallest parameters (a few microseconds): a
+  non-finite loss or forward output makes every gradient non-finite through backward;
+- all gradients (one ``_foreach_norm``), as often as a budget of ``budget`` (1%) of the
+  elapsed training time allows, so a gradient that breaks in backward only is found
+  within a few steps at no more than that cost.
+
+A non-finite loss is also caught when the steps' losses are read (``check_losses``,
+exact step). On a failure the guard replays the step's forward inputs, kept by one
+forward pre-hook on the model (references only, the batch the loop already holds), with
+output hooks on every module, under ``no_grad``, the RNG and the buffers put back: the
+first module whose output was non-finite is named (:func:`replay_locate`). Forward hooks
+see outputs in completion order, so that is the innermost module where the value broke.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from labkit._tensors import named_tensors
+
+MAX_KEPT = 64  # forward inputs kept per optimizer step (gradient accumulation)
+
+
+class NonFiniteError(FloatingPointError):
+    """Training met a NaN or Inf; ``step``, ``module`` and ``where`` say where.
+
+    Args:
+        message: The full report.
+        step: The optimizer step (``trainer.global_step`` in a fit; ``run.step``'s count,
+            from 1, in a watched loop).
+        module: Path of the first module that went non-finite ("" for the root), or None.
+        where: ``"loss"``, ``"output"`` or ``"gradient"``.
+    """
+
+    def __init__(self, message: str, *, step: int, module: str | None, where: str) -> None:
+        super().__init__(message)
+        self.step = step
+        self.module = module
+        self.where = where
+
+    def __reduce__(self) -> tuple[Any, ...]:  # picklable across DDP processes
+        return (_rebuild, (str(self), self.step, self.module, self.where))
+
+
+def _rebuild(message: str, step: int, module: str | None, where: str) -> NonFiniteError:
+    return NonFiniteError(message, step=step, module=module, where=where)
+
+
+def shape_of(x: Any) -> str:
+    """``float32[4, 8]`` for a tensor, ``(a, b)`` for a tuple, else the type name."""
+    if isinstance(x, torch.Tensor):
+        return f"{str(x.dtype).replace('torch.', '')}{list(x.shape)}"
+    if isinstance(x, tuple | list):
+        return "(" + ", ".join(shape_of(v) for v in x) + ")"
+    return type(x).__name__
+
+
+def replay_locate(model: torch.nn.Module, forward: Callable[[], Any]) -> tuple[str, str] | None:
+    """Run ``forward()`` with output hooks on ``model``'s modules; the first non-finite one.
+
+    Runs under ``no_grad`` with the RNG forked; every buffer (BatchNorm's running stats)
+    and training flag is as before afterwards.
+
+    Returns:
+        ``(module path, "Linear output float32[4, 8]")`` or None when no output was
+        non-finite.
+    """
+    paths = {id(m): p for p, m in model.named_modules()}
+    bad: list[tuple[str, str]] = []
+
+    def post(module: torch.nn.Module, args: Any, output: Any) -> None:
+        if bad:
+            return
+        for _, t in named_tensors(output):
+            if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+                path = paths.get(id(module), "?")
+                bad.append((path, f"{type(module).__name__} output {shape_of(t)}"))
+                return
+
+    buffers = [(b, b.detach().clone()) for b in model.buffers()]
+    modes = [(m, m.training) for m in model.modules()]
+    handles = [m.register_forward_hook(post) for m in model.modules()]
+    devices = sorted({b.device.index or 0 for b, _ in buffers if b.is_cuda} | {
+        p.device.index or 0 for p in model.parameters() if p.is_cuda})  # fmt: skip
+    try:
+        with torch.random.fork_rng(devices=devices), torch.no_grad():
+            forward()
+    finally:
+        for h in handles:
+            h.remove()
+        with torch.no_grad():
+            for b, saved in buffers:
+                b.copy_(saved)
+        for m, mode in modes:
+            m.training = mode
+    return bad[0] if bad else None
+
+
+class StepGuard:
+    """Checks a user's loop for the first non-finite loss or gradient (module docstring).
+
+    Args:
+        model: The model trained (its forward inputs are kept for the replay).
+        budget: Most share of the training time spent checking all gradients.
+        check_grads: Check gradients at all (a GradScaler'd loop skips Inf steps itself:
+            the guard sees only the steps it takes).
+
+    Example:
+        >>> guard = StepGuard(torch.nn.Linear(2, 1))
+        >>> guard.check_losses([{"step": 1, "loss": 0.5}])
+        >>> guard.last_good
+        (1, 0.5)
+    """
+
+    def __init__(self, model: torch.nn.Module, *, budget: float = 0.01,
+                 check_grads: bool = True) -> None:  # fmt: skip
+        self.model = model
+        self.budget = budget
+        self.check_grads = check_grads
+        self.last_good: tuple[int, float] | None = None
+        self.full_checks = 0
+        self._inputs: list[tuple[Any, Any]] = []
+        self._params = [p for p in model.parameters() if p.requires_grad]
+        self._small = sorted(self._params, key=lambda p: p.numel())[:2]
+        self._handles: list[Any] = []
+        self._spent = 0.0
+        self._t0 = time.perf_counter()
+        self.step = 1  # the optimizer step being taken (1-based, as run.step counts)
+
+    # ------------------------------------------------------------------ hooks
+    def attach(self, optimizer: Any = None) -> StepGuard:
+        """Keep the model's forward inputs; check gradients before ``optimizer.step()``."""
+        self._handles.append(self.model.register_forward_pre_hook(self._keep, with_kwargs=True))
+        if optimizer is not None and self.check_grads:
+            self._handles.append(optimizer.register_step_pre_hook(self._before_update))
+        return self
+
+    def detach(self) -> None:
+        """Remove the hooks and let go of the kept inputs (idempotent)."""
+        for h in self._handles:
+            h.remove()
+        self._handles = []
+        self._inputs = []
+
+    def _keep(self, module: torch.nn.Module, args: Any, kwargs: Any) -> None:
+        if len(self._inputs) < MAX_KEPT:
+            self._inputs.append((args, kwargs))
+
+    def _before_update(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        self.check_gradients()
+
+    def stepped(self, step: int) -> None:
+        """The loop recorded optimizer step ``step``: the next one is ``step + 1``."""
+        self.step = step + 1
+        self._inputs = []
+
+    # ------------------------------------------------------------------ checks
+    def check_gradients(self) -> None:
+        """The cheap check every step; all gradients within the time budget."""
+        grads = [p.grad for p in self._small if p.grad is not None]
+        if grads and not bool(torch.isfinite(torch.stack([g.sum() for g in grads]).sum())):
+            self.fail("gradient")
+        now = time.perf_counter()
+        if self._spent > self.budget * (now - self._t0):
+            return
+        grads = [p.grad for p in self._params if p.grad is not None]
+        if grads:
+            finite = bool(torch.isfinite(torch.stack(torch._foreach_norm(grads)).sum()))
+            self.full_checks += 1
+            if not finite and any(not bool(torch.isfinite(g).all()) for g in grads):
+                self.fail("gradient")
+        self._spent += time.perf_counter() - now
+
+    def check_loss(self, loss: Any) -> None:
+        """An immediate check of a loss on the CPU (a float or a CPU tensor)."""
+        if isinstance(loss, torch.Tensor):
+            if loss.device.type != "cpu":
+                return  # read with the others at the next flush: no sync per step
+            value = float(loss)
+        else:
+            value = float(loss)
+        if not math.isfinite(value):
+            self.fail("loss", value)
+
+    def check_losses(self, steps: list[dict[str, Any]]) -> None:
+        """Flushed steps (read together): the first non-finite loss fails, naming its step."""
+        for s in steps:
+            loss = s["loss"]
+            if not math.isfinite(loss):
+                self.fail("loss", loss, step=s["step"])
+            self.last_good = (s["step"], loss)
+
+    def fail(self, what: str, value: float | None = None, *, step: int | None = None) -> None:
+        """Locate the module by a replay of the kept inputs and raise NonFiniteError."""
+        step = self.step if step is None else step
+        found, note = None, ""
+        replayable = step == self.step and self._inputs
+        if replayable:
+            try:
+                for args, kwargs in list(self._inputs):
+                    found = replay_locate(
+                        self.model, functools.partial(self.model, *args, **kwargs)
+                    )
+                    if found is not None:
+                        break
+            except Exception as exc:  # the diagnosis must not hide the report
+                note = f" (the replay of its forward failed: {type(exc).__name__}: {exc})"
+        if found is None and what == "gradient":
+            bad = [n for n, p in self.model.named_parameters()
+                   if p.grad is not None and not bool(torch.isfinite(p.grad).all())]  # fmt: skip
+            if bad:
+                note = (f"; no forward output was non-finite on a replay, the first parameter "
+                        f"gradient that was (in backward order) is {bad[-1]!r}" + note)  # fmt: skip
+        head = f"non-finite {what}" + (f" ({value})" if value is not None else "")
+        where = what
+        module = None
+        if found is not None:
+            module, detail = found
+            where = "output"
+            went = f"{what} {value}" if value is not None else what
+            where_ = module or "<root>"
+            head = (f"non-finite forward output at step {step} (its {went} was non-finite): "
+                    f"first in module '{where_}', {detail}")  # fmt: skip
+        else:
+            head += f" at step {step}{note}"
+        good = (f"the last good step was {self.last_good[0]} (loss {self.last_good[1]:.6g})"
+                if self.last_good else "no step before it was recorded")  # fmt: skip
+        when = ("the weights are as before this step's update (stopped before optimizer.step)"
+                if what == "gradient" else "")  # fmt: skip
+        raise NonFiniteError(
+            f"{head}. Training stopped: {good}" + (f"; {when}" if when else "") + ". Lower "
+            "the learning rate, check the inputs of that module, or use a mixed-precision "
+            "recipe with a GradScaler",
+            step=step, module=module, where=where,
+        )  # fmt: skip
+
+    def __repr__(self) -> str:
+        return f"StepGuard(budget={self.budget}, check_grads={self.check_grads})"
