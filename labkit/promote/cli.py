@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 
@@ -90,7 +91,18 @@ def add_promote_arguments(parser: argparse.ArgumentParser) -> None:
         "--atol", type=float, default=1e-8, help="with --verify: absolute tolerance (1e-8)"
     )
     parser.add_argument(
-        "--timeout", type=float, default=600, help="with --verify: seconds per cell (600)"
+        "--timeout",
+        type=float,
+        default=600,
+        help="with --verify: seconds per notebook cell, and for the whole script (600)",
+    )
+    parser.add_argument(
+        "--ignore",
+        action="append",
+        default=[],
+        metavar="REGEX",
+        help="with --verify: mask what REGEX matches in both outputs before comparing "
+        "(repeatable; e.g. --ignore '[0-9.]+ ?ms' for printed times)",
     )
 
 
@@ -120,6 +132,13 @@ def promote_command(args: argparse.Namespace) -> int:
         print("labkit promote: error: --verify runs the written script; drop --dry-run",
               file=sys.stderr)  # fmt: skip
         return 2
+    for pattern in args.ignore:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            print(f"labkit promote: error: --ignore {pattern!r} is not a regular expression "
+                  f"({exc})", file=sys.stderr)  # fmt: skip
+            return 2
     try:
         parameters = parameters_of(args)
         if args.output is not None and not args.dry_run:  # before reading the notebook
@@ -166,6 +185,7 @@ def _verify(args: argparse.Namespace, result: object, parameters: dict[str, obje
             result.notebook, result.script, parameters=parameters,  # type: ignore[attr-defined]
             timeout=args.timeout, rtol=args.rtol, atol=args.atol, results_of=printed,
             fit=result.analysis is not None and result.analysis.fit is not None,  # type: ignore[attr-defined]
+            ignore=args.ignore,
         )  # fmt: skip
     except NotebookRunError as exc:
         print(f"labkit promote: verify: the notebook fails under Restart & Run All: {exc}",

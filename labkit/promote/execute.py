@@ -13,12 +13,14 @@ import ast
 import math
 import os
 import re
+import subprocess
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from labkit._paths import atomic_writer, check_output_file
+from labkit.promote._process_group import kill_group
 from labkit.promote.notebook import read_notebook, read_notebook_text
 
 __all__ = [
@@ -47,12 +49,16 @@ class NotebookRunError(RuntimeError):
         message: What failed, naming the cell.
         output: The executed copy.
         cell: The 1-based number of the failing cell.
+        timed_out: The cell ran past the time limit.
     """
 
-    def __init__(self, message: str, *, output: Path | None, cell: int | None) -> None:
+    def __init__(
+        self, message: str, *, output: Path | None, cell: int | None, timed_out: bool = False
+    ) -> None:
         super().__init__(message)
         self.output = output
         self.cell = cell
+        self.timed_out = timed_out
 
 
 def parse_parameter(text: str) -> tuple[str, Any]:
@@ -246,6 +252,26 @@ def run_notebook(
         >>> run_notebook("train.ipynb", {"epochs": 1})             # doctest: +SKIP
         PosixPath('train.run.ipynb')
     """
+    return execute_notebook(notebook, parameters, output, timeout=timeout,
+                            kernel_name=kernel_name, progress=progress, force=force)  # fmt: skip
+
+
+def execute_notebook(
+    notebook: str | os.PathLike[str],
+    parameters: Mapping[str, Any] | None = None,
+    output: str | os.PathLike[str] | None = None,
+    *,
+    timeout: float | None = 600,
+    kernel_name: str | None = None,
+    progress: Callable[[str], None] | None = None,
+    force: bool = False,
+    cwd: str | os.PathLike[str] | None = None,
+) -> Path:
+    """:func:`run_notebook` with the kernel started in ``cwd`` (default: the notebook's
+    folder; ``labkit promote --verify`` gives a working copy of it), which then also goes
+    first on the kernel's ``sys.path`` (``PYTHONPATH``). The kernel reads ``/dev/null`` as
+    stdin, and its process group (what its cells started too) is killed when the run
+    ends, however it ends."""
     import nbformat
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
@@ -273,16 +299,20 @@ def run_notebook(
                 label = f"cell {_original_number(cell_index, injected)}"
             progress(f"[{cell_index + 1}/{len(nb.cells)}] {label}")
 
+    groups: list[int | None] = []
     client = NotebookClient(
         nb,
         timeout=timeout,
         kernel_name=name,
-        resources={"metadata": {"path": str(path.parent)}},
+        resources={"metadata": {"path": str(cwd if cwd is not None else path.parent)}},
         on_cell_start=on_start,
+        on_notebook_start=lambda **_: groups.append(_kernel_group(client)),
         extra_arguments=_quiet_kernel(name),
     )
     try:
-        client.execute()
+        client.execute(
+            stdin=subprocess.DEVNULL, **({} if cwd is None else {"env": _path_first(cwd)})
+        )
     except (CellExecutionError, CellTimeoutError, DeadKernelError) as exc:
         index = started[-1] if started else None  # the cell that was running
         failed = None if index is None else _original_number(index, injected)
@@ -300,10 +330,29 @@ def run_notebook(
             "outputs are cleared)",
             output=out,
             cell=failed,
+            timed_out=isinstance(exc, CellTimeoutError),
         ) from None
+    finally:
+        for group in groups:  # what the cells started, still running after the kernel
+            kill_group(group)
     _finish(nb, started, failed=None, error="")
     _write(out, nbformat.writes(nb))
     return out
+
+
+def _path_first(folder: str | os.PathLike[str]) -> dict[str, str]:
+    """This process's environment with ``folder`` first on ``PYTHONPATH``."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(Path(folder).resolve()), *filter(None, [env.get("PYTHONPATH")])]
+    )
+    return env
+
+
+def _kernel_group(client: Any) -> int | None:
+    """The process group of ``client``'s kernel (jupyter_client starts it in a session of
+    its own), read when it has started."""
+    return getattr(getattr(client.km, "provisioner", None), "pgid", None)
 
 
 RUN_METADATA = "labkit"  # nb.metadata["labkit"]["run"]: {"status": "ok"|"failed", "cell", "error"}

@@ -11,7 +11,15 @@ options, and what each printed is compared line by line:
 3. else the first differing line, with both texts and the script statement that printed
    it (found by recording, for every write to stdout, the script line that made it).
 
-Lines a progress bar draws (carriage returns, ``it/s``) are left out of both sides.
+Lines a progress bar draws (carriage returns, ``it/s``) are left out of both sides; fields
+matching an ``ignore`` pattern (``--ignore REGEX``) are masked in both. When the only
+differences are numbers followed by a time unit (``ms``, ``s``, ``it/s``), the outcome says so
+and suggests the ``--ignore`` that leaves them out.
+
+Each side runs in a working copy of the notebook's folder (inputs read as before, outputs
+written to the copy, removed after: a file next to the notebook is never written), with that
+folder first on ``sys.path`` and as the current directory, stdin from ``/dev/null``, in a
+process group of its own that is killed when the side ends or runs past ``timeout``.
 Hidden state is reported too: names the notebook's saved execution used that Restart &
 Run All does not define before use, and cells whose saved execution order differs from
 the file order.
@@ -28,16 +36,17 @@ import json
 import math
 import os
 import re
-import subprocess
+import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Difference", "Verification", "compare_lines", "hidden_state", "verify"]
+__all__ = ["Difference", "Verification", "VerifyTimeout", "compare_lines", "hidden_state",
+           "verify"]  # fmt: skip
 
 RTOL, ATOL = 1e-5, 1e-8
 _NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf)\b")
@@ -47,6 +56,16 @@ _TIME_MAGIC = re.compile(r"^\s*%%?(time|timeit)\b", re.MULTILINE)
 # what %time / %%time / %timeit print: "CPU times: ...", "Wall time: ...", "1.2 ms ± 3 us per
 # loop (mean ± std. dev. of 7 runs, 1,000 loops each)"
 _TIME_LINE = re.compile(r"CPU times: |Wall time: |.* per loop \(mean ± std\. dev\. of ")
+# a number followed by a time unit: "1821.78ms", "3.1 s", "12.5it/s"
+_TIMED = re.compile(
+    r"(?<![\w.])[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)? ?(ms|us|µs|ns|s|it/s|s/it)(?![\w/])"
+)
+_MASK = "<ignored>"
+
+
+class VerifyTimeout(RuntimeError):
+    """A side of :func:`verify` ran past ``timeout``; the message names the side (notebook
+    or script), the limit and ``--timeout``. What it started was stopped with it."""
 
 
 @dataclass(frozen=True)
@@ -86,6 +105,11 @@ class Verification:
         rtol: Relative tolerance used for numbers.
         atol: Absolute tolerance used for numbers.
         hidden: Hidden-state findings about the saved notebook.
+        note: What the differences have in common (``"only times differ ..."``),
+            ``""`` when nothing.
+        ran_in: The folder that held the working copies both sides ran (and wrote) in,
+            removed after; ``""`` for :func:`compare_lines`.
+        copied: The notebook's folder they are copies of.
     """
 
     outcome: str
@@ -95,6 +119,9 @@ class Verification:
     rtol: float = RTOL
     atol: float = ATOL
     hidden: tuple[str, ...] = ()
+    note: str = ""
+    ran_in: str = ""
+    copied: str = ""
 
     @property
     def ok(self) -> bool:
@@ -115,6 +142,13 @@ class Verification:
     def lines_of_report(self) -> list[str]:
         """The summary, then the hidden-state findings."""
         out = [f"verify: {self.summary()}"]
+        if self.note:
+            out.append(f"verify: {self.note}")
+        if self.ran_in:
+            out.append(
+                f"verify: both ran in copies of {self.copied} ({self.ran_in}/notebook and "
+                f"{self.ran_in}/script, removed after); {self.copied} was not written to"
+            )
         out += [f"verify: hidden state: {h}" for h in self.hidden]
         return out
 
@@ -138,25 +172,28 @@ def verify(
     atol: float = ATOL,
     results_of: frozenset[int] = frozenset(),
     fit: bool = False,
+    ignore: Sequence[str] = (),
 ) -> Verification:
     """Run ``notebook`` fresh and ``script`` with the same parameters; compare their prints.
 
-    Both run in the notebook's folder (the notebook in a kernel started there, the script
-    as ``python script.py --name value ...``).
+    Each runs in its own working copy of the notebook's folder (the notebook in a kernel
+    started there, the script as ``python script.py --name value ...`` with the copy first
+    on ``sys.path``), so what they write never lands next to the notebook.
 
     Args:
         notebook: The ``.ipynb`` file the script was promoted from.
         script: The promoted script.
         parameters: ``-p`` values for the ``parameters`` cell (also given to the script).
-        timeout: Seconds per cell, and for the whole script.
+        timeout: Seconds per notebook cell, and for the whole script.
         rtol: Relative tolerance for numbers that differ.
         atol: Absolute tolerance for numbers that differ.
         results_of: Cells (numbers in ``notebook``) whose displayed result the script
             prints (``show_results``): their ``execute_result`` text counts as printed.
         fit: The notebook trains with ``lab.fit``: the per-step losses of its run (the
-            newest ``run.json`` the fresh run wrote under the notebook's folder) and of the
-            script's (``--logdir`` in a temporary folder) are compared too, as lines
+            newest ``run.json`` the fresh run wrote in its copy) and of the script's
+            (``--logdir`` in the temporary folder) are compared too, as lines
             ``fit step N loss X`` after the printed ones.
+        ignore: Regular expressions; what they match is masked in both sides' lines.
 
     Returns:
         The :class:`Verification`.
@@ -164,38 +201,76 @@ def verify(
     Raises:
         labkit.promote.NotebookRunError: the notebook fails under Restart & Run All (the
             message names the cell).
-        RuntimeError: the script fails (its last output in the message).
+        VerifyTimeout: a notebook cell or the script ran past ``timeout``.
+        RuntimeError: the script fails (its last output in the message), or the folder
+            cannot be copied.
+        re.error: an ``ignore`` pattern is not a regular expression.
     """
-    from labkit.promote.execute import run_notebook
+    from labkit.promote._working_copy import working_copy
+    from labkit.promote.execute import NotebookRunError, execute_notebook
     from labkit.promote.notebook import read_notebook
 
     notebook, script = Path(notebook), Path(script)
+    masks = tuple(re.compile(x) for x in ignore)
     params = dict(parameters or {})
-    with tempfile.TemporaryDirectory(prefix="labkit-verify-") as tmp:
+    folder = notebook.resolve().parent
+    with tempfile.TemporaryDirectory(prefix="labkit-verify-") as name:
+        tmp = Path(name)
+        copy = working_copy(folder, tmp / "notebook")
         started = time.time()
-        executed = run_notebook(notebook, params, Path(tmp) / "fresh.ipynb", timeout=timeout)
-        fresh = read_notebook(executed)
-        expected = _printed_lines(fresh, results_of, _script_cells(script))
-        extra = ["--logdir", str(Path(tmp) / "script-run")] if fit else []
-        got, where = _run_script(script, notebook.parent, params, Path(tmp), timeout, extra)
+        try:
+            executed = execute_notebook(
+                notebook, params, tmp / "fresh.ipynb", timeout=timeout, cwd=copy, force=True
+            )
+        except NotebookRunError as exc:
+            if exc.timed_out:
+                raise VerifyTimeout(
+                    f"the notebook's cell {exc.cell} ran past the time limit of {timeout:g} s "
+                    "per cell (--timeout); its kernel and what it started were stopped"
+                ) from None
+            raise
+        expected = _printed_lines(read_notebook(executed), results_of, _script_cells(script))
         if fit:
-            expected += _loss_lines(_newest_run(notebook.parent, started))
-            got += _loss_lines(Path(tmp) / "script-run" / "run.json")
+            expected += _loss_lines(_newest_run(copy, started))
+        shutil.rmtree(copy, ignore_errors=True)  # room for the script's copy
+        copy = working_copy(folder, tmp / "script")
+        extra = ["--logdir", str(tmp / "script-run")] if fit else []
+        got, where = _run_script(_in_copy(script, folder, copy), copy, params, tmp, timeout,
+                                 extra)  # fmt: skip
+        if fit:
+            got += _loss_lines(tmp / "script-run" / "run.json")
     hidden = hidden_state(read_notebook(notebook))
-    found = compare_lines(expected, got, rtol=rtol, atol=atol)
+    found = compare_lines(expected, got, rtol=rtol, atol=atol, ignore=masks)
     if found.difference is not None:
         line = found.difference.line
         statement = _statement_at(script, where[line - 1]) if line <= len(where) else ""
         found = dataclasses.replace(
             found, difference=dataclasses.replace(found.difference, statement=statement)
         )
-    return dataclasses.replace(found, hidden=hidden)
+    return dataclasses.replace(found, hidden=hidden, ran_in=str(tmp), copied=str(folder))
+
+
+def _in_copy(script: Path, folder: Path, copy: Path) -> Path:
+    """The script's twin in the working copy (the script itself when it lies elsewhere)."""
+    try:
+        return copy / script.resolve().relative_to(folder)
+    except ValueError:
+        return script.resolve()
 
 
 def compare_lines(
-    expected: list[str], got: list[str], *, rtol: float = RTOL, atol: float = ATOL
+    expected: list[str],
+    got: list[str],
+    *,
+    rtol: float = RTOL,
+    atol: float = ATOL,
+    ignore: Sequence[str | re.Pattern[str]] = (),
 ) -> Verification:
     """Compare two outputs line by line: exactly, then numbers within the tolerance.
+
+    What an ``ignore`` pattern matches is masked in both lines first. When the outputs
+    differ only in numbers followed by a time unit, ``note`` says so and suggests the
+    ``--ignore`` patterns that leave them out.
 
     Example:
         >>> compare_lines(["loss 0.5"], ["loss 0.5"]).summary()
@@ -206,7 +281,13 @@ def compare_lines(
         line 1 differs:
           notebook: 'loss 0.5'
           script:   'loss 0.6'
+        >>> print(compare_lines(["iter 0: time 1821.78ms"], ["iter 0: time 3068.49ms"]).note)
+        only times differ (numbers followed by ms): --ignore '[0-9.]+ ?ms' leaves them out
+        >>> compare_lines(["t 1.5ms"], ["t 2.5ms"], ignore=[r"[0-9.]+ ?ms"]).outcome
+        'identical'
     """
+    masks = [re.compile(x) for x in ignore]
+    expected, got = _masked(expected, masks), _masked(got, masks)
     close = 0
     for number in range(max(len(expected), len(got))):
         a = expected[number] if number < len(expected) else None
@@ -217,9 +298,36 @@ def compare_lines(
             close += 1
             continue
         return Verification("different", len(expected), close, Difference(number + 1, a, b),
-                            rtol, atol)  # fmt: skip
+                            rtol, atol, note=_timing_note(expected, got, rtol, atol))  # fmt: skip
     outcome = "identical" if close == 0 else "within tolerance"
     return Verification(outcome, len(expected), close, None, rtol, atol)
+
+
+def _masked(lines: list[str], masks: list[re.Pattern[str]]) -> list[str]:
+    for mask in masks:
+        lines = [mask.sub(_MASK, line) for line in lines]
+    return lines
+
+
+def _timing_note(expected: list[str], got: list[str], rtol: float, atol: float) -> str:
+    """``"only times differ ..."`` when every differing line differs only in
+    numbers followed by a time unit; else ``""``."""
+    if len(expected) != len(got):
+        return ""
+    units: dict[str, None] = {}
+    for a, b in zip(expected, got, strict=True):
+        if a == b or _close(a, b, rtol, atol):
+            continue
+        if _TIMED.sub("#", a) != _TIMED.sub("#", b):
+            return ""
+        units.update(dict.fromkeys(m.group(1) for m in _TIMED.finditer(a)))
+    if not units:
+        return ""
+    flags = " ".join(f"--ignore '[0-9.]+ ?{re.escape(u)}'" for u in units)
+    return (
+        f"only times differ (numbers followed by {', '.join(units)}): {flags} "
+        f"leave{'s' if len(units) == 1 else ''} them out"
+    )
 
 
 def hidden_state(notebook: Any) -> tuple[str, ...]:
@@ -336,7 +444,8 @@ def _printed_lines(nb: Any, results_of: frozenset[int] = frozenset(),
 
 _RUNNER = r"""
 import json, runpy, sys
-script, record = sys.argv[1], sys.argv[2]
+script, record, folder = sys.argv[1], sys.argv[2], sys.argv[3]
+sys.path[0] = folder  # the notebook's folder (its copy) first, as in the notebook's kernel
 writes = []
 
 
@@ -356,7 +465,7 @@ class _Tee:
 
 
 sys.stdout = _Tee(sys.stdout)
-sys.argv = [script, *sys.argv[3:]]
+sys.argv = [script, *sys.argv[4:]]
 try:
     runpy.run_path(script, run_name="__main__")
 finally:
@@ -397,11 +506,20 @@ def _run_script(
     extra: list[str] | None = None,
 ) -> tuple[list[str], list[int]]:
     """The script's printed lines and, for each, the script line that printed it."""
+    from labkit.promote._process_group import GroupTimeout, run_in_group
+
     runner, record = tmp / "runner.py", tmp / "writes.json"
     runner.write_text(_RUNNER)
     path = str(script.resolve())
-    cmd = [sys.executable, str(runner), path, str(record), *_options(params), *(extra or [])]
-    done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    cmd = [sys.executable, str(runner), path, str(record), str(cwd), *_options(params),
+           *(extra or [])]  # fmt: skip
+    try:
+        done = run_in_group(cmd, cwd=cwd, timeout=timeout)
+    except GroupTimeout:
+        raise VerifyTimeout(
+            f"the script ran past the time limit of {timeout:g} s (--timeout); it and what "
+            "it started were stopped"
+        ) from None
     if done.returncode != 0:
         tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-15:])
         raise RuntimeError(f"{script}: the script failed (exit {done.returncode}):\n{tail}")
