@@ -50,9 +50,16 @@ def test_a_notebook_reading_stdin_reads_eof_on_both_sides(tmp_path: Path) -> Non
     )
     cmd = [sys.executable, "-m", "labkit.cli", "promote", str(nb), "--verify", "-q",
            "--timeout", "60"]  # fmt: skip
-    with subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True) as proc:  # fmt: skip
-        out, err = proc.communicate(timeout=300)
+    logs = [tmp_path / "out.txt", tmp_path / "err.txt"]
+    with logs[0].open("w") as fo, logs[1].open("w") as fe:
+        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=fo, stderr=fe)
+        try:
+            proc.wait(timeout=300)  # stdin stays open all along (communicate would close it)
+        finally:
+            proc.kill()
+            assert proc.stdin is not None
+            proc.stdin.close()
+    out, err = (log.read_text() for log in logs)
     assert proc.returncode == 0, err[-2000:]
     assert "verify: identical (1 lines)" in out
     assert "Traceback" not in out + err
