@@ -121,8 +121,9 @@ class Explanation:
         return "\n".join(lines[:max_lines])
 
     def table(self, page: int = 1, per_page: int = 25) -> str:
-        """One page of the ranked rows as a text table, with ``page i of n`` at its foot."""
-        rows = [r for r in self.rows if r.delta != 0 or r.status != "same"]
+        """One page of the ranked rows (unchanged ones last) as a text table, with
+        ``page i of n`` at its foot."""
+        rows = list(self.rows)
         pages = max(1, math.ceil(len(rows) / per_page))
         if not 1 <= page <= pages:
             raise ValueError(f"page must be 1..{pages} ({len(rows)} rows, {per_page} a page)")
