@@ -228,14 +228,40 @@ def rows(cmp: Any) -> list[dict[str, Any]]:
     return out
 
 
-def ended(cmp: Any) -> str:
-    """What ended the last Measure's rounds, in a few words."""
-    rounds = max((r.rounds or 0 for r in cmp.results), default=0)
+def ended(cmp: Any, took: float | None = None, label: str | None = None) -> str:
+    """What ended the last Measure's timed rounds (the interval target, the budget of
+    timed rounds, or the fixed number of steps), how long the timed rounds took, and how
+    long measuring took in all (``took``: set-up, compiling, warm-up, memory and drift
+    passes included), in a sentence. ``label``: the recipe measured last (its rounds and
+    the baseline's last as many are the ones timed now; default: every row).
+
+    Example:
+        >>> from types import SimpleNamespace as NS
+        >>> base, row = NS(label="fp32", rounds=None, step_times=[0.05] * 60), NS(
+        ...     label="bf16", rounds=40, step_times=[0.05] * 40)
+        >>> cmp = NS(results=[base, row], ended_by="budget", budget_s=5.0, target=0.03, steps=5)
+        >>> ended(cmp, took=128.0, label="bf16")  # doctest: +NORMALIZE_WHITESPACE
+        '40 rounds: the 5 s budget of timed rounds (4.00 s spent) ran out before every
+        interval was within +-3%; measuring took 128.00 s in all'
+    """
+    from labkit._format import fmt_time
+
+    now = [r for r in cmp.results[1:] if label is None or r.label == label]
+    rounds = max((r.rounds or 0 for r in now), default=0)
+    timed = (
+        sum(sum((r.step_times or ())[-rounds:]) for r in [*cmp.results[:1], *now]) if rounds else 0
+    )
+    spent = f" ({fmt_time(timed)} spent)" if timed else ""
     if cmp.ended_by == "target":
-        return f"{rounds} rounds, every interval within +-{cmp.target:.0%}"
-    if cmp.ended_by == "budget":
-        return f"{rounds} rounds, the {cmp.budget_s:g} s budget ended them before the target"
-    return f"{cmp.steps} rounds"
+        why = f"{rounds} rounds: every interval within +-{cmp.target:.0%}, the target{spent}"
+    elif cmp.ended_by == "budget":
+        why = (f"{rounds} rounds: the {cmp.budget_s:g} s budget of timed rounds{spent} ran out "
+               f"before every interval was within +-{cmp.target:.0%}")  # fmt: skip
+    else:
+        why = f"{rounds or cmp.steps} rounds: steps={cmp.steps}, no interval target{spent}"
+    if took is not None:
+        why += f"; measuring took {fmt_time(took)} in all"
+    return why
 
 
 def suggestion_text(sug: Any, trace: Any) -> str:

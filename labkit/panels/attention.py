@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
-import base64
 import html
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anywidget
 import traitlets as t
 
 from labkit.views import MONO, KeepsPicture, bundle_path
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+#: Node colours by class (``PALETTE`` in widgets/src/attention.js).
+PALETTE = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#b07aa1", "#76b7b2", "#edc948",
+           "#ff9da7", "#9c755f", "#bab0ac"]  # fmt: skip
 
 
 class AttentionView(KeepsPicture, anywidget.AnyWidget):
@@ -118,17 +124,29 @@ class AttentionView(KeepsPicture, anywidget.AnyWidget):
     def to_png(self) -> bytes:
         """The drawn neighbourhood as a PNG (matplotlib), as the browser lays it out."""
         import io
-        import math
 
         from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+        fig = self.to_figure()
+        FigureCanvasAgg(fig)
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", bbox_inches="tight")
+        return buf.getvalue()
+
+    def to_figure(self) -> Figure:
+        """The figure of :meth:`to_png`: node ids legible (8 pt), a legend of the node
+        classes and the edge colour scale."""
+        import math
+
+        from matplotlib.colors import LinearSegmentedColormap
         from matplotlib.figure import Figure
+        from matplotlib.lines import Line2D
 
         v = self.view
         pos = ring_layout(v)
         weights = [e["mean"] if self.head < 0 else e["weights"][self.head] for e in v["edges"]]
         top = max(weights, default=1.0) or 1.0
-        fig = Figure(figsize=(5, 5), dpi=100)
-        FigureCanvasAgg(fig)
+        fig = Figure(figsize=(6, 6), dpi=100)
         ax = fig.add_subplot()
         ax.set_axis_off()
         ax.set_aspect("equal")
@@ -139,23 +157,41 @@ class AttentionView(KeepsPicture, anywidget.AnyWidget):
             if e["src"] != e["dst"]:
                 ax.plot([x0, x1], [y0, y1], color=color, lw=0.4 + 3 * rel, zorder=1,
                         alpha=1.0 if e["hop"] == 1 else 0.55)  # fmt: skip
-        palette = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#b07aa1", "#76b7b2"]
+        from labkit.views import ink_on
+
+        classes: set[int] = set()
         for i, n in enumerate(v["nodes"]):
             x, y = pos[n]
             label = v["labels"][i] if v["labels"] else None
-            fill = "#999" if label is None else palette[label % len(palette)]
-            size = 260 if n == v["node"] else 120
+            fill = "#999999" if label is None else PALETTE[label % len(PALETTE)]
+            if label is not None:
+                classes.add(label)
+            size = 420 if n == v["node"] else 240
             ax.scatter([x], [y], s=size, color=fill, edgecolors="#222" if n == v["node"] else
                        "white", zorder=2)  # fmt: skip
-            ax.text(x, y, str(n), ha="center", va="center", fontsize=6, color="white", zorder=3)
+            r, g, b = (int(fill[k : k + 2], 16) / 255 for k in (1, 3, 5))
+            ax.text(x, y, str(n), ha="center", va="center", fontsize=8, zorder=3,
+                    color=ink_on((r, g, b)))  # fmt: skip
         head = "mean over heads" if self.head < 0 else f"head {self.head}"
         ax.set_title(f"{self._amap.model}: attention into node {v['node']} ({head})", fontsize=9)
         lim = max((math.hypot(x, y) for x, y in pos.values()), default=1.0) + 0.6
         ax.set_xlim(-lim, lim)
         ax.set_ylim(-lim, lim)
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png", bbox_inches="tight")
-        return buf.getvalue()
+        handles = [Line2D([], [], ls="", marker="o", ms=8, color=PALETTE[c % len(PALETTE)],
+                          label=f"class {c}") for c in sorted(classes)]  # fmt: skip
+        if handles:
+            ax.legend(handles=handles, title="node class", fontsize=7, title_fontsize=7,
+                      loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)  # fmt: skip
+        ends = [(1.0, 0.92, 0.86), (0.86, 0.14, 0.12)]  # the edges' light-to-dark scale above
+        cmap = LinearSegmentedColormap.from_list("attention", ends)
+        from matplotlib.cm import ScalarMappable
+        from matplotlib.colors import Normalize
+
+        bar = fig.colorbar(ScalarMappable(Normalize(0, top), cmap), ax=ax, orientation="horizontal",
+                           fraction=0.04, pad=0.02, shrink=0.6)  # fmt: skip
+        bar.set_label("edge attention weight (width and colour)", fontsize=7)
+        bar.ax.tick_params(labelsize=7)
+        return fig
 
     def to_html(self) -> str:
         """The picture and the picked node's incoming weights as static HTML (for exports)."""
@@ -169,16 +205,30 @@ class AttentionView(KeepsPicture, anywidget.AnyWidget):
             cells = "".join(f"<td>{w:.3f}</td>" for w in e["weights"])
             rows.append(f"<tr><td>{e['src']}</td>{cells}<td>{e['mean']:.3f}</td></tr>")
         title = html.escape(f"Attention into node {v['node']} ({self._amap.model})")
+        style = html.escape(MONO, quote=True)  # MONO's font names are single-quoted
         return (
             f"<div>{png_img(self.to_png(), alt=title)}<br/>"
-            f"<b>{title}</b><table style='{MONO}'><tr><th>from</th>{head_cells}<th>mean</th></tr>"
+            f'<b>{title}</b><table style="{style}"><tr><th>from</th>{head_cells}<th>mean</th></tr>'
             + "".join(rows)
             + "</table></div>"
         )
 
+    def weights_text(self) -> str:
+        """The picked node's incoming weights (per head and mean) as a text table."""
+        from labkit.views import text_table
+
+        v = self.view
+        heads = v["heads"][0] if v["heads"] else 0
+        incoming = sorted((e for e in v["edges"] if e["hop"] == 1), key=lambda e: -e["mean"])
+        rows = [(e["src"], *(f"{w:.3f}" for w in e["weights"]), f"{e['mean']:.3f}")
+                for e in incoming]  # fmt: skip
+        head = ("from", *(f"head {h}" for h in range(heads)), "mean")
+        return f"Attention into node {v['node']} ({self._amap.model})\n{text_table(head, rows)}"
+
     def _picture(self) -> dict[str, str]:
-        png = self.to_png()
-        return {"image/png": base64.b64encode(png).decode("ascii"), "text/html": self.to_html()}
+        from labkit.views import figure_bundle
+
+        return figure_bundle(self.to_figure(), f"{self!r}\n\n{self.weights_text()}")
 
     def __repr__(self) -> str:
         head = "mean" if self.head == -1 else self.head

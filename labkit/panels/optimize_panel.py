@@ -56,7 +56,9 @@ class OptimizePanel(KeepsPicture, anywidget.AnyWidget):
         steps: Timed rounds per recipe before the speedup's interval is first checked.
         budget_s: Seconds of timed rounds per Measure at most (default 5): rounds go on
             after ``steps`` until the speedup's 95% interval is within ``+-speedup_target``
-            or this budget is spent; the status says which. Each step time is shown as
+            or this budget is spent; the status says which, with the seconds the timed
+            rounds took and those the whole Measure took (set-up, compiling, warm-up, memory
+            and drift passes are outside the budget). Each step time is shown as
             a median with its IQR, each speedup with its interval, or "within noise"
             when the interval spans 1.00x.
         warmup: Warm-up steps per recipe.
@@ -324,16 +326,20 @@ class OptimizePanel(KeepsPicture, anywidget.AnyWidget):
                 with self.hold_sync():
                     self.progress, self.status = frac, msg
 
+        start = time.monotonic()
         try:
             recipes = {recipe.label: recipe} if not recipe.is_default else {}
             cmp = self._bench_for(mode).compare(recipes, progress=progress)
+            took = time.monotonic() - start
             self.comparison = cmp
             suggestion = self._next_suggestion(mode, cmp)
             with self.hold_sync():
                 self.results = fields.rows(cmp)
                 self.suggestion = suggestion
                 self.measured_mode = cmp.mode
-                self.status = f"measured {recipe.label} ({cmp.mode}): {fields.ended(cmp)}"
+                self.status = (
+                    f"measured {recipe.label} ({cmp.mode}): {fields.ended(cmp, took, recipe.label)}"
+                )
                 self.progress = 1.0
         except Exception as exc:
             self.error = f"{type(exc).__name__}: {exc}"

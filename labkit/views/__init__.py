@@ -11,7 +11,8 @@ The views load lazily: ``import labkit.views`` does not import anywidget.
 Panels that measure or act (``OptimizePanel``, ``AttentionView``) live in
 :mod:`labkit.panels`; both names stay importable from here. The plumbing a widget outside
 this package needs (``bundle_path``, ``KeepsPicture``, ``MONO``, ``png_img``,
-``optimize_picture``; ``profile_html`` for ``labkit.demo``; ``check_assets`` and
+``picture_bundle``, ``figure_bundle``, ``text_table``, ``ink_on``, ``optimize_picture``;
+``profile_html`` for ``labkit.demo``; ``check_assets`` and
 ``BUILD_FIX`` for ``labkit doctor``) is public here too, so no other package imports a
 private module.
 
@@ -37,7 +38,11 @@ if TYPE_CHECKING:  # what the lazy names are, for mypy
     from labkit.views._final_state import optimize_picture as optimize_picture
     from labkit.views._keep import MONO as MONO
     from labkit.views._keep import KeepsPicture as KeepsPicture
+    from labkit.views._keep import picture_bundle as picture_bundle
+    from labkit.views._static import figure_bundle as figure_bundle
+    from labkit.views._static import ink_on as ink_on
     from labkit.views._static import profile_html as profile_html
+    from labkit.views._static import text_table as text_table
 
 _LAZY = {
     "GraphView": "labkit.views.graph",
@@ -57,6 +62,10 @@ _PLUMBING = {
     "KeepsPicture": "labkit.views._keep",
     "MONO": "labkit.views._keep",
     "png_img": "labkit.views._base",
+    "picture_bundle": "labkit.views._keep",
+    "figure_bundle": "labkit.views._static",
+    "text_table": "labkit.views._static",
+    "ink_on": "labkit.views._static",
     "optimize_picture": "labkit.views._final_state",
     "profile_html": "labkit.views._static",
 }

@@ -20,9 +20,11 @@ class TraceWidget(KeepsPicture, anywidget.AnyWidget):
 
     The ES module is read from the built bundle ``labkit/views/static/<_bundle>.js``
     when the widget is created, so a missing build fails with the command that fixes it.
-    Updates go through a :class:`Throttle`; the mimebundle carries a PNG and HTML picture
-    (:class:`~labkit.views._keep.KeepsPicture`) so a notebook exported to HTML, opened
-    without a widget manager or reopened without its widget models still shows it.
+    Updates go through a :class:`Throttle`; the mimebundle carries the picture as
+    ``image/png`` (SVG too where small) and its figures as ``text/plain``
+    (:class:`~labkit.views._keep.KeepsPicture`) so a notebook exported to HTML (sanitized
+    or not), opened without a widget manager or reopened without its widget models still
+    shows it.
     """
 
     _bundle: ClassVar[str] = ""
@@ -81,12 +83,10 @@ class TraceWidget(KeepsPicture, anywidget.AnyWidget):
         return self._fallback() if self.static_fallback else {}
 
     def _fallback(self) -> dict[str, str]:
-        """The static mimetypes shown where no widget runs."""
-        png = self.to_png()
-        return {
-            "image/png": base64.b64encode(png).decode("ascii"),
-            "text/html": png_img(png, alt=type(self).__name__),
-        }
+        """The static mimetypes shown where no widget runs: the PNG and the repr."""
+        from labkit.views._keep import picture_bundle
+
+        return picture_bundle(self.to_png(), repr(self))
 
 
 def png_img(png: bytes, alt: str = "") -> str:

@@ -479,6 +479,8 @@ class RunsViewTraits(TypedDict):
     x_axis: str  #: ``step`` or ``time``
     smoothing: float  #: EMA weight in [0, 1)
     log: bool
+    rank_by: str  #: the metric the runs drawn first were chosen by ("" when not ranked)
+    rank_note: str  #: which runs are drawn first and why, as the view says it
 
 
 #: Each view's bundle (``widgets/src/<name>.js``) -> its traits.

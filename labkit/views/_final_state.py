@@ -1,18 +1,24 @@
-"""Final-state pictures of the dashboard and the optimize panel (matplotlib + monospace HTML).
+"""Final-state pictures of the dashboard and the optimize panel (matplotlib, monospace text).
 
 Pure functions of the traits the widgets send to the browser, so the picture saved in
-the notebook shows what the live view showed when it stopped changing.
+the notebook shows what the live view showed when it stopped changing. Each returns the
+picture as ``image/png`` (SVG too where small) with its figures as ``text/plain``; the
+``text/html`` they also return serves ``to_html()`` and stays out of the notebook
+(:class:`~labkit.views._keep.KeepsPicture`: a sanitizer would show it as source).
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from labkit._format import fmt_bytes, fmt_time
 from labkit.views._base import png_img
-from labkit.views._keep import png_b64, pre
-from labkit.views._static import _figure, _png
+from labkit.views._keep import picture_bundle, png_b64, pre
+from labkit.views._static import _figure, _png, _svg
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"]
 
@@ -77,21 +83,51 @@ def dashboard_picture(series: dict[str, Any], stats: dict[str, Any], status: str
     return out
 
 
-def speedup_png(rows: list[dict[str, Any]]) -> bytes:
-    """Horizontal bars of each recipe's speed-up over fp32."""
+def speedup_text(row: dict[str, Any]) -> str:
+    """A speed-up with its 95% interval, "within noise" when it spans 1.00x (as the panel's
+    ``speedupText``).
+
+    Example:
+        >>> speedup_text({"speedup": 0.37, "speedup_low": 0.21, "speedup_high": 1.3,
+        ...               "within_noise": True})
+        '0.37x within noise (0.21x-1.30x)'
+    """
+    s, lo, hi = row.get("speedup"), row.get("speedup_low"), row.get("speedup_high")
+    if s is None:
+        return "-"
+    if lo is None or hi is None:
+        return f"{s:.2f}x"
+    noise = " within noise" if row.get("within_noise") else ""
+    return f"{s:.2f}x{noise} ({lo:.2f}x-{hi:.2f}x)"
+
+
+def speedup_figure(rows: list[dict[str, Any]]) -> Figure:
+    """Horizontal bars of each recipe's speed-up over fp32, each with its 95% interval
+    (an error bar, and the figures beside the bar)."""
     ok = [r for r in rows if r.get("speedup") is not None and not r.get("error")]
-    fig = _figure(5.5, 0.35 * max(len(ok), 2) + 0.8)
+    fig = _figure(6.5, 0.35 * max(len(ok), 2) + 0.8)
     ax = fig.add_subplot()
-    ax.barh(range(len(ok)), [r["speedup"] for r in ok],
-            color=["#3b7dd8" if r["speedup"] >= 1 else "#d8703b" for r in ok])  # fmt: skip
+    speed = [r["speedup"] for r in ok]
+    low = [max(0.0, r["speedup"] - (r.get("speedup_low") or r["speedup"])) for r in ok]
+    high = [max(0.0, (r.get("speedup_high") or r["speedup"]) - r["speedup"]) for r in ok]
+    err = [low, high]
+    ax.barh(range(len(ok)), speed, xerr=err if ok else None, ecolor="#333", capsize=3,
+            color=["#3b7dd8" if s >= 1 else "#d8703b" for s in speed])  # fmt: skip
     ax.set_yticks(range(len(ok)), [r["label"] for r in ok], fontsize=8)
     ax.invert_yaxis()
     ax.axvline(1.0, color="#555", lw=0.8)
     for i, r in enumerate(ok):
-        ax.text(r["speedup"], i, f" {r['speedup']:.2f}x", va="center", fontsize=7)
-    ax.set_title("speed-up over fp32 (step time)", fontsize=9)
+        end = max(r["speedup"], r.get("speedup_high") or 0.0)
+        ax.text(end, i, f"  {speedup_text(r)}", va="center", fontsize=7)
+    ax.set_xlim(0, max([1.0, *(max(r["speedup"], r.get("speedup_high") or 0) for r in ok)]) * 1.6)
+    ax.set_title("speed-up over fp32 (step time), 95% intervals", fontsize=9)
     ax.tick_params(axis="x", labelsize=7)
-    return _png(fig)
+    return fig
+
+
+def speedup_png(rows: list[dict[str, Any]]) -> bytes:
+    """:func:`speedup_figure` as a PNG."""
+    return _png(speedup_figure(rows))
 
 
 def optimize_picture(recipe_label: str, comparison: Any, rows: list[dict[str, Any]],
@@ -102,8 +138,12 @@ def optimize_picture(recipe_label: str, comparison: Any, rows: list[dict[str, An
         if error:
             text += f"\nerror: {error}"
         return {"text/html": f'<div class="lk-final">{pre(text)}</div>'}
-    png = speedup_png(rows)
-    html_ = pre(comparison.summary()) + png_img(png, alt="speed-up")
+    fig = speedup_figure(rows)
+    png, text = _png(fig), comparison.summary()
+    html_ = pre(text) + png_img(png, alt="speed-up")
     if error:
         html_ += pre(f"error: {error}")
-    return {"text/html": f'<div class="lk-final">{html_}</div>', "image/png": png_b64(png)}
+        text += f"\nerror: {error}"
+    out = picture_bundle(png, text, svg=_svg(fig))
+    out["text/html"] = f'<div class="lk-final">{html_}</div>'
+    return out

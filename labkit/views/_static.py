@@ -1,4 +1,5 @@
-"""Static pictures of the views (matplotlib PNG, inline HTML) for exports and plain viewers.
+"""Static pictures of the views (matplotlib PNG and SVG, text tables) for exports and plain
+viewers, and the inline HTML of ``to_html()``.
 
 Uses ``matplotlib.figure.Figure`` with the Agg canvas directly, so no pyplot state and no
 backend switch leak into the user's session.
@@ -13,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from labkit._format import fmt_bytes, fmt_count, fmt_time
 from labkit.trace.graph import DEFAULT_DEPTH, VisibleGraph, canonicalize
-from labkit.views._keep import MONO
+from labkit.views._keep import MONO, SVG_MAX, picture_bundle
 from labkit.views._payload import (
     METRIC_UNITS,
     METRICS,
@@ -56,6 +57,30 @@ def _png(fig: Figure) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", bbox_inches="tight")
     return buf.getvalue()
+
+
+def _svg(fig: Figure) -> str | None:
+    """The figure as SVG text, or None when it is longer than ``SVG_MAX`` (a dense chart)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    FigureCanvasAgg(fig)
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
+    text = buf.getvalue()
+    return text if len(text) <= SVG_MAX else None
+
+
+def figure_bundle(fig: Figure, text: str) -> dict[str, str]:
+    """A matplotlib figure as a view's static picture: PNG, SVG when small, and ``text``.
+
+    Args:
+        fig: The figure (``matplotlib.figure.Figure``, no pyplot).
+        text: Its figures as plain text.
+
+    Returns:
+        ``{mimetype: data}`` (:func:`labkit.views.picture_bundle`).
+    """
+    return picture_bundle(_png(fig), text, svg=_svg(fig))
 
 
 def layered(boxes: Iterable[int], edges: Iterable[tuple[int, int]]) -> dict[int, tuple[int, int]]:
@@ -157,8 +182,16 @@ def _ink_on(rgb: tuple[float, float, float]) -> str:
     return "#000" if (lum + 0.05) / 0.05 >= 1.05 / (lum + 0.05) else "#fff"
 
 
+ink_on = _ink_on  # public for the panels (AttentionView's node ids)
+
+
 def profile_png(trace: Trace, *, metric: str = "fwd_time", top: int = 10) -> bytes:
     """Horizontal bars of the ``top`` modules by ``metric``'s self figure."""
+    return _png(profile_figure(trace, metric=metric, top=top))
+
+
+def profile_figure(trace: Trace, *, metric: str = "fwd_time", top: int = 10) -> Figure:
+    """The figure of :func:`profile_png`."""
     col = PROFILE_METRIC_COLUMNS[metric][1]
     src = {"flops_self": ("flops_fwd_self", "flops_bwd_self")}.get(col, (col,))
     rows = [(r["path"] or trace.meta.model, sum(r[c] for c in src)) for r in trace.rows()]
@@ -176,7 +209,29 @@ def profile_png(trace: Trace, *, metric: str = "fwd_time", top: int = 10) -> byt
         ax.set_axis_off()
     ax.set_title(f"{trace.meta.model}: top {top} modules by self {METRICS[metric]}", fontsize=9)
     ax.tick_params(axis="x", labelsize=7)
-    return _png(fig)
+    return fig
+
+
+def profile_text(trace: Trace) -> str:
+    """Every module's figures as a monospace text table (the profile's ``text/plain``)."""
+    head = ("Module", "Type", "Params", "Fwd", "Bwd", "FLOPs")
+    rows = [(r["path"] or trace.meta.model, r["type"], fmt_count(r["params"]),
+             fmt_time(r["fwd_time"]), fmt_time(r["bwd_time"]),
+             fmt_count(r["flops_fwd"] + r["flops_bwd"])) for r in trace.rows()]  # fmt: skip
+    return text_table(head, rows)
+
+
+def text_table(head: Iterable[str], rows: Iterable[Iterable[object]]) -> str:
+    """Columns padded to their widest cell: the first left-aligned, the others right."""
+    table = [[str(c) for c in head], *([str(c) for c in r] for r in rows)]
+    widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
+    return "\n".join(
+        "  ".join(
+            c.ljust(w) if i == 0 else c.rjust(w)
+            for i, (c, w) in enumerate(zip(r, widths, strict=True))
+        ).rstrip()
+        for r in table
+    )
 
 
 def profile_html(
@@ -202,6 +257,12 @@ def profile_html(
 
 def memory_png(trace: Trace) -> bytes:
     """Stacked bytes by category over time, phases shaded, peak marked; or the empty message."""
+    return _png(memory_figure(trace))
+
+
+def memory_figure(trace: Trace) -> Figure:
+    """The figure of :func:`memory_png`: phase names in a strip above the stacked areas
+    (as the live view puts them), never on the fill."""
     from labkit.views.memory import EMPTY_MESSAGE
 
     m = memory_payload(trace)
@@ -210,21 +271,26 @@ def memory_png(trace: Trace) -> bytes:
     if not m["time"]:
         ax.text(0.5, 0.5, EMPTY_MESSAGE, ha="center", va="center", fontsize=9, color="#555")
         ax.set_axis_off()
-        return _png(fig)
+        return fig
     t = m["time"]
+    span = (t[-1] - t[0]) or 1.0
     start = 0
     for i in range(1, len(t) + 1):
         if i == len(t) or m["phase"][i] != m["phase"][start]:
+            a, b = t[start], t[min(i, len(t) - 1)]
             shade = PHASE_COLORS.get(m["phase"][start], "#f6f6f6")
-            ax.axvspan(t[start], t[min(i, len(t) - 1)], color=shade, zorder=0)
-            ax.text((t[start] + t[min(i, len(t) - 1)]) / 2, 0, m["phase"][start], ha="center",
-                    va="bottom", fontsize=7, color="#666")  # fmt: skip
+            ax.axvspan(a, b, color=shade, zorder=0)
+            if (b - a) / span >= 0.012 * len(m["phase"][start]):  # room for the word
+                ax.text((a + b) / 2, 0.985, m["phase"][start], ha="center", va="top",
+                        fontsize=7, color="#444", zorder=5,
+                        transform=ax.get_xaxis_transform())  # fmt: skip
             start = i
     mib = [[b / 2**20 for b in col] for col in m["bytes"]]
     ax.stackplot(t, mib, labels=m["categories"], step="post",
                  colors=m["colors"])  # fmt: skip
     totals = [sum(col[i] for col in m["bytes"]) for i in range(len(t))]
     p = max(range(len(t)), key=totals.__getitem__)
+    ax.set_ylim(0, totals[p] / 2**20 / 0.86 or 1.0)  # the top strip holds the phase names
     ax.axvline(t[p], color="#c00", lw=1, ls="--")
     where = m["peak_where"] or m["module"][p] or "-"  # as the summary names it
     ax.annotate(f"peak {fmt_bytes(totals[p])}\n{where}", (t[p], totals[p] / 2**20),
@@ -232,9 +298,37 @@ def memory_png(trace: Trace) -> bytes:
     ax.set_xlabel("time (s)", fontsize=8)
     ax.set_ylabel("MiB", fontsize=8)
     ax.tick_params(labelsize=7)
-    ax.legend(fontsize=7, loc="upper left")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
     ax.set_title(f"{trace.meta.model}: memory through the step", fontsize=9)
-    return _png(fig)
+    return fig
+
+
+def trace_picture(trace: Trace, graph: bytes | None = None) -> dict[str, str]:
+    """A trace's static picture (``trace.show()``'s and a displayed Trace's): its graph
+    (``graph``: the PNG when already drawn) with its memory timeline under it, as one PNG,
+    and its repr and summary table as ``text/plain``."""
+    png = graph or graph_png(trace)
+    if trace.memory:  # drawn at 2x, as the graph is
+        fig = memory_figure(trace)
+        fig.set_dpi(200)
+        png = stack_png(png, _png(fig))
+    return picture_bundle(png, f"{trace!r}\n\n{trace.summary(depth=DEFAULT_DEPTH)}")
+
+
+def stack_png(*pngs: bytes) -> bytes:
+    """PNGs one under another on white (one PNG where a viewer shows one image)."""
+    from PIL import Image
+
+    images = [Image.open(io.BytesIO(png)).convert("RGB") for png in pngs]
+    out = Image.new("RGB", (max(im.width for im in images), sum(im.height for im in images)),
+                    "white")  # fmt: skip
+    y = 0
+    for im in images:
+        out.paste(im, (0, y))
+        y += im.height
+    buf = io.BytesIO()
+    out.save(buf, format="PNG", optimize=True)
+    return buf.getvalue()
 
 
 def trace_html(trace: Trace, graph: bytes | None = None) -> str:

@@ -2,8 +2,9 @@
 
 Importing :mod:`labkit.views` calls :func:`install`: the data classes' ``show()``,
 ``plot()`` and ``_repr_html_`` then reach these functions through ``labkit._display``, and a
-running IPython shows a Trace as its static HTML. The data
-classes import nothing from here.
+running IPython shows a Trace as its picture (``image/png``: the graph, the memory timeline
+under it) and its repr, with no ``text/html`` (which an HTML sanitizer would turn into
+visible source). The data classes import nothing from here.
 
 Example:
     >>> import labkit
@@ -85,10 +86,27 @@ def plot_trace(trace: Trace, view: str = "graph", **kwargs: Any) -> bytes:
 
 
 def trace_html(trace: Trace) -> str:
-    """The static HTML a notebook shows for a Trace (graph, profile and memory pictures)."""
+    """A Trace's static HTML (``Trace._repr_html_``: graph and memory pictures inline)."""
     from labkit.views._static import trace_html as html
 
     return html(trace)
+
+
+def trace_png(trace: Trace) -> tuple[bytes, dict[str, int]]:
+    """What IPython shows for a Trace: its graph with the memory timeline under it, one PNG
+    drawn at 2x, and the width to show it at."""
+    import base64
+
+    from labkit.views._keep import png_width
+    from labkit.views._static import trace_picture
+
+    png = base64.b64decode(trace_picture(trace)["image/png"])
+    return png, {"width": png_width(png) // 2}
+
+
+def _no_html(trace: Trace) -> None:
+    """IPython's ``text/html`` of a Trace: none (its picture is ``image/png``)."""
+    return None
 
 
 def show(x: Any, **kwargs: Any) -> TraceView:
@@ -124,7 +142,7 @@ def show(x: Any, **kwargs: Any) -> TraceView:
 
 
 def install(formatter: Any = None) -> None:
-    """Register the displays with ``labkit._display`` and with IPython's HTML formatter.
+    """Register the displays with ``labkit._display`` and with IPython's formatters.
 
     Args:
         formatter: An IPython ``DisplayFormatter`` (default: the running shell's, if any).
@@ -139,6 +157,6 @@ def install(formatter: Any = None) -> None:
     if formatter is None and "IPython" in sys.modules:
         shell = sys.modules["IPython"].get_ipython()
         formatter = getattr(shell, "display_formatter", None)
-    if formatter is not None:
-        html = formatter.formatters["text/html"]
-        html.for_type_by_name("labkit.trace.model", "Trace", trace_html)  # a Plan's .trace too
+    if formatter is not None:  # a Plan's .trace too
+        formatter.formatters["image/png"].for_type_by_name("labkit.trace.model", "Trace", trace_png)
+        formatter.formatters["text/html"].for_type_by_name("labkit.trace.model", "Trace", _no_html)

@@ -65,6 +65,7 @@ class GraphView(TraceWidget):
     """
 
     _bundle = "graph"
+    _picture_scale = 2  # the picture is drawn at 2x (``_graph_picture.SCALE``)
 
     #: Sent as one buffer of JSON (``packed_json``): cheap at 100,000 nodes.
     graph = t.Dict().tag(sync=True, to_json=packed_json)
@@ -210,11 +211,12 @@ class GraphView(TraceWidget):
         )
 
     def _fallback(self) -> dict[str, str]:
-        """The picture once, inline in ``text/html`` (what exports and the lab extension
-        show), not again as ``image/png``."""
-        from labkit.views._base import png_img
+        """The graph as drawn now as ``image/png`` (no SVG: a graph's can be large), and
+        the view's repr with the trace's summary as ``text/plain``."""
+        from labkit.views._keep import picture_bundle
 
-        return {"text/html": png_img(self.to_png(), alt="graph")}
+        summary = self._trace.summary(depth=DEFAULT_DEPTH)
+        return picture_bundle(self.to_png(), f"{self!r}\n\n{summary}")
 
     def __repr__(self) -> str:
         g = self.visible()

@@ -65,6 +65,12 @@ class MemoryTimeline(TraceWidget):
 
         return memory_png(self._trace)
 
+    def _fallback(self) -> dict[str, str]:
+        """The timeline as PNG (and SVG when small) and the view's repr."""
+        from labkit.views._static import figure_bundle, memory_figure
+
+        return figure_bundle(memory_figure(self._trace), repr(self))
+
     def __repr__(self) -> str:
         peak = self.peak()
         where = f", peak={peak[1]} B at {peak[3] or '-'!r}" if peak else ""

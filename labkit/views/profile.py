@@ -93,12 +93,11 @@ class ProfileView(TraceWidget):
         return profile_html(self._trace, metric=self.metric, top=self.top)
 
     def _fallback(self) -> dict[str, str]:
-        from labkit.views._keep import png_b64
-        from labkit.views._static import profile_html
+        """The bar chart (PNG, SVG) and every module's figures as a text table."""
+        from labkit.views._static import figure_bundle, profile_figure, profile_text
 
-        png = self.to_png()
-        html = profile_html(self._trace, metric=self.metric, top=self.top, png=png)
-        return {"image/png": png_b64(png), "text/html": html}
+        fig = profile_figure(self._trace, metric=self.metric, top=self.top)
+        return figure_bundle(fig, f"{self!r}\n\n{profile_text(self._trace)}")
 
     def __repr__(self) -> str:
         return (

@@ -53,11 +53,13 @@ class TraceView(KeepsPicture, ipywidgets.Tab):
         for view in (self.graph, self.profile, self.memory):
             view.update(trace)
 
-    def _picture(self) -> dict[str, str]:
-        from labkit.views._static import trace_html
+    _picture_scale = 2  # the graph's 2x picture, the memory timeline under it at 2x too
 
-        # the graph as drawn now and the memory timeline, inline once (no image/png copy)
-        return {"text/html": trace_html(self.graph.trace, graph=self.graph.to_png())}
+    def _picture(self) -> dict[str, str]:
+        from labkit.views._static import trace_picture
+
+        # the graph as drawn now with the memory timeline under it, one PNG
+        return trace_picture(self.graph.trace, graph=self.graph.to_png())
 
     def __repr__(self) -> str:
         return (

@@ -57,8 +57,16 @@ def test_static_png_html_and_repr(view):
     page = view.to_html()
     assert "Attention into node 0 (GAT)" in page and "<th>head 1</th>" in page
     assert 'src="data:image/png;base64,' in page
+    # the table's style attribute is double-quoted: MONO's single-quoted font names inside
+    assert 'style="font-family: var(--jp-code-font-family, ui-monospace, &#x27;DejaVu' in page
+    assert "style='" not in page
     data, _ = view._repr_mimebundle_()
-    assert {"application/vnd.jupyter.widget-view+json", "text/html", "image/png"} <= set(data)
+    assert {"application/vnd.jupyter.widget-view+json", "image/png", "text/plain"} <= set(data)
+    assert "text/html" not in data  # a sanitizer would show its <th> tags as text
+    lines = data["text/plain"].splitlines()
+    assert "Attention into node 0 (GAT)" in lines and lines[
+        lines.index("Attention into node 0 (GAT)") + 1
+    ].split() == ["from", "head", "0", "head", "1", "mean"]
     assert repr(view) == "AttentionView(model=GAT, node=0, hops=2, head='mean', nodes=34)"
 
 

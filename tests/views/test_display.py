@@ -3,6 +3,7 @@ IPython's HTML formatter; the data packages import nothing of the views (issue 2
 
 from __future__ import annotations
 
+import io
 import subprocess
 import sys
 
@@ -13,7 +14,7 @@ from torch import nn
 
 import labkit
 from labkit import _display
-from labkit.views.display import install, trace_html
+from labkit.views.display import install, trace_html, trace_png
 from labkit.views.show import TraceView
 
 
@@ -41,14 +42,21 @@ def test_labkit_show_opens_a_trace_a_memory_report_and_a_plan(mlp_and_x) -> None
         labkit.show(nn.Linear(2, 2))
 
 
-def test_ipython_html_formatter_renders_a_trace(cnn_trace) -> None:
+def test_ipython_shows_a_trace_as_its_picture_not_html(cnn_trace) -> None:
+    """Issue 37 item 1: a displayed Trace is image/png (+ text/plain), no text/html that an
+    HTML sanitizer would show as ``<img src="data:...`` text."""
+    from PIL import Image
+
     formatter = DisplayFormatter()
     assert formatter.format(cnn_trace)[0].get("text/html") == cnn_trace._repr_html_()
     install(formatter)
-    assert formatter.formatters["text/html"].lookup_by_type(labkit.Trace) is trace_html
-    data, _ = formatter.format(cnn_trace)
-    assert data["text/html"] == trace_html(cnn_trace)
-    assert "<img" in data["text/html"] and "data:image/png;base64," in data["text/html"]
+    assert formatter.formatters["image/png"].lookup_by_type(labkit.Trace) is trace_png
+    data, meta = formatter.format(cnn_trace)
+    assert set(data) == {"image/png", "text/plain"}
+    png = data["image/png"]
+    assert png.startswith(b"\x89PNG") and png == trace_png(cnn_trace)[0]
+    assert meta["image/png"] == {"width": Image.open(io.BytesIO(png)).width // 2}  # drawn at 2x
+    assert "data:image/png;base64," in trace_html(cnn_trace)  # _repr_html_ outside IPython
 
 
 def test_a_kind_nothing_registers_names_the_fix() -> None:

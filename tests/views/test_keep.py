@@ -48,16 +48,18 @@ def test_outputs_are_replaced_by_the_final_picture(tmp_path):
     assert len(dash_out) == 1 and nb.cells[1].outputs == [] and nb.cells[3].outputs == []
     data = dash_out[0]["data"]
     assert data[LABKIT_MIME] == {"version": 1, "view": "Dashboard"}
-    html = data["text/html"]
+    assert "text/html" not in data  # a sanitizer would show it as source (issue 37)
+    text = data["text/plain"]
     # the state after the second cell, not the idle dashboard the first one showed
-    assert 'data-status="stopped"' in html and "stopped: step 3/30 · epoch 1/3" in html, html
-    assert f"{1 / 3:.4g}" in html and "- one process" in html
+    assert "stopped: step 3/30 · epoch 1/3" in text, text
+    assert f"{1 / 3:.4g}" in text and "- one process" in text
     assert base64.b64decode(data["image/png"]).startswith(PNG)
-    assert "status='stopped'" in data["text/plain"]
+    assert "status='stopped'" in text
     data = panel_out[0]["data"]
     assert data[LABKIT_MIME]["view"] == "OptimizePanel"
-    assert "channels_last" in data["text/html"] and "speedup" in data["text/html"]
-    assert "not measured" not in data["text/html"]
+    assert "text/html" not in data
+    assert "channels_last" in data["text/plain"] and "speedup" in data["text/plain"]
+    assert "not measured" not in data["text/plain"]
     assert base64.b64decode(data["image/png"]).startswith(PNG)
 
 

@@ -65,11 +65,72 @@ def test_choices_and_bad_arguments(root: Path) -> None:
 def test_the_final_state_picture_holds_the_table_and_the_curves(root: Path) -> None:
     view = runs(root).show(x="time")
     bundle, _ = view._repr_mimebundle_()
-    html = bundle["text/html"]
-    assert "lk-runs-final" in html and "best val_loss" in html and "0.85" in html
+    assert "text/html" not in bundle  # issue 37: a sanitizer would show it as source
+    text = bundle["text/plain"]
+    assert "best val_loss" in text and "0.85" in text and "ranked by best val_loss" in text
     png = base64.b64decode(bundle["image/png"])
     assert png.startswith(b"\x89PNG") and len(png) > 2000
+    assert bundle["image/svg+xml"].lstrip().startswith("<?xml")
     assert "application/vnd.labkit.view+json" in bundle
+
+
+def _ranked(folder: Path, n: int) -> list[float]:
+    """``n`` runs named r00.. whose best val_loss is not in name order; their bests."""
+    bests = [0.5 + ((7 * i) % n) / (2 * n) for i in range(n)]
+    for i, best in enumerate(bests):
+        _run(folder / f"r{i:02d}", 0.01 * (i + 1), [1.0, best + 0.1, best + 0.05, best])
+    return bests
+
+
+def test_the_best_runs_by_the_ranking_metric_are_drawn_first(tmp_path: Path) -> None:
+    """Issue 37 item 5: the best ten by best val_loss, not the first ten by name, and the
+    view says so."""
+    bests = _ranked(tmp_path, 24)
+    view = runs(tmp_path).show()
+    order = sorted(range(24), key=lambda i: bests[i])
+    assert view.selected == [f"r{i:02d}" for i in order[:10]]
+    assert view.selected != [f"r{i:02d}" for i in range(10)]  # not the order by name
+    assert view.rank_by == "val_loss"
+    assert view.rank_note.startswith("drawn: the best 10 of 24 runs, ranked by best val_loss "
+                                     "(lower is better)")  # fmt: skip
+    top3 = RunsView(runs(tmp_path), rank_by="loss", top=3)
+    assert top3.selected == [f"r{i:02d}" for i in order[:3]]  # loss ends at the same best
+    assert "best 3 of 24" in top3.rank_note
+    with pytest.raises(ValueError, match=r"rank_by: no run has the metric 'val_acc'"):
+        RunsView(runs(tmp_path), rank_by="val_acc")
+    with pytest.raises(ValueError, match=r"top is how many runs are drawn first"):
+        RunsView(runs(tmp_path), top=0)
+
+
+def test_higher_is_better_is_read_from_the_runs(tmp_path: Path) -> None:
+    for name, acc in (("a", [0.5, 0.6, 0.7]), ("b", [0.5, 0.9, 0.8]), ("c", [0.4, 0.5, 0.55])):
+        run = Run(logdir=str(tmp_path / name), config={"lr": 0.1})
+        run.add_event({"type": "start", "t": 0.0})
+        for e, v in enumerate(acc):
+            run.add_event({"type": "epoch", "epoch": e, "step": e + 1, "val_acc": v, "t": 1.0 + e})
+        run.add_event({"type": "end", "status": "finished", "t": 9.0})
+        run.save()
+    view = RunsView(runs(tmp_path), top=2)
+    assert view.rank_by == "val_acc" and view.selected == ["b", "a"]
+    assert "(higher is better)" in view.rank_note
+
+
+def test_run_colours_do_not_repeat_before_20_then_dash() -> None:
+    from labkit.views.runs import RUN_COLORS, run_style
+
+    assert len({run_style(i)[0] for i in range(20)}) == 20 == len(RUN_COLORS)
+    assert all(run_style(i)[1] is None for i in range(20))
+    assert run_style(20)[0] == run_style(0)[0] and run_style(20)[1]
+    assert run_style(40)[1] != run_style(20)[1]
+
+
+def test_the_picture_has_one_legend_entry_per_run(root: Path) -> None:
+    view = runs(root).show(metrics=["loss"])  # smoothed and raw curves of a and b
+    fig = view.to_figure()
+    labels = [t.get_text() for leg in fig.legends for t in leg.get_texts()]
+    assert labels == ["a", "b"]
+    lines = fig.axes[0].get_lines()
+    assert len(lines) == 4 and sum(line.get_alpha() == 0.3 for line in lines) == 2
 
 
 def test_dashboard_sends_wall_time_per_point() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import io
 import json
 import subprocess
 import sys
@@ -171,24 +172,31 @@ def test_live_updates_are_throttled_and_end_on_the_final_state(cnn_trace, comms)
     assert view.metrics == graph_state(traces[-1])[1]
 
 
-def test_mimebundle_has_png_and_html(cnn_trace, memory_trace, comms):
-    for view in (GraphView(cnn_trace), ProfileView(cnn_trace), MemoryTimeline(memory_trace)):
-        data, _ = view._repr_mimebundle_()
+def test_mimebundle_has_the_picture_as_images_and_text(cnn_trace, memory_trace, comms):
+    """Issue 37 item 1: image/png (SVG where small) and text/plain, no text/html (a
+    sanitizer would show it as source, and a viewer picks it before the image)."""
+    from PIL import Image
+
+    views = (GraphView(cnn_trace), ProfileView(cnn_trace), MemoryTimeline(memory_trace))
+    for view in (*views, TraceView(memory_trace)):
+        data, meta = view._repr_mimebundle_()
         assert "application/vnd.jupyter.widget-view+json" in data
         assert data[LABKIT_MIME] == {"version": 1, "view": type(view).__name__}
-        assert data["text/html"].startswith("<img")
-        if isinstance(view, GraphView):  # the picture once: inline, not again as image/png
-            assert "image/png" not in data and data["text/html"].count("base64,") == 1
-        else:
-            assert base64.b64decode(data["image/png"]).startswith(PNG)
-        if isinstance(view, ProfileView):  # the picture and the table of every module
-            assert "<table style=" in data["text/html"] and "blocks.0" in data["text/html"]
+        assert "text/html" not in data, type(view).__name__
+        png = base64.b64decode(data["image/png"])
+        assert png.startswith(PNG)
+        if isinstance(view, GraphView | TraceView):  # drawn at 2x: shown at half its width
+            assert meta["image/png"] == {"width": Image.open(io.BytesIO(png)).width // 2}
+            assert "image/svg+xml" not in data  # a graph's SVG can be huge: PNG only
+            assert "blocks" in data["text/plain"]  # the summary table
+        if isinstance(view, ProfileView):  # the chart as SVG too; every module in the text
+            assert data["image/svg+xml"].lstrip().startswith("<?xml")
+            assert "blocks.0" in data["text/plain"] and "Params" in data["text/plain"]
+    # TraceView: the graph with the memory timeline under it, one picture
     data, _ = TraceView(memory_trace)._repr_mimebundle_()
-    assert LABKIT_MIME in data and "image/png" not in data
-    page = data["text/html"]
-    assert '<pre style="font-family: var(--jp-code-font-family' in page
-    assert page.count('src="data:image/png;base64,') == 2  # the graph and the memory timeline
-    assert 'alt="memory"' in page
+    both = Image.open(io.BytesIO(base64.b64decode(data["image/png"])))
+    graph = Image.open(io.BytesIO(memory_trace.plot("graph")))
+    assert both.height > graph.height + 300 and both.width >= graph.width
 
 
 def test_static_pictures(cnn_trace, memory_trace):
@@ -198,7 +206,7 @@ def test_static_pictures(cnn_trace, memory_trace):
     assert cnn_trace.replace(memory=()).plot("memory").startswith(PNG)
     with pytest.raises(ValueError, match="graph"):
         cnn_trace.plot("sunburst")
-    html = cnn_trace._repr_html_()
+    html = cnn_trace._repr_html_()  # outside IPython's formatters (which use the PNG)
     assert "data:image/png;base64," in html and "blocks" in html
 
 
@@ -241,4 +249,4 @@ def test_big_graph_picture_shows_the_top_levels_and_says_so(comms):
     start = time.monotonic()
     data, _ = view._repr_mimebundle_()
     assert time.monotonic() - start < 60  # a hang guard (the speed: benchmarks/widget_layout.py)
-    assert "image/png" not in data and data["text/html"].count("base64,") == 1
+    assert "text/html" not in data and base64.b64decode(data["image/png"]).startswith(PNG)

@@ -7,16 +7,15 @@
 // each curve's `t`).
 import uPlot from "uplot";
 import UPLOT_CSS from "uplot/dist/uPlot.min.css";
-import { aligned, allPositive, dataRange, ema } from "./_series.js";
+import { aligned, allPositive, dataRange, ema, RUN_COLORS, RUN_DASHES, runStyle } from "./_series.js";
+
+export { RUN_COLORS, RUN_DASHES, runStyle };
 import { byTime, lastBefore } from "./_chart_x.js";
 
 export { byTime, lastBefore };
 import { h, onThemeSwitch } from "./_ui.js";
 
 export const COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"];
-/** Colours of runs overlaid in one chart (tab10: ten distinguishable hues). */
-export const RUN_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"];
-
 const HEIGHT = 210;
 const STEP_INCRS = [1, 2, 5].flatMap((m) => [1, 10, 100, 1e3, 1e4, 1e5, 1e6].map((p) => m * p)).sort((a, b) => a - b);
 
@@ -42,11 +41,15 @@ function tokens(el) {
  * A chart of the curves `keys` (validation curves as points, the rest as lines).
  * `update(series, {smoothing, log})` redraws from the dashboard's `series` trait;
  * a zoom the user made is kept across updates until a double-click resets it.
+ * With `oneEntry`, a smoothed curve and its faint raw curve are one legend entry (the raw
+ * row is hidden; toggling the entry toggles both).
  * @param {HTMLElement} host where the chart goes
- * @param {{keys: string[], title: string, sync?: string | null, colors?: Record<string, string> | null}} opts
- *   the curves drawn, the title, a cursor-sync key shared by charts, a colour per curve
+ * @param {{keys: string[], title: string, sync?: string | null, colors?: Record<string, string> | null,
+ *   dashes?: Record<string, number[] | null> | null, oneEntry?: boolean}} opts
+ *   the curves drawn, the title, a cursor-sync key shared by charts, a colour and a dash per
+ *   curve, one legend entry per curve
  */
-export function timeChart(host, { keys, title, sync = null, colors = null }) {
+export function timeChart(host, { keys, title, sync = null, colors = null, dashes = null, oneEntry = false }) {
   ensureCss();
   const wrap = h("div", { class: "lk-chart lk-dash-chart", "data-title": title });
   host.appendChild(wrap);
@@ -86,6 +89,15 @@ export function timeChart(host, { keys, title, sync = null, colors = null }) {
         cursor: { drag: { x: true, y: false }, ...(sync ? { sync: { key: sync, setSeries: false } } : {}) },
         legend: { live: true },
         hooks: {
+          // one legend entry for a smoothed curve and its raw one: toggling it toggles both
+          setSeries: [
+            (self, si, opts) => {
+              if (si == null) return;
+              const partner = names[si - 1]?.partner;
+              if (partner != null && opts?.show != null && self.series[partner + 1].show !== opts.show)
+                self.setSeries(partner + 1, { show: opts.show });
+            },
+          ],
           // the y scale uPlot draws with (tests compare it with the range of the data)
           setScale: [
             (self, key) => {
@@ -107,6 +119,14 @@ export function timeChart(host, { keys, title, sync = null, colors = null }) {
       data,
       wrap,
     );
+    const rows = u.root.querySelectorAll(".u-legend tr.u-series");
+    names.forEach((n, i) => {
+      const row = /** @type {HTMLElement | undefined} */ (rows[i + 1]);
+      if (row && n.hidden) {
+        row.style.display = "none";
+        row.classList.add("lk-raw");
+      }
+    });
     u.over.addEventListener("dblclick", () => {
       zoom = null;
       delete wrap.dataset.zoom;
@@ -138,21 +158,36 @@ export function timeChart(host, { keys, title, sync = null, colors = null }) {
     const data = [base[0]];
     present.forEach((k, i) => {
       const color = colors?.[k] || COLORS[keys.indexOf(k) % COLORS.length];
+      const dash = dashes?.[k] ? { dash: dashes[k] } : {};
       const ys = base[i + 1];
-      const val = k.startsWith("val_");
+      const val = k.startsWith("val_") || title.startsWith("val_");
       if (!val && smoothing > 0) {
         data.push(ys);
+        const raw = names.length;
         names.push({
           key: `${k} (raw)`,
-          opts: { label: `${k} (raw)`, stroke: `${color}55`, width: 1, spanGaps: true, points: { show: false } },
+          hidden: oneEntry,
+          partner: oneEntry ? raw + 1 : null,
+          opts: {
+            label: `${k} (raw)`,
+            stroke: `${color}${oneEntry ? "40" : "55"}`,
+            width: 1,
+            spanGaps: true,
+            points: { show: false },
+            ...dash,
+          },
         });
         data.push(ema(ys, smoothing));
-        names.push({ key: k, opts: { label: k, stroke: color, width: 1.6, spanGaps: true, points: { show: false } } });
+        names.push({
+          key: k,
+          partner: oneEntry ? raw : null,
+          opts: { label: k, stroke: color, width: 1.6, spanGaps: true, points: { show: false }, ...dash },
+        });
       } else {
         data.push(ys);
         names.push({
           key: k,
-          opts: { label: k, stroke: color, width: val ? 1.2 : 1.6, spanGaps: true, points: { show: val, size: 6, fill: color } },
+          opts: { label: k, stroke: color, width: val ? 1.2 : 1.6, spanGaps: true, points: { show: val, size: 6, fill: color }, ...dash },
         });
       }
     });

@@ -445,6 +445,10 @@ export interface RunsViewTraits {
   /** EMA weight in [0, 1) */
   smoothing: number;
   log: boolean;
+  /** the metric the runs drawn first were chosen by ("" when not ranked) */
+  rank_by: string;
+  /** which runs are drawn first and why, as the view says it */
+  rank_note: string;
 }
 
 /** Each view's bundle name -> its traits (``VIEW_TRAITS``). */

@@ -46,8 +46,12 @@ export function sortRows(rows, cols, key, desc = false) {
 
 /**
  * Rows matching `query`: words that must all match. A word is `column<value`,
- * `column>value`, `column=value` (a column by its label or key) or plain text found in
- * the run's name, status or hparams.
+ * `column>value`, `column=value` (`<=`, `>=` too; a column by its label or key:
+ * `lr`, `steps`, `last:val_acc`, `best:loss`; a bare metric name means its last value,
+ * `val_acc>0.8` = `last:val_acc>0.8`) or plain text found in the run's name, status or
+ * hparams. A comparison that names no column, or compares with a non-number, throws a
+ * FilterError that says what to write instead (never a filter that silently matches
+ * nothing).
  */
 export function filterRows(rows, cols, query) {
   const words = String(query || "")
@@ -61,24 +65,47 @@ export function filterRows(rows, cols, query) {
       [c.key.toLowerCase(), c],
     ]),
   );
+  const metrics = [...new Set(rows.flatMap((r) => [...Object.keys(r.last || {}), ...Object.keys(r.best || {})]))];
   const tests = words.map((w) => {
-    const m = w.match(/^([^<>=]+)(<=|>=|<|>|=)(.+)$/);
-    const col = m && byName.get(m[1].toLowerCase());
-    if (col) {
-      const [, , op, raw] = m;
-      const num = Number(raw);
-      return (r) => {
-        const v = col.get(r);
-        if (v == null) return false;
-        if (op === "=") return String(v).toLowerCase() === raw.toLowerCase() || (Number.isFinite(num) && v === num);
-        if (!Number.isFinite(num) || typeof v !== "number") return false;
-        return op === "<" ? v < num : op === ">" ? v > num : op === "<=" ? v <= num : v >= num;
-      };
+    const m = w.match(/^([^<>=]+)(<=|>=|<|>|=)(.*)$/);
+    if (!m) {
+      if (/[<>=]/.test(w)) throw new FilterError(`"${w}": write a column, an operator and a value, as lr<0.05`);
+      const text = w.toLowerCase();
+      return (r) => `${r.name} ${r.status} ${JSON.stringify(r.hparams || {})}`.toLowerCase().includes(text);
     }
-    const text = w.toLowerCase();
-    return (r) => `${r.name} ${r.status} ${JSON.stringify(r.hparams || {})}`.toLowerCase().includes(text);
+    const [, name, op, raw] = m;
+    const col = byName.get(name.toLowerCase()) || metricColumn(name, metrics);
+    if (!col) {
+      const near = [...byName.keys()].filter((k) => k.includes(name.toLowerCase()) || name.toLowerCase().includes(k.split(":").pop() || k));
+      const hint = near.length
+        ? `: did you mean ${near
+            .slice(0, 3)
+            .map((k) => `${k}${op}${raw}`)
+            .join(" or ")}?`
+        : "";
+      throw new FilterError(`no column "${name}" in "${w}"${hint} (columns: ${cols.map((c) => c.key).join(", ")})`);
+    }
+    const num = Number(raw);
+    if (raw === "") throw new FilterError(`"${w}": no value after ${op}`);
+    if (op !== "=" && !Number.isFinite(num)) throw new FilterError(`"${w}": ${op} compares with a number, as ${name}${op}0.5`);
+    return (r) => {
+      const v = col.get(r);
+      if (v == null) return false;
+      if (op === "=") return String(v).toLowerCase() === raw.toLowerCase() || (Number.isFinite(num) && v === num);
+      if (typeof v !== "number") return false;
+      return op === "<" ? v < num : op === ">" ? v > num : op === "<=" ? v <= num : v >= num;
+    };
   });
   return rows.filter((r) => tests.every((t) => t(r)));
+}
+
+/** A filter the runs table cannot read; its message says what to write. */
+export class FilterError extends Error {}
+
+/** `val_acc` (a metric some run has, not a column shown) as the column of its last value. */
+function metricColumn(name, metrics) {
+  const m = metrics.find((k) => k.toLowerCase() === name.toLowerCase());
+  return m ? { key: `last:${m}`, label: `last ${m}`, get: (r) => r.last?.[m], num: true } : null;
 }
 
 /** One metric's curves of the chosen runs, keyed by run name: {run: {x, t, y}}. */

@@ -72,3 +72,35 @@ export function dataRange(columns, log = false) {
 export function allPositive(columns) {
   return columns.every((col) => col.every((y) => y === null || !Number.isFinite(y) || y > 0));
 }
+
+/** Colours of runs overlaid in one chart: tab10, then ten more hues (labkit/views/runs.py's
+ * RUN_COLORS); past 20 runs the colours come again with a dash pattern (RUN_DASHES). */
+export const RUN_COLORS = [
+  "#1f77b4",
+  "#ff7f0e",
+  "#2ca02c",
+  "#d62728",
+  "#9467bd",
+  "#8c564b",
+  "#e377c2",
+  "#7f7f7f",
+  "#bcbd22",
+  "#17becf",
+  "#393b79",
+  "#637939",
+  "#8c6d31",
+  "#843c39",
+  "#7b4173",
+  "#5254a3",
+  "#8ca252",
+  "#bd9e39",
+  "#ad494a",
+  "#a55194",
+];
+/** Dash patterns of the 1st, 2nd, 3rd ... round of colours (null: solid). */
+export const RUN_DASHES = [null, [6, 3], [2, 2], [8, 3, 2, 3]];
+
+/** The i-th run's colour and dash pattern. @param {number} i @returns {{color: string, dash: number[] | null}} */
+export function runStyle(i) {
+  return { color: RUN_COLORS[i % RUN_COLORS.length], dash: RUN_DASHES[Math.floor(i / RUN_COLORS.length) % RUN_DASHES.length] };
+}

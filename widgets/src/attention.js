@@ -56,6 +56,40 @@ export function layout(view, radius) {
   return pos;
 }
 
+/** The legend's entries: one swatch per node class drawn (or "no classes"), and the
+ * edge colour scale from the lightest to the darkest drawn weight. */
+export function legendItems(view, maxW) {
+  const swatch = (color, round) =>
+    h("span", { style: `display:inline-block;width:11px;height:11px;background:${color};border-radius:${round ? "50%" : "2px"}` });
+  const classes = view.labels ? [...new Set(view.labels.filter((c) => c != null))].sort((a, b) => a - b) : [];
+  const items = classes.length
+    ? [
+        h("span", {}, "node class:"),
+        ...classes.map((c) =>
+          h(
+            "span",
+            { class: "lk-att-class", style: "display:inline-flex;gap:3px;align-items:center" },
+            swatch(PALETTE[c % PALETTE.length], true),
+            String(c),
+          ),
+        ),
+      ]
+    : [h("span", {}, "nodes: no class labels (y) given"), swatch("#999999", true)];
+  const scale = h("span", {
+    style: `display:inline-block;width:80px;height:8px;background:linear-gradient(to right, ${weightColor(0)}, ${weightColor(1)})`,
+  });
+  items.push(
+    h(
+      "span",
+      { class: "lk-att-scale", style: "display:inline-flex;gap:4px;align-items:center;margin-left:8px" },
+      "edge weight 0",
+      scale,
+      maxW.toFixed(3),
+    ),
+  );
+  return items;
+}
+
 /** @typedef {import("./_contract_types").AttentionViewTraits} Traits the synced traits (labkit/views/_contract.py) */
 /** @param {import("./_contract_types").RenderContext<Traits>} ctx anywidget's model and element */
 function render({ model, el }) {
@@ -78,7 +112,12 @@ function render({ model, el }) {
     info,
   );
   const canvas = h("div", { class: "lk-canvas" });
-  root.append(toolbar, canvas);
+  // what the colours mean: node fill = class (y), edge = weight relative to the darkest
+  const legend = h("div", {
+    class: "lk-att-legend",
+    style: "display:flex;flex-wrap:wrap;gap:4px 12px;align-items:center;font-size:12px;padding:2px 6px",
+  });
+  root.append(toolbar, legend, canvas);
   el.appendChild(root);
 
   function toolbarState() {
@@ -107,6 +146,9 @@ function render({ model, el }) {
     const radius = 110;
     const pos = layout(view, radius);
     const extent = radius * (Math.max(0, ...[...nodeHops(view).values()]) + 0.6);
+    // node size and ids in screen pixels (12 px text), whatever the drawing's scale
+    const px = Math.max(120, model.get("height") - 70) / (2 * extent);
+    const unit = (pixels) => +(pixels / px).toFixed(2);
     const svg = s("svg", { viewBox: `${-extent} ${-extent} ${2 * extent} ${2 * extent}` });
     const edges = s("g", { class: "lk-att-edges" });
     const nodes = s("g", { class: "lk-att-nodes" });
@@ -150,14 +192,21 @@ function render({ model, el }) {
       const fill = label == null ? "#999999" : PALETTE[label % PALETTE.length];
       g.append(
         s("circle", {
-          r: id === view.node ? 15 : 10,
+          r: unit(id === view.node ? 15 : 11),
           fill,
           style: `stroke:${id === view.node ? "var(--lk-fg)" : "var(--lk-bg)"}`,
           "stroke-width": 2,
         }),
       );
       // black or white, whichever reads on the class colour (WCAG AA)
-      const text = s("text", { "text-anchor": "middle", dy: "0.35em", "font-size": 9, fill: inkOn(fill), "pointer-events": "none" });
+      const text = s("text", {
+        class: "lk-att-id",
+        "text-anchor": "middle",
+        dy: "0.35em",
+        "font-size": unit(id >= 100 ? 10 : 12),
+        fill: inkOn(fill),
+        "pointer-events": "none",
+      });
       text.textContent = String(id);
       g.append(text);
       const title = s("title");
@@ -172,6 +221,7 @@ function render({ model, el }) {
     });
     svg.append(edges, nodes);
     canvas.append(svg);
+    legend.replaceChildren(...legendItems(view, maxW));
     const sums = [];
     for (const e of view.edges) {
       if (e.hop !== 1) continue;

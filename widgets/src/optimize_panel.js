@@ -1,7 +1,9 @@
 // OptimizePanel front end: controls bound to the Recipe, Measure / Apply buttons,
 // a progress bar, a results table and a speed-up bar chart. Which controls exist,
 // their options and the modes they apply to come from Python (the `choices` trait);
-// which are disabled now, and why, too (`locks`).
+// which are disabled now, and why, too (`locks`). The table shows the main columns
+// (step time, speed-up with its interval, peak memory, cosine, loss) and fits an 820 px
+// output; each row's other figures open under it with its ▸ toggle ("details" opens all).
 import { fmtBytes, fmtCount, fmtRatio, fmtTime } from "./_shared.js";
 import { THEME } from "./_ui.js";
 
@@ -37,6 +39,13 @@ const CSS = `
 .lk-opt .lk-hint { color: var(--lk-fg2); font-size: 12px; margin: 0 0 6px; }
 .lk-opt label.lk-off { color: var(--lk-fg2); font-style: italic; }  /* still AA: the reason is read */
 .lk-opt td.lk-failed { text-align: left; color: var(--lk-error); white-space: normal; }
+.lk-opt td.lk-speedup { white-space: normal; min-width: 7em; }
+.lk-opt button.lk-more { padding: 0 4px; margin-right: 4px; border: none; background: none; cursor: pointer; }
+.lk-opt tr.lk-detail td { text-align: left; white-space: normal; background: var(--lk-bg2); position: static; max-width: none; }
+.lk-opt .lk-facts { display: flex; flex-wrap: wrap; gap: 2px 18px; margin: 0; font-size: 12px; }
+.lk-opt .lk-facts > div { display: flex; gap: 6px; }
+.lk-opt .lk-facts dt { color: var(--lk-fg2); }
+.lk-opt .lk-facts dd { margin: 0; overflow-wrap: anywhere; }
 `;
 
 function el(tag, attrs = {}, ...kids) {
@@ -135,13 +144,29 @@ export function hintLines(fields, mode, locks) {
   return [...byText].map(([text, labels]) => `${labels.join(", ")}: ${text}`);
 }
 
-/** A speedup with its interval: "1.12× (1.05–1.19)", "1.01× within noise" when the
- * interval spans 1.00×, the bare ratio for the baseline. */
+/** A speedup with its interval: "1.12× (1.05–1.19)", "1.01× within noise (0.97–1.06)"
+ * when the interval spans 1.00×, the bare ratio for the baseline. */
 export function speedupText(r) {
   if (r.speedup == null) return "-";
   if (r.speedup_low == null || r.speedup_high == null) return fmtRatio(r.speedup);
-  if (r.within_noise) return `${fmtRatio(r.speedup)} within noise`;
-  return `${fmtRatio(r.speedup)} (${fmtRatio(r.speedup_low)}–${fmtRatio(r.speedup_high)})`;
+  const interval = `(${fmtRatio(r.speedup_low)}–${fmtRatio(r.speedup_high)})`;
+  if (r.within_noise) return `${fmtRatio(r.speedup)} within noise ${interval}`;
+  return `${fmtRatio(r.speedup)} ${interval}`;
+}
+
+/** The columns the table shows in every row; the others open under a row (its ▸). */
+export const MAIN_COLUMNS = ["step (median)", "latency (median)", "speed-up (95%)", "peak mem", "cosine"];
+
+/** Split `resultTable`'s columns: indexes (into a row's cells) of the main columns, and
+ * of the detail columns. The loss column (`lossHead`) is a main one. */
+export function splitColumns(head, lossHead) {
+  const main = [];
+  const detail = [];
+  head.slice(1).forEach((h, i) => {
+    if (MAIN_COLUMNS.includes(h) || (lossHead && h === lossHead)) main.push(i);
+    else detail.push(i);
+  });
+  return { main, detail };
 }
 
 /** Two rows side by side: [figure, a, b, b against a] for each column they both have. */
@@ -326,30 +351,67 @@ function render({ model, el: root }) {
     error.textContent = model.get("error");
   };
   let picked = [];
+  let opened = new Set();
   const syncResults = () => {
     results.replaceChildren();
     const rows = model.get("results") || [];
     if (!rows.length) return;
     const mode = model.get("measured_mode") || model.get("mode");
-    const { head, body } = resultTable(rows, mode, model.get("loss_label"));
-    const table = el("table", { "data-testid": "opt-table" }, el("tr", {}, ...head.map((h) => el("th", { text: h }))));
+    const lossHead = model.get("loss_label");
+    const { head, body } = resultTable(rows, mode, lossHead);
+    const { main, detail } = splitColumns(head, lossHead);
+    const speedCol = head.indexOf("speed-up (95%)") - 1;
+    const all = el("button", {
+      class: "lk-more",
+      "data-testid": "opt-details-all",
+      text: "details",
+      title: "open every row's other figures",
+    });
+    all.addEventListener("click", () => {
+      const everyOpen = body.every((r) => r.error || opened.has(r.label));
+      opened = new Set(everyOpen ? [] : body.map((r) => r.label));
+      syncResults();
+    });
+    const table = el(
+      "table",
+      { "data-testid": "opt-table" },
+      el("tr", {}, el("th", {}, all, "recipe"), ...main.map((i) => el("th", { text: head[i + 1] }))),
+    );
     picked = picked.filter((l) => rows.some((r) => r.label === l));
     for (const r of body) {
-      const name = el("td", { text: r.label, title: "click two rows to compare them side by side", "data-testid": "opt-row-label" });
-      name.style.cursor = "pointer";
-      const tr = el("tr", { class: picked.includes(r.label) ? "lk-picked" : "" }, name);
-      name.addEventListener("click", () => {
+      const label = el("span", { text: r.label, title: "click two rows to compare them side by side", "data-testid": "opt-row-label" });
+      label.style.cursor = "pointer";
+      const open = opened.has(r.label);
+      const more = el("button", {
+        class: "lk-more",
+        "data-testid": "opt-row-more",
+        "aria-expanded": String(open),
+        title: "the row's other figures",
+        text: open ? "▾" : "▸",
+      });
+      more.addEventListener("click", () => {
+        if (opened.has(r.label)) opened.delete(r.label);
+        else opened.add(r.label);
+        syncResults();
+      });
+      const name = el("td", {}, ...(r.error ? [] : [more]), label);
+      const tr = el("tr", { class: picked.includes(r.label) ? "lk-picked" : "", "data-row": r.label }, name);
+      label.addEventListener("click", () => {
         picked = picked.includes(r.label) ? picked.filter((l) => l !== r.label) : [...picked, r.label].slice(-2);
         syncResults();
       });
       if (r.error) {
-        tr.append(
-          el("td", { class: "lk-failed", colspan: String(head.length - 1), "data-testid": "opt-failed", text: `failed: ${r.error}` }),
-        );
-      } else {
-        for (const c of r.cells) tr.append(el("td", { text: c }));
+        tr.append(el("td", { class: "lk-failed", colspan: String(main.length), "data-testid": "opt-failed", text: `failed: ${r.error}` }));
+        table.append(tr);
+        continue;
       }
+      for (const i of main) tr.append(el("td", { text: r.cells[i], class: i === speedCol ? "lk-speedup" : "" }));
       table.append(tr);
+      if (open) {
+        const facts = el("dl", { class: "lk-facts" });
+        for (const i of detail) facts.append(el("div", {}, el("dt", { text: head[i + 1] }), el("dd", { text: r.cells[i] })));
+        table.append(el("tr", { class: "lk-detail", "data-testid": "opt-detail" }, el("td", { colspan: String(main.length + 1) }, facts)));
+      }
     }
     const chart = el("div", { "data-testid": "opt-chart" });
     const max = Math.max(1, ...rows.map((r) => r.speedup || 0));

@@ -1,10 +1,13 @@
 // Runs view: chosen metrics of chosen runs overlaid (one uPlot chart per metric, one curve
 // per run, one hover cursor shared by every chart), by step or wall time, with the
 // dashboard's smoothing and log scale; and a sortable, filterable table of the runs and
-// their hparams whose checkboxes choose the runs drawn. Traits: rows, curves, all_metrics
-// (in); metrics, selected, x_axis, smoothing, log (both ways).
-import { RUN_COLORS, timeChart } from "./_charts.js";
-import { columns, filterRows, fmtCell, metricSeries, sortRows } from "./_runs_table.js";
+// their hparams whose checkboxes choose the runs drawn. At first the best runs by one
+// metric are drawn (Python's rank_by; the view says which in rank_note), the table sorted
+// by it; each run is one legend entry (smoothed solid, raw faint), in 20 colours, then
+// dashed. Traits: rows, curves, all_metrics, rank_by, rank_note (in); metrics, selected,
+// x_axis, smoothing, log (both ways).
+import { runStyle, timeChart } from "./_charts.js";
+import { columns, FilterError, filterRows, fmtCell, metricSeries, sortRows } from "./_runs_table.js";
 import { ensureStyles, h } from "./_ui.js";
 
 /** @typedef {import("./_contract_types").RunsViewTraits} Traits the synced traits (labkit/views/_contract.py) */
@@ -27,7 +30,7 @@ function render({ model, el }) {
   const filter = h("input", {
     type: "search",
     class: "lk-runs-filter",
-    placeholder: "filter: text, or lr<0.05 status=finished",
+    placeholder: "filter: text, or lr<0.05 status=finished val_acc>0.8",
     style: "flex:1;min-width:160px;font-size:11px",
   });
   const bar = h(
@@ -45,24 +48,30 @@ function render({ model, el }) {
   });
   const table = h("table", { class: "lk-runs-table", style: "border-collapse:collapse;font-size:11px;width:100%" });
   const count = h("span", { class: "lk-runs-count", style: "font-size:11px;color:var(--lk-fg2)" });
+  const filterError = h("div", { class: "lk-runs-filter-error", role: "alert", style: "font-size:11px;color:var(--lk-error)" });
+  const note = h("div", { class: "lk-runs-note", style: "font-size:11px;color:var(--lk-fg2);padding:2px 0" });
   const root = h(
     "div",
     { class: "lk-view lk-runs", style: "padding:6px" },
     bar,
+    note,
     charts,
     h("div", { style: "display:flex;gap:8px;align-items:center;padding:4px 0" }, filter, count),
+    filterError,
     h("div", { style: "max-height:320px;overflow:auto" }, table),
   );
   el.appendChild(root);
 
-  let sortKey = "name";
+  // the table lists the runs as they were ranked: best first
+  const rank = model.get("rank_by");
+  let sortKey = rank ? `best:${rank}` : "name";
   let desc = false;
   let shown = new Map(); // metric -> chart
 
-  const colorOf = () => {
-    const all = (model.get("rows") || []).map((r) => r.name);
-    return Object.fromEntries(all.map((n, i) => [n, RUN_COLORS[i % RUN_COLORS.length]]));
-  };
+  // a run keeps its colour (by its place among all runs) whichever runs are drawn
+  const styleOf = () => Object.fromEntries((model.get("rows") || []).map((r, i) => [r.name, runStyle(i)]));
+  const colorOf = () => Object.fromEntries(Object.entries(styleOf()).map(([n, s]) => [n, s.color]));
+  const dashOf = () => Object.fromEntries(Object.entries(styleOf()).map(([n, s]) => [n, s.dash]));
 
   function drawBar() {
     const chosen = new Set(model.get("metrics"));
@@ -82,6 +91,7 @@ function render({ model, el }) {
     smooth.value = String(model.get("smoothing"));
     smoothOut.textContent = Number(model.get("smoothing")).toFixed(2);
     logBox.checked = model.get("log");
+    note.textContent = model.get("rank_note") || "";
   }
 
   function drawCharts() {
@@ -97,7 +107,7 @@ function render({ model, el }) {
     }
     for (const m of metrics) {
       if (!shown.has(m)) {
-        const c = timeChart(charts, { keys: runs, title: m, sync, colors });
+        const c = timeChart(charts, { keys: runs, title: m, sync, colors, dashes: dashOf(), oneEntry: true });
         c.keys = runs.join();
         c.el.dataset.metric = m;
         shown.set(m, c);
@@ -118,7 +128,19 @@ function render({ model, el }) {
     const cols = columns(rows, metrics);
     const picked = new Set(model.get("selected") || []);
     const colors = colorOf();
-    const visible = sortRows(filterRows(rows, cols, filter.value), cols, sortKey, desc);
+    const dashes = dashOf();
+    let matched = rows;
+    try {
+      matched = filterRows(rows, cols, filter.value);
+      filterError.textContent = "";
+      filter.removeAttribute("aria-invalid");
+    } catch (err) {
+      if (!(err instanceof FilterError)) throw err;
+      filterError.textContent = `filter: ${err.message}`;
+      filter.setAttribute("aria-invalid", "true");
+    }
+    if (!cols.some((c) => c.key === sortKey)) sortKey = "name";
+    const visible = sortRows(matched, cols, sortKey, desc);
     const head = h(
       "tr",
       {},
@@ -150,7 +172,11 @@ function render({ model, el }) {
         model.set("selected", now);
         model.save_changes();
       });
-      const swatch = h("span", { style: `display:inline-block;width:8px;height:8px;margin-right:4px;background:${colors[r.name]}` });
+      // the run's colour, and its dash where colours came round again
+      const swatch = h("span", {
+        class: "lk-runs-swatch",
+        style: `display:inline-block;width:14px;height:0;margin:0 4px 3px 0;border-top:3px ${dashes[r.name] ? "dashed" : "solid"} ${colors[r.name]}`,
+      });
       return h(
         "tr",
         { "data-run": r.name, title: r.error || "" },

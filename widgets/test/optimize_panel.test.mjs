@@ -12,6 +12,7 @@ import {
   shown,
   sideBySide,
   speedupText,
+  splitColumns,
   withField,
 } from "../src/optimize_panel.js";
 
@@ -190,7 +191,11 @@ test("export call kwargs are typed in as Python writes them", () => {
 test("a speedup shows its interval, or says it is within noise", () => {
   assert.equal(speedupText({ speedup: 1.0 }), "1.00x");
   assert.equal(speedupText({ speedup: 1.2, speedup_low: 1.1, speedup_high: 1.3, within_noise: false }), "1.20x (1.10x–1.30x)");
-  assert.equal(speedupText({ speedup: 1.02, speedup_low: 0.97, speedup_high: 1.06, within_noise: true }), "1.02x within noise");
+  // "within noise" keeps its interval: how wide the noise is, is the point
+  assert.equal(
+    speedupText({ speedup: 1.02, speedup_low: 0.97, speedup_high: 1.06, within_noise: true }),
+    "1.02x within noise (0.97x–1.06x)",
+  );
   const a = { label: "a", step_time: 0.002, throughput: 100, speedup: 1.0, max_abs: 0, rel: 0, cosine: 1 };
   const b = {
     label: "b",
@@ -207,4 +212,33 @@ test("a speedup shows its interval, or says it is within noise", () => {
   const lines = sideBySide(a, b, "inference", "");
   assert.deepEqual(lines.find((l) => l[0] === "latency (median)").slice(3), ["0.50×"]);
   assert.deepEqual(lines.find((l) => l[0] === "cosine").slice(3), ["same"]);
+});
+
+test("the table's main columns fit; the rest open under a row", () => {
+  const rows = [
+    { label: "fp32", step_time: 0.002, speedup: 1.0, max_abs: 0, rel: 0, cosine: 1, loss: 0.5, drift_path: null },
+    {
+      label: "bf16",
+      step_time: 0.001,
+      speedup: 2,
+      speedup_low: 1.8,
+      speedup_high: 2.2,
+      max_abs: 1e-3,
+      rel: 1e-3,
+      cosine: 0.99,
+      loss: 0.51,
+      drift_path: "0",
+    },
+  ];
+  const { head, body } = resultTable(rows, "train", "loss (your loss)");
+  const { main, detail } = splitColumns(head, "loss (your loss)");
+  assert.deepEqual(
+    main.map((i) => head[i + 1]),
+    ["step (median)", "speed-up (95%)", "cosine", "loss (your loss)"],
+  );
+  assert.deepEqual(
+    detail.map((i) => head[i + 1]),
+    ["IQR", "steps", "max abs", "rel", "first drift"],
+  );
+  assert.equal(main.length + detail.length, body[1].cells.length); // every figure somewhere
 });

@@ -1,7 +1,8 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { byTime, lastBefore } from "../src/_chart_x.js";
-import { columns, filterRows, fmtCell, metricSeries, sortRows } from "../src/_runs_table.js";
+import { runStyle } from "../src/_series.js";
+import { columns, FilterError, filterRows, fmtCell, metricSeries, sortRows } from "../src/_runs_table.js";
 
 const rows = [
   {
@@ -76,7 +77,40 @@ test("filtering by text and by column comparisons", () => {
   assert.deepEqual(names("lr<0.05 status=finished"), ["c10"]);
   assert.deepEqual(names("steps>=100"), ["a", "c10"]);
   assert.deepEqual(names("optimizer=ADAM"), ["a", "b"]);
-  assert.deepEqual(names("lr>fast"), []); // not a number: nothing matches
+  // never a filter that silently matches nothing: a bad one says what to write
+  assert.throws(() => names("lr>fast"), FilterError);
+  assert.throws(() => names("lr>fast"), /compares with a number, as lr>0.5/);
+  assert.throws(() => names("nope>1"), /no column "nope" in "nope>1"/);
+  assert.throws(() => names("lr>"), /no value after >/);
+});
+
+test("a bare metric name filters by its last value (val_acc>0.8 = last:val_acc>0.8)", () => {
+  const rs = [
+    { name: "a", status: "finished", last: { val_acc: 0.9 }, best: { val_acc: 0.9 }, hparams: {} },
+    { name: "b", status: "finished", last: { val_acc: 0.7 }, best: { val_acc: 0.85 }, hparams: {} },
+  ];
+  const cols = columns(rs, []); // val_acc not charted: no last/best column shown
+  const names = (q) => filterRows(rs, cols, q).map((r) => r.name);
+  assert.deepEqual(names("val_acc>0.8"), ["a"]);
+  assert.deepEqual(names("VAL_ACC<0.8"), ["b"]);
+  const charted = columns(rs, ["val_acc"]);
+  assert.deepEqual(
+    filterRows(rs, charted, "last:val_acc>0.8").map((r) => r.name),
+    ["a"],
+  );
+  assert.deepEqual(
+    filterRows(rs, charted, "best:val_acc>0.8").map((r) => r.name),
+    ["a", "b"],
+  );
+});
+
+test("run colours do not come again before 20 runs; then the same colours dashed", () => {
+  const colors = Array.from({ length: 20 }, (_, i) => runStyle(i).color);
+  assert.equal(new Set(colors).size, 20);
+  assert.ok(colors.every((_, i) => runStyle(i).dash === null));
+  assert.equal(runStyle(20).color, runStyle(0).color);
+  assert.ok(Array.isArray(runStyle(20).dash) && runStyle(20).dash.length > 0);
+  assert.notDeepEqual(runStyle(40).dash, runStyle(20).dash);
 });
 
 test("a metric's curves of the chosen runs; wall-time axis from t; legend's last value", () => {
