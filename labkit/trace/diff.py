@@ -154,13 +154,6 @@ class TraceDiff:
             ]
         )
 
-    def show(self, metric: str = "time", **kwargs: Any) -> Any:
-        """The graph coloured by each module's change and the ranked table (registered by
-        the views: ``labkit.views``)."""
-        from labkit import _display
-
-        return _display.display("diff.show", self, metric, **kwargs)
-
     def _index(self, which: int | str | None) -> int:
         if which is None:
             return 1 if self.base == 0 else 0

@@ -181,6 +181,49 @@ class Explanation:
     def __repr__(self) -> str:
         return f"Explanation({self.metric}: {self.headline!r}, rows={len(self.rows)})"
 
+    def _repr_html_(self, max_rows: int = 25) -> str:
+        """The headline, notes and top rows as a static HTML table (survives without a
+        kernel); rows within noise are marked."""
+        from html import escape
+
+        f = formatter(self.metric)
+        a, b = self.labels
+        head = "".join(
+            f"<th>{escape(h)}</th>"
+            for h in (
+                "module",
+                "type",
+                a,
+                b,
+                "delta",
+                f"{self.level:.0%} interval",
+                "share",
+                "match",
+            )
+        )
+        body = []
+        for r in self.rows[:max_rows]:
+            iv = "" if r.low is None else _range(r.low, r.high or 0.0, f)
+            cells = (
+                r.module or "(root)",
+                r.type,
+                f(r.a),
+                f(r.b),
+                _signed(r.delta, f),
+                iv + (" (noise)" if r.within_noise else ""),
+                "" if r.share is None else f"{r.share:.0%}",
+                r.match,
+            )
+            style = ' style="opacity:0.6"' if r.within_noise else ""
+            body.append(f"<tr{style}>" + "".join(f"<td>{escape(c)}</td>" for c in cells) + "</tr>")
+        more = len(self.rows) - max_rows
+        foot = f"<p>... {more} more rows: .table(page=2)</p>" if more > 0 else ""
+        notes = "".join(f"<li>{escape(n)}</li>" for n in self.notes)
+        return (
+            f"<div class='labkit-explain'><p><b>{escape(self.headline)}</b></p><ul>{notes}"
+            f"</ul><table><tr>{head}</tr>{''.join(body)}</table>{foot}</div>"
+        )
+
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:
         p.text(self.summary())
 
