@@ -306,9 +306,9 @@ def execute_notebook(
         kernel_name=name,
         resources={"metadata": {"path": str(cwd if cwd is not None else path.parent)}},
         on_cell_start=on_start,
-        on_notebook_start=lambda **_: groups.append(_kernel_group(client)),
         extra_arguments=_quiet_kernel(name),
     )
+    client.on_notebook_start = lambda **_: groups.append(_kernel_group(client))
     try:
         client.execute(
             stdin=subprocess.DEVNULL, **({} if cwd is None else {"env": _path_first(cwd)})
