@@ -207,18 +207,11 @@ def _with_times(base: Trace, passes: _Passes, ops: list[Trace], warmup: int,
         fwd, fwd_iqr = _stats(d["fwd"])
         _, bwd_iqr = _stats(d["bwd"])
         bwd_self, _ = _stats(d["bwd_self"])
-        per_pass: dict[str, tuple[float, ...]] = {}
-        if n.kind == "module":  # what the hooks still cost, per call, off each figure
-            off_f, off_b = cost.forward(inside.get(n.key, 0)), segs.get(n.key, 0.0) * cost.segment
-            fwd, bwd_self = max(0.0, fwd - off_f), max(0.0, bwd_self - off_b)
-            per_pass = {
-                "fwd_pass_times": tuple(max(0.0, t - off_f) for t in d["fwd"]),
-                "bwd_pass_times": tuple(max(0.0, t - off_b) for t in d["bwd_self"]),
-            }
+        # a module call's figures are still hooked here: _net_of_hooks takes the cost off
         return dataclasses.replace(n, fwd_time=fwd, fwd_iqr=fwd_iqr, bwd_time=bwd_self,
-                                   bwd_iqr=bwd_iqr, bwd_self_time=bwd_self, **per_pass)  # fmt: skip
+                                   bwd_iqr=bwd_iqr, bwd_self_time=bwd_self)  # fmt: skip
 
-    nodes = [timed(n) for n in base.nodes]
+    nodes, floored = _net_of_hooks([timed(n) for n in base.nodes], calls, cost, inside, segs)
     # a call's backward is its own median plus its children's, so the figures add up
     inclusive = [n.bwd_self_time if n.kind == "module" else n.bwd_time for n in nodes]
     for n in reversed(nodes):  # children come after parents
@@ -246,6 +239,7 @@ def _with_times(base: Trace, passes: _Passes, ops: list[Trace], warmup: int,
            + (f"; the model's forward and backward from {len(passes.plain_fwd)} hook-free "
               "passes interleaved with them" if plain else "")
            + (f"; {cost.describe()}" if cost != HookCost() else "")
+           + (f"; {_floored_words(floored)}" if floored.fwd or floored.bwd else "")
            + (f"; op times from {len(ops)} op-only passes" if ops else
               "; op nodes untimed (on CUDA only module times are GPU times)"
               if "CUDA" in clock and base.meta.mode == "full" else ""))  # fmt: skip
@@ -254,8 +248,89 @@ def _with_times(base: Trace, passes: _Passes, ops: list[Trace], warmup: int,
     meta = dataclasses.replace(base.meta, forward_time=fwd, backward_time=bwd,
                                outside_bwd_time=outside, forward_iqr=fwd_iqr,
                                backward_iqr=bwd_iqr, timing=how, no_flop_formula=missing,
-                               hook_cost=cost.as_dict() if cost != HookCost() else {})  # fmt: skip
+                               hook_cost=cost.as_dict() if cost != HookCost() else {},
+                               fwd_floored=floored.fwd, bwd_floored=floored.bwd)  # fmt: skip
     return base.replace(meta=meta, nodes=tuple(nodes))
+
+
+FLOOR = 0.1
+"""The least share of a module call's measured (hooked) time its figure keeps once the
+hook cost is taken off.
+
+What the hooks cost per call is an estimate (:mod:`labkit.trace._hookcost`): on a busy
+machine the hooked passes catch more of the CPU's stalls than the hook-free ones, the
+estimate grows with them, and a container's figure, net of ``child`` cost for every call
+inside it, could reach zero (issue 35: ``GATv2Conv`` and a ResCNN block read 0.0 under
+load). A call that ran took time, so the subtraction is bounded from below by two floors:
+
+- the calls inside it: a call's span holds its children's, so its figure is never below
+  the sum of theirs (a per-call form of the bound :func:`_room` puts on ``child``);
+- a tenth of what was measured: even the cheapest module call (``nn.Identity``: about a
+  microsecond of Python inside a hooked span of a few) keeps more than that, so the floor
+  binds only where the estimate went wrong, never on a quiet machine's figures.
+
+A figure raised to a floor by more than its spread over the passes is a bound, not an
+estimate: its key is kept in ``TraceMeta.fwd_floored`` / ``bwd_floored``, the timing line
+says how many, and summaries mark it ``~`` as they mark a noisy figure."""
+
+
+@dataclasses.dataclass(frozen=True)
+class _Floored:
+    """Keys of module calls whose forward / backward figure is at its floor."""
+
+    fwd: tuple[str, ...] = ()
+    bwd: tuple[str, ...] = ()
+
+
+def _bounded(measured: float, off: float, inside: float) -> tuple[float, float]:
+    """``measured - off``, raised to :data:`FLOOR` of ``measured`` and to ``inside`` (the
+    figures of the calls inside, never above ``measured``); and by how much it was raised."""
+    est = measured - off
+    floor = max(FLOOR * measured, min(inside, measured))
+    return (est, 0.0) if est >= floor else (floor, floor - est)
+
+
+def _net_of_hooks(nodes: list[Node], calls: dict[str, dict[str, list[float]]], cost: HookCost,
+                  inside: dict[str, int], segs: dict[str, float]
+                  ) -> tuple[list[Node], _Floored]:  # fmt: skip
+    """Module calls' forward and own backward net of what the hooks still cost, bounded below
+    (:data:`FLOOR`); per-pass figures net alike. Children before parents, so a call's floor
+    holds its children's net figures."""
+    kids = [0.0] * len(nodes)
+    fwd_floored: list[str] = []
+    bwd_floored: list[str] = []
+    for n in reversed(nodes):  # children come after parents
+        d = calls.get(n.key) if n.kind == "module" else None
+        if d is None:
+            continue
+        off_f = cost.forward(inside.get(n.key, 0))
+        off_b = segs.get(n.key, 0.0) * cost.segment
+        fwd, raised_f = _bounded(n.fwd_time, off_f, kids[n.id])
+        bwd, raised_b = _bounded(n.bwd_self_time, off_b, 0.0)
+        if raised_f > n.fwd_iqr:
+            fwd_floored.append(n.key)
+        if raised_b > _stats(d["bwd_self"])[1]:
+            bwd_floored.append(n.key)
+        eff_f, eff_b = n.fwd_time - fwd, n.bwd_self_time - bwd  # what was taken off
+        nodes[n.id] = dataclasses.replace(
+            n, fwd_time=fwd, bwd_time=bwd, bwd_self_time=bwd,
+            fwd_pass_times=tuple(max(t - eff_f, FLOOR * t) for t in d["fwd"]),
+            bwd_pass_times=tuple(max(t - eff_b, FLOOR * t) for t in d["bwd_self"]),
+        )  # fmt: skip
+        if n.parent is not None:
+            kids[n.parent] += fwd
+    return nodes, _Floored(tuple(reversed(fwd_floored)), tuple(reversed(bwd_floored)))
+
+
+def _floored_words(floored: _Floored) -> str:
+    """The timing line's words for figures at their floor."""
+    parts = [f"{len(keys)} {what}" for what, keys in (("forward", floored.fwd),
+             ("backward", floored.bwd)) if keys]  # fmt: skip
+    return (
+        f"{' and '.join(parts)} module figure(s) at their floor, marked ~ (the hook-cost "
+        f"estimate would have left less than the calls inside them or {FLOOR:.0%} of the "
+        "measured time: a busy machine; the figure is a lower bound)"
+    )
 
 
 def _missing_shares(missing: tuple[dict[str, Any], ...], nodes: list[Node],

@@ -287,6 +287,11 @@ class TraceMeta:
             counted: ``op``, ``calls``, ``module`` (where first seen), ``time`` (their
             measured seconds, forward + backward, when op times were taken) and ``share``
             of the step's measured time.
+        fwd_floored: Keys of module calls whose ``fwd_time`` is at its floor: taking the
+            hook cost off would have left less than the calls inside them or a tenth of the
+            measured time (a busy machine's estimate), so the figure is a lower bound;
+            summaries mark it ``~``.
+        bwd_floored: Likewise for ``bwd_self_time``.
     """
 
     model: str
@@ -307,6 +312,8 @@ class TraceMeta:
     notes: tuple[str, ...] = ()
     hook_cost: dict[str, float] = field(default_factory=dict)
     no_flop_formula: tuple[dict[str, Any], ...] = ()
+    fwd_floored: tuple[str, ...] = ()
+    bwd_floored: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

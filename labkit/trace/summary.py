@@ -31,8 +31,10 @@ def module_rows(trace: Trace) -> list[dict[str, Any]]:
     """One plain record per module, in ``named_modules`` order; figures summed over calls.
 
     Inclusive figures (``fwd_time``, ``flops_fwd``, ``saved_bytes``, ``params``) cover the
-    module's children; ``*_self`` figures do not. ``fwd_noisy`` and ``bwd_noisy`` flag a
-    time whose spread exceeds half its median (:func:`is_noisy`).
+    module's children; ``*_self`` figures do not. ``fwd_bound`` and ``bwd_bound`` flag a
+    time that is a lower bound (the hook-cost subtraction stopped at its floor:
+    :func:`_bounds`); ``fwd_noisy`` and ``bwd_noisy`` flag a time whose spread exceeds half
+    its median (:func:`is_noisy`) or that is a bound: both are marked ``~``.
     """
     calls: dict[str, list[int]] = {}
     for n in trace.nodes:
@@ -45,6 +47,7 @@ def module_rows(trace: Trace) -> list[dict[str, Any]]:
         for i in range(len(parts) + 1):
             key = ".".join(parts[:i])
             subtree_params[key] = subtree_params.get(key, 0) + m.params
+    fwd_bound, bwd_bound = _bounds(trace)
     rows = []
     for m in trace.modules:
         ids = calls.get(m.path, [])
@@ -81,17 +84,34 @@ def module_rows(trace: Trace) -> list[dict[str, Any]]:
                 "activation_bytes": sum(n.activation_bytes for n in nodes),
                 "saved_bytes": int(sum(trace.total(i, "saved_bytes") for i in ids)),
                 "saved_bytes_self": sum(n.saved_bytes for n in nodes),
-                "fwd_noisy": is_noisy(
-                    sum(n.fwd_time for n in nodes), sum(n.fwd_iqr for n in nodes)
-                ),
-                "bwd_noisy": is_noisy(
-                    sum(n.bwd_time for n in nodes), sum(n.bwd_iqr for n in nodes)
-                ),
+                "fwd_bound": any(i in fwd_bound for i in ids),
+                "bwd_bound": any(i in bwd_bound for i in ids),
                 "input_shapes": [list(t.shape) for t in first.inputs] if first else [],
                 "output_shapes": [list(t.shape) for t in first.outputs] if first else [],
             }
         )
+    for r in rows:
+        r["fwd_noisy"] = is_noisy(r["fwd_time"], r["fwd_iqr"]) or r["fwd_bound"]
+        r["bwd_noisy"] = is_noisy(r["bwd_time"], r["bwd_iqr"]) or r["bwd_bound"]
     return rows
+
+
+def _bounds(trace: Trace) -> tuple[set[int], set[int]]:
+    """Node ids whose forward, or inclusive backward, figure is a lower bound: the hook-cost
+    subtraction was stopped at its floor (``TraceMeta.fwd_floored`` / ``bwd_floored``); a
+    backward figure holds its children's, so a call above a floored one is a bound too."""
+    fwd_keys, bwd_keys = set(trace.meta.fwd_floored), set(trace.meta.bwd_floored)
+    if not fwd_keys and not bwd_keys:
+        return set(), set()
+    fwd = {n.id for n in trace.nodes if n.kind == "module" and n.key in fwd_keys}
+    bwd: set[int] = set()
+    for n in trace.nodes:
+        if n.kind == "module" and n.key in bwd_keys:
+            i: int | None = n.id
+            while i is not None and i not in bwd:
+                bwd.add(i)
+                i = trace.nodes[i].parent
+    return fwd, bwd
 
 
 COLUMNS: dict[str, tuple[str, Any]] = {
@@ -102,10 +122,10 @@ COLUMNS: dict[str, tuple[str, Any]] = {
     "params": ("Params", lambda r: fmt_count(r["params"])),
     "flops_fwd": ("FLOPs fwd", lambda r: fmt_count(r["flops_fwd"])),
     "flops_bwd": ("FLOPs bwd", lambda r: fmt_count(r["flops_bwd"])),
-    "fwd": ("Fwd", lambda r: _timed(r["fwd_time"], r["fwd_iqr"])),
+    "fwd": ("Fwd", lambda r: _marked(r["fwd_time"], r["fwd_iqr"], r["fwd_bound"])),
     "fwd_iqr": ("Fwd IQR", lambda r: fmt_time(r["fwd_iqr"])),
     "fwd_self": ("Fwd self", lambda r: fmt_time(r["fwd_self_time"])),
-    "bwd": ("Bwd", lambda r: _timed(r["bwd_time"], r["bwd_iqr"])),
+    "bwd": ("Bwd", lambda r: _marked(r["bwd_time"], r["bwd_iqr"], r["bwd_bound"])),
     "bwd_iqr": ("Bwd IQR", lambda r: fmt_time(r["bwd_iqr"])),
     "bwd_self": ("Bwd self", lambda r: fmt_time(r["bwd_self_time"])),
     "act": ("Activations", lambda r: fmt_bytes(r["activation_bytes"])),
@@ -131,6 +151,11 @@ _NOISY_MARK = " ~"
 def _timed(median: float, iqr: float) -> str:
     """A time, marked when it is noisy."""
     return fmt_time(median) + (_NOISY_MARK if is_noisy(median, iqr) else "")
+
+
+def _marked(median: float, iqr: float, bound: bool) -> str:
+    """A module row's time, marked when it is noisy or a lower bound."""
+    return fmt_time(median) + (_NOISY_MARK if bound or is_noisy(median, iqr) else "")
 
 
 def summarize(
@@ -199,6 +224,12 @@ def summarize(
         out.append(
             f"{_NOISY_MARK.strip()} noisy: the spread (IQR) over the timing passes is more than "
             "half the median; re-trace with more passes (repeat=) on a quieter machine"
+            + (
+                "; or a lower bound: labkit's hook-cost estimate would have taken it below "
+                "the calls inside it or a tenth of what was measured (a busy machine)"
+                if trace.meta.fwd_floored or trace.meta.bwd_floored
+                else ""
+            )
         )
     missing = no_formula_note(trace)
     if missing and any(c.startswith("flops") for c in columns):
@@ -261,6 +292,8 @@ def _roll_rows(trace: Trace, rows: list[dict[str, Any]]) -> list[dict[str, Any]]
             acc = merged[key]
             for k in (*_SUMMED, "params", "params_self"):
                 acc[k] += r[k]
+            for k in ("fwd_bound", "bwd_bound"):
+                acc[k] = acc[k] or r[k]
             continue
         acc = dict(r, path=key)
         if r["path"] == head:
