@@ -175,6 +175,8 @@ def _tune(model: torch.nn.Module, make: Any, n0: int, sizes: list[int], setups: 
     fitting = [d for d in drafts.values() if d.fits]
     if not fitting:
         raise _nothing_fits(list(drafts.values()) + others, cap, how)
+    t_plan = time.perf_counter() - t0
+    planned = sum(1 for _, p in search.plans.values() if p is not None)
     report(0.3, f"timing {len(fitting)} set-ups that fit")
     runners: dict[Any, Runner] = {}
     entries: list[Entry] = []
@@ -183,6 +185,12 @@ def _tune(model: torch.nn.Module, make: Any, n0: int, sizes: list[int], setups: 
     spent = time.perf_counter() - t0
     result = race(entries, warmup=warmup, rounds=steps, budget_s=max(1e-3, budget_s - spent),
                   level=level)  # fmt: skip
+    t_race = time.perf_counter() - t0 - t_plan
+    search.notes.insert(
+        0,
+        f"{planned} plans in {fmt_time(t_plan)}; {len(fitting)} set-ups that fit "
+        f"timed in {fmt_time(t_race)} ({result.rounds} rounds)",
+    )
     report(0.9, "running the pick once for its peak")
     pick, measured, notes = _measure_pick(result.leader, entries, fitting, model, make, optimizer,
                                           loss, cap, result.ended_by)  # fmt: skip
