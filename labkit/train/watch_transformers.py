@@ -4,7 +4,9 @@ A ``transformers.TrainerCallback``. The Trainer hands callbacks no per-step loss
 forward hook on the model keeps the ``loss`` of each training forward (a detached
 tensor, read lazily with the others by the
 :class:`~labkit.train.recording.StepRecorder`); an optimizer step's loss is the mean of
-its micro-batches' (what the Trainer itself logs). Evaluation figures (``eval_loss``)
+its micro-batches' (what the Trainer itself logs: the sum instead when the model takes
+loss keywords, which the Trainer then expects to divide by ``num_items_in_batch``,
+:func:`sums_micro_losses`). Evaluation figures (``eval_loss``)
 are recorded as ``val_*`` at their step. The guard is the plain loop's
 :class:`~labkit.train._step_guard.StepGuard` on the Trainer's optimizer. Stop sets
 ``control.should_training_stop``: the Trainer ends after the current step, as stopped.
@@ -44,6 +46,21 @@ def _loss_of(output: Any) -> Any:
     return loss if isinstance(loss, torch.Tensor) and loss.numel() == 1 else None
 
 
+def sums_micro_losses(model: Any) -> bool:
+    """Whether the Trainer adds its micro-batches' losses (not their mean) for a step.
+
+    The Trainer's own rule: a model that accepts loss keywords (``accepts_loss_kwargs``,
+    else a ``**kwargs`` in its ``forward``) is given ``num_items_in_batch`` and its loss is
+    not divided by the accumulation steps.
+    """
+    import inspect
+
+    if hasattr(model, "accepts_loss_kwargs"):
+        return bool(model.accepts_loss_kwargs)
+    params = inspect.signature(model.forward).parameters.values()
+    return any(p.kind == inspect.Parameter.VAR_KEYWORD for p in params)
+
+
 class WatchTrainerCallback(TrainerCallback):
     """Records a Hugging Face ``Trainer``'s training as a labkit run (module docstring).
 
@@ -73,6 +90,7 @@ class WatchTrainerCallback(TrainerCallback):
         self._handles: list[Any] = []
         self._t = 0.0
         self._net: torch.nn.Module | None = None
+        self._sum = False
 
     # ------------------------------------------------------------------ the start
     def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None,
@@ -106,6 +124,12 @@ class WatchTrainerCallback(TrainerCallback):
             writer=session.writer, log_every=o.log_every,
         )  # fmt: skip
         self._net = model
+        self._sum = sums_micro_losses(model)
+        if self._sum and args.gradient_accumulation_steps > 1:
+            session.run.notes.append(
+                "a step's loss is the sum of its micro-batches' losses, as the Trainer trains "
+                "and logs it: the model takes loss keywords, so the Trainer leaves dividing by "
+                "the accumulation steps to it (num_items_in_batch)")  # fmt: skip
         self._handles = [model.register_forward_hook(self._keep_loss)]
         inner = getattr(optimizer, "optimizer", optimizer)  # accelerate's AcceleratedOptimizer
         if o.guard:
@@ -158,7 +182,9 @@ class WatchTrainerCallback(TrainerCallback):
         losses, self._losses = self._losses, []
         self.recorder.end_step(step)
         if losses:
-            loss = losses[0] if len(losses) == 1 else torch.stack(losses).mean()
+            loss = losses[0] if len(losses) == 1 else torch.stack(losses).sum(0)
+            if len(losses) > 1 and not self._sum:
+                loss = loss / len(losses)
             n = args.per_device_train_batch_size * args.gradient_accumulation_steps
             epoch = int(state.epoch) if state.epoch is not None else 0
             try:
