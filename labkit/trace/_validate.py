@@ -278,6 +278,7 @@ class Readers:
 
     def __init__(self) -> None:
         self._strings: dict[str, str] = {}
+        self._shapes: dict[tuple[int, ...], tuple[int, ...]] = {}
         self._made: dict[tuple[object, ...], _Read] = {}
 
     def record(self, cls: type, *, required: tuple[str, ...] = (), share: bool = False) -> _Read:
@@ -336,9 +337,12 @@ class Readers:
         def read(v: Any) -> Any:
             if type(v) is not list:
                 return INVALID
-            out = [item(y) for y in v]
-            if INVALID in out:
-                return INVALID
+            out = []
+            for y in v:
+                y = item(y)
+                if y is INVALID:  # `INVALID in out` would call each item's __eq__
+                    return INVALID
+                out.append(y)
             if not share:
                 return kind(out)
             t = tuple(out)
@@ -349,65 +353,129 @@ class Readers:
 
     def _compile(self, cls: type, required: tuple[str, ...], share: bool) -> _Read:
         """One Python function per record: a check and a conversion per field, inline for
-        numbers and strings (a call per field would double the time of a big file)."""
+        numbers and strings (a call per field would double the time of a big file).
+
+        Two paths: an object whose keys are the fields in order (all of them, or the first
+        ones, as a file saved by this or an older labkit has them) is unpacked at once;
+        any other is read key by key.
+        """
         hints = _hints(cls)
-        env: dict[str, Any] = {"BAD": INVALID, "MISSING": _MISSING, "INF": math.inf,
-                               "isfinite": math.isfinite, "CLS": cls,
-                               "SD": self._strings.setdefault, "SHARED": {}}  # fmt: skip
         fields = dataclasses.fields(cls)
-        lines = ["def read(v):", " if type(v) is not dict: return BAD", " g = v.get", " k = 0"]
+        names = tuple(f.name for f in fields)
+        needed = [f.name in required or (f.default is dataclasses.MISSING
+                                         and f.default_factory is dataclasses.MISSING)
+                  for f in fields]  # fmt: skip
+        first = max((i + 1 for i, n in enumerate(needed) if n), default=0)  # fields before: needed
+        factory = object()
+        tails = [tuple(factory if f.default is dataclasses.MISSING else f.default
+                       for f in fields[n:]) for n in range(len(fields) + 1)]  # fmt: skip
+        known = frozenset(names)
+        env: dict[str, Any] = {
+            "BAD": INVALID, "MISSING": _MISSING, "INF": math.inf, "isfinite": math.isfinite,
+            "CLS": cls, "SD": self._strings.setdefault, "SHARED": {}, "N": len(fields),
+            "FIRST": first, "PREFIXES": [names[:n] for n in range(len(fields) + 1)],
+            "TAILS": tails, "FACTORY": factory,
+            "EXTRA": lambda v: all(_any_ok(x, _non_negative(k), 0) for k, x in v.items()
+                                   if k not in known),
+        }  # fmt: skip
+        args = ", ".join(f"a{i}" for i in range(len(fields)))
+        lines = ["def read(v):", " if type(v) is not dict: return BAD", " n = len(v)",
+                 " if FIRST <= n <= N and tuple(v) == PREFIXES[n]:",
+                 f"  ({args},) = (*v.values(), *TAILS[n])"]  # fmt: skip
         for i, f in enumerate(fields):
-            needed = f.name in required or (
-                f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-            )
-            lines += [f" x = g({f.name!r}, MISSING)", " if x is MISSING:"]
-            if needed:
-                lines.append("  return BAD")
-            elif f.default_factory is not dataclasses.MISSING:
+            if f.default_factory is not dataclasses.MISSING:
                 env[f"F{i}"] = f.default_factory
-                lines.append(f"  a{i} = F{i}()")
+                lines.append(f"  if a{i} is FACTORY: a{i} = F{i}()")
+            check = self._field_code(hints[f.name], f.name, i, env, intern=not share, x=f"a{i}")
+            if i < first:
+                lines += ["  " + c for c in check]
+            else:
+                lines += [f"  if n > {i}:", *("   " + c for c in check)]
+        lines += [" else:", "  g = v.get", "  k = 0"]
+        for i, f in enumerate(fields):
+            check = self._field_code(hints[f.name], f.name, i, env, intern=not share)
+            lines += [f"  x = g({f.name!r}, MISSING)", "  if x is MISSING:"]
+            if needed[i]:
+                lines.append("   return BAD")
+            elif f.default_factory is not dataclasses.MISSING:
+                lines.append(f"   a{i} = F{i}()")
             else:
                 env[f"D{i}"] = f.default
-                lines.append(f"  a{i} = D{i}")
-            lines += [" else:", "  k += 1"]
-            lines += ["  " + line for line in self._field_code(hints[f.name], f.name, i, env)]
-        known = frozenset(f.name for f in fields)
-        env["EXTRA"] = lambda v: all(_any_ok(x, _non_negative(k), 0) for k, x in v.items()
-                                     if k not in known)  # fmt: skip
-        args = ", ".join(f"a{i}" for i in range(len(fields)))
-        lines.append(" if k != len(v) and not EXTRA(v): return BAD")
+                lines.append(f"   a{i} = D{i}")
+            lines += ["  else:", "   k += 1", *("   " + c for c in check)]
+        lines.append("  if k != n and not EXTRA(v): return BAD")
         if share:  # nested records (a tensor's meta): one object per distinct value
-            lines += [f" key = ({args},)", " o = SHARED.get(key)", " if o is None:",
-                      f"  o = SHARED[key] = CLS({args})", " return o"]  # fmt: skip
+            lines += [f" key = ({args},)", " o = SHARED.get(key)", " if o is None:"]
+            lines += [f"  a{i} = SD(a{i}, a{i})" for i, f in enumerate(fields)
+                      if hints[f.name] is str]  # fmt: skip
+            lines += [f"  a{i} = SHAPES.setdefault(a{i}, a{i})" for i, f in enumerate(fields)
+                      if "SHAPES" in env and _is_shape(hints[f.name])]  # fmt: skip
+            lines += [f"  o = SHARED[key] = CLS({args})", " return o"]
+        elif _plain_init(cls):  # what its __init__ would do, at half the cost of the
+            # frozen dataclass's object.__setattr__ per field (a third of a big file's time)
+            env["NEW"] = object.__new__
+            lines += [" o = NEW(CLS)", " d = o.__dict__"]
+            lines += [f" d[{f.name!r}] = a{i}" for i, f in enumerate(fields)]
+            lines.append(" return o")
         else:
             lines.append(f" return CLS({args})")
         exec("\n".join(lines), env)  # the code built above from the dataclass's fields
         read: _Read = env["read"]
         return read
 
-    def _field_code(self, hint: Any, name: str, i: int, env: dict[str, Any]) -> list[str]:
+    def _field_code(
+        self, hint: Any, name: str, i: int, env: dict[str, Any], *, intern: bool = True,
+        x: str = "x",
+    ) -> list[str]:  # fmt: skip
+        """Lines that check the value in variable ``x`` and leave it, converted, in ``a{i}``
+        (or ``return BAD``)."""
         non_neg = _non_negative(name)
         origin, args = typing.get_origin(hint), typing.get_args(hint)
+        a = f"a{i}"
+        keep = [] if x == a else [f"{a} = {x}"]
         if origin in (typing.Union, types.UnionType) and type(None) in args and len(args) == 2:
-            (inner,) = [a for a in args if a is not type(None)]
+            (inner,) = [t for t in args if t is not type(None)]
             if inner in (int, float, str, bool):
-                body = self._field_code(inner, name, i, env)
-                return ["if x is None:", f" a{i} = None", "else:", *(" " + b for b in body)]
+                body = self._field_code(inner, name, i, env, intern=intern, x=x)
+                return [f"if {x} is None:", f" {a} = None", "else:", *(" " + b for b in body)]
         if hint is int:
-            test = "type(x) is not int" + (" or x < 0" if non_neg else "")
-            return [f"if {test}: return BAD", f"a{i} = x"]
+            test = f"type({x}) is not int" + (f" or {x} < 0" if non_neg else "")
+            return [f"if {test}: return BAD", *keep]
         if hint is float:
             if non_neg:
-                test = "not ((type(x) is float and 0.0 <= x < INF) or (type(x) is int and x >= 0))"
+                test = (f"not ((type({x}) is float and 0.0 <= {x} < INF) or "
+                        f"(type({x}) is int and {x} >= 0))")  # fmt: skip
             else:
-                test = "not (type(x) is int or (type(x) is float and isfinite(x)))"
-            return [f"if {test}: return BAD", f"a{i} = x"]
+                test = f"not (type({x}) is int or (type({x}) is float and isfinite({x})))"
+            return [f"if {test}: return BAD", *keep]
         if hint is bool:
-            return ["if type(x) is not bool: return BAD", f"a{i} = x"]
+            return [f"if type({x}) is not bool: return BAD", *keep]
         if hint is str:
-            return ["if type(x) is not str: return BAD", f"a{i} = SD(x, x)"]
+            return [f"if type({x}) is not str: return BAD",
+                    *([f"{a} = SD({x}, {x})"] if intern else keep)]  # fmt: skip
+        if origin is tuple and args and args[0] is int and _hashable(hint):  # a shape, inline
+            env.setdefault("SHAPES", self._shapes)
+            test = "type(y) is not int" + (" or y < 0" if non_neg else "")
+            return [f"if type({x}) is not list: return BAD", f"for y in {x}:",
+                    f" if {test}: return BAD", f"{a} = tuple({x})",
+                    *([f"{a} = SHAPES.setdefault({a}, {a})"] if intern else [])]  # fmt: skip
         env[f"R{i}"] = self.value(hint, non_neg)
-        return [f"a{i} = R{i}(x)", f"if a{i} is BAD: return BAD"]
+        return [f"{a} = R{i}({x})", f"if {a} is BAD: return BAD"]
+
+
+def _is_shape(hint: Any) -> bool:
+    return typing.get_origin(hint) is tuple and typing.get_args(hint)[:1] == (int,)
+
+
+def _plain_init(cls: type) -> bool:
+    """Whether ``cls``'s ``__init__`` only sets its fields, in order, in the instance dict."""
+    params = cls.__dataclass_params__  # type: ignore[attr-defined]  # every dataclass has it
+    return (
+        "__slots__" not in cls.__dict__
+        and not hasattr(cls, "__post_init__")
+        and params.init
+        and all(f.init for f in dataclasses.fields(cls))
+    )
 
 
 def _hashable(hint: Any) -> bool:

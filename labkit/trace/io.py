@@ -263,7 +263,8 @@ class _Reader:
 
 
 # ------------------------------------------------------------------ the text, streamed
-_DECODE = json.JSONDecoder().raw_decode
+_DECODER = json.JSONDecoder()
+_DECODE, _SCAN = _DECODER.raw_decode, _DECODER.scan_once
 _SPACE = re.compile(r"[ \t\n\r]*")
 _SPACES = " \t\n\r"
 
@@ -330,9 +331,12 @@ def _items(text: str, pos: int, end: list[int]) -> Iterator[object]:
     if text.startswith("]", pos):
         end.append(pos + 1)
         return
-    decode, skip = _DECODE, _skip
+    scan, skip = _SCAN, _skip
     while True:
-        item, pos = decode(text, pos)
+        try:
+            item, pos = scan(text, pos)
+        except StopIteration as e:  # what json's raw_decode says, without its frame a record
+            raise json.JSONDecodeError("Expecting value", text, e.value) from None
         yield item
         c = text[pos : pos + 1]
         if c in _SPACES and c:
