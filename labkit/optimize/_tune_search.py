@@ -156,13 +156,13 @@ class Search:
         """The largest batch that fits between the last size that fits and the first over."""
         fit = [d for d in done if d.fits and d.peak is not None]
         over = done[-1]
-        if not fit or over.peak is None or self.unplannable:
+        if not fit or fit[-1].peak is None or over.peak is None or self.unplannable:
             return []
-        lo, hi = fit[-1].batch_size, over.batch_size
+        lo, hi, p_lo, p_hi = fit[-1].batch_size, over.batch_size, fit[-1].peak, over.peak
         if hi - lo <= 1:
             return []
-        slope = (over.peak - fit[-1].peak) / (hi - lo) if over.peak > fit[-1].peak else 0.0
-        guess = lo + int((self.cap - fit[-1].peak) / slope) if slope > 0 else lo
+        slope = (p_hi - p_lo) / (hi - lo) if p_hi > p_lo else 0.0
+        guess = lo + int((self.cap - p_lo) / slope) if slope > 0 else lo
         guess = max(lo, min(hi - 1, guess))
         for _ in range(6):  # the line is exact for most steps; a few plans bisect otherwise
             if guess <= lo:

@@ -286,10 +286,11 @@ def _candidates(fitting: list[Draft], entries: list[Entry], pick: int | None, le
                     status, reason = "slower", f"{what}: outside noise"
                 else:
                     status, reason = "within noise", f"{what}: the interval spans 1, within noise"
+        median, low, high = speed if speed is not None else (None, None, None)
         out.append(Candidate(
-            d.label, d.batch_size, d.recipe, d.peak, status, reason,
-            *(speed if speed is not None else (None, None, None)), slower, d.flops,
-            len(e.timed()), d.measured,
+            d.label, d.batch_size, d.recipe, d.peak, status, reason, samples_per_s=median,
+            samples_per_s_low=low, samples_per_s_high=high, slower_by=slower, flops=d.flops,
+            rounds=len(e.timed()), measured=d.measured,
         ))  # fmt: skip
     order = {s: i for i, s in enumerate(STATUSES)}
     out.sort(key=lambda c: (order.get(c.status, 99), -(c.samples_per_s or 0.0)))

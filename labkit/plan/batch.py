@@ -14,6 +14,10 @@ from labkit.memory.api import memory
 from labkit.plan._batch_dim import batch_size, resize
 from labkit.plan.api import plan
 
+# batch_size and resize are the batch-dimension rule labkit.tune makes other batch sizes by
+__all__ = ["DEFAULT_MARGIN", "BatchSearch", "batch_size", "max_batch_size", "resize",
+           "resolve_budget", "search"]  # fmt: skip
+
 DEFAULT_MARGIN = 0.08  # of CUDA free memory: the allocator's rounding and cache, kernels' workspace
 
 
