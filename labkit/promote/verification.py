@@ -147,7 +147,7 @@ class Verification:
         if self.ran_in:
             out.append(
                 f"verify: both ran in copies of {self.copied} ({self.ran_in}/notebook and "
-                f"{self.ran_in}/script, removed after); {self.copied} was not written to"
+                f"{self.ran_in}/script, removed after): what they wrote went there"
             )
         out += [f"verify: hidden state: {h}" for h in self.hidden]
         return out
@@ -224,9 +224,10 @@ def verify(
             )
         except NotebookRunError as exc:
             if exc.timed_out:
+                cell = f"cell {exc.cell}" if exc.cell else "a cell"
                 raise VerifyTimeout(
-                    f"the notebook's cell {exc.cell} ran past the time limit of {timeout:g} s "
-                    "per cell (--timeout); its kernel and what it started were stopped"
+                    f"the notebook's {cell} ran past the time limit of {timeout:g} s per cell "
+                    "(--timeout); its kernel and what it started were stopped"
                 ) from None
             raise
         expected = _printed_lines(read_notebook(executed), results_of, _script_cells(script))

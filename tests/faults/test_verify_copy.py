@@ -71,3 +71,20 @@ def test_verify_leaves_every_file_of_the_users_folder_as_it_was(
     assert f"verify: both ran in copies of {folder} (" in out  # where they wrote
     for record in records:  # the earlier run is still the 2-epoch one
         assert Run.load(record).config["max_epochs"] == 2
+
+
+def test_a_folder_too_big_to_copy_is_refused_naming_its_largest_entries(tmp_path: Path) -> None:
+    from labkit.promote._working_copy import CopyError, working_copy
+
+    folder = tmp_path / "project"
+    (folder / "data").mkdir(parents=True)
+    (folder / "data" / "train.bin").write_bytes(b"\0" * 4096)
+    (folder / "train.ipynb").write_text("{}")
+    (folder / ".git").mkdir()
+    (folder / ".git" / "pack").write_bytes(b"\0" * 8192)  # left out of the copy
+    with pytest.raises(CopyError, match=r"largest data \(4\.00 KiB\), train\.ipynb \(2 B\)"):
+        working_copy(folder, tmp_path / "copy", limit=4000)
+    assert not (tmp_path / "copy").exists()
+    copy = working_copy(folder, tmp_path / "copy", limit=5000)
+    assert (copy / "data" / "train.bin").stat().st_size == 4096
+    assert not (copy / ".git").exists()
