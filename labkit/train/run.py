@@ -214,7 +214,8 @@ class Run:
                     f"groups at the first step), not the lr argument {before}"
                 )
             self.config["lr"] = event["lr"]
-            self.config.setdefault("optimizer", event.get("optimizer"))
+            if self.config.get("optimizer") is None:
+                self.config["optimizer"] = event.get("optimizer")
         elif kind == "end":
             self.status = event.get("status", "finished")
             self.error = event.get("error")
