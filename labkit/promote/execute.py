@@ -222,7 +222,9 @@ def run_notebook(
 ) -> Path:
     """Execute ``notebook`` with ``parameters`` in a fresh kernel; write the executed copy.
 
-    The kernel starts in the notebook's folder. The input notebook is never changed.
+    The kernel starts in the notebook's folder and reads ``/dev/null`` as stdin; what its
+    cells started is stopped when the run ends (its process group is killed). The input
+    notebook is never changed.
 
     Args:
         notebook: The ``.ipynb`` file.
