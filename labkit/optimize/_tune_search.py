@@ -109,6 +109,12 @@ class Search:
         self.plans[key] = (bytes_, None)
         return self.plans[key]
 
+    def held(self, d: Draft) -> int:
+        """Bytes ``d``'s copy holds between steps: its planned step's end (weights,
+        gradients, optimizer state); its peak when it was measured, not planned."""
+        _, p = self.plans.get((d.recipe, d.batch_size), (0, None)) if d.recipe else (0, None)
+        return int(p.meta.end_bytes) if p is not None else int(d.peak or 0)
+
     def draft(self, label: str, recipe: Recipe, n: int) -> Draft:
         """One candidate: planned, and marked over budget or failed as it is."""
         d = Draft(label, n, recipe)

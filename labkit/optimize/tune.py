@@ -15,6 +15,7 @@ from labkit.optimize import _tune_flops
 from labkit.optimize._bench_checks import Progress, progress_fn
 from labkit.optimize._tune_batch import batch_dim, ladder, maker
 from labkit.optimize._tune_choice import STATUSES, Candidate, Choice
+from labkit.optimize._tune_heats import heats
 from labkit.optimize._tune_race import Entry, race, speed_interval, versus
 from labkit.optimize._tune_run import Runner, channels_last, measured_peak
 from labkit.optimize._tune_search import Draft, Search
@@ -178,34 +179,56 @@ def _tune(model: torch.nn.Module, make: Any, n0: int, sizes: list[int], setups: 
     t_plan = time.perf_counter() - t0
     planned = sum(1 for _, p in search.plans.values() if p is not None)
     report(0.3, f"timing {len(fitting)} set-ups that fit")
+    held = [search.held(d) for d in fitting]
+    groups = heats([d.recipe for d in fitting], held, [d.peak or 0 for d in fitting], cap,
+                   shared=device.type == "cuda")  # fmt: skip
     runners: dict[Any, Runner] = {}
-    entries: list[Entry] = []
-    for k, d in enumerate(fitting):
-        entries.append(_entry(k, d, model, make, optimizer, loss, runners))
-    spent = time.perf_counter() - t0
-    result = race(entries, warmup=warmup, rounds=steps, budget_s=max(1e-3, budget_s - spent),
-                  level=level)  # fmt: skip
+    entries: dict[int, Entry] = {}
+    verdicts: dict[int, Verdict] = {}
+    champion: int | None = None
+    ended, rounds = "one candidate", 0
+    for h, keys in enumerate(groups):
+        members = ([champion] if champion is not None else []) + keys
+        for k in keys:
+            entries[k] = _entry(k, fitting[k], model, make, optimizer, loss, runners)
+        if champion is not None:
+            entries[champion].times = []  # timed again, side by side with this heat
+        left = (budget_s - (time.perf_counter() - t0)) / (len(groups) - h)
+        result = race([entries[k] for k in members], warmup=warmup, rounds=steps,
+                      budget_s=max(1e-3, left), level=level)  # fmt: skip
+        verdicts.update(_verdicts([entries[k] for k in members], result.leader, level))
+        champion = result.leader if result.leader is not None else champion
+        ended, rounds = result.ended_by, rounds + result.rounds
+        keep = {fitting[k].recipe for g in groups[h + 1 :] for k in g}
+        if champion is not None:
+            keep.add(fitting[champion].recipe)
+        for r in [r for r in runners if r not in keep]:
+            del runners[r]  # this heat's copies make room for the next
+        if ended == "interrupted":
+            break
     t_race = time.perf_counter() - t0 - t_plan
+    in_heats = ""
+    if len(groups) > 1:
+        in_heats = f" in {len(groups)} heats (their copies of the model share the device)"
     search.notes.insert(
         0,
-        f"{planned} plans in {fmt_time(t_plan)}; {len(fitting)} set-ups that fit "
-        f"timed in {fmt_time(t_race)} ({result.rounds} rounds)",
+        f"{planned} plans in {fmt_time(t_plan)}; {len(entries)} set-ups that fit timed"
+        f"{in_heats} in {fmt_time(t_race)} ({rounds} rounds)",
     )
     report(0.9, "running the pick once for its peak")
-    pick, measured, notes = _measure_pick(result.leader, entries, fitting, model, make, optimizer,
-                                          loss, cap, result.ended_by)  # fmt: skip
     runners.clear()
+    pick, measured, notes = _measure_pick(champion, entries, fitting, model, make, optimizer,
+                                          loss, cap, ended)  # fmt: skip
     if pick is None:
-        cands = _candidates(fitting, entries, None, level, cap) + _rest(drafts, others)
+        cands = _candidates(fitting, entries, verdicts, None, level, cap) + _rest(drafts, others)
         raise TuneError(
             "tune: every set-up that fits failed when run:\n"
             + "\n".join(f"  {c.label} @ batch {c.batch_size}: {c.reason}" for c in cands[:8]),
             tuple(cands),
         )
-    cands = _candidates(fitting, entries, pick, level, cap) + _rest(drafts, others)
+    cands = _candidates(fitting, entries, verdicts, pick, level, cap) + _rest(drafts, others)
     return _choice(pick, entries[pick], fitting[pick], measured, cands, cap, how, device,
-                   time.perf_counter() - t0, result.ended_by, level,
-                   [*search.notes, *notes])  # fmt: skip
+                   time.perf_counter() - t0, ended, level, [*search.notes, *notes])  # fmt: skip
 
 
 def _entry(k: int, d: Draft, model: torch.nn.Module, make: Any, optimizer: Any, loss: Any,
@@ -225,15 +248,15 @@ def _entry(k: int, d: Draft, model: torch.nn.Module, make: Any, optimizer: Any, 
     return e
 
 
-def _measure_pick(lead: int | None, entries: list[Entry], fitting: list[Draft],
+def _measure_pick(lead: int | None, entries: dict[int, Entry], fitting: list[Draft],
                   model: torch.nn.Module, make: Any, optimizer: Any, loss: Any, cap: int,
                   ended_by: str) -> tuple[int | None, Measured, list[str]]:  # fmt: skip
     """The pick and its measured peak: the fastest whose measured peak fits the budget."""
     notes: list[str] = []
-    order = sorted((e for e in entries if not e.error and e.median() is not None),
+    order = sorted((e for e in entries.values() if not e.error and e.median() is not None),
                    key=lambda e: (e.key != lead, e.median(), e.key))  # fmt: skip
     if not order:
-        ok = [e.key for e in entries if not e.error]
+        ok = [e.key for e in entries.values() if not e.error]
         if not ok:
             return None, (None, ""), notes
         best = max(ok, key=lambda k: (fitting[k].batch_size, -k))  # nothing timed: the largest
@@ -262,35 +285,54 @@ def _measure_pick(lead: int | None, entries: list[Entry], fitting: list[Draft],
     return None, (None, ""), notes
 
 
-def _candidates(fitting: list[Draft], entries: list[Entry], pick: int | None, level: float,
-                cap: int) -> list[Candidate]:  # fmt: skip
-    lead = entries[pick] if pick is not None else None
-    out: list[Candidate] = []
-    for d, e in zip(fitting, entries, strict=True):
-        speed = speed_interval(e, level)
-        status, reason, slower = d.status, d.reason, None
+Verdict = tuple[str, str, tuple[float, float, float] | None]  # status, reason, pick over it
+
+
+def _verdicts(members: list[Entry], lead: int | None, level: float) -> dict[int, Verdict]:
+    """Each runner-up against its heat's leader: measurably slower, or within noise."""
+    leader = next((e for e in members if e.key == lead), None)
+    out: dict[int, Verdict] = {}
+    for e in members:
+        if e is leader or leader is None:
+            continue
         if e.error:
-            status, reason = "failed", e.error
-        elif status == "over budget":
+            out[e.key] = ("failed", e.error, None)
+            continue
+        iv = versus(leader, e, level)
+        if iv is None:
+            out[e.key] = ("not timed", "fits; timing ended before it ran", None)
+            continue
+        what = f"the pick is {iv.estimate:.2f}x [{iv.low:.2f}-{iv.high:.2f}] faster"
+        if iv.low > 1.0:
+            out[e.key] = ("slower", f"{what}: outside noise", (iv.estimate, iv.low, iv.high))
+        else:
+            out[e.key] = ("within noise", f"{what}: the interval spans 1, within noise",
+                          (iv.estimate, iv.low, iv.high))  # fmt: skip
+    return out
+
+
+def _candidates(fitting: list[Draft], entries: dict[int, Entry], verdicts: dict[int, Verdict],
+                pick: int | None, level: float, cap: int) -> list[Candidate]:  # fmt: skip
+    out: list[Candidate] = []
+    for k, d in enumerate(fitting):
+        e = entries.get(k)
+        speed = speed_interval(e, level) if e is not None else None
+        status, reason, slower = d.status, d.reason, None
+        if d.status == "over budget":
             pass  # measured over budget (reason set)
-        elif e is lead:
+        elif e is not None and e.error:
+            status, reason = "failed", e.error
+        elif k == pick:
             status, reason = "picked", f"fits with {fmt_bytes(cap - (d.peak or 0))} to spare"
-        elif speed is None:
+        elif k in verdicts:
+            status, reason, slower = verdicts[k]
+        else:
             status, reason = "not timed", "fits; timing ended before it ran"
-        elif lead is not None:
-            iv = versus(lead, e, level)
-            if iv is not None:
-                slower = (iv.estimate, iv.low, iv.high)
-                what = f"the pick is {iv.estimate:.2f}x [{iv.low:.2f}-{iv.high:.2f}] faster"
-                if iv.low > 1.0:
-                    status, reason = "slower", f"{what}: outside noise"
-                else:
-                    status, reason = "within noise", f"{what}: the interval spans 1, within noise"
         median, low, high = speed if speed is not None else (None, None, None)
         out.append(Candidate(
             d.label, d.batch_size, d.recipe, d.peak, status, reason, samples_per_s=median,
             samples_per_s_low=low, samples_per_s_high=high, slower_by=slower, flops=d.flops,
-            rounds=len(e.timed()), measured=d.measured,
+            rounds=len(e.timed()) if e is not None else 0, measured=d.measured,
         ))  # fmt: skip
     order = {s: i for i, s in enumerate(STATUSES)}
     out.sort(key=lambda c: (order.get(c.status, 99), -(c.samples_per_s or 0.0)))

@@ -20,7 +20,7 @@ from torch import nn
 
 import labkit
 from labkit._interleave import interleaved, median_interval
-from labkit.optimize import Recipe, _tune_ckpt, _tune_flops, _tune_space
+from labkit.optimize import Recipe, _tune_ckpt, _tune_flops, _tune_heats, _tune_space
 from labkit.optimize._tune_batch import batch_dim, ladder, maker
 from labkit.optimize._tune_race import Entry, race
 from labkit.optimize._tune_run import Runner, optimizer_for
@@ -367,6 +367,16 @@ def test_race_keeps_finished_rounds_on_interrupt() -> None:
     assert result.ended_by == "interrupted"
     assert len(entries[0].times) == len(entries[1].times) == 3  # round 4 was cut short
     assert result.leader == 1  # 0.005 s per sample
+
+
+def test_heats_keep_the_copies_within_the_budget_on_cuda() -> None:
+    recipes = ["a", "a", "b", "c"]
+    held, peaks = [100, 100, 100, 300], [150, 200, 180, 350]
+    assert _tune_heats.heats(recipes, held, peaks, 500, shared=False) == [[0, 1, 2, 3]]
+    # a: copy 100 + rise 100; with b: 200 + 100 = 300 fits; with c: 500 + 100 > 500
+    got = _tune_heats.heats(recipes, held, peaks, 500, shared=True)
+    assert got == [[0, 1, 2], [3]]  # a heat holds one Recipe at least
+    assert _tune_heats.heats(recipes, held, peaks, 10**9, shared=True) == [[0, 1, 2, 3]]
 
 
 def test_utilization_table() -> None:
