@@ -75,6 +75,7 @@ def test_bigger_activation_ranks_first_for_memory() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1200)  # 21 timed traces; minutes on a shared, loaded machine
 def test_heavy_op_ranks_first_for_time_in_90_percent() -> None:
     labkit.trace(net(), X, mode="timing", repeat=2)  # first-call costs off the base
     base = labkit.trace(net(), X, mode="timing", repeat=5)
