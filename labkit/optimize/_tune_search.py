@@ -14,6 +14,7 @@ A model the plan cannot run (an op that needs values) falls back to measured ste
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -64,6 +65,7 @@ class Search:
         optimizer: The user's optimizer, factory or ``None``.
         cap: The budget in bytes.
         report: Progress callback.
+        deadline: ``time.perf_counter()`` past which a set-up plans no further sizes.
     """
 
     model: torch.nn.Module
@@ -73,6 +75,8 @@ class Search:
     optimizer: Any
     cap: int
     report: Progress
+    deadline: float = float("inf")
+    late_noted: bool = False
     notes: list[str] = field(default_factory=list)
     unplannable: str = ""
     plans: dict[tuple[Recipe, int], tuple[int, Plan | None]] = field(default_factory=dict)
@@ -108,6 +112,20 @@ class Search:
         bytes_, _ = measured_peak(self.model, recipe, self.optimizer, self.loss, args, kwargs)
         self.plans[key] = (bytes_, None)
         return self.plans[key]
+
+    def late(self) -> bool:
+        """Whether planning has used its share of ``budget_s`` (then each set-up stops)."""
+        return time.perf_counter() > self.deadline
+
+    def _late_row(self, label: str, recipe: Recipe | None, n: int) -> Draft:
+        if not self.late_noted:
+            self.late_noted = True
+            self.notes.append(
+                "planning stopped early: it had used its half of budget_s; the sizes not "
+                "planned are listed as skipped (raise budget_s to plan them)"
+            )
+        return Draft(label, n, recipe, status="skipped",
+                     reason="not planned: planning used its half of budget_s")  # fmt: skip
 
     def held(self, d: Draft) -> int:
         """Bytes ``d``'s copy holds between steps: its planned step's end (weights,
@@ -149,6 +167,9 @@ class Search:
             recipe = recipe.replace(checkpoint=blocks)
         out: list[Draft] = []
         for i, n in enumerate(sizes):
+            if i and self.late():
+                out += [self._late_row(recipe.label, recipe, m) for m in sizes[i:]]
+                break
             self.report(0.05, f"planning {recipe.label} at batch {n}")
             d = self.draft(recipe.label, recipe, n)
             out.append(d)
@@ -183,7 +204,10 @@ class Search:
 
     def _auto(self, s: SetUp, sizes: list[int]) -> list[Draft]:
         out: list[Draft] = []
-        for n in sizes:
+        for i, n in enumerate(sizes):
+            if i and self.late():
+                out += [self._late_row(s.label, None, m) for m in sizes[i:]]
+                break
             self.report(0.1, f"choosing checkpointed modules for {s.recipe.label} at batch {n}")
             base = self.draft(s.recipe.label, s.recipe, n)
             if base.fits or base.status != "over budget" or base.peak is None:

@@ -101,8 +101,9 @@ def tune(
             are skipped with its reason. Default: precision ``"32"`` and the reduced
             precision the device runs natively, checkpoint none/auto, compile on CUDA.
         batch_sizes: Batch sizes to try; default your batch times 1/4, 1/2, 1, 2, 4, 8, 16.
-        budget_s: Seconds for all of tuning; timing rounds stop when they are spent (the
-            first ``steps`` rounds always run).
+        budget_s: Seconds for all of tuning: once half is spent, each set-up plans no
+            further batch size (those are listed as skipped); timing rounds stop when all
+            is spent (the first ``steps`` rounds always run).
         steps: Timed rounds before the leader is first checked.
         warmup: Untimed rounds first (the first call, compile, caches).
         level: Confidence level of the intervals.
@@ -163,7 +164,7 @@ def _tune(model: torch.nn.Module, make: Any, n0: int, sizes: list[int], setups: 
           optimizer: Any, timing: tuple[float, int, int, float], t0: float,
           report: Progress) -> Choice:  # fmt: skip
     budget_s, steps, warmup, level = timing
-    search = Search(model, make, n0, loss, optimizer, cap, report)
+    search = Search(model, make, n0, loss, optimizer, cap, report, deadline=t0 + budget_s / 2)
     drafts: dict[tuple[Any, int], Draft] = {}
     others: list[Draft] = [Draft(label, 0, None, status="refused", reason=why)
                            for label, why in refused]  # fmt: skip

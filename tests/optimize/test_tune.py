@@ -237,6 +237,15 @@ def test_every_fitting_candidate_is_timed_or_says_why(tuned_gpt: Any) -> None:
 
 
 # ---------------------------------------------------------------------------- the parts
+def test_planning_stops_at_half_the_time_budget_saying_so() -> None:
+    model = ResMLP()
+    choice = tune(model, torch.randn(4, 8), 2**20, batch_sizes=[4, 8], budget_s=1e-3, steps=2,
+                  warmup=0)  # fmt: skip
+    skipped = [c for c in choice.candidates if c.status == "skipped"]
+    assert skipped and all(c.batch_size == 8 and "half of budget_s" in c.reason for c in skipped)
+    assert choice.batch_size == 4 and any("planning stopped early" in n for n in choice.notes)
+
+
 def test_greedy_takes_most_freed_per_second_until_the_excess_is_covered() -> None:
     blocks = [
         _tune_ckpt.Block("a", freed=800, seconds=1.0),
