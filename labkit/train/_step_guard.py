@@ -4,11 +4,11 @@ For a loop labkit does not run (a plain loop, a Hugging Face ``Trainer``) the gu
 on the user's optimizer (``register_step_pre_hook``): before every ``optimizer.step()``,
 with the gradients there and the weights not yet updated, it checks
 
-- every step, the gradients of the two smallest parameters (a few microseconds): a
+- every step, the gradient of the smallest parameter (one sum, a few microseconds): a
   non-finite loss or forward output makes every gradient non-finite through backward;
 - all gradients (one ``_foreach_norm``), as often as a budget of ``budget`` (1%) of the
-  elapsed training time allows, so a gradient that breaks in backward only is found
-  within a few steps at no more than that cost.
+  training time allows (a token bucket, :meth:`StepGuard.check_gradients`), so a
+  gradient that breaks in backward only is found within a few steps at that cost.
 
 A non-finite loss is also caught when the steps' losses are read (``check_losses``,
 exact step). On a failure the guard replays the step's forward inputs, kept by one
@@ -133,10 +133,11 @@ class StepGuard:
         self.full_checks = 0
         self._inputs: list[tuple[Any, Any]] = []
         self._params = [p for p in model.parameters() if p.requires_grad]
-        self._small = sorted(self._params, key=lambda p: p.numel())[:2]
+        self._small = sorted(self._params, key=lambda p: p.numel())[:1]
         self._handles: list[Any] = []
-        self._spent = 0.0
-        self._t0 = time.perf_counter()
+        self._cost = 0.0  # what the last full check took: the first step checks at once
+        self._credit = 0.0
+        self._last = time.perf_counter()
         self.step = 1  # the optimizer step being taken (1-based, as run.step counts)
 
     # ------------------------------------------------------------------ hooks
@@ -168,20 +169,30 @@ class StepGuard:
 
     # ------------------------------------------------------------------ checks
     def check_gradients(self) -> None:
-        """The cheap check every step; all gradients within the time budget."""
-        grads = [p.grad for p in self._small if p.grad is not None]
-        if grads and not bool(torch.isfinite(torch.stack([g.sum() for g in grads]).sum())):
-            self.fail("gradient")
+        """The cheap check every step; all gradients within the time budget.
+
+        The budget is a token bucket: each step earns ``budget`` times its duration (the
+        time since the previous check), the bucket holds at most one full check's cost
+        (time spent away from training earns no more), and a full check runs when the
+        bucket covers what the last one cost.
+        """
+        small = self._small[0].grad if self._small else None
+        if small is not None and not math.isfinite(float(small.sum())):
+            self.fail("gradient")  # a non-finite loss makes every gradient non-finite
         now = time.perf_counter()
-        if self._spent > self.budget * (now - self._t0):
+        dt, self._last = now - self._last, now
+        self._credit = min(self._credit + self.budget * dt, self._cost)
+        if self._credit < self._cost:
             return
         grads = [p.grad for p in self._params if p.grad is not None]
         if grads:
-            finite = bool(torch.isfinite(torch.stack(torch._foreach_norm(grads)).sum()))
+            total = float(torch.stack(torch._foreach_norm(grads)).sum())
             self.full_checks += 1
-            if not finite and any(not bool(torch.isfinite(g).all()) for g in grads):
+            if not math.isfinite(total) and any(
+                    not bool(torch.isfinite(g).all()) for g in grads):  # fmt: skip
                 self.fail("gradient")
-        self._spent += time.perf_counter() - now
+        self._cost = time.perf_counter() - now
+        self._credit -= self._cost
 
     def check_loss(self, loss: Any) -> None:
         """An immediate check of a loss on the CPU (a float or a CPU tensor)."""
