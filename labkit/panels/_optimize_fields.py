@@ -253,10 +253,10 @@ def ended(cmp: Any, took: float | None = None, label: str | None = None) -> str:
     )
     spent = f" ({fmt_time(timed)} spent)" if timed else ""
     if cmp.ended_by == "target":
-        why = f"{rounds} rounds: every interval within +-{cmp.target:.0%}, the target{spent}"
+        why = f"{rounds} rounds: every interval within +-{cmp.target * 100:g}%, the target{spent}"
     elif cmp.ended_by == "budget":
         why = (f"{rounds} rounds: the {cmp.budget_s:g} s budget of timed rounds{spent} ran out "
-               f"before every interval was within +-{cmp.target:.0%}")  # fmt: skip
+               f"before every interval was within +-{cmp.target * 100:g}%")  # fmt: skip
     else:
         why = f"{rounds or cmp.steps} rounds: steps={cmp.steps}, no interval target{spent}"
     if took is not None:

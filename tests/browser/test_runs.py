@@ -1,14 +1,21 @@
 """The runs view in a real JupyterLab: two runs overlaid, one hover cursor shared by the
 charts (the validation chart's legend shows a value while the loss chart is hovered), the
-wall-time axis, and the table's sort, filter and run choice."""
+wall-time axis, and the table's sort, filter and run choice. And its defaults (issue 37):
+the best ten runs by the ranking metric drawn first and said so, one legend entry per run,
+a filter that says what is wrong with it; in Light and Dark."""
 
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 
 import pytest
 
-from tests.browser._notebook import cell, notebook, open_and_run
+from tests.browser._contrast import ratio, text_contrast
+from tests.browser._notebook import cell, notebook, open_and_run, save_shot, set_theme
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "images"
 
 pytestmark = pytest.mark.browser
 
@@ -86,4 +93,88 @@ def test_runs_overlay_share_one_cursor_and_the_table_chooses(browser, lab_server
         only_a = "el => el.querySelector(\".lk-chart[data-metric='loss']\").dataset.series"
         page.wait_for_function(f"{only_a} === '{{\"a\":200}}'", arg=view.element_handle())
     finally:
+        context.close()
+
+
+N_RUNS = 14
+RANKED = f"""\
+import tempfile, pathlib
+import labkit
+from labkit.train.run import Run
+
+root = pathlib.Path(tempfile.mkdtemp())
+for i in range({N_RUNS}):
+    best = 0.5 + ((5 * i) % {N_RUNS}) / 40  # not in name order
+    run = Run(logdir=str(root / f"lr{{i:02d}}"), config={{"lr": 0.001 * (i + 1), "seed": 0}})
+    run.add_event({{"type": "start", "t": 0.0}})
+    run.add_event({{"type": "steps", "steps": [
+        {{"step": s, "epoch": (s - 1) // 40, "t": 0.1 * s,
+         "loss": best + 1.0 / s + 0.03 * ((s * 7 + i) % 3)}} for s in range(1, 121)]}})
+    for e in range(3):
+        run.add_event({{"type": "epoch", "epoch": e, "step": 40 * (e + 1),
+                       "val_loss": best + 0.2 / (e + 1), "t": 4.0 * (e + 1)}})
+    run.add_event({{"type": "end", "status": "finished", "t": 13.0}})
+    run.save()
+view = labkit.runs(root).show()
+view
+"""
+READ_RANKED = "print('DRAWN', view.selected, view.rank_by)"
+
+
+def test_the_best_runs_are_drawn_first_with_one_legend_entry_each(browser, lab_server):
+    bests = {f"lr{i:02d}": 0.5 + ((5 * i) % N_RUNS) / 40 for i in range(N_RUNS)}
+    best10 = sorted(bests, key=bests.__getitem__)[:10]
+    context = browser.new_context(viewport={"width": 1400, "height": 1100})
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    try:
+        open_and_run(page, lab_server, notebook(RANKED, READ_RANKED), "runs_ranked.ipynb")
+        assert f"DRAWN {best10} val_loss" in cell(page, 1).locator(".jp-OutputArea").inner_text()
+        view = cell(page, 0).locator(".lk-runs")
+        view.wait_for()
+        note = view.locator(".lk-runs-note").inner_text()
+        assert note.startswith(f"drawn: the best 10 of {N_RUNS} runs, ranked by best val_loss "
+                               "(lower is better)"), note  # fmt: skip
+        loss = view.locator(".lk-chart[data-metric='loss']")
+        val = view.locator(".lk-chart[data-metric='val_loss']")
+        loss.wait_for()
+        assert sorted(json.loads(val.get_attribute("data-series"))) == sorted(best10)
+        # one legend entry per run on the smoothed chart: the raw rows are hidden
+        shown = loss.locator(".u-legend tr.u-series").evaluate_all(
+            "rs => rs.filter(r => r.offsetParent !== null)"
+            ".map(r => r.querySelector('th').textContent.trim())")  # fmt: skip
+        assert shown[1:] == best10, shown
+        # the table lists the runs as ranked, best first
+        order = view.locator(".lk-runs-table tbody tr").evaluate_all(
+            "rs => rs.map(r => r.dataset.run)"
+        )
+        assert order[:10] == best10, order
+        # hiding a run's entry hides its raw curve with it
+        loss.locator(".u-legend tr.u-series").nth(2).click()  # the first run's smoothed row
+        hidden = loss.locator(".u-legend tr.u-series").evaluate_all(
+            "rs => rs.map(r => r.classList.contains('u-off'))")  # fmt: skip
+        assert hidden[1] and hidden[2], hidden  # raw (hidden row) and smoothed, both off
+        loss.locator(".u-legend tr.u-series").nth(2).click()
+        # a bare metric name filters by its last value; an unknown column says so
+        filt = view.locator(".lk-runs-filter")
+        filt.fill("val_loss<0.7")
+        want = [n for n in order if bests[n] + 0.2 / 3 < 0.7]
+        page.wait_for_function(
+            "([el, n]) => el.querySelectorAll('.lk-runs-table tbody tr').length === n",
+            arg=[view.element_handle(), len(want)])  # fmt: skip
+        assert view.locator(".lk-runs-filter-error").inner_text() == ""
+        filt.fill("acc>0.8")
+        error = view.locator(".lk-runs-filter-error")
+        error.filter(has_text='no column "acc"').wait_for()
+        assert filt.get_attribute("aria-invalid") == "true"
+        for theme, shot in (("JupyterLab Light", "runs"), ("JupyterLab Dark", "runs-dark")):
+            set_theme(page, theme)
+            low = [(it["text"], round(ratio(it["fg"], it["bg"]), 2)) for it in text_contrast(view)
+                   if ratio(it["fg"], it["bg"]) < 4.5]  # fmt: skip
+            assert not low, (theme, low[:5])
+            filt.fill("")
+            save_shot(view, shot, also=DOCS / f"{shot}.png")
+            filt.fill("acc>0.8")
+    finally:
+        set_theme(page, "JupyterLab Light")  # the server's settings outlive this test
         context.close()

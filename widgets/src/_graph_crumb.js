@@ -127,10 +127,13 @@ export function crumbOf(graph, rolled, sel, k, values, instValues, metrics) {
   return { trail, text: instanceText(sel || labelOf(graph, k, rolled), inst), figures, block: inst ? inst.levels[0].block : "", inst };
 }
 
-/** The breadcrumb as HTML (the unroll button is added by the view). */
+/** The breadcrumb as HTML (the unroll button is added by the view). A narrow view wraps
+ * it between its parts, never inside one: each frame, the selection and each figure is
+ * an unbreakable piece (`lk-crumb-part`). */
 export function crumbHtml(c) {
   if (!c) return "";
-  const trail = c.trail.map((t) => `<span class="lk-crumb-up">${esc(t)}</span> › `).join("");
-  const figs = c.figures.length ? ` <span class="lk-crumb-fig">${esc(c.figures.join(" · "))}</span>` : "";
-  return `${trail}<b class="lk-crumb-sel">${esc(c.text)}</b>${figs}`;
+  const nowrap = 'style="white-space:nowrap"';
+  const trail = c.trail.map((t) => `<span class="lk-crumb-up lk-crumb-part" ${nowrap}>${esc(t)} ›</span> `).join("");
+  const figs = c.figures.map((f) => ` <span class="lk-crumb-fig lk-crumb-part" ${nowrap}>${esc(f)}</span>`).join(" ·");
+  return `${trail}<b class="lk-crumb-sel lk-crumb-part" ${nowrap}>${esc(c.text)}</b>${figs}`;
 }

@@ -46,7 +46,7 @@ function render({ model, el }) {
   const crumb = h("div", {
     class: "lk-crumb",
     style:
-      "display:none;align-items:center;gap:6px;padding:3px 8px;border-bottom:1px solid var(--lk-border2);font-size:12px;white-space:nowrap",
+      "display:none;align-items:center;flex-wrap:wrap;gap:6px;padding:3px 8px;border-bottom:1px solid var(--lk-border2);font-size:12px",
   });
   const canvas = h("div", { class: "lk-canvas" });
   const svg = svgEl("svg");
@@ -338,7 +338,8 @@ function render({ model, el }) {
     crumb.innerHTML = "";
     crumb.dataset.text = c ? c.text : "";
     crumb.style.display = c ? "flex" : "none";
-    const text = h("span", { style: "flex:1;min-width:0;overflow:hidden;text-overflow:ellipsis" });
+    // wraps between its parts in a narrow view (never cut inside a figure)
+    const text = h("span", { style: "flex:1 1 20em;min-width:0" });
     text.innerHTML = crumbHtml(c);
     crumb.append(text);
     if (c?.block) {

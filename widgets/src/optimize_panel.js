@@ -41,7 +41,7 @@ const CSS = `
 .lk-opt td.lk-failed { text-align: left; color: var(--lk-error); white-space: normal; }
 .lk-opt td.lk-speedup { white-space: normal; min-width: 7em; }
 .lk-opt button.lk-more { padding: 0 4px; margin-right: 4px; border: none; background: none; cursor: pointer; }
-.lk-opt tr.lk-detail td { text-align: left; white-space: normal; background: var(--lk-bg2); position: static; max-width: none; }
+.lk-opt tr.lk-detail td { text-align: left; white-space: normal; background: var(--lk-bg); position: static; max-width: none; border-left: 3px solid var(--lk-border2); }
 .lk-opt .lk-facts { display: flex; flex-wrap: wrap; gap: 2px 18px; margin: 0; font-size: 12px; }
 .lk-opt .lk-facts > div { display: flex; gap: 6px; }
 .lk-opt .lk-facts dt { color: var(--lk-fg2); }

@@ -74,7 +74,7 @@ test("breadcrumb: frames around, the instance, and that call's own figures", () 
   assert.equal(c.block, "blocks.0-2");
   assert.match(
     crumbHtml(c),
-    /Net<\/span> › <span class="lk-crumb-up">blocks<\/span> › <b class="lk-crumb-sel">blocks.1 - instance 2 of 3<\/b>/,
+    /Net ›<\/span> <span class="lk-crumb-up lk-crumb-part" style="white-space:nowrap">blocks ›<\/span> <b class="lk-crumb-sel lk-crumb-part" style="white-space:nowrap">blocks.1 - instance 2 of 3<\/b>/,
   );
   const plain = crumbOf(graph, rolled, "stem", 2, { params: [0, 0, 224] }, {}, defs);
   assert.equal(plain.text, "stem");
@@ -90,4 +90,16 @@ test("search finds calls inside rolled blocks by path; drawn matches stay as the
     findAll(graph, "blocks.0").map((m) => m.name),
     ["blocks.0"],
   ); // drawn once
+});
+
+test("the breadcrumb wraps between figures, never inside one", () => {
+  const html = crumbHtml({
+    trail: ["Net"],
+    text: "blocks.4.mlp - instance 5 of 6",
+    figures: ["parameters 2.13K", "fwd 1.20 ms"],
+    block: "",
+    inst: null,
+  });
+  const parts = [...html.matchAll(/<(span|b) class="[^"]*lk-crumb-part[^"]*" style="white-space:nowrap">([^<]*)</g)].map((m) => m[2]);
+  assert.deepEqual(parts, ["Net ›", "blocks.4.mlp - instance 5 of 6", "parameters 2.13K", "fwd 1.20 ms"]);
 });
