@@ -317,22 +317,13 @@ class Readers:
         return lambda v: v if check(v) else INVALID
 
     def _sequence(self, item_hint: Any, non_neg: bool, kind: type) -> _Read:
-        shared: dict[object, object] = {}
         share = kind is tuple and _hashable(item_hint)
         if item_hint is int and share:  # a shape: checked in one pass, one tuple per shape
-
-            def read_ints(v: Any) -> Any:
-                if type(v) is not list:
-                    return INVALID
-                for y in v:
-                    if type(y) is not int or (non_neg and y < 0):
-                        return INVALID
-                t = tuple(v)
-                return shared.setdefault(t, t)
-
-            return read_ints
+            return _read_ints(non_neg, self._shapes)
         item = self.value(item_hint, non_neg)
-        by_id = share and dataclasses.is_dataclass(item_hint)  # items are shared objects
+        if share and dataclasses.is_dataclass(item_hint):  # items are shared objects: by id
+            return _read_records(item)
+        shared: dict[object, object] = {}
 
         def read(v: Any) -> Any:
             if type(v) is not list:
@@ -346,8 +337,7 @@ class Readers:
             if not share:
                 return kind(out)
             t = tuple(out)
-            key = tuple(map(id, t)) if by_id else t
-            return shared.setdefault(key, t)
+            return shared.setdefault(t, t)
 
         return read
 
@@ -461,6 +451,47 @@ class Readers:
                     *([f"{a} = SHAPES.setdefault({a}, {a})"] if intern else [])]  # fmt: skip
         env[f"R{i}"] = self.value(hint, non_neg)
         return [f"{a} = R{i}({x})", f"if {a} is BAD: return BAD"]
+
+
+def _read_ints(non_neg: bool, shared: dict[tuple[int, ...], tuple[int, ...]]) -> _Read:
+    def read_ints(v: Any) -> Any:
+        if type(v) is not list:
+            return INVALID
+        for y in v:
+            if type(y) is not int or (non_neg and y < 0):
+                return INVALID
+        t = tuple(v)
+        return shared.setdefault(t, t)
+
+    return read_ints
+
+
+def _read_records(item: _Read) -> _Read:
+    """A list of records that ``item`` shares: one tuple per distinct list of them."""
+    shared: dict[tuple[int, ...], tuple[object, ...]] = {}
+    ones: dict[int, tuple[object]] = {}
+
+    def read_records(v: Any) -> Any:
+        if type(v) is not list:
+            return INVALID
+        if len(v) == 1:  # most calls take and give one tensor
+            y = item(v[0])
+            if y is INVALID:
+                return INVALID
+            t = ones.get(id(y))
+            if t is None:
+                t = ones[id(y)] = (y,)
+            return t
+        out = []
+        for y in v:
+            y = item(y)
+            if y is INVALID:
+                return INVALID
+            out.append(y)
+        t = tuple(out)
+        return shared.setdefault(tuple(map(id, t)), t)
+
+    return read_records
 
 
 def _is_shape(hint: Any) -> bool:

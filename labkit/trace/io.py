@@ -90,7 +90,7 @@ def _chunks(trace: Trace) -> Iterator[str]:
         yield f",{_ENCODE(f.name)}:["
         plain = _plainer(LIST_SECTIONS[f.name], {})
         for start in range(0, len(value), _BATCH):
-            batch = ",".join([_ENCODE(plain(x)) for x in value[start : start + _BATCH]])
+            batch = _ENCODE([plain(x) for x in value[start : start + _BATCH]])[1:-1]  # no []
             yield batch if start == 0 else "," + batch
         yield "]"
     yield "}"
