@@ -3,7 +3,8 @@
 Plans are exact and allocate nothing, so every (Recipe, batch size) is planned before
 anything runs, and only those whose predicted peak fits the budget go on to be timed.
 Per set-up the sizes are planned ascending and stop at the first one over budget (a step's
-peak grows with its batch); between the last size that fits and the first that does not,
+peak grows with its batch), size by size across the set-ups, so that when planning stops
+at half of ``budget_s`` every set-up has had the same sizes; between the last size that fits and the first that does not,
 the line through the last two plans guesses the largest size that fits, and a plan
 confirms it. ``checkpoint="auto"`` is decided per batch size where the set-up without
 checkpointing is over budget (:mod:`labkit.optimize._tune_ckpt`), and verified by planning.
@@ -15,7 +16,7 @@ A model the plan cannot run (an op that needs values) falls back to measured ste
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -154,30 +155,50 @@ class Search:
         return d
 
     # ------------------------------------------------------------------ set-ups
+    def every(self, setups: list[SetUp], sizes: list[int]) -> list[Draft]:
+        """Every candidate of every set-up, planned size by size across the set-ups (all
+        set-ups at the smallest size, then all at the next, ...), so that when planning
+        stops early every set-up has had the same sizes."""
+        runs = [self.steps(s, sizes) for s in setups]
+        out: list[Draft] = []
+        while runs:
+            for run in list(runs):
+                try:
+                    out += next(run)
+                except StopIteration:
+                    runs.remove(run)
+        return out
+
     def setup(self, s: SetUp, sizes: list[int]) -> list[Draft]:
         """Every candidate of one set-up over ``sizes`` (ascending)."""
+        return [d for step in self.steps(s, sizes) for d in step]
+
+    def steps(self, s: SetUp, sizes: list[int]) -> Iterator[list[Draft]]:
+        """One set-up's candidates, one batch size per step."""
         if s.ckpt == "auto":
-            return self._auto(s, sizes)
+            yield from self._auto(s, sizes)
+            return
         recipe = s.recipe
         if s.ckpt == "blocks":
             blocks = _tune_ckpt.repeated_blocks(self.model)
             if not blocks:
                 why = "the model has no repeated stack of blocks to checkpoint"
-                return [Draft(s.label, 0, None, status="refused", reason=why)]
+                yield [Draft(s.label, 0, None, status="refused", reason=why)]
+                return
             recipe = recipe.replace(checkpoint=blocks)
-        out: list[Draft] = []
+        done: list[Draft] = []
         for i, n in enumerate(sizes):
             if i and self.late():
-                out += [self._late_row(recipe.label, recipe, m) for m in sizes[i:]]
-                break
+                yield [self._late_row(recipe.label, recipe, m) for m in sizes[i:]]
+                return
             self.report(0.05, f"planning {recipe.label} at batch {n}")
             d = self.draft(recipe.label, recipe, n)
-            out.append(d)
+            done.append(d)
             if d.status == "over budget":
-                out += self._largest(recipe, out)
-                out += [_skipped(recipe.label, recipe, m, n) for m in sizes[i + 1 :]]
-                break
-        return out
+                skipped = [_skipped(recipe.label, recipe, m, n) for m in sizes[i + 1 :]]
+                yield [d, *self._largest(recipe, done), *skipped]
+                return
+            yield [d]
 
     def _largest(self, recipe: Recipe, done: list[Draft]) -> list[Draft]:
         """The largest batch that fits between the last size that fits and the first over."""
@@ -202,32 +223,30 @@ class Search:
             guess = (lo + hi) // 2
         return []
 
-    def _auto(self, s: SetUp, sizes: list[int]) -> list[Draft]:
-        out: list[Draft] = []
+    def _auto(self, s: SetUp, sizes: list[int]) -> Iterator[list[Draft]]:
         for i, n in enumerate(sizes):
             if i and self.late():
-                out += [self._late_row(s.label, None, m) for m in sizes[i:]]
-                break
+                yield [self._late_row(s.label, None, m) for m in sizes[i:]]
+                return
             self.report(0.1, f"choosing checkpointed modules for {s.recipe.label} at batch {n}")
             base = self.draft(s.recipe.label, s.recipe, n)
             if base.fits or base.status != "over budget" or base.peak is None:
-                out.append(base)  # no checkpoint needed (the same row as "none"), or failed
+                yield [base]  # no checkpoint needed (the same row as "none"), or failed
                 if base.fits:
                     continue
-                break
+                return
             _, p = self.peak(s.recipe, n)
             if p is None or p.peak_phase not in ("forward", "backward"):
                 where = "the optimizer step" if p is not None else "a measured step"
-                out.append(Draft(s.label, n, None, base.peak, "over budget",
-                                 f"over budget by {fmt_bytes(base.peak - self.cap)} at its peak "
-                                 f"in {where}: checkpointing cannot lower it"))  # fmt: skip
-                break
+                yield [Draft(s.label, n, None, base.peak, "over budget",
+                             f"over budget by {fmt_bytes(base.peak - self.cap)} at its peak "
+                             f"in {where}: checkpointing cannot lower it")]  # fmt: skip
+                return
             blocks = _tune_ckpt.ranked(p.trace, p.saved_by_module(), self.times())
             d = self._verify(s, n, blocks, base.peak - self.cap)
-            out.append(d)
+            yield [d]
             if not d.fits:
-                break
-        return out
+                return
 
     def _verify(self, s: SetUp, n: int, blocks: list[_tune_ckpt.Block], excess: int) -> Draft:
         """Greedy set, planned; while over budget, the next module joins and it is planned

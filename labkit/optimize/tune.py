@@ -168,12 +168,11 @@ def _tune(model: torch.nn.Module, make: Any, n0: int, sizes: list[int], setups: 
     drafts: dict[tuple[Any, int], Draft] = {}
     others: list[Draft] = [Draft(label, 0, None, status="refused", reason=why)
                            for label, why in refused]  # fmt: skip
-    for s in setups:
-        for d in search.setup(s, sizes):
-            if d.recipe is None:
-                others.append(d)
-            else:
-                drafts.setdefault((d.recipe, d.batch_size), d)
+    for d in search.every(setups, sizes):
+        if d.recipe is None:
+            others.append(d)
+        else:
+            drafts.setdefault((d.recipe, d.batch_size), d)
     fitting = [d for d in drafts.values() if d.fits]
     if not fitting:
         raise _nothing_fits(list(drafts.values()) + others, cap, how)
