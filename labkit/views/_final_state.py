@@ -45,14 +45,22 @@ def dashboard_status(stats: dict[str, Any], status: str) -> str:
     return "\n".join([head, *(f"{k:<{width}}  {v}" for k, v in rows)])
 
 
-def curves_png(series: dict[str, dict[str, list[float]]], title: str) -> bytes:
-    """Loss curves on the left, other metrics on the right; validation points marked."""
+def curves_png(series: dict[str, dict[str, list[float]]], title: str, status: str = "") -> bytes:
+    """Loss curves on the left, other metrics on the right; validation points marked; the
+    ``status`` table (monospace) beside them when given, so the picture alone says it."""
     losses = sorted(k for k in series if k.endswith("_loss"))
     others = sorted(k for k in series if not k.endswith("_loss"))
     panels = [p for p in (losses, others) if p]
-    fig = _figure(4.2 * len(panels), 2.6)
+    side = 1 if status else 0
+    fig = _figure(4.2 * len(panels) + 2.4 * side, 2.6)
+    grid = fig.add_gridspec(1, len(panels) + side, width_ratios=[2.4] * side + [4.2] * len(panels))
+    if status:
+        box = fig.add_subplot(grid[0, 0])
+        box.set_axis_off()
+        box.text(0.0, 1.0, status, family="monospace", fontsize=7, va="top", ha="left",
+                 transform=box.transAxes)  # fmt: skip
     for i, keys in enumerate(panels):
-        ax = fig.add_subplot(1, len(panels), i + 1)
+        ax = fig.add_subplot(grid[0, i + side])
         for j, key in enumerate(keys):
             xs, ys = series[key]["x"], series[key]["y"]
             style: dict[str, Any] = {"marker": "o", "ms": 3} if key.startswith("val_") else {}
@@ -72,7 +80,7 @@ def dashboard_picture(series: dict[str, Any], stats: dict[str, Any], status: str
     parts = [pre(text)]
     out: dict[str, str] = {}
     if any(series.get(k, {}).get("x") for k in series):
-        png = curves_png(series, f"labkit fit: {status}")
+        png = curves_png(series, f"labkit fit: {status}", status=text)
         out["image/png"] = png_b64(png)
         parts.append(png_img(png, alt="training curves"))
     if error:

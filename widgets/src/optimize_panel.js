@@ -43,9 +43,9 @@ const CSS = `
 .lk-opt button.lk-more { padding: 0 4px; margin-right: 4px; border: none; background: none; cursor: pointer; }
 .lk-opt tr.lk-detail td { text-align: left; white-space: normal; background: var(--lk-bg); position: static; max-width: none; border-left: 3px solid var(--lk-border2); }
 .lk-opt .lk-facts { display: flex; flex-wrap: wrap; gap: 2px 18px; margin: 0; font-size: 12px; }
-.lk-opt .lk-facts > div { display: flex; gap: 6px; }
-.lk-opt .lk-facts dt { color: var(--lk-fg2); }
-.lk-opt .lk-facts dd { margin: 0; overflow-wrap: anywhere; }
+.lk-opt .lk-facts > div { display: flex; gap: 6px; flex: 0 1 auto; max-width: 100%; }
+.lk-opt .lk-facts dt { color: var(--lk-fg2); white-space: nowrap; overflow-wrap: normal; }
+.lk-opt .lk-facts dd { margin: 0; min-width: 0; overflow-wrap: anywhere; }
 `;
 
 function el(tag, attrs = {}, ...kids) {
