@@ -146,16 +146,26 @@ class Choice:
     # ------------------------------------------------------------------ views
     def rows(self) -> list[list[str]]:
         """The table as text cells, header first: set-up, batch, predicted peak, samples/s
-        with its interval, FLOP/s, verdict."""
+        with its interval, FLOP/s, verdict. Sizes skipped for one reason share a row."""
         head = ["set-up", "batch", "predicted peak", f"samples/s [{self.level:.0%}]", "FLOP/s",
                 "verdict"]  # fmt: skip
         out = [head]
+        skipped: dict[tuple[str, str], list[str]] = {}  # one row per set-up and reason
         for c in self.candidates:
+            if c.status == "skipped" and c.predicted_peak is None:
+                sizes = skipped.setdefault((c.label, c.reason), [])
+                if not sizes:
+                    out.append([c.label, "", "-", "-", "-", _verdict(c)])
+                sizes.append(str(c.batch_size))
+                continue
             peak = fmt_bytes(c.predicted_peak) if c.predicted_peak is not None else "-"
             if c.measured == "measured" and c.predicted_peak is not None:
                 peak += " (measured)"
             out.append([c.label, str(c.batch_size or "-"), peak, _speed(c), _flops(c),
                         _verdict(c)])  # fmt: skip
+        for row in out[1:]:
+            if not row[1]:
+                row[1] = ",".join(skipped[(row[0], row[5].split(": ", 1)[1])])
         return out
 
     def summary(self) -> str:
@@ -185,8 +195,8 @@ class Choice:
         cell = 'style="padding:2px 8px;text-align:{}"'
         head = "".join(f"<th {cell.format('left')}>{html.escape(h)}</th>" for h in table[0])
         body = []
-        for r, c in zip(table[1:], self.candidates, strict=True):
-            weight = "font-weight:bold;" if c.status == "picked" else ""
+        for r in table[1:]:
+            weight = "font-weight:bold;" if r[5].startswith("picked") else ""
             tds = "".join(
                 f"<td {cell.format('left' if i in (0, 5) else 'right')}>{html.escape(x)}</td>"
                 for i, x in enumerate(r)

@@ -4,10 +4,11 @@ Plans are exact and allocate nothing, so every (Recipe, batch size) is planned b
 anything runs, and only those whose predicted peak fits the budget go on to be timed.
 Per set-up the sizes are planned ascending and stop at the first one over budget (a step's
 peak grows with its batch), size by size across the set-ups, so that when planning stops
-at half of ``budget_s`` every set-up has had the same sizes; between the last size that fits and the first that does not,
-the line through the last two plans guesses the largest size that fits, and a plan
-confirms it. ``checkpoint="auto"`` is decided per batch size where the set-up without
-checkpointing is over budget (:mod:`labkit.optimize._tune_ckpt`), and verified by planning.
+at half of ``budget_s`` every set-up has had the same sizes. Between the last size that
+fits and the first that does not, the line through the last two plans guesses the largest
+size that fits, and a plan confirms it. ``checkpoint="auto"`` is decided per batch size
+where the set-up without checkpointing is over budget (:mod:`labkit.optimize._tune_ckpt`),
+and verified by planning.
 
 A model the plan cannot run (an op that needs values) falls back to measured steps
 (``labkit.memory``) at the user's batch size and below, and a note says so.

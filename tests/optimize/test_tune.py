@@ -222,7 +222,7 @@ def test_choice_repr_summary_and_html(tuned_gpt: Any) -> None:
     assert "achieved" in choice.utilization and "no MFU on cpu" in choice.utilization
     assert choice.flops_per_s is not None and choice.flops_per_s > 0
     html = choice.to_html()
-    assert html.count("<tr") == len(choice.candidates) + 1 and "<script" not in html
+    assert html.count("<tr") == len(choice.rows()) and "<script" not in html
     assert choice.samples_per_s_low <= choice.samples_per_s <= choice.samples_per_s_high
 
 
@@ -243,6 +243,8 @@ def test_planning_stops_at_half_the_time_budget_saying_so() -> None:
                   warmup=0)  # fmt: skip
     skipped = [c for c in choice.candidates if c.status == "skipped"]
     assert skipped and all(c.batch_size == 8 and "half of budget_s" in c.reason for c in skipped)
+    rows = [r for r in choice.rows() if r[5].startswith("skipped")]
+    assert len(rows) == len({c.label for c in skipped}) and all(r[1] == "8" for r in rows)
     assert choice.batch_size == 4 and any("planning stopped early" in n for n in choice.notes)
 
 
