@@ -154,6 +154,14 @@ class TraceDiff:
             ]
         )
 
+    def show(self, metric: str = "time", *, against: int | str | None = None) -> Any:
+        """The base trace's graph coloured by each module's change (diverging scale, legend,
+        within-noise hatched) over the ranked table, a section per metric; a static view
+        that survives without a kernel (registered by ``labkit.views``)."""
+        from labkit import _display
+
+        return _display.display("diff.show", self, metric, against=against)
+
     def _index(self, which: int | str | None) -> int:
         if which is None:
             return 1 if self.base == 0 else 0

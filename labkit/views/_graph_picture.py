@@ -257,11 +257,17 @@ def draw(
     title: str,
     note: str = "",
     marked: Mapping[int, int] | None = None,
+    colors: Mapping[int, tuple[int, int, int]] | None = None,
+    hatched: Iterable[int] = (),
 ) -> bytes:
-    """The picture as PNG bytes (2x), frames and boxes as the live view draws them."""
+    """The picture as PNG bytes (2x), frames and boxes as the live view draws them.
+
+    ``colors`` (box -> RGB) replaces the heat colour of ``values`` (a diff's diverging
+    scale); boxes in ``hatched`` get diagonal lines (a change within noise)."""
     from PIL import Image, ImageDraw
 
     marked = marked or {}
+    hatch = set(hatched)
     fit = _fit_text
     box_size: dict[int, tuple[float, float]] = {}
     shown: dict[int, tuple[str, str]] = {}
@@ -313,7 +319,7 @@ def draw(
         _arrow(dr, pts[-2], pts[-1])
     for k in g.boxes:
         x, y, w, h = lay.pos[k]
-        fill = color(values.get(k, 0.0))
+        fill = colors[k] if colors is not None and k in colors else color(values.get(k, 0.0))
         ink = ink_on(fill)
         if canon.count[k] > 1:
             rect(x + 4, y - 4, w, h, radius=4 * S, outline=_INK2, width=S, fill=(255, 255, 255))
@@ -322,6 +328,8 @@ def draw(
         radius = 12 if kind == "op" else 4
         rect(x, y, w, h, radius=radius * S, fill=fill, outline=_ERROR if broke else _INK2,
              width=round(2.5 * S) if broke else S)  # fmt: skip
+        if k in hatch:
+            _hatch(dr, (x * S, (y + top) * S, (x + w) * S, (y + top + h) * S), _INK2)
         lab, sub = shown[k]
         text(x + w / 2, y + 12, lab, 11, ink)
         text(x + w / 2, y + 25, sub, 9.5, ink)
@@ -406,6 +414,18 @@ def _fit_text(s: str, size: float, room: float) -> str:
     while s and _width(s + "…", size) > room:
         s = s[:-1]
     return s + "…"
+
+
+def _hatch(dr: Any, box: tuple[float, float, float, float], ink: Any, step: float = 14) -> None:
+    """Diagonal lines across a box (x0, y0, x1, y1), clipped to it."""
+    x0, y0, x1, y1 = box
+    h = y1 - y0
+    c = x0 - h
+    while c < x1:
+        a0, a1 = max(x0, c), min(x1, c + h)  # the stretch of x where the line is inside
+        if a0 < a1:
+            dr.line([(a0, y1 - (a0 - c)), (a1, y1 - (a1 - c))], fill=ink, width=2)
+        c += step
 
 
 def _badge(dr: Any, cx: float, cy: float, label: str, fill: Any = (73, 80, 87)) -> None:

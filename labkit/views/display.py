@@ -141,6 +141,12 @@ def show(x: Any, **kwargs: Any) -> TraceView:
     )
 
 
+def _show_diff(d: Any, metric: str = "time", **kwargs: Any) -> Any:
+    from labkit.views.diff import show_diff
+
+    return show_diff(d, metric, **kwargs)
+
+
 def install(formatter: Any = None) -> None:
     """Register the displays with ``labkit._display`` and with IPython's formatters.
 
@@ -154,6 +160,7 @@ def install(formatter: Any = None) -> None:
     _display.register("plan.show", show_plan)
     _display.register("runs.show", show_runs)
     _display.register("train.dashboard", dashboard)
+    _display.register("diff.show", _show_diff)
     if formatter is None and "IPython" in sys.modules:
         shell = sys.modules["IPython"].get_ipython()
         formatter = getattr(shell, "display_formatter", None)
