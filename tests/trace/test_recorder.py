@@ -302,10 +302,15 @@ def test_non_module_is_refused_with_what_was_given() -> None:
 
 
 def test_inputs_on_another_device_are_refused_before_running() -> None:
-    model = MLP().to("meta")
+    from labkit.trace.api import check_devices
+
+    model = MLP().to("meta")  # the only other device without a GPU
     with pytest.raises(
         ValueError, match=r"input 'x' is on cpu, but the parameters of MLP are on meta"
     ):
+        check_devices(model, (torch.randn(2, 8),), {})
+    # labkit.trace names the meta device first (nothing on meta runs: tests/faults/test_meta.py)
+    with pytest.raises(ValueError, match=r"MLP is on the meta device.*labkit\.plan\("):
         labkit.trace(model, torch.randn(2, 8))
     assert_clean(model)
 
