@@ -11,6 +11,7 @@ Saving writes the lists record by record in the same way.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import json
@@ -214,6 +215,16 @@ class _Reader:
         self.data: dict[str, Any] = {}
         self.built: set[str] = set()
         self.readers = _validate.Readers()
+        self.stream: bool | None = None
+
+    def streams(self) -> bool:
+        """Whether the record lists are read record by record: decided at the first one,
+        yes when ``schema`` and ``version`` came before it (and are right)."""
+        if self.stream is None:
+            self.stream = "schema" in self.data and "version" in self.data
+            if self.stream:
+                _check_header(self.data, self.source)
+        return self.stream
 
     def field(self, name: str, value: object) -> None:
         self.data[name] = value
@@ -277,46 +288,55 @@ def _read_text(text: str, source: str) -> Trace:
     if not text.startswith("{", pos):
         return trace_from_dict(json.loads(text), source=source)
     reader = _Reader(source)
-    stream: bool | None = None  # decided at the first list: are schema and version known?
+    try:
+        _walk(text, pos, reader)
+    except TraceFileError:  # a record refused before the end: is the JSON itself whole?
+        _walk(text, pos, None)  # raises JSONDecodeError where it is broken, as json would
+        raise
+    return reader.finish() if reader.stream else trace_from_dict(reader.data, source=source)
+
+
+def _walk(text: str, pos: int, reader: _Reader | None) -> None:
+    """Parse the object at ``pos`` into ``reader`` (None: only check that it is JSON)."""
     pos = _skip(text, pos + 1)
     if text.startswith("}", pos):
-        return trace_from_dict({}, source=source)
-    while True:
-        if not text.startswith('"', pos):
-            raise json.JSONDecodeError("Expecting property name enclosed in double quotes",
-                                       text, pos)  # fmt: skip
-        key, pos = _DECODE(text, pos)
-        pos = _skip(text, pos)
-        if not text.startswith(":", pos):
-            raise json.JSONDecodeError("Expecting ':' delimiter", text, pos)
         pos = _skip(text, pos + 1)
-        if key in LIST_SECTIONS and text.startswith("[", pos):
-            if stream is None:
-                stream = "schema" in reader.data and "version" in reader.data
-                if stream:
-                    _check_header(reader.data, source)
-            if stream:
+    else:
+        while True:
+            if not text.startswith('"', pos):
+                raise json.JSONDecodeError("Expecting property name enclosed in double quotes",
+                                           text, pos)  # fmt: skip
+            key, pos = _DECODE(text, pos)
+            pos = _skip(text, pos)
+            if not text.startswith(":", pos):
+                raise json.JSONDecodeError("Expecting ':' delimiter", text, pos)
+            pos = _skip(text, pos + 1)
+            if (
+                key in LIST_SECTIONS
+                and text.startswith("[", pos)
+                and (reader is None or reader.streams())
+            ):
                 end: list[int] = []
-                reader.section(key, _items(text, pos, end))
+                items = _items(text, pos, end)
+                if reader is None:
+                    collections.deque(items, maxlen=0)  # parsed one by one and dropped
+                else:
+                    reader.section(key, items)
                 pos = end[0]
             else:
                 value, pos = _DECODE(text, pos)
-                reader.field(key, value)
-        else:
-            value, pos = _DECODE(text, pos)
-            reader.field(key, value)
-        pos = _skip(text, pos)
-        if text.startswith("}", pos):
-            break
-        if not text.startswith(",", pos):
-            raise json.JSONDecodeError("Expecting ',' delimiter", text, pos)
-        pos = _skip(text, pos + 1)
-    pos = _skip(text, pos + 1)
+                if reader is not None:
+                    reader.field(key, value)
+            pos = _skip(text, pos)
+            c = text[pos : pos + 1]
+            if c == "}":
+                pos = _skip(text, pos + 1)
+                break
+            if c != ",":
+                raise json.JSONDecodeError("Expecting ',' delimiter", text, pos)
+            pos = _skip(text, pos + 1)
     if pos != len(text):
         raise json.JSONDecodeError("Extra data", text, pos)
-    if not stream:
-        return trace_from_dict(reader.data, source=source)
-    return reader.finish()
 
 
 def _skip(text: str, pos: int) -> int:
