@@ -125,7 +125,7 @@ def tune(
         ...                             torch.nn.Linear(64, 4))
         >>> x = torch.randn(32, 16)
         >>> choice = labkit.tune(model, x, budget=200_000, batch_sizes=[16, 32],
-        ...                      space={"precision": ["32"]}, budget_s=1, steps=3)
+        ...                      space={"precision": ["32"]}, budget_s=1, steps=2)
         >>> choice.measured_peak <= choice.budget
         True
         >>> print(choice.summary())                             # doctest: +SKIP

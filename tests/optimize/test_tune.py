@@ -26,6 +26,7 @@ from labkit.optimize._tune_race import Entry, race
 from labkit.optimize._tune_run import Runner, optimizer_for
 from labkit.optimize.tune import Candidate, Choice, tune
 from tests.realworld.models import gpt
+from tests.realworld.test_leaves_as_found import _assert_same, _world
 
 
 # ---------------------------------------------------------------------------- models
@@ -155,36 +156,6 @@ def test_pick_fits_and_no_fitting_grid_point_is_faster(build: Any) -> None:
 
 
 # ---------------------------------------------------------------------------- leaves as found
-def _world(model: nn.Module, opt: torch.optim.Optimizer, inputs: tuple[Any, ...]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for name, p in model.named_parameters():
-        out[f"param {name}"] = p.detach().clone()
-        out[f"grad {name}"] = None if p.grad is None else p.grad.clone()
-    for name, b in model.named_buffers():
-        out[f"buffer {name}"] = b.detach().clone()
-    out["training"] = [m.training for m in model.modules()]
-    for i, t in enumerate(inputs):
-        out[f"input {i}"] = t.clone()
-    sd = opt.state_dict()
-    for pid, st in sd["state"].items():
-        for k, v in st.items():
-            out[f"opt {pid}.{k}"] = v.clone() if isinstance(v, torch.Tensor) else v
-    out["groups"] = [{k: v for k, v in g.items() if k != "params"} for g in sd["param_groups"]]
-    out["rng torch"] = torch.get_rng_state()
-    out["rng python"] = random.getstate()
-    return out
-
-
-def _same(got: dict[str, Any], want: dict[str, Any]) -> None:
-    assert got.keys() == want.keys()
-    for k, w in want.items():
-        g = got[k]
-        if isinstance(w, torch.Tensor):
-            assert isinstance(g, torch.Tensor) and torch.equal(g, w), k
-        else:
-            assert g == w, k
-
-
 @pytest.fixture(scope="module")
 def tuned_gpt() -> tuple[Choice, dict[str, Any], dict[str, Any]]:
     """A small tune of nanoGPT after one step of the user's loop; the world before and after."""
@@ -192,16 +163,16 @@ def tuned_gpt() -> tuple[Choice, dict[str, Any], dict[str, Any]]:
     opt = case.make_optimizer(case.model)
     torch.manual_seed(1)
     case.step(opt)  # .grad and AdamW state exist, as in a real session
-    before = _world(case.model, opt, case.args)
+    before = _world(case, opt)
     choice = tune(case.model, case.args, 64 * 2**20, loss=case.loss, optimizer=opt,
                   space={"precision": ["32"], "checkpoint": ["none", "blocks"]},
                   batch_sizes=[4], budget_s=3, steps=2, warmup=0)  # fmt: skip
-    return choice, before, _world(case.model, opt, case.args)
+    return choice, before, _world(case, opt)
 
 
 def test_model_optimizer_inputs_and_rng_are_as_found(tuned_gpt: Any) -> None:
     _, before, after = tuned_gpt
-    _same(after, before)
+    _assert_same(after, before, "after labkit.tune")
 
 
 def test_choice_repr_summary_and_html(tuned_gpt: Any) -> None:
