@@ -257,7 +257,13 @@ def _signed(v: float, f: Callable[[float], str]) -> str:
 
 
 def _range(low: float, high: float, f: Callable[[float], str]) -> str:
-    return f"{f(low)} to {f(high)}"
+    """``3.6-4.6 ms`` when both ends share a sign and a unit, else ``-20 us to 1.2 ms``."""
+    lo, hi = f(low), f(high)
+    lo_num, _, lo_unit = lo.partition(" ")
+    hi_num, _, hi_unit = hi.partition(" ")
+    if lo_unit and lo_unit == hi_unit and low >= 0 and high >= 0:
+        return f"{lo_num}-{hi_num} {hi_unit}"
+    return f"{lo} to {hi}"
 
 
 def explain_pair(

@@ -90,6 +90,9 @@ def test_n_way_table_has_a_column_group_per_trace() -> None:
     assert "params_delta_h32" in d.to_pandas().columns
     with pytest.raises(ValueError, match="base trace"):
         d.explain("params", against=0)
+    e = d.explain("params", against="h64")
+    assert repr(e) == f"Explanation(params: {e.headline!r}, rows={len(e.rows)})"
+    assert repr(d).startswith("TraceDiff(Net -> Net: changed=")
 
 
 def test_plan_against_measured_explains_flops_and_refuses_time() -> None:

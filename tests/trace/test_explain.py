@@ -9,6 +9,7 @@ of the time plantings and in all the others.
 from __future__ import annotations
 
 import random
+import re
 
 import pytest
 import torch
@@ -84,6 +85,7 @@ def test_heavy_op_ranks_first_for_time_in_90_percent() -> None:
         i = where(seed)
         planted = labkit.trace(net(i, heavy=64), X, mode="timing", repeat=5)
         e = labkit.diff(base, planted).explain("time", depth=1)
+        assert re.match(r"step [+-]\d+\.\d% \([+-][\d.]+ (s|ms|us), 95% ", e.headline), e.headline
         top = e.rows[0]
         ok = top.module == str(i) and not top.within_noise and top.delta > 0
         hits += ok
