@@ -4,7 +4,7 @@ Plans are exact and allocate nothing, so every (Recipe, batch size) is planned b
 anything runs, and only those whose predicted peak fits the budget go on to be timed.
 Per set-up the sizes are planned ascending and stop at the first one over budget (a step's
 peak grows with its batch), size by size across the set-ups, so that when planning stops
-at half of ``budget_s`` every set-up has had the same sizes. Between the last size that
+at ``plan_s`` every set-up has had the same sizes. Between the last size that
 fits and the first that does not, the line through the last two plans guesses the largest
 size that fits, and a plan confirms it. ``checkpoint="auto"`` is decided per batch size
 where the set-up without checkpointing is over budget (:mod:`labkit.optimize._tune_ckpt`),
@@ -67,7 +67,8 @@ class Search:
         optimizer: The user's optimizer, factory or ``None``.
         cap: The budget in bytes.
         report: Progress callback.
-        deadline: ``time.perf_counter()`` past which a set-up plans no further sizes.
+        deadline: ``time.perf_counter()`` past which a set-up plans no further sizes
+            (``plan_s`` after tuning began).
     """
 
     model: torch.nn.Module
@@ -116,18 +117,18 @@ class Search:
         return self.plans[key]
 
     def late(self) -> bool:
-        """Whether planning has used its share of ``budget_s`` (then each set-up stops)."""
+        """Whether planning has used its ``plan_s`` (then each set-up stops)."""
         return time.perf_counter() > self.deadline
 
     def _late_row(self, label: str, recipe: Recipe | None, n: int) -> Draft:
         if not self.late_noted:
             self.late_noted = True
             self.notes.append(
-                "planning stopped early: it had used its half of budget_s; the sizes not "
-                "planned are listed as skipped (raise budget_s to plan them)"
+                "planning stopped early: it had used its plan_s (default half of budget_s); "
+                "the sizes not planned are listed as skipped (raise plan_s to plan them)"
             )
         return Draft(label, n, recipe, status="skipped",
-                     reason="not planned: planning used its half of budget_s")  # fmt: skip
+                     reason="not planned: planning used its plan_s")  # fmt: skip
 
     def held(self, d: Draft) -> int:
         """Bytes ``d``'s copy holds between steps: its planned step's end (weights,

@@ -54,6 +54,7 @@ def tune(
     space: Any = None,
     batch_sizes: Sequence[int] | None = None,
     budget_s: float = 60.0,
+    plan_s: float | None = None,
     steps: int = 5,
     warmup: int = 1,
     level: float = 0.95,
@@ -101,9 +102,10 @@ def tune(
             are skipped with its reason. Default: precision ``"32"`` and the reduced
             precision the device runs natively, checkpoint none/auto, compile on CUDA.
         batch_sizes: Batch sizes to try; default your batch times 1/4, 1/2, 1, 2, 4, 8, 16.
-        budget_s: Seconds for all of tuning: once half is spent, each set-up plans no
-            further batch size (those are listed as skipped); timing rounds stop when all
-            is spent (the first ``steps`` rounds always run).
+        budget_s: Seconds for all of tuning: timing rounds stop when it is spent (the
+            first ``steps`` rounds always run).
+        plan_s: Seconds of planning after which each set-up plans no further batch size
+            (those are listed as skipped); default half of ``budget_s``.
         steps: Timed rounds before the leader is first checked.
         warmup: Untimed rounds first (the first call, compile, caches).
         level: Confidence level of the intervals.
@@ -140,6 +142,10 @@ def tune(
     cap, how = _budget(budget, device, margin)
     _check_weights(model, cap)
     _check_numbers(budget_s, steps, warmup, level)
+    if plan_s is None:
+        plan_s = budget_s / 2
+    elif isinstance(plan_s, bool) or not isinstance(plan_s, (int, float)) or plan_s <= 0:
+        raise ValueError(f"tune(plan_s=...) is seconds of planning, > 0; got {plan_s!r}")
     n0 = batch_dim(args, kwargs)
     make = maker(args, kwargs, n0)
     sizes = ladder(n0, batch_sizes)
@@ -154,17 +160,17 @@ def tune(
     state = StepState(None, (args, kwargs), rng=True)
     try:
         return _tune(model, make, n0, sizes, setups, refused, cap, how, device, loss, optimizer,
-                     (budget_s, steps, warmup, level), t0, report)  # fmt: skip
+                     (budget_s, plan_s, steps, warmup, level), t0, report)  # fmt: skip
     finally:
         state.restore()
 
 
 def _tune(model: torch.nn.Module, make: Any, n0: int, sizes: list[int], setups: Any,
           refused: list[tuple[str, str]], cap: int, how: str, device: torch.device, loss: Any,
-          optimizer: Any, timing: tuple[float, int, int, float], t0: float,
+          optimizer: Any, timing: tuple[float, float, int, int, float], t0: float,
           report: Progress) -> Choice:  # fmt: skip
-    budget_s, steps, warmup, level = timing
-    search = Search(model, make, n0, loss, optimizer, cap, report, deadline=t0 + budget_s / 2)
+    budget_s, plan_s, steps, warmup, level = timing
+    search = Search(model, make, n0, loss, optimizer, cap, report, deadline=t0 + plan_s)
     drafts: dict[tuple[Any, int], Draft] = {}
     others: list[Draft] = [Draft(label, 0, None, status="refused", reason=why)
                            for label, why in refused]  # fmt: skip

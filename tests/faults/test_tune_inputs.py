@@ -83,7 +83,8 @@ def test_a_model_on_the_meta_device_cannot_be_timed() -> None:
 
 @pytest.mark.parametrize(
     ("option", "value", "text"),
-    [("budget_s", 0, "budget_s"), ("steps", 1, "steps"), ("level", 95, "level"),
+    [("budget_s", 0, "budget_s"), ("plan_s", -1, "plan_s"), ("steps", 1, "steps"),
+     ("level", 95, "level"),
      ("batch_sizes", [0, 4], "batch_sizes"), ("space", "fast", "space"),
      ("optimizer", "adam", "optimizer")],
 )  # fmt: skip
