@@ -43,6 +43,28 @@ def test_quickstart_runs_as_written(tmp_path: Path) -> None:
     assert list((tmp_path / "runs" / "quickstart").rglob("events.out.tfevents.*"))
 
 
+def own_loop() -> str:
+    """The quickstart's ```python block that watches a loop of one's own (labkit.watch)."""
+    section = README.split("## Quickstart", 1)[1].split("\n## ", 1)[0]
+    blocks = [b for b in re.findall(r"```python\n(.*?)```", section, re.S) if "labkit.watch(" in b]
+    assert blocks, "README.md: no ```python block with labkit.watch under '## Quickstart'"
+    return blocks[0]
+
+
+@pytest.mark.slow
+def test_own_loop_block_runs_as_written(tmp_path: Path) -> None:
+    script = tmp_path / "own_loop.py"
+    script.write_text(own_loop(), encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True,
+        timeout=240, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, f"own loop failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    assert "status='finished', steps=8" in done.stdout
+    run = tmp_path / "runs" / "own-loop"
+    assert (run / "run.json").exists() and list(run.rglob("events.out.tfevents.*"))
+
+
 def test_make_targets_named_in_readme_exist() -> None:
     named = set(re.findall(r"(?:^|`)make ([a-z][\w-]*)", README, re.M))
     assert {"lab", "test", "demo", "bench"} <= named
