@@ -210,6 +210,9 @@ def _tune(model: torch.nn.Module, make: Any, n0: int, sizes: list[int], setups: 
             keep.add(fitting[champion].recipe)
         for r in [r for r in runners if r not in keep]:
             del runners[r]  # this heat's copies make room for the next
+        for k, e in entries.items():
+            if fitting[k].recipe not in keep:
+                e.run = _released  # its closure held the copy
         if ended == "interrupted":
             break
     t_race = time.perf_counter() - t0 - t_plan
@@ -223,6 +226,8 @@ def _tune(model: torch.nn.Module, make: Any, n0: int, sizes: list[int], setups: 
     )
     report(0.9, "running the pick once for its peak")
     runners.clear()
+    for e in entries.values():
+        e.run = _released  # the copies go before the pick is run for its peak
     pick, measured, notes = _measure_pick(champion, entries, fitting, model, make, optimizer,
                                           loss, cap, ended)  # fmt: skip
     if pick is None:
@@ -252,6 +257,10 @@ def _entry(k: int, d: Draft, model: torch.nn.Module, make: Any, optimizer: Any, 
     args = channels_last(args, d.recipe)
     e.run = lambda: runner.seconds(args, kwargs)
     return e
+
+
+def _released() -> float:
+    raise RuntimeError("this set-up's copy of the model was released after its heat")
 
 
 def _measure_pick(lead: int | None, entries: dict[int, Entry], fitting: list[Draft],
