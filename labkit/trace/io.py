@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from labkit._gc import no_gc
-from labkit._paths import InputFileError, atomic_writer, read_input
+from labkit._paths import InputFileError, atomic_writer, open_input
 from labkit.trace import _validate
 from labkit.trace._validate import INVALID, LIST_SECTIONS, REQUIRED_META
 from labkit.trace.errors import TraceFileError
@@ -165,7 +165,7 @@ def load(path: str | os.PathLike[str], *, max_bytes: int = _validate.MAX_FILE_BY
         with contextlib.suppress(OSError):  # the size message names how to raise the limit
             if path.is_file():
                 _validate.check_size(path.stat().st_size, str(path), max_bytes)
-        raw = read_input(path, what="trace file", max_bytes=max_bytes)
+        raw = _read_bytes(path, max_bytes)
         text = raw.decode("utf-8")
         del raw  # the text alone from here (labkit writes ASCII: one byte a character)
     except InputFileError as e:  # a FIFO, device or folder: refused unopened, never a hang
@@ -182,6 +182,24 @@ def load(path: str | os.PathLike[str], *, max_bytes: int = _validate.MAX_FILE_BY
         ) from e
     except RecursionError:
         raise _validate.too_deep(str(path)) from None
+
+
+def _read_bytes(path: Path, max_bytes: int) -> bytes:
+    """The file's bytes, checked as :func:`labkit._paths.read_input` checks them, in a buffer
+    of the file's size (``read_input`` asks for ``max_bytes``: 256 MiB of address space
+    for any file; this one grows past the size only when the file grows while read)."""
+    with open_input(path, what="trace file", max_bytes=max_bytes) as fh:
+        try:
+            chunks = [fh.read(os.fstat(fh.fileno()).st_size + 1)]
+            total = len(chunks[0])
+            while total <= max_bytes and chunks[-1]:  # it grew since: read on, in pieces
+                chunks.append(fh.read(min(1 << 20, max_bytes + 1 - total)))
+                total += len(chunks[-1])
+        except OSError as e:
+            raise TraceFileError(f"cannot read the trace file {path}: {e.strerror or e}") from e
+    if total > max_bytes:
+        _validate.check_size(total, f"{path} (it grew while it was read)", max_bytes)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 def trace_from_dict(data: object, *, source: str = "<dict>") -> Trace:
