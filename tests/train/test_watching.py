@@ -191,3 +191,22 @@ def test_watch_is_callable_with_trainer_callbacks():
     assert callable(labkit.watch.lightning) and callable(labkit.watch.transformers)
     assert repr(labkit.watch) == "labkit.watch"
     assert "guard" in labkit.watch.__doc__
+
+
+def test_trace_and_histogram_sampling(tmp_path):
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    x, y = tensors(32)
+    with labkit.watch(model, opt, logdir=tmp_path, dashboard=False, trace_every=2,
+                      histogram_every=3) as run:  # fmt: skip
+        _loop(run, model, opt, x, y, 6)
+    assert [p.rsplit("_", 1)[1] for p in run.traces] == ["0000002.json", "0000004.json",
+                                                          "0000006.json"]  # fmt: skip
+    trace = labkit.Trace.load(run.traces[0])
+    assert {r["path"] for r in trace.rows()} >= {"0", "3"}
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(tmp_path / "tensorboard"), size_guidance={"histograms": 0})
+    acc.Reload()
+    assert [e.step for e in acc.Histograms("grads/0.weight")] == [3, 6]
+    assert not model._forward_hooks and not model._forward_pre_hooks
