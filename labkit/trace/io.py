@@ -293,7 +293,9 @@ class _Reader:
 
 # ------------------------------------------------------------------ the text, streamed
 _DECODER = json.JSONDecoder()
-_DECODE, _SCAN = _DECODER.raw_decode, _DECODER.scan_once
+_DECODE = _DECODER.raw_decode
+# the scanner raw_decode calls (json's C one), without raw_decode's Python frame per record
+_SCAN: Callable[[str, int], tuple[object, int]] = _DECODER.scan_once  # type: ignore[attr-defined]  # set by JSONDecoder.__init__, not in the stubs
 _SPACE = re.compile(r"[ \t\n\r]*")
 _SPACES = " \t\n\r"
 
