@@ -1,6 +1,7 @@
 """labkit.tune: the fastest set-up that fits a memory budget, and how long finding it took.
 
-Run: ``python -m benchmarks.tune [--device cuda] [--budget-s 60] [--models resmlp,gpt]``.
+Run: ``python -m benchmarks.tune [--device cuda] [--budget-s 60] [--plan-s 30]
+[--models resmlp,gpt]``.
 
 For each model (a residual MLP stack and nanoGPT from ``tests/realworld/models.py``), the
 budget is set between the planned peak of the largest batch with and without
@@ -79,6 +80,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--budget-s", type=float, default=60.0)
+    ap.add_argument("--plan-s", type=float, default=None, help="default: half of --budget-s")
     ap.add_argument("--budget-mib", type=float, default=None)
     ap.add_argument("--models", default="resmlp,gpt")
     a = ap.parse_args()
@@ -98,7 +100,8 @@ def main() -> None:
         space = {"precision": ["32", "bf16-mixed"], "checkpoint": ["none", "auto", "blocks"]}
         t0 = time.perf_counter()
         choice = labkit.tune(model, batch, budget, loss=loss, optimizer=opt, space=space,
-                             batch_sizes=sizes, budget_s=a.budget_s, progress=True)  # fmt: skip
+                             batch_sizes=sizes, budget_s=a.budget_s, plan_s=a.plan_s,
+                             progress=True)  # fmt: skip
         took = time.perf_counter() - t0
         print(f"\n== {name}: {sum(p.numel() for p in model.parameters()):,} parameters, "
               f"batch {n}, sizes {sizes}")  # fmt: skip
