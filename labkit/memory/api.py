@@ -51,7 +51,10 @@ def memory(
     inputs and temporaries. On CUDA the caching allocator's figures (allocated vs
     reserved, fragmentation, retries, peak) come too. Afterwards the model (parameters,
     ``.grad``, buffers, flags), the inputs, the optimizer (state and param groups), the
-    scaler and the RNG are as before the call, on error too, unless ``keep_step=True``.
+    scaler and the RNG are as before the call, on error too, unless ``keep_step=True``;
+    a module-level global the step changed (which labkit does not put back) is named in
+    the notes. A model or batch on the ``meta`` device is refused: :func:`labkit.plan`
+    predicts the same figures for it.
 
     Args:
         model: The module to record.

@@ -46,7 +46,10 @@ def trace(
     ``.grad``, plain attributes of the modules, ``training`` flags and the random number
     generators, on success, on error and on KeyboardInterrupt (``keep_step=True`` keeps
     one step's effects instead). What the step changed that cannot be put back (a list
-    attribute appended to) is named in the notes with how many times the passes ran it.
+    inside a module attribute appended to; a global of the module the forward or the loss
+    is written in, such as ``GLOBAL["calls"] += 1``) is named in the notes with how many
+    times the passes ran it. A model or input on the ``meta`` device is refused: use
+    :func:`labkit.plan`, which takes meta.
 
     Without inputs, returns a :class:`Recorder` to use as a context manager around
     your own code (several calls, a full training step with an optimizer); the
@@ -78,6 +81,8 @@ def trace(
     Raises:
         TypeError: A keyword is both one of these options and an argument of the model's
             forward (pass ``model_kwargs=``), or an input is a generator.
+        ValueError: The model or an input is on the ``meta`` device, or an input on
+            another device than the model's parameters.
 
     Example:
         >>> import torch, labkit
