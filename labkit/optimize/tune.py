@@ -372,7 +372,9 @@ def _choice(pick: int, e: Entry, d: Draft, measured: tuple[int | None, str],
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else str(device)
     extra = ", recompute of checkpointed modules included" if d.recipe.checkpoint else ""
     rate, mfu, util = (None, None, "no FLOPs: the peak was measured, not planned")
-    if d.flops is not None:
+    if not step:
+        util = "no FLOP/s: the pick was not timed"
+    elif d.flops is not None:
         dtype = _tune_flops.dtype_of(d.recipe.precision, d.recipe.matmul_precision)
         rate, mfu, util = _tune_flops.utilization(d.flops, step, str(device), name, dtype, extra)
     intervals = (
