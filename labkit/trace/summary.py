@@ -48,7 +48,7 @@ def module_rows(trace: Trace) -> list[dict[str, Any]]:
             key = ".".join(parts[:i])
             subtree_params[key] = subtree_params.get(key, 0) + m.params
     fwd_bound, bwd_bound = _bounds(trace)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for m in trace.modules:
         ids = calls.get(m.path, [])
         nodes = [trace.nodes[i] for i in ids]
