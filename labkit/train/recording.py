@@ -13,9 +13,10 @@ start, epoch, learning-rate and end events. It imports no training framework.
 
 Example:
     >>> events = []
-    >>> rec = StepRecorder(events.append)
+    >>> rec = StepRecorder(events.append, flush_interval=60)
     >>> rec.start(total_steps=2)
-    >>> rec.add_step(1, 0, torch.tensor(0.5), 0.01, 0.0, 8)
+    >>> rec.add_step(1, 0, torch.tensor(0.5), 0.01, 0.0, 8)  # kept, not read yet
+    []
     >>> rec.flush()[0]["loss"]
     0.5
     >>> [e["type"] for e in events]
