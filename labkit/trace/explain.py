@@ -287,6 +287,12 @@ def explain_pair(
     for label, fig in zip(labels, (fa, fb), strict=True):
         notes += [f"{label} lacks {m}" for m in fig.missing]
     _refuse(a, b, metric, src, labels, (fa, fb))
+    peaks = [t.memory_meta is not None and bool(t.memory_meta.peak_by_module) for t in (a, b)]
+    if metric == "memory" and src != "peak" and any(peaks):
+        who = labels[peaks.index(False)]
+        notes.append(
+            f"{who} lacks a memory recording's peak by module: memory compares {fa.source} instead"
+        )
     scale_a, scale_b, per_sample = 1.0, 1.0, False
     na, nb = batch_size(a), batch_size(b)
     if metric != "params" and na and nb and na != nb:

@@ -163,3 +163,13 @@ def test_thousands_of_modules_summary_stays_short_and_table_pages() -> None:
     page = labkit.diff(a, a).explain("time").table(page=2, per_page=50)
     assert page.splitlines()[-1].startswith("page 2 of ")
     assert len(page.splitlines()) == 50 + 3
+
+
+def test_memory_without_a_peak_attribution_says_what_it_compares() -> None:
+    a = labkit.trace(Net(), X, repeat=0)
+    assert a.memory_meta is not None and a.memory_meta.peak_by_module
+    b = labkit.trace(Net(hidden=32), X, repeat=0).replace(memory_meta=None)  # as a file without
+    e = labkit.diff(a, b).explain("memory")
+    assert any(n.startswith("b lacks a memory recording's peak by module") for n in e.notes)
+    assert e.notes[0] == "memory: bytes each module's own ops saved for backward"
+    assert e.rows[0].module in ("blocks.1", "blocks.2") and e.delta > 0
