@@ -1,13 +1,13 @@
 """Trace files: versioned JSON, written atomically, read back equal.
 
-Big files (a 370,000-node trace is ~200 MiB) are read in time linear in their size and
-in little more memory than the file: the node, edge, module and memory lists are parsed
-one record at a time, each checked and built at once (:class:`labkit.trace._validate.Readers`),
-so the parsed JSON of the whole file never exists; equal strings, shapes and tensor metas
-are shared; the cyclic garbage collector is held off while the objects are made (a
-collection mid-build walks every object made so far, which made loading quadratic).
-Saving writes the lists record by record in the same way.
-"""
+Big files (a 370,000-node trace is ~240 MiB) load in time linear in their size, with a peak
+of about 2.5x the file (its text and the Trace built from it): the node, edge, module and
+memory lists are parsed one record at a time, each checked and built at once by a function
+compiled from the record's dataclass (:class:`labkit.trace._validate.Readers`), so the
+parsed JSON of the whole file (~5x the file) never exists; equal strings, shapes and tensor
+metas are built once and shared; the cyclic garbage collector is held off meanwhile (each
+collection mid-build walks every object made so far: it tripled the parse time). Saving
+encodes the lists a batch of records at a time. ``benchmarks/trace_io.py`` measures both."""
 
 from __future__ import annotations
 
@@ -148,8 +148,9 @@ def _optional_scalar(hint: object) -> bool:
 def load(path: str | os.PathLike[str], *, max_bytes: int = _validate.MAX_FILE_BYTES) -> Trace:
     """Read a trace file; errors name the file and what is wrong with it.
 
-    Time grows linearly with the file's size; memory stays within about twice the file
-    on top of the Trace built (a 200 MiB, 370,000-node file: see ``benchmarks/trace_io.py``).
+    Time grows linearly with the file's size; memory peaks at about 2.5x the file (its
+    text, and the Trace built: ~1.3x), for a file labkit wrote (ASCII; a file with other
+    characters takes 2 or 4 bytes a character while read).
 
     Args:
         path: The file written by :func:`save`.
