@@ -54,6 +54,7 @@ def first(a: labkit.Trace, b: labkit.Trace, metric: str) -> str:
     return labkit.diff(a, b).explain(metric, depth=1).rows[0].module
 
 
+@pytest.mark.slow  # 21 recordings: 32 s seen on this shared machine
 def test_widened_block_ranks_first_for_flops_and_params() -> None:
     base = labkit.trace(net(), X, repeat=0)
     hits = {"flops": 0, "params": 0}
@@ -65,6 +66,7 @@ def test_widened_block_ranks_first_for_flops_and_params() -> None:
     assert hits == {"flops": PLANTINGS, "params": PLANTINGS}
 
 
+@pytest.mark.slow  # 21 recordings: 32 s seen on this shared machine
 def test_bigger_activation_ranks_first_for_memory() -> None:
     base = labkit.trace(net(), X, repeat=0)
     hits = 0
