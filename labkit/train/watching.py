@@ -296,6 +296,7 @@ def _close_open_watches() -> None:
 def watch_loop(model: Any, optimizer: Any = None, logdir: Any = None, dashboard: bool | None = None,
                **options: Any) -> Run:  # fmt: skip
     """See :class:`Watch` (``labkit.watch``)."""
+    from labkit.train._lock import LogdirBusyError
     from labkit.train._run_session import RunSession, versions
 
     if not isinstance(model, torch.nn.Module):
@@ -321,7 +322,18 @@ def watch_loop(model: Any, optimizer: Any = None, logdir: Any = None, dashboard:
     }  # fmt: skip
     session = RunSession(logdir if logdir is not None else default_logdir(model), source="loop",
                          config=config, dashboard=dashboard)  # fmt: skip
-    session.open()
+    try:
+        session.open()
+    except LogdirBusyError:
+        here = session.logdir.resolve()
+        held = [w for w in list(_OPEN) if w.session.logdir.resolve() == here]
+        if not held:
+            raise
+        raise LogdirBusyError(
+            f"a watched loop in this process still holds the logdir {session.logdir} (it "
+            f"recorded {held[0].count} steps and was not ended); end it with run.close(), or "
+            "watch with `with labkit.watch(...) as run:`, which always ends it"
+        ) from None
     live = LoopWatch(model, optimizer, session, o)
     try:
         live.start()

@@ -175,7 +175,11 @@ def test_one_watch_per_logdir(tmp_path):
             labkit.watch(mlp(), logdir=tmp_path, dashboard=False)
         run.step(loss=0.5)
     assert run.status == "finished" and run.losses == [0.5]
-    assert labkit.watch(mlp(), logdir=tmp_path, dashboard=False).close() is None  # free again
+    left_open = labkit.watch(mlp(), logdir=tmp_path, dashboard=False)  # free again
+    with pytest.raises(LogdirBusyError, match=r"not ended\); end it with run\.close\(\)"):
+        labkit.watch(mlp(), logdir=tmp_path, dashboard=False)  # a re-run notebook cell
+    left_open.close()
+    assert left_open.status == "finished" and not (tmp_path / ".labkit.lock").exists()
 
 
 def test_a_run_of_lab_fit_is_no_loop():
