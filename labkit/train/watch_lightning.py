@@ -106,8 +106,16 @@ class WatchCallback(CallbackGroup):
             "histogram_every": o.histogram_every,
             "versions": versions("lightning"), **(o.config or {}),
         }  # fmt: skip
-        self.session = RunSession(logdir, source="lightning", config=config,
-                                  dashboard=self.dashboard, rank=trainer.global_rank)  # fmt: skip
+        # several processes: rank 0 may be a process forked from the notebook's kernel,
+        # which cannot show a widget; the record is on disk (labkit.runs reads it)
+        notes = []
+        dashboard = self.dashboard
+        if trainer.world_size > 1 and dashboard is not False:
+            dashboard = False
+            notes.append("no live dashboard with several processes; labkit.runs(logdir) reads "
+                         "the record")  # fmt: skip
+        self.session = RunSession(logdir, source="lightning", config=config, notes=notes,
+                                  dashboard=dashboard, rank=trainer.global_rank)  # fmt: skip
         self.session.open()
         self.run = self.session.run
         ev = self.events
