@@ -72,8 +72,13 @@ def _facts(panel, label: str) -> dict[str, str]:
     more.click()
     detail = panel.locator(f"tr[data-row='{label}'] + tr.lk-detail")
     detail.wait_for()
-    names = detail.locator("dt").all_inner_texts()
-    values = detail.locator("dd").all_inner_texts()
+    names = detail.locator(".lk-fact-name").all_inner_texts()
+    values = detail.locator(".lk-fact-value").all_inner_texts()
+    # each figure on one line (a narrow output wraps between figures, not inside one)
+    tall = detail.locator(".lk-fact:not(.lk-long)").evaluate_all(
+        "fs => fs.filter(f => f.getBoundingClientRect().height > 30).map(f => f.textContent)"
+    )
+    assert not tall, tall
     more = panel.locator(f"tr[data-row='{label}']").get_by_test_id("opt-row-more")
     more.click()
     detail.wait_for(state="detached")

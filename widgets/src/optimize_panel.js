@@ -42,10 +42,10 @@ const CSS = `
 .lk-opt td.lk-speedup { white-space: normal; min-width: 7em; }
 .lk-opt button.lk-more { padding: 0 4px; margin-right: 4px; border: none; background: none; cursor: pointer; }
 .lk-opt tr.lk-detail td { text-align: left; white-space: normal; background: var(--lk-bg); position: static; max-width: none; border-left: 3px solid var(--lk-border2); }
-.lk-opt .lk-facts { display: flex; flex-wrap: wrap; gap: 2px 18px; margin: 0; font-size: 12px; }
-.lk-opt .lk-facts > div { display: flex; gap: 6px; flex: 0 1 auto; max-width: 100%; }
-.lk-opt .lk-facts dt { color: var(--lk-fg2); white-space: nowrap; overflow-wrap: normal; }
-.lk-opt .lk-facts dd { margin: 0; min-width: 0; overflow-wrap: anywhere; }
+.lk-opt .lk-facts { font-size: 12px; line-height: 1.7; overflow-wrap: normal; word-break: normal; }
+.lk-opt .lk-fact { display: inline-block; white-space: nowrap; margin-right: 18px; }
+.lk-opt .lk-fact.lk-long { white-space: normal; overflow-wrap: anywhere; }
+.lk-opt .lk-fact-name { color: var(--lk-fg2); margin-right: 6px; }
 `;
 
 function el(tag, attrs = {}, ...kids) {
@@ -408,8 +408,18 @@ function render({ model, el: root }) {
       for (const i of main) tr.append(el("td", { text: r.cells[i], class: i === speedCol ? "lk-speedup" : "" }));
       table.append(tr);
       if (open) {
-        const facts = el("dl", { class: "lk-facts" });
-        for (const i of detail) facts.append(el("div", {}, el("dt", { text: head[i + 1] }), el("dd", { text: r.cells[i] })));
+        const facts = el("div", { class: "lk-facts" });
+        for (const i of detail) {
+          const long = r.cells[i].length > 40 ? " lk-long" : "";
+          facts.append(
+            el(
+              "span",
+              { class: `lk-fact${long}`, "data-fact": head[i + 1] },
+              el("span", { class: "lk-fact-name", text: head[i + 1] }),
+              el("span", { class: "lk-fact-value", text: r.cells[i] }),
+            ),
+          );
+        }
         table.append(el("tr", { class: "lk-detail", "data-testid": "opt-detail" }, el("td", { colspan: String(main.length + 1) }, facts)));
       }
     }
