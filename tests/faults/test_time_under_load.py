@@ -10,8 +10,9 @@ module with a backward has a backward time above zero. The busy processes are ki
 
 from __future__ import annotations
 
-import multiprocessing
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -24,27 +25,21 @@ import labkit
 pytestmark = pytest.mark.slow
 
 
-def _spin() -> None:
-    while True:
-        pass
-
-
 @pytest.fixture
 def busy_machine() -> Iterator[int]:
-    """One busy-loop process per core while the test runs."""
-    ctx = multiprocessing.get_context("fork")
-    procs = [ctx.Process(target=_spin, daemon=True) for _ in range(os.cpu_count() or 1)]
+    """One busy-loop process per core while the test runs (a fresh interpreter each: no
+    fork of this multi-threaded process), killed however the test ends."""
+    procs: list[subprocess.Popen[bytes]] = []
     try:
-        for p in procs:
-            p.start()
+        for _ in range(os.cpu_count() or 1):
+            procs.append(subprocess.Popen([sys.executable, "-c", "while True: pass"],
+                                          stdin=subprocess.DEVNULL))  # fmt: skip
         yield len(procs)
     finally:
         for p in procs:
-            if p.pid is not None:
-                p.kill()
+            p.kill()
         for p in procs:
-            if p.pid is not None:
-                p.join(timeout=5)
+            p.wait(timeout=10)
 
 
 class _Block(nn.Module):
