@@ -75,7 +75,9 @@ def tune(
     2. **Only what fits is timed**, side by side (A B C A B C ...) on copies of the model,
        as :func:`labkit.compare` times: seconds per sample, a 95% interval from a paired
        bootstrap over the rounds. A set-up measurably slower than the leader drops out;
-       rounds end when no runner-up is left or ``budget_s`` (all of tuning) is spent.
+       rounds end when no runner-up is left or ``budget_s`` (all of tuning) is spent. A
+       checkpointed set-up is not timed where the same Recipe fits at that batch size
+       without checkpointing (recompute only adds time); the table says so.
     3. **The pick is run once** at its batch size on the model's device and its peak kept
        (``Choice.measured_peak``: labkit's memory tracker on CPU, as :func:`labkit.memory`;
        the caching allocator's reserved bytes on CUDA). A pick measured over budget is
@@ -182,6 +184,7 @@ def _tune(model: torch.nn.Module, make: Any, n0: int, sizes: list[int], setups: 
     fitting = [d for d in drafts.values() if d.fits]
     if not fitting:
         raise _nothing_fits(list(drafts.values()) + others, cap, how)
+    fitting = _undominated(fitting)
     t_plan = time.perf_counter() - t0
     planned = sum(1 for _, p in search.plans.values() if p is not None)
     report(0.3, f"timing {len(fitting)} set-ups that fit")
@@ -240,6 +243,23 @@ def _tune(model: torch.nn.Module, make: Any, n0: int, sizes: list[int], setups: 
     cands = _candidates(fitting, entries, verdicts, pick, level, cap) + _rest(drafts, others)
     return _choice(pick, entries[pick], fitting[pick], measured, cands, cap, how, device,
                    time.perf_counter() - t0, ended, level, [*search.notes, *notes])  # fmt: skip
+
+
+def _undominated(fitting: list[Draft]) -> list[Draft]:
+    """The fitting set-ups worth timing: a checkpointed one is left out (``"skipped"``) where
+    the same Recipe without checkpointing fits at the same batch size, since checkpointing
+    only adds recompute to the same step."""
+    plain = {(d.recipe, d.batch_size): d for d in fitting
+             if d.recipe is not None and not d.recipe.checkpoint}  # fmt: skip
+    for d in fitting:
+        if d.recipe is None or not d.recipe.checkpoint:
+            continue
+        twin = plain.get((d.recipe.replace(checkpoint=()), d.batch_size))
+        if twin is not None:
+            d.status = "skipped"
+            d.reason = (f"not timed: {twin.label} fits at batch {d.batch_size} without "
+                        "checkpointing, and checkpointing only adds recompute")  # fmt: skip
+    return [d for d in fitting if d.fits]
 
 
 def _entry(k: int, d: Draft, model: torch.nn.Module, make: Any, optimizer: Any, loss: Any,

@@ -202,9 +202,14 @@ def test_every_fitting_candidate_is_timed_or_says_why(tuned_gpt: Any) -> None:
     timed = [c for c in choice.candidates if c.samples_per_s is not None]
     assert timed and all(c.rounds >= 1 for c in timed)
     for c in choice.candidates:
-        assert c.status in ("picked", "slower", "within noise", "not timed", "over budget")
+        assert c.status in ("picked", "slower", "within noise", "not timed", "skipped")
         if c.status in ("slower", "within noise"):
             assert c.slower_by is not None and "faster" in c.reason
+    # checkpointing the blocks fits, but so does the same step without: not worth timing
+    (dominated,) = [c for c in choice.candidates if c.status == "skipped"]
+    assert dominated.recipe == Recipe(checkpoint=("transformer.h.*",))
+    assert dominated.predicted_peak is not None and dominated.samples_per_s is None
+    assert "fp32 fits at batch 4 without checkpointing" in dominated.reason
 
 
 # ---------------------------------------------------------------------------- the parts
