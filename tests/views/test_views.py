@@ -250,3 +250,23 @@ def test_big_graph_picture_shows_the_top_levels_and_says_so(comms):
     data, _ = view._repr_mimebundle_()
     assert time.monotonic() - start < 60  # a hang guard (the speed: benchmarks/widget_layout.py)
     assert "text/html" not in data and base64.b64decode(data["image/png"]).startswith(PNG)
+
+
+def test_memory_picture_puts_phase_names_above_the_fill(memory_trace):
+    """Issue 37 item 7: the phase names sit in a strip above the stacked areas (walkthrough
+    02's picture had them at y=0, on the fill)."""
+    from labkit.views._payload import memory_payload
+    from labkit.views._static import memory_figure
+
+    ax = memory_figure(memory_trace).axes[0]
+    phases = set(memory_payload(memory_trace)["phase"])
+    names = [t for t in ax.texts if t.get_text() in phases]
+    assert names, [t.get_text() for t in ax.texts]
+    m = memory_payload(memory_trace)
+    top = max(sum(col[i] for col in m["bytes"]) for i in range(len(m["time"]))) / 2**20
+    fill_top = top / ax.get_ylim()[1]  # the highest fill, as a fraction of the axes
+    fills = [c.get_zorder() for c in ax.collections]
+    for t in names:
+        assert t.get_transform() == ax.get_xaxis_transform()  # y in axes fractions
+        assert t.get_position()[1] - 0.03 > fill_top  # the text's bottom above the fill
+        assert t.get_zorder() > max(fills)
