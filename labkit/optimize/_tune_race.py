@@ -126,12 +126,16 @@ def leader(entries: Sequence[Entry]) -> Entry | None:
     return min(timed, key=lambda x: (x[0], x[1]))[2] if timed else None
 
 
+MIN_PAIRS = 5  # a percentile bootstrap over fewer rounds gives intervals too narrow to trust
+
+
 def versus(lead: Entry, other: Entry, level: float) -> Interval | None:
     """``other``'s median seconds per sample over ``lead``'s, on the rounds both ran, with
-    its paired-bootstrap interval (above 1: the leader is faster); None under two rounds."""
+    its paired-bootstrap interval (above 1: the leader is faster); None under
+    :data:`MIN_PAIRS` rounds."""
     pairs = [(o, a) for o, a in zip(other.times, lead.times, strict=False)
              if o is not None and a is not None]  # fmt: skip
-    if len(pairs) < 2:
+    if len(pairs) < MIN_PAIRS:
         return None
     o, a = zip(*pairs, strict=True)
     return ratio_interval(o, a, level=level, resamples=1000)

@@ -16,7 +16,7 @@ from labkit.optimize._bench_checks import Progress, progress_fn
 from labkit.optimize._tune_batch import batch_dim, ladder, maker
 from labkit.optimize._tune_choice import STATUSES, Candidate, Choice
 from labkit.optimize._tune_heats import heats
-from labkit.optimize._tune_race import Entry, race, speed_interval, versus
+from labkit.optimize._tune_race import MIN_PAIRS, Entry, race, speed_interval, versus
 from labkit.optimize._tune_run import Runner, channels_last, measured_peak
 from labkit.optimize._tune_search import Draft, Search
 from labkit.optimize._tune_space import expand
@@ -108,7 +108,8 @@ def tune(
             first ``steps`` rounds always run).
         plan_s: Seconds of planning after which each set-up plans no further batch size
             (those are listed as skipped); default half of ``budget_s``.
-        steps: Timed rounds before the leader is first checked.
+        steps: Timed rounds before the leader is first checked (a runner-up is judged on
+            5 rounds at least).
         warmup: Untimed rounds first (the first call, compile, caches).
         level: Confidence level of the intervals.
         margin: Fraction of CUDA free memory kept back (only when ``budget`` is None).
@@ -334,6 +335,10 @@ def _verdicts(members: list[Entry], lead: int | None, level: float) -> dict[int,
             out[e.key] = ("failed", e.error, None)
             continue
         iv = versus(leader, e, level)
+        if iv is None and e.timed():
+            out[e.key] = ("within noise", f"too few rounds side by side to tell "
+                          f"({len(e.timed())}; {MIN_PAIRS} needed)", None)  # fmt: skip
+            continue
         if iv is None:
             out[e.key] = ("not timed", "fits; timing ended before it ran", None)
             continue
