@@ -65,11 +65,24 @@ def page(browser, lab_server):
     context.close()
 
 
+def _radius(av, node: int) -> float:
+    return float(av.locator(f".lk-att-node[data-node='{node}'] circle").get_attribute("r"))
+
+
 def test_attention_view_draws_karate_and_picks_another_node(page):
     av = _cell(page, VIEW).locator(".lk-attention")
     av.locator(".lk-att-node").first.wait_for()
-    # node 0 of the karate club has 16 neighbours plus its self loop
-    assert av.locator(".lk-att-node[data-node='0'] circle").get_attribute("r") == "15"
+    # node 0 of the karate club has 16 neighbours plus its self loop; the picked node is
+    # drawn larger than the others
+    assert _radius(av, 0) > _radius(av, 1)
+    # node ids read at 12 px on screen (issue 37: they were ~6 px), and a legend says what
+    # the colours are: the node classes drawn and the edge weight scale
+    sizes = av.locator(".lk-att-id").evaluate_all(
+        "ts => ts.map(t => t.getBoundingClientRect().height)")  # fmt: skip
+    assert min(sizes) >= 11, sizes
+    classes = av.locator(".lk-att-class").all_inner_texts()
+    assert classes == sorted(classes) and len(classes) >= 2, classes
+    assert av.locator(".lk-att-scale").inner_text().startswith("edge weight 0")
     hop1 = av.locator(".lk-att-edge[data-hop='1']")
     assert hop1.count() == 17
     weights = [float(w) for w in hop1.evaluate_all("es => es.map(e => e.dataset.weight)")]
@@ -81,7 +94,7 @@ def test_attention_view_draws_karate_and_picks_another_node(page):
     target = av.locator(".lk-att-node[data-node='33']")
     target.click()
     av.locator(".lk-att-info", has_text="node 33:").wait_for()
-    assert av.locator(".lk-att-node[data-node='33'] circle").get_attribute("r") == "15"
+    assert _radius(av, 33) > _radius(av, 0)
     dsts = av.locator(".lk-att-edge[data-hop='1']").evaluate_all("es => es.map(e => e.dataset.dst)")
     assert set(dsts) == {"33"}
     out = _rerun(page, READBACK, "PICKED 33")
