@@ -6,7 +6,7 @@ memory lists are parsed one record at a time, each checked and built at once by 
 compiled from the record's dataclass (:class:`labkit.trace._validate.Readers`), so the
 parsed JSON of the whole file (~5x the file) never exists; equal strings, shapes and tensor
 metas are built once and shared; the cyclic garbage collector is held off meanwhile (each
-collection mid-build walks every object made so far: it tripled the parse time). Saving
+collection mid-build walks every object made so far: it doubled the parse time). Saving
 encodes the lists a batch of records at a time. ``benchmarks/trace_io.py`` measures both."""
 
 from __future__ import annotations
