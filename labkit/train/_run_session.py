@@ -86,6 +86,7 @@ class RunSession:
         self._lock: Any = None
         self._log: EventLog | None = None
         self._writer: Any = None
+        self._scalars: Any = None
         self.closed = False
 
     @property
@@ -154,6 +155,14 @@ class RunSession:
         if self.dash is not None:
             self.dash.push(event)
 
+    def scalars(self) -> Any:
+        """The run's TensorBoard scalar file (``<logdir>/tensorboard``), made on first use."""
+        if self._scalars is None and self.recording:
+            from labkit.train._tensorboard import TB_DIR, ScalarFile
+
+            self._scalars = ScalarFile(self.logdir / TB_DIR)
+        return self._scalars
+
     def writer(self) -> Any:
         """The run's TensorBoard ``SummaryWriter`` (``<logdir>/tensorboard``), made on first use."""
         if self._writer is None and self.recording:
@@ -183,9 +192,10 @@ class RunSession:
                 with contextlib.suppress(OSError):
                     run.save()
         finally:
-            if self._writer is not None:
-                with contextlib.suppress(Exception):
-                    self._writer.close()
+            for w in (self._writer, self._scalars):
+                if w is not None:
+                    with contextlib.suppress(Exception):
+                        w.close()
             if self._log is not None:
                 self._log.close()
             if self._lock is not None:

@@ -246,8 +246,11 @@ class StepGuard:
                     f"first in module '{where_}', {detail}")  # fmt: skip
         else:
             head += f" at step {step}{note}"
-        good = (f"the last good step was {self.last_good[0]} (loss {self.last_good[1]:.6g})"
-                if self.last_good else "no step before it was recorded")  # fmt: skip
+        prev = step - 1  # every step before it passed the checks
+        if self.last_good is not None and self.last_good[0] == prev:
+            good = f"the last good step was {prev} (loss {self.last_good[1]:.6g})"
+        else:
+            good = f"the last good step was {prev}" if prev >= 1 else "it was the first step"
         when = ("the weights are as before this step's update (stopped before optimizer.step)"
                 if what == "gradient" else "")  # fmt: skip
         raise NonFiniteError(

@@ -75,6 +75,58 @@ def log_trace(writer: Any, trace: Any, step: int, depth: int = 1) -> None:
     writer.add_text("trace/summary", "```\n" + trace.summary(depth=depth) + "\n```", step)
 
 
+class ScalarFile:
+    """TensorBoard scalars written in this thread, a batch at a time (one file write each).
+
+    ``SummaryWriter`` hands every value to a writer thread through a queue; each hand-off
+    wakes that thread, which then competes with the training loop for the GIL (measured:
+    about 3 ms a wake-up on a busy two-core machine). A watched loop writes its scalars
+    here instead, at the recorder's flush: the same event file format (TFRecord of
+    ``Event`` protos, read by TensorBoard itself), no thread.
+
+    Args:
+        folder: The TensorBoard folder (``<logdir>/tensorboard``); created.
+    """
+
+    def __init__(self, folder: str | os.PathLike[str]) -> None:
+        import socket
+        import time
+
+        from tensorboard.compat.proto import event_pb2  # type: ignore[import-untyped]  # untyped
+        from tensorboard.summary.writer.record_writer import (  # type: ignore[import-untyped]
+            RecordWriter,
+        )
+
+        self._event = event_pb2.Event
+        path = Path(folder)
+        path.mkdir(parents=True, exist_ok=True)
+        name = f"events.out.tfevents.{time.time():.0f}.{socket.gethostname()}.{os.getpid()}.labkit"
+        self.path = path / name
+        self._records = RecordWriter(open(self.path, "wb"))  # noqa: SIM115 (closed in close())
+        self._records.write(
+            self._event(wall_time=time.time(), file_version="brain.Event:2").SerializeToString()
+        )
+        self._records.flush()
+
+    def add_scalars(self, rows: list[tuple[str, float, int, float]]) -> None:
+        """Write ``(tag, value, step, wall_time)`` rows and flush the file once."""
+        from tensorboard.compat.proto import summary_pb2
+
+        for tag, value, step, wall in rows:
+            summary = summary_pb2.Summary(value=[summary_pb2.Summary.Value(
+                tag=tag, simple_value=float(value))])  # fmt: skip
+            self._records.write(self._event(wall_time=wall, step=int(step),
+                                            summary=summary).SerializeToString())  # fmt: skip
+        self._records.flush()
+
+    def close(self) -> None:
+        if not self._records.closed:
+            self._records.close()
+
+    def __repr__(self) -> str:
+        return f"ScalarFile(path={str(self.path)!r})"
+
+
 def how_to_open(logdir: str | os.PathLike[str]) -> str:
     """A sentence saying where the logs are and the command that shows them."""
     tb = Path(logdir) / TB_DIR

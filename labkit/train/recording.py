@@ -127,8 +127,11 @@ class StepRecorder:
         histogram_every: Write weight/gradient histograms every N steps (0: never).
         writer: A TensorBoard ``SummaryWriter`` (or a zero-argument function making one on
             first use), for histograms, traces and hparams.
-        log_every: Write each step's loss and metrics to ``writer`` every N steps (0:
-            never; ``Lab.fit``'s LabModule writes its own through Lightning's logger).
+        log_every: Write each step's loss and metrics every N steps (0: never;
+            ``Lab.fit``'s LabModule writes its own through Lightning's logger).
+        scalars: Where those scalars go, a batch per flush (a
+            ``_tensorboard.ScalarFile``, or a function making one on first use); default
+            ``writer``'s ``add_scalar``.
     """
 
     def __init__(
@@ -142,6 +145,7 @@ class StepRecorder:
         histogram_every: int = 0,
         writer: Any = None,
         log_every: int = 0,
+        scalars: Any = None,
     ) -> None:
         self.sink = sink
         self.flush_interval = flush_interval
@@ -151,6 +155,7 @@ class StepRecorder:
         self.histogram_every = histogram_every
         self.log_every = log_every
         self._writer = writer
+        self._scalar_file = scalars
         self._pending: list[tuple[Any, ...]] = []
         self._last_flush = time.perf_counter()
         self._recorder: Any = None
@@ -216,16 +221,34 @@ class StepRecorder:
     def _scalars(self, steps: list[dict[str, Any]]) -> None:
         if not self.log_every:
             return
-        writer = self.writer
-        if writer is None:
-            return
+        rows = []
         for s in steps:
             if s["step"] % self.log_every == 0:
-                writer.add_scalar("train_loss", s["loss"], s["step"])
+                rows.append(("train_loss", s["loss"], s["step"], s["t"]))
                 for k, v in s.items():
                     if k not in _SPECIAL:
-                        writer.add_scalar(k if k.startswith(("train_", "val_")) else
-                                          f"train_{k}", v, s["step"])  # fmt: skip
+                        tag = k if k.startswith(("train_", "val_")) else f"train_{k}"
+                        rows.append((tag, v, s["step"], s["t"]))
+        if rows:
+            self._write_scalars(rows)
+
+    def _write_scalars(self, rows: list[tuple[str, float, int, float]]) -> None:
+        """Scalars to :attr:`scalars` (a batch, this thread) or else to :attr:`writer`."""
+        target = self.scalars
+        if target is not None:
+            target.add_scalars(rows)
+            return
+        writer = self.writer
+        if writer is not None:
+            for tag, value, step, wall in rows:
+                writer.add_scalar(tag, value, step, walltime=wall)
+
+    @property
+    def scalars(self) -> Any:
+        """Where scalars go in a batch (``_tensorboard.ScalarFile``), made on first use."""
+        if callable(self._scalar_file) and not hasattr(self._scalar_file, "add_scalars"):
+            self._scalar_file = self._scalar_file()
+        return self._scalar_file
 
     @property
     def writer(self) -> Any:
@@ -243,10 +266,9 @@ class StepRecorder:
         flushed = self.flush()
         figures = dict(zip(metrics, read_values(list(metrics.values())), strict=True))
         self.emit({"type": "epoch", "epoch": epoch, "step": step, **figures})
-        writer = self.writer if self.log_every else None
-        if writer is not None:
-            for k, v in figures.items():
-                writer.add_scalar(k, v, step)
+        if self.log_every:
+            now = time.time()
+            self._write_scalars([(k, v, step, now) for k, v in figures.items()])
         return flushed
 
     def learning_rate(self, optimizer: Any, step: int) -> None:
@@ -273,6 +295,8 @@ class StepRecorder:
         writer = self._writer if hasattr(self._writer, "flush") else None
         if writer is not None:
             writer.flush()
+        if hasattr(self._scalar_file, "close"):
+            self._scalar_file.close()
 
     # ------------------------------------------------------------------ sampling
     def attach_tracing(self, module: torch.nn.Module) -> None:

@@ -206,21 +206,23 @@ class Run:
             self.traces.append(event["path"])
         elif kind == "ranks":
             self.ranks.append({k: v for k, v in event.items() if k != "type"})
-        elif kind == "optimizer":  # the lr the optimizer really had at the first step
-            before = self.config.get("lr")
-            if isinstance(before, int | float) and before != event["lr"]:
-                self.notes.append(
-                    f"the optimizer trained at lr={event['lr']} (its param "
-                    f"groups at the first step), not the lr argument {before}"
-                )
-            self.config["lr"] = event["lr"]
-            if self.config.get("optimizer") is None:
-                self.config["optimizer"] = event.get("optimizer")
+        elif kind == "optimizer":
+            self._optimizer_event(event)
         elif kind == "end":
             self.status = event.get("status", "finished")
             self.error = event.get("error")
             if isinstance(event.get("t"), int | float):
                 self.ended = float(event["t"])
+
+    def _optimizer_event(self, event: dict[str, Any]) -> None:
+        """The lr the optimizer really had at the first step (and its class)."""
+        before = self.config.get("lr")
+        if isinstance(before, int | float) and before != event["lr"]:
+            self.notes.append(f"the optimizer trained at lr={event['lr']} (its param groups at "
+                              f"the first step), not the lr argument {before}")  # fmt: skip
+        self.config["lr"] = event["lr"]
+        if self.config.get("optimizer") is None:
+            self.config["optimizer"] = event.get("optimizer")
 
     # ------------------------------------------------------------------ views
     @property

@@ -127,6 +127,7 @@ class WatchCallback(CallbackGroup):
             ev.stop_every = 10  # a collective: every 10 steps, as Lab.fit does
         if trainer.is_global_zero:  # labkit's own TensorBoard folder, steps every log_every
             ev._writer = ev.recorder._writer = self.session.writer
+            ev.recorder._scalar_file = self.session.scalars
         for member in self.callbacks:
             if isinstance(member, RankStats):
                 member.logdir = Path(logdir)

@@ -121,7 +121,7 @@ class WatchTrainerCallback(TrainerCallback):
             session.emit, flush_interval=o.flush_interval,
             stop=StopPoll(session.stop_event, session.stop_file), logdir=logdir,
             trace_every=o.trace_every, histogram_every=o.histogram_every,
-            writer=session.writer, log_every=o.log_every,
+            writer=session.writer, log_every=o.log_every, scalars=session.scalars,
         )  # fmt: skip
         self._net = model
         self._sum = sums_micro_losses(model)

@@ -169,7 +169,7 @@ class LoopWatch:
             session.emit, flush_interval=options.flush_interval,
             stop=StopPoll(session.stop_event, session.stop_file), logdir=session.logdir,
             trace_every=options.trace_every, histogram_every=options.histogram_every,
-            writer=session.writer, log_every=options.log_every,
+            writer=session.writer, log_every=options.log_every, scalars=session.scalars,
         )  # fmt: skip
         self.guard = StepGuard(self.net) if options.guard else None
         self.count = 0
