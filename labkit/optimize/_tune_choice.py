@@ -48,6 +48,11 @@ class Candidate:
         rounds: Timed rounds it took part in.
         measured: How its peak was found: ``"planned"`` or ``"measured"`` (a model the
             plan could not run).
+
+    Example:
+        >>> Candidate("fp32", 64, predicted_peak=3 * 2**20, status="over budget",
+        ...           reason="over budget by 512.00 KiB")
+        Candidate('fp32', batch=64, peak=3.00 MiB, over budget)
     """
 
     label: str
