@@ -1,7 +1,7 @@
 """labkit.tune: the fastest set-up that fits a memory budget, and how long finding it took.
 
 Run: ``python -m benchmarks.tune [--device cuda] [--budget-s 60] [--plan-s 30]
-[--models resmlp,gpt]``.
+[--models resmlp,gpt] [--threads 1]`` (one thread steadies the timing on a loaded machine).
 
 For each model (a residual MLP stack and nanoGPT from ``tests/realworld/models.py``), the
 budget is set between the planned peak of the largest batch with and without
@@ -83,7 +83,10 @@ def main() -> None:
     ap.add_argument("--plan-s", type=float, default=None, help="default: half of --budget-s")
     ap.add_argument("--budget-mib", type=float, default=None)
     ap.add_argument("--models", default="resmlp,gpt")
+    ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     a = ap.parse_args()
+    if a.threads:
+        torch.set_num_threads(a.threads)
     print(f"labkit.tune on {a.device}, torch {torch.__version__}, "
           f"{torch.get_num_threads()} threads, budget_s={a.budget_s:g}")  # fmt: skip
     for name, (model, batch, loss, opt, blocks) in cases(a.device).items():
