@@ -58,7 +58,10 @@ class EventLog:
         self._lock = threading.Lock()
 
     def __call__(self, event: dict[str, Any]) -> None:
-        line = json.dumps(_clean(event), separators=(",", ":")) + "\n"
+        try:  # the common case, all finite, at C speed; NaN/Inf become strings (_clean)
+            line = json.dumps(event, separators=(",", ":"), allow_nan=False) + "\n"
+        except ValueError:
+            line = json.dumps(_clean(event), separators=(",", ":")) + "\n"
         with self._lock:
             if self._pid != os.getpid():  # (re)open in each process: forked ranks write too
                 self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -6,7 +6,7 @@ with the gradients there and the weights not yet updated, it checks
 
 - every step, the gradient of the smallest parameter (one sum, a few microseconds): a
   non-finite loss or forward output makes every gradient non-finite through backward;
-- all gradients (one ``_foreach_norm``), as often as a budget of ``budget`` (1%) of the
+- all gradients (one ``_foreach_norm``), as often as a budget of ``budget`` (0.5%) of the
   training time allows (a token bucket, :meth:`StepGuard.check_gradients`), so a
   gradient that breaks in backward only is found within a few steps at that cost.
 
@@ -122,9 +122,11 @@ class StepGuard:
         >>> guard.check_losses([{"step": 1, "loss": 0.5}])
         >>> guard.last_good
         (1, 0.5)
+        >>> guard
+        StepGuard(budget=0.005, check_grads=True)
     """
 
-    def __init__(self, model: torch.nn.Module, *, budget: float = 0.01,
+    def __init__(self, model: torch.nn.Module, *, budget: float = 0.005,
                  check_grads: bool = True) -> None:  # fmt: skip
         self.model = model
         self.budget = budget

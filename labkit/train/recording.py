@@ -62,7 +62,12 @@ def read_values(values: list[Any]) -> list[float]:
         else:
             out[i] = float(v)
     for idx in groups.values():
-        read = torch.stack([values[i].detach().reshape(()).float() for i in idx]).cpu().tolist()
+        parts = [values[i] for i in idx]
+        if not all(
+            t.dim() == 0 and t.dtype == torch.float32 and not t.requires_grad for t in parts
+        ):  # the common case (a detached float32 loss) as it is
+            parts = [t.detach().reshape(()).float() for t in parts]
+        read = torch.stack(parts).cpu().tolist()
         for i, x in zip(idx, read, strict=True):
             out[i] = x
     return out

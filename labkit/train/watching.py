@@ -209,8 +209,8 @@ class LoopWatch:
         self.count += 1
         self.epoch = epoch
         k = self.count
-        if self.guard is not None:
-            self.guard.check_loss(kept)
+        if self.guard is not None and self.optimizer is None:
+            self.guard.check_loss(kept)  # else: the gradients, before optimizer.step()
         if self.optimizer is not None and k == 1:
             self.recorder.learning_rate(self.optimizer, k)
         self.recorder.end_step(k)

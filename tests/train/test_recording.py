@@ -90,3 +90,22 @@ def test_lab_fit_records_the_lr_its_optimizer_had(tmp_path):
     assert any("lr=0.01" in n and "0.001" in n for n in run.notes)
     row = runs(tmp_path / "lab")[0]
     assert row.options["lr"] == 0.01 and row.source == "lab"
+
+
+def test_scalar_file_is_read_by_tensorboard(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from labkit.train._tensorboard import ScalarFile
+
+    rec = StepRecorder(lambda e: None, flush_interval=3600, scalars=lambda: ScalarFile(tmp_path),
+                       log_every=2)  # fmt: skip
+    for step in range(1, 6):
+        rec.add_step(step, 0, torch.tensor(float(step)), 0.0, 0.0, 0, {"val_acc": 0.5})
+    rec.epoch(0, 5, {"val_loss": 0.25})
+    rec.end("finished", 5)  # closes the file
+    acc = EventAccumulator(str(tmp_path))
+    acc.Reload()
+    assert [(e.step, e.value) for e in acc.Scalars("train_loss")] == [(2, 2.0), (4, 4.0)]
+    assert [e.step for e in acc.Scalars("val_acc")] == [2, 4]
+    assert [(e.step, e.value) for e in acc.Scalars("val_loss")] == [(5, 0.25)]
+    assert len(list(tmp_path.glob("events.out.tfevents.*.labkit"))) == 1
