@@ -6,7 +6,8 @@ time over its batch size), so set-ups at different batch sizes compare. After th
 rounds, and then every ~10% more, each runner-up is compared with the leader (the lowest
 median seconds per sample) by :func:`~labkit._interleave.ratio_interval`, the paired
 bootstrap over the rounds both ran: one whose interval lies wholly above 1 (the leader is
-measurably faster) drops out of further rounds. Rounds end when no runner-up is left
+measurably faster) drops out of further rounds, and comes back if a new leader is not
+measurably faster than it. Rounds end when no runner-up is left
 (``"separated"``), when ``budget_s`` is spent (``"budget"``) or on KeyboardInterrupt
 (``"interrupted"``: the rounds so far are kept).
 """
@@ -85,12 +86,11 @@ def race(entries: Sequence[Entry], *, warmup: int, rounds: int, budget_s: float,
         lead = leader(live)
         if lead is None:
             return True
-        for e in live:
-            if e is lead or e.out or e.error:
+        for e in live:  # judged against today's leader: one dropped against an earlier
+            if e is lead or e.error:  # leader comes back if the new one is not faster
                 continue
             iv = versus(lead, e, level)
-            if iv is not None and iv.low > 1.0:
-                e.out = "slower"
+            e.out = "slower" if iv is not None and iv.low > 1.0 else ""
         return all(e is lead or e.out or e.error for e in live)
 
     if len(live) <= 1:
