@@ -213,3 +213,52 @@ def test_hugging_face_trainer_watched(tmp_path, accumulate):
     assert run.config["lr"] == trainer.optimizer.param_groups[0]["initial_lr"]
     assert not model._forward_hooks and not model._forward_pre_hooks
     assert labkit.runs(tmp_path / "bert")[0].source == "transformers"
+
+
+def test_hugging_face_trainer_stops_and_fails_as_recorded(tmp_path):
+    from transformers import (
+        BertConfig,
+        BertForSequenceClassification,
+        Trainer,
+        TrainerCallback,
+        TrainingArguments,
+    )
+
+    from labkit.train.guards import NonFiniteError
+
+    class StopAt(TrainerCallback):
+        def __init__(self, cb):
+            self.cb = cb
+
+        def on_step_end(self, args, state, control, **kwargs):
+            if state.global_step == 3:  # what the server extension does for the Stop button
+                self.cb.session.stop_file.touch()
+
+    def trainer(cb, extra=()):
+        torch.manual_seed(0)
+        cfg = BertConfig(vocab_size=64, hidden_size=16, num_hidden_layers=1,
+                         num_attention_heads=2, intermediate_size=32,
+                         max_position_embeddings=16, num_labels=2)  # fmt: skip
+        args = TrainingArguments(output_dir=str(tmp_path / "out"), per_device_train_batch_size=4,
+                                 num_train_epochs=1, report_to=[], use_cpu=True,
+                                 disable_tqdm=True, save_strategy="no")  # fmt: skip
+        model = BertForSequenceClassification(cfg)
+        return model, Trainer(model=model, args=args, train_dataset=Tokens(800, 1),
+                              callbacks=[cb, *extra])  # fmt: skip
+
+    cb = labkit.watch.transformers(logdir=tmp_path / "stop", dashboard=False)
+    _, tr = trainer(cb)
+    tr.add_callback(StopAt(cb))  # after labkit's: the stop file is seen at a later step
+    tr.train()  # 200 steps unless stopped
+    assert cb.run.status == "stopped" and 4 <= tr.state.global_step < 200
+    assert len(cb.run.steps) == tr.state.global_step
+
+    cb = labkit.watch.transformers(logdir=tmp_path / "nan", dashboard=False)
+    model, tr = trainer(cb)
+    with torch.no_grad():
+        model.bert.encoder.layer[0].intermediate.dense.weight[0, 0] = float("nan")
+    with pytest.raises(NonFiniteError) as info:
+        tr.train()
+    assert info.value.step == 1 and info.value.where == "output"
+    assert info.value.module == "bert.encoder.layer.0.intermediate.dense"
+    assert cb.run.status == "failed" and labkit.runs(tmp_path / "nan")[0].status == "failed"
