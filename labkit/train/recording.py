@@ -161,6 +161,7 @@ class StepRecorder:
         self.log_every = log_every
         self._writer = writer
         self._scalar_file = scalars
+        self._unlogged: dict[str, Any] | None = None  # the last step, not yet in TensorBoard
         self._pending: list[tuple[Any, ...]] = []
         self._last_flush = time.perf_counter()
         self._recorder: Any = None
@@ -223,17 +224,20 @@ class StepRecorder:
         self._last_flush = time.perf_counter()
         return steps
 
-    def _scalars(self, steps: list[dict[str, Any]]) -> None:
+    def _scalars(self, steps: list[dict[str, Any]], *, last: bool = False) -> None:
+        """Every ``log_every``-th step's figures (and with ``last``, the last step's)."""
         if not self.log_every:
             return
         rows = []
-        for s in steps:
-            if s["step"] % self.log_every == 0:
+        for i, s in enumerate(steps):
+            if s["step"] % self.log_every == 0 or (last and i == len(steps) - 1):
                 rows.append(("train_loss", s["loss"], s["step"], s["t"]))
                 for k, v in s.items():
                     if k not in _SPECIAL:
                         tag = k if k.startswith(("train_", "val_")) else f"train_{k}"
                         rows.append((tag, v, s["step"], s["t"]))
+        if steps:
+            self._unlogged = None if steps[-1]["step"] % self.log_every == 0 else steps[-1]
         if rows:
             self._write_scalars(rows)
 
@@ -290,6 +294,9 @@ class StepRecorder:
         """Flush, stop tracing, emit the ``end`` event (``finished``/``stopped``/``failed``)."""
         try:
             self.flush()
+            if self._unlogged is not None:  # the run's last step, in TensorBoard too
+                self._scalars([self._unlogged], last=True)
+                self._unlogged = None
         except Exception:  # a failing read must not hide how the run ended
             self._pending = []
         self.detach()

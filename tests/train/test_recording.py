@@ -49,9 +49,10 @@ def test_tensorboard_scalars_every_log_every(tmp_path):
 
     acc = EventAccumulator(str(tmp_path))
     acc.Reload()
-    assert [e.step for e in acc.Scalars("train_loss")] == [2, 4]
-    assert [e.value for e in acc.Scalars("train_loss")] == [2.0, 4.0]
-    assert [e.step for e in acc.Scalars("train_lr")] == [2, 4]
+    # every log_every-th step, and the run's last one
+    assert [e.step for e in acc.Scalars("train_loss")] == [2, 4, 5]
+    assert [e.value for e in acc.Scalars("train_loss")] == [2.0, 4.0, 5.0]
+    assert [e.step for e in acc.Scalars("train_lr")] == [2, 4, 5]
 
 
 def test_learning_rate_is_sent_once_per_run():
@@ -105,7 +106,8 @@ def test_scalar_file_is_read_by_tensorboard(tmp_path):
     rec.end("finished", 5)  # closes the file
     acc = EventAccumulator(str(tmp_path))
     acc.Reload()
-    assert [(e.step, e.value) for e in acc.Scalars("train_loss")] == [(2, 2.0), (4, 4.0)]
-    assert [e.step for e in acc.Scalars("val_acc")] == [2, 4]
+    assert [(e.step, e.value) for e in acc.Scalars("train_loss")] == [(2, 2.0), (4, 4.0),
+                                                                      (5, 5.0)]  # fmt: skip
+    assert [e.step for e in acc.Scalars("val_acc")] == [2, 4, 5]
     assert [(e.step, e.value) for e in acc.Scalars("val_loss")] == [(5, 0.25)]
     assert len(list(tmp_path.glob("events.out.tfevents.*.labkit"))) == 1
