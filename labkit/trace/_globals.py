@@ -109,6 +109,15 @@ def _kind(v: object) -> str:
     return f"a {type(v).__name__} object"
 
 
+def _forward_of(cls: type) -> object:
+    """The class's `forward` as written, read from the class dicts along its MRO: a
+    descriptor's `__get__` is never called (TorchScript's `_CachedForward` raises there)."""
+    for klass in cls.__mro__:
+        if "forward" in vars(klass):
+            return vars(klass)["forward"]
+    return None
+
+
 class ModuleGlobals:
     """A picture of the module-level state the step's code can reach, taken now;
     :meth:`changes` says what differs later.
@@ -129,7 +138,9 @@ class ModuleGlobals:
     def __init__(self, model: torch.nn.Module, functions: Iterable[object] = (),
                  restored: Callable[[torch.Tensor], bool] = lambda t: False) -> None:  # fmt: skip
         self._restored = restored
-        code = [type(m).forward for m in model.modules()] + [f for f in functions if f is not None]
+        code = [_forward_of(type(m)) for m in model.modules()] + [
+            f for f in functions if f is not None
+        ]
         spaces: dict[int, dict[str, Any]] = {}
         for fn in code:
             g = _globals_of(fn)
