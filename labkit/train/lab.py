@@ -295,6 +295,7 @@ class Lab:
         ``warmup`` + ``repeat`` timing-only passes whose medians are the times shown. The
         model is restored afterwards; the trace is kept in ``lab.traces``.
         """
+        from labkit.trace.api import check_not_meta
         from labkit.trace.step import Step, record_step
         from labkit.train.data import first_batch
         from labkit.train.module import default_step
@@ -304,6 +305,7 @@ class Lab:
             if self._is_lightning() and hasattr(dm, "setup"):
                 dm.setup("fit")  # a user's LightningDataModule builds its datasets here
             batch = first_batch(dm.train_dataloader())
+        check_not_meta("Lab.trace", self.model, (batch,), {})  # nothing to time on meta
         if self._is_lightning():  # the user's own training_step is the step
             module: Any = self.model  # a LightningModule
             user_step = Step(module, (batch,), forward=lambda b: module.training_step(b, 0),

@@ -81,3 +81,15 @@ def test_a_meta_buffer_alone_is_refused() -> None:
 def test_plan_still_takes_the_meta_model_and_input() -> None:
     plan = labkit.plan(_meta_model(), torch.empty(4, 8, device="meta"))
     assert plan.peak_bytes > 0
+
+
+def test_lab_trace_on_a_meta_model_is_refused_pointing_to_plan() -> None:
+    from torch.utils.data import TensorDataset
+
+    with torch.device("meta"):
+        model = nn.Linear(4, 2)
+    data = TensorDataset(torch.randn(8, 4), torch.randint(0, 2, (8,)))
+    lab = labkit.Lab(model, data, loss=nn.functional.cross_entropy, batch_size=4)
+    with pytest.raises(ValueError, match=r"labkit\.plan"):
+        lab.trace()
+    assert lab.traces == []
