@@ -25,7 +25,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Literal
 
-from labkit.views import BUILD_FIX, check_assets
+from labkit._assets import BUILD_FIX, check_assets
 
 __all__ = ["Check", "check", "exit_code", "render", "to_json"]
 

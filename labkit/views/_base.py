@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import anywidget
 
-from labkit.views._assets import bundle_path
+from labkit._assets import bundle_path
 from labkit.views._keep import KeepsPicture
 from labkit.views._throttle import Throttle
 

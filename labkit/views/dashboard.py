@@ -20,7 +20,7 @@ from typing import Any
 import anywidget
 import traitlets as t
 
-from labkit.views._assets import bundle_path
+from labkit._assets import bundle_path
 from labkit.views._keep import KeepsPicture
 from labkit.views._throttle import Throttle
 

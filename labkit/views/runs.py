@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import anywidget
 import traitlets as t
 
-from labkit.views._assets import bundle_path
+from labkit._assets import bundle_path
 from labkit.views._keep import KeepsPicture
 
 if TYPE_CHECKING:

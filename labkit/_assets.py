@@ -5,13 +5,13 @@ starting with ``_``; the ``_*.js`` helpers are bundled into the views that impor
 into ``labkit/views/static/<name>.js`` and writes ``static/manifest.json`` listing
 each bundle with its size and sha256. This module reads that manifest, checks
 every bundle against it, and (in a source checkout) checks that every source
-entry was built. ``labkit doctor`` reports the result.
+entry was built. ``labkit doctor`` reports the result (it reads this module, not the views).
 
 The directory can be pointed elsewhere with the ``LABKIT_WIDGET_ASSETS``
 environment variable (used by tests to simulate a machine without assets).
 
 Example:
-    >>> from labkit.views._assets import check_assets
+    >>> from labkit._assets import check_assets
     >>> report = check_assets()
     >>> report.ok  # doctest: +SKIP
     True
@@ -29,8 +29,8 @@ ENV_VAR = "LABKIT_WIDGET_ASSETS"
 MANIFEST = "manifest.json"
 BUILD_FIX = "make lab  (or: npm --prefix widgets ci && npm --prefix widgets run build)"
 
-_PACKAGE_STATIC = Path(__file__).resolve().parent / "static"
-_CHECKOUT_SRC = Path(__file__).resolve().parents[2] / "widgets" / "src"
+_PACKAGE_STATIC = Path(__file__).resolve().parent / "views" / "static"
+_CHECKOUT_SRC = Path(__file__).resolve().parents[1] / "widgets" / "src"
 
 
 def assets_dir() -> Path:

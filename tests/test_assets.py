@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from labkit.views._assets import (
+from labkit._assets import (
     ENV_VAR,
     AssetReport,
     assets_dir,
