@@ -9,7 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from labkit._lazy import moved_modules
+
 __all__: list[str] = []
+
+# the stop registry moved to labkit/_stops.py (the dashboard, a view, registers fits in it
+# and must not import the server); the old path stays importable
+moved_modules({f"{__name__}.stops": "labkit._stops"})
 
 
 def _jupyter_server_extension_points() -> list[dict[str, str]]:

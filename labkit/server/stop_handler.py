@@ -4,7 +4,7 @@ Body: ``{"token": "<the dashboard's stop token>"}``. Answers 200
 ``{"stopping": true}`` once the fit's stop file exists (the trainer stops every rank
 after the current step), 400 for a malformed body, 404 when no running fit has the
 token. Authenticated and XSRF-checked like every Jupyter API (``APIHandler``); a thin
-adapter over :func:`labkit.server.stops.request`.
+adapter over :func:`labkit._stops.request`.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typing import Any
 from jupyter_server.base.handlers import APIHandler
 from tornado import web
 
+from labkit._stops import StopRequestError, UnknownStopToken, request
 from labkit.server._request import BadRequest, json_body
-from labkit.server.stops import StopRequestError, UnknownStopToken, request
 
 STOP_ROUTE = "labkit/api/stop"
 

@@ -56,7 +56,7 @@ def last_of_buckets(values: list[Any], max_points: int) -> list[Any]:
 def _register(stop_file: Path) -> str:
     """The token under which the server extension finds ``stop_file`` ("" when it cannot)."""
     try:
-        from labkit.server.stops import register
+        from labkit._stops import register
 
         return register(stop_file)
     except (ImportError, OSError):  # no jupyter_core, or a read-only runtime dir
@@ -216,7 +216,7 @@ class Dashboard(KeepsPicture, anywidget.AnyWidget):
 
     def _unregister(self) -> None:
         if self.stop_token:
-            from labkit.server.stops import unregister
+            from labkit._stops import unregister
 
             with contextlib.suppress(OSError, ImportError):
                 unregister(self.stop_token)

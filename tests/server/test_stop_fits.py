@@ -2,7 +2,7 @@
 
 The fit runs in the foreground (this thread blocks in ``lab.fit`` as a notebook cell
 does); another thread does what ``POST /labkit/api/stop`` does with the dashboard's
-token (:func:`labkit.server.stops.request`). One process, and DDP over two forked CPU
+token (:func:`labkit._stops.request`). One process, and DDP over two forked CPU
 processes, where every rank has to see the file and stop together.
 """
 
@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from labkit.server import stops
+from labkit import _stops as stops
 from labkit.train import Lab
 from tests.train._helpers import LOSS, datasets, mlp
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from labkit.server import stops
+from labkit import _stops as stops
 from tests.jupyter_process import JupyterProcess
 
 ROUTE = "labkit/api/stop"

@@ -53,7 +53,7 @@ def test_downsample():
 
 
 def test_stop_file_is_registered_until_the_fit_ends(tmp_path, monkeypatch):
-    from labkit.server import stops
+    from labkit import _stops as stops
 
     monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / "runtime"))
     calls = []

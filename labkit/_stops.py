@@ -8,7 +8,9 @@ token in Jupyter's runtime directory, the button posts the token to the server e
 within ``FILE_CHECK_S`` and stops every rank after the current step, keeping a checkpoint.
 
 The browser never names a path: only fits registered by a kernel can be stopped, and
-only their stop file is written.
+only their stop file is written. Both sides use this module (the dashboard registers, the
+server extension requests), so it sits at the package root, below both; the old path
+``labkit.server.stops`` still imports it.
 
 Example:
     >>> import tempfile, pathlib
