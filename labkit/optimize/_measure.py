@@ -6,6 +6,10 @@ On CPU there is no allocator statistic, so labkit's own
 tensor storages, parameters, gradients, optimizer state and the batch included. It
 cannot see inside compiled graphs, so compiled recipes are measured on their eager
 equivalent (and the note says so).
+
+:func:`step_flops` counts a recipe's step FLOPs once, with labkit's FLOP counter (a full
+:class:`~labkit.trace.Recorder`, ``FlopCounterMode``'s formulas), on a copy of the model:
+``compare`` divides them by the median step time for each row's achieved FLOP/s.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from labkit._format import fmt_bytes
 from labkit._tensors import held_bytes, model_device
 from labkit.memory.tracker import MemoryTracker
 from labkit.optimize.step import RecipeStep
+from labkit.trace import MemoryMeta, MemoryObserver, MemorySample
 from labkit.trace.recorder import Recorder
 
 
@@ -43,6 +48,45 @@ def peak_memory(run: Any, eager_recipe: Any) -> tuple[int | None, str | None]:
         return _tracked_peak(run, model), note
     except Exception as exc:
         return None, f"peak memory not measured ({type(exc).__name__}: {exc})"
+
+
+def step_flops(run: Any, eager_recipe: Any) -> tuple[int | None, str]:
+    """(FLOPs of one step, how they were counted) for a ``compare`` run; ``(None, why)`` when
+    they could not be counted.
+
+    The step runs once on a copy of the recipe's model (its own optimizer and GradScaler),
+    so nothing that is timed or compared moves. Compiled and exported recipes are counted on
+    their eager equivalent: the counter cannot see inside compiled graphs, and the FLOPs of
+    the same math are the same.
+    """
+    from labkit.optimize.apply import apply
+
+    eager = eager_recipe.replace(export=None, export_kwargs=())
+    opaque = bool(run.recipe.compile or run.recipe.export)
+    how = "once, on a copy of the model"
+    if opaque:
+        how += ", run eagerly: compiled graphs are opaque to the counter"
+    try:
+        model = apply(run.base_model, eager) if opaque else run.model
+        step = _fresh_step(run, model)
+        with Recorder(step.model, mode="full", memory=_NoMemory()) as rec:
+            step(*run.inputs, seed=run.seed, **run.kwargs)
+    except Exception as exc:
+        return None, f"FLOPs not counted ({type(exc).__name__}: {exc})"
+    trace = rec.trace
+    assert trace is not None
+    missing = [m["op"] for m in trace.meta.no_flop_formula]
+    if missing:
+        ops = ", ".join(missing[:4]) + (f" (+{len(missing) - 4})" if len(missing) > 4 else "")
+        how += f"; not counted, no FLOP formula, so FLOP/s is a lower bound: {ops}"
+    return trace.total_flops, how
+
+
+class _NoMemory(MemoryObserver):
+    """A memory observer that keeps nothing: counting FLOPs needs no memory timeline."""
+
+    def result(self) -> tuple[tuple[MemorySample, ...], MemoryMeta | None]:
+        return (), None
 
 
 def weight_bytes(model: torch.nn.Module) -> int:

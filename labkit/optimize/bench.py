@@ -8,13 +8,15 @@ import copy
 import inspect
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import torch
 
 from labkit._interleave import interleaved, interleaved_until, ratio_interval
 from labkit._tensors import model_device, split_batch
-from labkit.optimize import _cpu, _deploy
+from labkit._utilization import dtype_of, utilization
+from labkit.optimize import _cpu, _deploy, _measure
 from labkit.optimize._bench_checks import (
     Progress,
     check_settings,
@@ -113,6 +115,7 @@ class Bench:
         self._base: _Run | None = None
         self._base_result: RecipeResult | None = None
         self._rows: dict[str, RecipeResult] = {}
+        self._counted: dict[str, tuple[int | None, str]] = {}  # label -> (step FLOPs, how)
         self._ended_by = ""
 
     # ------------------------------------------------------------------ public
@@ -202,8 +205,9 @@ class Bench:
         report(0.95, f"{base.label}: baseline figures")
         if self._base_result is None or self._base_result.error or base.error:
             self._base_result = self._result(base, [(t, t) for t in base.times])
-        else:  # measured once: only its step times grew
-            self._base_result = base.with_times(self._base_result, o.level)
+        else:  # measured once: only its step times grew (and so its FLOP/s moved)
+            grown = base.with_times(self._base_result, o.level)
+            self._base_result = self._rate(base, grown)
         report(1.0, "done")
         _remember(o.mode, self.device, list(self._rows.values()))
 
@@ -238,10 +242,35 @@ class Bench:
     def _result(self, run: _Run, pairs: list[tuple[float, float]]) -> RecipeResult:
         assert self._base is not None
         o = self.options
-        return run.result(
+        row = run.result(
             self._base, pairs, o.memory, o.drift, o.tolerance, o.val, self._metric,
             self.base_model, o.level,
         )  # fmt: skip
+        if row.error is not None or row.step_time is None:
+            return row
+        self._counted[run.label] = _measure.step_flops(run, run.recipe.replace(compile=None))
+        return self._rate(run, row)
+
+    def _rate(self, run: _Run, row: RecipeResult) -> RecipeResult:
+        """``row`` with its achieved FLOP/s (and MFU on CUDA): the FLOPs counted once for
+        its recipe (:func:`~labkit.optimize._measure.step_flops`) over its median step time."""
+        flops, how = self._counted.get(run.label, (None, ""))
+        if flops is None or not row.step_time:
+            return replace(row, flops=None, flops_per_s=None, mfu=None, utilization=how)
+        device = self.device
+        name = torch.cuda.get_device_name(device) if device.startswith("cuda") else device
+        dtype = dtype_of(run.recipe.precision, run.recipe.matmul_precision)
+        over = f"the median of {len(row.step_times)} timed steps"
+        rate, mfu, text = utilization(
+            flops,
+            row.step_time,
+            device,
+            name,
+            dtype,
+            counted=f"{run.label}'s step ({how})",
+            over=over,
+        )
+        return replace(row, flops=flops, flops_per_s=rate, mfu=mfu, utilization=text)
 
     def _comparison(self, results: tuple[RecipeResult, ...]) -> Comparison:
         notes = [_cpu.describe(), *_cpu.implications()] if self.device.startswith("cpu") else []

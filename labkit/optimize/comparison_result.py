@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from labkit._format import first_line, fmt_bytes, fmt_time
+from labkit._format import first_line, fmt_bytes, fmt_count, fmt_time
 
 
 @dataclass(frozen=True)
@@ -53,6 +53,13 @@ class RecipeResult:
             one dict per size with ``batch_size``, ``step_time``, ``throughput``,
             ``speedup`` (against the baseline at that size) and ``error``; for a recipe
             row also ``speedup_low``, ``speedup_high`` and ``within_noise`` (its interval).
+        flops: FLOPs of one step, counted once on a copy of the recipe's model by labkit's
+            FLOP counter (``FlopCounterMode``'s formulas; compiled and exported recipes
+            counted eagerly).
+        flops_per_s: Achieved FLOP/s: ``flops`` over the median ``step_time``.
+        mfu: Model FLOPs utilization: ``flops_per_s`` over the device's peak for the
+            recipe's dtype (CUDA devices in labkit's table only; None elsewhere).
+        utilization: How ``flops_per_s`` and ``mfu`` were taken, or why there is no MFU.
         notes: What applied, what did not and why, and caveats of the figures.
         error: Why this recipe could not run, if it could not.
     """
@@ -86,6 +93,10 @@ class RecipeResult:
     drift_path: str | None = None
     drift_rel: float | None = None
     per_batch: tuple[dict[str, Any], ...] = ()
+    flops: int | None = None
+    flops_per_s: float | None = None
+    mfu: float | None = None
+    utilization: str = ""
     notes: tuple[str, ...] = ()
     error: str | None = None
 
@@ -213,6 +224,7 @@ class Comparison:
             "step",
             "speedup",
             "samples/s",
+            "FLOP/s",
             "compile",
             "break-even",
             "peak mem",
@@ -223,10 +235,13 @@ class Comparison:
         ]
         exports = any(r.export_time is not None for r in self.results)
         if exports:
-            head.insert(5, "export")
+            head.insert(6, "export")
         compiled = any(r.graphs is not None for r in self.results)
         if compiled:
-            head.insert(5, "breaks")
+            head.insert(6, "breaks")
+        mfu = any(r.mfu is not None for r in self.results)
+        if mfu:
+            head.insert(5, "MFU")
         if self.metric:
             head.append(self.metric)
         head.append("first drift")
@@ -240,6 +255,7 @@ class Comparison:
                 fmt_time(r.step_time) if r.step_time is not None else "-",
                 speedup_text(r),
                 _num(r.throughput, "{:.1f}"),
+                f"{fmt_count(r.flops_per_s)}FLOP/s" if r.flops_per_s is not None else "-",
                 fmt_time(r.compile_time) if r.compile_time is not None else "-",
                 _break_even(r),
                 fmt_bytes(r.peak_memory) if r.peak_memory is not None else "-",
@@ -249,10 +265,12 @@ class Comparison:
                 _num(r.loss, "{:.4g}"),
             ]
             if exports:
-                line.insert(5, fmt_time(r.export_time) if r.export_time is not None else "-")
+                line.insert(6, fmt_time(r.export_time) if r.export_time is not None else "-")
             if compiled:
                 n = sum(b["count"] for b in r.graph_breaks)
-                line.insert(5, str(n) if r.graphs is not None else "-")
+                line.insert(6, str(n) if r.graphs is not None else "-")
+            if mfu:
+                line.insert(5, _num(r.mfu, "{:.1%}"))
             if self.metric:
                 line.append(_num(r.val_metric, "{:.4g}"))
             line.append(r.drift_path if r.drift_path is not None else "-")
@@ -263,7 +281,8 @@ class Comparison:
             f"compare ({self.mode}, {self._rounds_text()} after {self.warmup} warm-up, "
             f"device {self.device}, drift tolerance {self.tolerance:g})"
         )
-        head_notes = (self.intervals(), self.ranking(), self.randomness, *self.notes)
+        head_notes = (self.intervals(), self.ranking(), self.randomness, self.flops_note(),
+                      *self.notes)  # fmt: skip
         notes = [f"- {n}" for n in head_notes if n]
         for r in self.results:
             notes += [f"- {r.label}: {n}" for n in r.notes]
@@ -297,6 +316,18 @@ class Comparison:
             f"[{self.level:.0%} interval] by a paired bootstrap over {n} rounds; rounds "
             f"stopped because {ended}; an interval spanning 1.00x is within noise, not ranked"
         )
+
+    def flops_note(self) -> str:
+        """How the FLOP/s column was taken (the baseline's sentence, or the first row's)."""
+        rows = [r for r in self.results if r.utilization]
+        base = next((r for r in rows if r.label == self.baseline), rows[0] if rows else None)
+        if base is None:
+            return ""
+        text = f"FLOP/s ({base.label}): {base.utilization}"
+        odd = [r.label for r in rows if r.flops is not None and r.flops != base.flops]
+        if odd:
+            text += f"; each row's own step counted ({', '.join(odd)} count other FLOPs)"
+        return text
 
     def ranking(self) -> str:
         """The measurably faster or slower rows in order, and those within noise."""

@@ -58,6 +58,7 @@ def test_summary_and_repr(mlp, x):
         "step",
         "speedup",
         "samples/s",
+        "FLOP/s",
         "compile",
         "break-even",
         "peak",
