@@ -15,6 +15,7 @@ and call, unless its cell is tagged ``explore`` (left out knowingly).
 from __future__ import annotations
 
 import ast
+from collections.abc import Sequence
 
 from labkit.promote._classify import (
     EARLIER_FIT,
@@ -50,17 +51,21 @@ def kept_statements(analysis: Analysis) -> list[Statement]:
     ]
 
 
-def check(analysis: Analysis) -> list[Problem]:  # noqa: C901 - a flat list of independent checks
+def check(  # noqa: C901 - a flat list of independent checks
+    analysis: Analysis, *, kept: Sequence[Statement] | None = None
+) -> list[Problem]:
     """All problems: the analysis' own, plus undefined and out-of-order names.
 
     Args:
         analysis: From :func:`labkit.promote.analysis`.
+        kept: ``kept_statements(analysis)`` when the caller has it already (promote
+            computes it once for the check, the report and the script).
 
     Returns:
         Errors and warnings, errors first; promote writes nothing when there is an error.
     """
     problems = list(analysis.problems)
-    kept = kept_statements(analysis)
+    kept = kept_statements(analysis) if kept is None else list(kept)
     kept_ids = {id(s) for s in kept}
     dropped: dict[str, Statement] = {}
     for s in analysis.statements:

@@ -14,7 +14,7 @@ from typing import Any
 from labkit._paths import OutputPathError, check_output_file
 from labkit.promote._literal import literal
 from labkit.promote.analysis import Analysis, analyze
-from labkit.promote.checks import check
+from labkit.promote.checks import check, kept_statements
 from labkit.promote.errors import Problem, PromoteError
 from labkit.promote.notebook import read_notebook
 from labkit.promote.plain import render_plain_script
@@ -120,7 +120,8 @@ def promote(
     if not dry_run:
         check_script_path(out, nb.path, force=force)
     analysis = analyze(nb, show_results=show_results)
-    problems = check(analysis)
+    kept = kept_statements(analysis)  # once: the check, the report and the script read it
+    problems = check(analysis, kept=kept)
     if any(p.severity == "error" for p in problems):
         raise PromoteError(nb.path, problems)
     recorded = recorded_recipe(p.cell for p in analysis.plans)
@@ -140,10 +141,10 @@ def promote(
             f"{analysis.lab_name}.fit, whose script scales already (--devices, --strategy)"
         )
         raise PromoteError(nb.path, [Problem("error", msg, analysis.fit.cell.number)])
-    report = promotion_report(analysis)
+    report = promotion_report(analysis, kept=kept)
     if analysis.fit is None:  # no lab.fit: a plain loop, data preparation, ...
         source, more = render_plain_script(
-            analysis, script_name=out.name, fabric=fabric, notes=report.summary()
+            analysis, script_name=out.name, fabric=fabric, notes=report.summary(), kept=kept
         )
         problems = [*problems, *more]
         if any(p.severity == "error" for p in more):
@@ -155,6 +156,7 @@ def promote(
             recipe=recipe,
             recipe_source=recipe_cell.label if recipe_cell else "",
             notes=report.summary(),
+            kept=kept,
         )
     warnings = tuple(p for p in problems if p.severity == "warning")
     if dry_run:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import shlex
 import textwrap
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -127,7 +128,12 @@ def parameters_of(kept: list[Statement]) -> tuple[list[Parameter], Statement | N
 
 
 def render_plain_script(
-    analysis: Analysis, *, script_name: str, fabric: bool = False, notes: str = ""
+    analysis: Analysis,
+    *,
+    script_name: str,
+    fabric: bool = False,
+    notes: str = "",
+    kept: Sequence[Statement] | None = None,
 ) -> tuple[str, list[Problem]]:
     """The script of a notebook without a training call, and warnings about its options.
 
@@ -136,12 +142,13 @@ def render_plain_script(
         script_name: The script's file name (shown in its docstring).
         fabric: Put the training loop on Lightning Fabric (:mod:`labkit.promote.fabric`).
         notes: A paragraph for the docstring (the report's counts).
+        kept: ``kept_statements(analysis)`` when the caller has it already.
 
     Returns:
         ``(Python source, problems)``; with errors (a loop ``--fabric`` cannot rewrite)
         the source is empty.
     """
-    kept = kept_statements(analysis)
+    kept = kept_statements(analysis) if kept is None else list(kept)
     params, apply_after, problems = parameters_of(kept)
     hoisted = [s for s in kept if _must_be_module_level(s)]
     body = [s for s in kept if not _must_be_module_level(s)]

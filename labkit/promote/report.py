@@ -14,6 +14,7 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from labkit.promote._classify import RESULT, reason_group
@@ -128,17 +129,18 @@ class Report:
         return f"Report({shown}, printed={len(self.printed)})"
 
 
-def promotion_report(analysis: Analysis) -> Report:
+def promotion_report(analysis: Analysis, *, kept: Sequence[Statement] | None = None) -> Report:
     """The :class:`Report` of ``analysis``: statements not kept, cells skipped, results
     printed.
 
     Args:
         analysis: From :func:`labkit.promote.analysis`.
+        kept: ``kept_statements(analysis)`` when the caller has it already.
 
     Returns:
         The report.
     """
-    kept = {id(s) for s in kept_statements(analysis)}
+    kept_ids = {id(s) for s in (kept_statements(analysis) if kept is None else kept)}
     groups: dict[str, list[Dropped]] = {}
     skipped: list[Dropped] = []
     printed: list[Dropped] = []
@@ -155,7 +157,7 @@ def promotion_report(analysis: Analysis) -> Report:
         for s in plan.statements:
             if s.printed:
                 printed.append(_one(s, "printed"))
-            elif id(s) not in kept and s.lineno:
+            elif id(s) not in kept_ids and s.lineno:
                 group = reason_group(s.reason or "not needed")
                 groups.setdefault(group, []).append(_one(s, s.reason))
     for cell in analysis.never_run:

@@ -69,6 +69,7 @@ def render_script(
     recipe: dict[str, Any] | None = None,
     recipe_source: str = "",
     notes: str = "",
+    kept: Sequence[Statement] | None = None,
 ) -> str:
     """The promoted script's text.
 
@@ -79,6 +80,7 @@ def render_script(
             notebook's code as the only source of the Recipe.
         recipe_source: Where the recipe was recorded (``"cell 7 (In [9])"``), for a comment.
         notes: A paragraph for the docstring (the report's counts).
+        kept: ``kept_statements(analysis)`` when the caller has it already.
 
     Returns:
         Python source; it parses with :func:`ast.parse`.
@@ -86,7 +88,7 @@ def render_script(
     fit = analysis.fit
     if fit is None:
         raise ValueError("render_script needs an analysis with a training call")
-    kept = kept_statements(analysis)
+    kept = kept_statements(analysis) if kept is None else list(kept)
     position = next(i for i, s in enumerate(kept) if s is fit)
     before, after = kept[:position], kept[position + 1 :]
     future = [s for s in before if _is_future(s)]
