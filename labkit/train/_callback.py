@@ -96,6 +96,8 @@ class LabCallback(pl.Callback):
                                      log_every=log_every)  # fmt: skip
         self._t_end = 0.0
         self._t_start = 0.0
+        self._flops: _StepFlops | None = None  # counting the first step's FLOPs (rank 0)
+        self._flops_done = False
 
     @property
     def stop_event(self) -> threading.Event:
@@ -150,6 +152,9 @@ class LabCallback(pl.Callback):
         self._t_end = time.perf_counter()
 
     def on_train_batch_start(self, trainer: pl.Trainer, pl_module: Any, batch: Any, i: int) -> None:
+        if not self._flops_done and trainer.is_global_zero:
+            self._flops_done = True  # once per fit: the summary's FLOP/s divides by the others
+            self._flops = _StepFlops.start(self.hparams, trainer, self.recorder)
         self._t_start = time.perf_counter()
         self.recorder.begin_step(trainer.global_step)
 
@@ -163,6 +168,9 @@ class LabCallback(pl.Callback):
         now = time.perf_counter()
         step = trainer.global_step  # already counts this step
         self.recorder.end_step(step)
+        if self._flops is not None:
+            self._flops.stop(step, self._net(pl_module))
+            self._flops = None
         if trainer.is_global_zero:
             loss = getattr(pl_module, "last_loss", None)
             if loss is None:
@@ -209,6 +217,9 @@ class LabCallback(pl.Callback):
         self.recorder.end("stopped" if self.stopped else "finished", trainer.global_step)
 
     def on_exception(self, trainer: pl.Trainer, pl_module: Any, exception: BaseException) -> None:
+        if self._flops is not None:  # the counted step failed: its counter goes, nothing sent
+            self._flops.abandon()
+            self._flops = None
         self.recorder.end("failed", trainer.global_step,
                           f"{type(exception).__name__}: {exception}")  # fmt: skip
 
@@ -220,6 +231,52 @@ class LabCallback(pl.Callback):
             f"LabCallback(flush_interval={self.flush_interval}, stop_every={self.stop_every}, "
             f"trace_every={self.trace_every}, histogram_every={self.histogram_every})"
         )
+
+
+class _StepFlops:
+    """Counts one training step's FLOPs (``FlopCounterMode``, the reference labkit's own
+    counter equals) on rank 0, from its ``on_train_batch_start`` to its ``on_train_batch_end``,
+    and emits a ``flops`` event: ``Run.summary`` divides them by the median step time of the
+    other steps (this one ran with the counter's per-op cost)."""
+
+    def __init__(self, recorder: StepRecorder, device: str, name: str, dtype: str) -> None:
+        from torch.utils.flop_counter import FlopCounterMode
+
+        self.recorder, self.device, self.name, self.dtype = recorder, device, name, dtype
+        self.mode = FlopCounterMode(display=False)
+        self.mode.__enter__()
+
+    @classmethod
+    def start(cls, hparams: dict[str, Any], trainer: pl.Trainer,
+              recorder: StepRecorder) -> _StepFlops | None:  # fmt: skip
+        """Begin counting, or emit why not (a compiled model: its graphs are opaque to the
+        counter, and counting would recompile it) and return None."""
+        if str(hparams.get("recipe/compile", "none")) not in ("none", "False", ""):
+            why = ("no FLOPs counted: the model is compiled (FlopCounterMode cannot count "
+                   "inside compiled graphs without recompiling them)")  # fmt: skip
+            recorder.emit({"type": "flops", "flops": None, "how": why})
+            return None
+        from labkit._utilization import dtype_of
+
+        device = trainer.strategy.root_device
+        name = torch.cuda.get_device_name(device) if device.type == "cuda" else str(device)
+        matmul = str(hparams.get("recipe/matmul_precision", torch.get_float32_matmul_precision()))
+        dtype = dtype_of(str(trainer.precision), matmul)
+        return cls(recorder, str(device), name, dtype)
+
+    def stop(self, step: int, net: torch.nn.Module) -> None:
+        """End counting after training step ``step`` and emit the ``flops`` event."""
+        self.mode.__exit__(None, None, None)
+        self.recorder.emit({
+            "type": "flops", "step": step, "flops": int(self.mode.get_total_flops()),
+            "device": self.device, "device_name": self.name, "dtype": self.dtype,
+            "how": f"counted in training step {step} (forward, backward and optimizer step of "
+                   f"{type(net).__name__}, one process)",
+        })  # fmt: skip
+
+    def abandon(self) -> None:
+        """Leave the counter (the step failed)."""
+        self.mode.__exit__(None, None, None)
 
 
 def _logger_writer(trainer: pl.Trainer) -> Any:

@@ -34,7 +34,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "logdir": (str,), "config": (dict,), "status": (str,), "steps": (list,),
     "epochs": (list,), "checkpoints": (list,), "traces": (list,), "error": (str, type(None)),
     "notes": (list,), "ranks": (list,), "started": (int, float, type(None)),
-    "ended": (int, float, type(None)),
+    "ended": (int, float, type(None)), "flops": (dict,),
 }  # fmt: skip
 _ITEMS: dict[str, type] = {"steps": dict, "epochs": dict, "checkpoints": str, "traces": str,
                            "notes": str, "ranks": dict}  # fmt: skip
@@ -151,6 +151,11 @@ class Run:
             ``backward_time``, ``comm_wait``, ``optimizer_time``, ``comm_time``,
             ``buckets``, ``bucket_bytes``, ...) and ``stragglers`` (see
             ``labkit.train._ranks``).
+        flops: FLOPs of one training step, counted once (``Lab.fit``: the first step on
+            rank 0, by ``FlopCounterMode``): ``flops``, ``step``, ``device``,
+            ``device_name``, ``dtype`` and ``how``; empty when not counted. The summary
+            states achieved FLOP/s over the median step time (and MFU on a CUDA device
+            whose peak labkit knows): :meth:`utilization`.
 
     Example:
         >>> run = Run(logdir="runs/a", config={"max_epochs": 1})
@@ -173,6 +178,7 @@ class Run:
     ranks: list[dict[str, Any]] = field(default_factory=list)
     started: float | None = None
     ended: float | None = None
+    flops: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._done = threading.Event()
@@ -208,6 +214,8 @@ class Run:
             self.ranks.append({k: v for k, v in event.items() if k != "type"})
         elif kind == "optimizer":
             self._optimizer_event(event)
+        elif kind == "flops":
+            self.flops = {k: v for k, v in event.items() if k not in ("type", "t")}
         elif kind == "end":
             self.status = event.get("status", "finished")
             self.error = event.get("error")
@@ -251,9 +259,38 @@ class Run:
                 rows = last["ranks"]
                 lines += advice({k: sum(r[k] for r in rows) / len(rows)
                                  for k in ("step_time", "comm_wait", "data_time")})  # fmt: skip
+        util = self.utilization()[2]
+        if util:
+            lines.append(f"utilization: {util}")
         if self.error:
             lines.append(f"error: {self.error}")
         return "\n".join(lines)
+
+    def utilization(self) -> tuple[float | None, float | None, str]:
+        """``(FLOP/s, MFU, sentence)``: the step's counted FLOPs over the median compute time
+        of the steps not counted (the counted one ran with the counter's cost); ``(None,
+        None, "")`` when no FLOPs were counted (a watched loop). MFU only on CUDA devices in
+        labkit's table of peaks (:mod:`labkit._utilization`)."""
+        f = self.flops
+        if not f:
+            return None, None, ""
+        if not f.get("flops"):
+            return None, None, str(f.get("how") or "no FLOPs counted for the step")
+        times = [s["compute_time"] for s in self.steps
+                 if s.get("step") != f.get("step") and s.get("compute_time")]  # fmt: skip
+        if not times:
+            return None, None, "no FLOP/s: no step ran besides the one whose FLOPs were counted"
+        from statistics import median
+
+        from labkit._utilization import utilization
+
+        per = " per process" if int(self.config.get("processes") or 1) > 1 else ""
+        return utilization(
+            int(f["flops"]), median(times), str(f.get("device", "cpu")),
+            str(f.get("device_name", "")), str(f.get("dtype", "fp32")),
+            counted=str(f.get("how", "one step")),
+            over=f"the median compute time of {len(times)} other steps{per}",
+        )  # fmt: skip
 
     @property
     def last_checkpoint(self) -> str | None:
@@ -363,6 +400,7 @@ class Run:
             "ranks": self.ranks,
             "started": self.started,
             "ended": self.ended,
+            "flops": self.flops,
         }
 
     @classmethod
