@@ -12,6 +12,13 @@ and best metrics, the Recipe, the fit options, labkit/torch/lightning versions) 
 run's curves. ``summary()`` prints a table, ``to_pandas()`` gives a DataFrame,
 ``show()`` the interactive view (:class:`labkit.views.runs.RunsView`).
 
+A folder is a run as soon as its fit takes the logdir lock or writes an event, not only
+once it ends: each row's ``state`` is ``running`` (the lock's holder is alive; figures so
+far from ``events.jsonl``), ``crashed`` (the holder is gone, or events or a checkpoint are
+there without a final record: the last step, epoch and time named in ``state_note``) or
+how the record says it ended (``finished``, ``stopped``, ``failed``); see
+:mod:`labkit.train._run_state`. Reading never blocks or fails on a folder being written.
+
 Example:
     >>> rs = labkit.runs("labkit_runs")           # doctest: +SKIP
     >>> print(rs.summary())                       # doctest: +SKIP
@@ -33,6 +40,8 @@ from typing import Any
 import numpy as np
 
 from labkit._paths import InputFileError, atomic_writer, open_input
+from labkit.train._lock import LOCK_FILE
+from labkit.train._run_state import has_run_files, observe
 
 SERIES_FILE = "series.bin"
 RUN_FILE = "run.json"
@@ -255,7 +264,7 @@ class RunRow:
     Args:
         name: The run's folder, relative to the root it was found under.
         path: The run's folder.
-        status: ``finished``, ``stopped``, ``failed``, ``running`` or ``created``.
+        status: The same word as ``state`` (the name earlier labkit versions read).
         steps: Optimizer steps recorded.
         epochs: Epochs recorded.
         wall_time: Seconds from the first to the last recorded moment (None: unknown).
@@ -268,6 +277,13 @@ class RunRow:
         error: The error of a failed run.
         source: What trained it: ``lab`` (``Lab.fit``), ``loop`` (``labkit.watch``),
             ``lightning`` or ``transformers`` (``labkit.watch.lightning()/.transformers()``).
+        state: What the run is now: ``running`` (its fit holds the lock), ``crashed`` (its
+            fit is gone without ending the run), ``finished``, ``stopped`` or ``failed``.
+        state_note: The state in a sentence (the lock's holder; the last step, epoch and
+            time); empty for a run that ended with its record.
+        last_step: The last optimizer step recorded (None: none, or not read).
+        last_epoch: Its epoch.
+        last_time: Wall-clock time of the run's last event (None: not read).
     """
 
     name: str
@@ -284,6 +300,11 @@ class RunRow:
     started: float | None = None
     error: str | None = None
     source: str = "lab"
+    state: str = "finished"
+    state_note: str = ""
+    last_step: int | None = None
+    last_epoch: int | None = None
+    last_time: float | None = None
 
 
 #: a curve: ``x`` (step), ``t`` (seconds since the run started) and ``y``, equal lengths
@@ -337,7 +358,8 @@ class Runs:
         return sorted(names, key=lambda m: (m != "loss", m))
 
     def summary(self) -> str:
-        """One line per run: status, steps, wall time, last loss, best validation figures."""
+        """One line per run: state, steps, wall time, last loss, best validation figures;
+        then a line for each run still running or crashed (last step, epoch and time)."""
         from labkit._format import fmt_time
 
         vals = sorted({m for r in self.rows for m in r.best if m.startswith("val_")})[:3]
@@ -347,7 +369,7 @@ class Runs:
         for r in self.rows:
             recipe = ", ".join(f"{k}={v}" for k, v in _recipe_changes(r.recipe).items()) or "fp32"
             lines.append([
-                r.name, r.source, r.status, str(r.steps),
+                r.name, r.source, r.state, str(r.steps),
                 fmt_time(r.wall_time) if r.wall_time is not None else "-",
                 _num(r.last.get("loss")), *[_num(r.best.get(m)) for m in vals],
                 _lr(r.options.get("lr")), recipe,
@@ -356,6 +378,7 @@ class Runs:
         text = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
                 for row in lines]  # fmt: skip
         text.insert(1, "  ".join("-" * w for w in widths))
+        text += [f"{r.name}: {r.state_note}" for r in self.rows if r.state_note]
         skipped = f"; {len(self.skipped)} skipped: " + "; ".join(self.skipped)
         text.append(f"{len(self.rows)} run(s)" + (skipped if self.skipped else ""))
         return "\n".join(text)
@@ -367,8 +390,9 @@ class Runs:
         records = []
         for r in self.rows:
             rec: dict[str, Any] = {k: getattr(r, k) for k in
-                                   ("name", "source", "status", "steps", "epochs", "wall_time",
-                                    "started", "error", "path")}  # fmt: skip
+                                   ("name", "source", "state", "status", "steps", "epochs",
+                                    "wall_time", "started", "error", "last_step", "last_epoch",
+                                    "last_time", "state_note", "path")}  # fmt: skip
             rec.update({f"last_{k}": v for k, v in r.last.items()})
             rec.update({f"best_{k}": v for k, v in r.best.items()})
             rec.update({k: _cell(v) for k, v in r.options.items()})
@@ -401,7 +425,7 @@ class Runs:
     def __repr__(self) -> str:
         status: dict[str, int] = {}
         for r in self.rows:
-            status[r.status] = status.get(r.status, 0) + 1
+            status[r.state] = status.get(r.state, 0) + 1
         counts = ", ".join(f"{v} {k}" for k, v in sorted(status.items()))
         return f"Runs({len(self.rows)} runs: {counts or 'none'}; metrics={self.metrics})"
 
@@ -432,7 +456,10 @@ def _recipe_changes(recipe: dict[str, Any]) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------- finding runs
 def _is_run(folder: Path) -> bool:
-    return (folder / SERIES_FILE).is_file() or (folder / RUN_FILE).is_file()
+    """A final record, or a fit's events, lock or checkpoint (a run running or crashed)."""
+    return (
+        (folder / SERIES_FILE).is_file() or (folder / RUN_FILE).is_file() or has_run_files(folder)
+    )
 
 
 def find_runs(source: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
@@ -524,7 +551,7 @@ def earlier_runs(logdir: str | os.PathLike[str], *, most: int = 5,
             row, curves = _read_one(name, folder, None, points)
         except RunsError:
             continue
-        if row.status in ("finished", "stopped"):
+        if row.state in ("finished", "stopped"):
             rows.append((row.started or 0.0, name, curves))
     rows.sort(key=lambda r: -r[0])
     out: dict[str, dict[str, Curve]] = {}
@@ -539,7 +566,22 @@ def earlier_runs(logdir: str | os.PathLike[str], *, most: int = 5,
 def _read_one(name: str, folder: Path, want: list[str] | None,
               points: int) -> tuple[RunRow, dict[str, Curve]]:  # fmt: skip
     step_cols = None if want is None else [*_X_KEYS, *(m for m in want if m not in _X_KEYS)]
-    meta, cols = read_series(folder, step_cols)
+    final = (folder / SERIES_FILE).is_file() or (folder / RUN_FILE).is_file()
+    meta: dict[str, Any] | None = None
+    cols: Columns = {}
+    error: RunsError | None = None
+    if final:
+        try:
+            meta, cols = read_series(folder, step_cols)
+        except RunsError as exc:  # a record being replaced or corrupt: the events may say more
+            error = exc
+    if error is not None and not os.path.lexists(folder / LOCK_FILE):
+        raise error  # a corrupt record of a fit that is over: skipped with the reason
+    seen = observe(folder, meta)
+    if seen.record is not None:
+        meta, cols = _events_columns(seen.record, step_cols)
+    elif meta is None:
+        raise error or RunsError(f"{folder}: no run record")
     started = meta.get("started")
     t = cols.get("t")
     t0 = started if isinstance(started, int | float) else (
@@ -591,9 +633,41 @@ def _read_one(name: str, folder: Path, want: list[str] | None,
         last=last, best=best, recipe=dict(recipe), options=config,
         versions={str(k): str(v) for k, v in dict(versions).items()},
         started=float(t0) if t0 is not None else None, error=meta.get("error"),
-        source=str(config.get("source", "lab")),
+        source=str(config.get("source", "lab")), state=seen.state, state_note=seen.note,
+        last_step=seen.last_step if seen.record is not None else _last_int(cols, "step"),
+        last_epoch=seen.last_epoch if seen.record is not None else _last_int(cols, "epoch"),
+        last_time=seen.last_time if seen.record is not None else _last_float(meta, cols),
     )  # fmt: skip
     return row, out
+
+
+def _events_columns(
+    record: dict[str, Any], want: list[str] | None
+) -> tuple[dict[str, Any], Columns]:
+    """``read_series``'s ``(meta, columns)`` of a record rebuilt from a run's events."""
+    meta = dict(record)
+    steps: list[dict[str, Any]] = meta.pop("steps")
+    meta["n_steps"] = len(steps)
+    keys = dict.fromkeys(k for s in steps for k in s)
+    cols: Columns = {}
+    for k in keys if want is None else [c for c in want if c in keys]:
+        values = [s.get(k, math.nan) for s in steps]
+        if all(_number(v) for v in values):
+            cols[k] = np.asarray(values, dtype=np.float64)
+    return meta, cols
+
+
+def _last_int(cols: Columns, key: str) -> int | None:
+    c = cols.get(key)
+    return int(c[-1]) if c is not None and len(c) and np.isfinite(c[-1]) else None
+
+
+def _last_float(meta: dict[str, Any], cols: Columns) -> float | None:
+    ended = meta.get("ended")
+    if isinstance(ended, int | float) and not isinstance(ended, bool):
+        return float(ended)
+    t = cols.get("t")
+    return float(t[-1]) if t is not None and len(t) else None
 
 
 def _number(v: Any) -> bool:

@@ -359,7 +359,9 @@ class RunRow(TypedDict):
     """One run of ``RunsView.rows`` (``labkit.views.runs.rows_payload``); seconds."""
 
     name: str
-    status: str  #: ``finished``, ``stopped``, ``failed``, ``running`` or ``created``
+    status: str  #: the same word as ``state`` (the name read before ``state`` came)
+    state: str  #: what it is now: ``running``, ``crashed``, ``finished``, ``stopped``, ``failed``
+    state_note: str  #: the state in a sentence (lock holder; last step, epoch, time); "" when ended
     steps: int
     epochs: int
     wall_time: float | None

@@ -14,7 +14,10 @@ the curves) for reopened notebooks and HTML exports.
 
 Traits sent (the front end reads these names only):
 
-- ``rows``: one dict per run: ``name``, ``status``, ``steps``, ``epochs``, ``wall_time``
+- ``rows``: one dict per run: ``name``, ``state`` (what it is now: ``running``,
+  ``crashed``, ``finished``, ``stopped``, ``failed``; ``status`` is the same word),
+  ``state_note`` (the state in a sentence: the lock's holder, the last step, epoch and
+  time; "" for a run that ended), ``steps``, ``epochs``, ``wall_time``
   (seconds or None), ``last`` and ``best`` (metric -> value), ``hparams`` (flat
   name -> number or text: the fit options and the Recipe's changed fields);
 - ``curves``: run name -> metric -> ``{"x": steps, "t": seconds since the run started
@@ -79,9 +82,10 @@ def _default_recipe() -> dict[str, Any]:
 
 def rows_payload(runs: Any) -> list[dict[str, Any]]:
     """The ``rows`` trait of :class:`RunsView` for a :class:`~labkit.train.run_table.Runs`."""
-    return [{"name": r.name, "status": r.status, "steps": r.steps, "epochs": r.epochs,
-             "wall_time": r.wall_time, "last": dict(r.last), "best": dict(r.best),
-             "hparams": _hparams(r), "error": r.error}
+    return [{"name": r.name, "status": r.status, "state": r.state, "state_note": r.state_note,
+             "steps": r.steps, "epochs": r.epochs, "wall_time": r.wall_time,
+             "last": dict(r.last), "best": dict(r.best), "hparams": _hparams(r),
+             "error": r.error}
             for r in runs.rows]  # fmt: skip
 
 

@@ -300,8 +300,12 @@ export interface OptimizeRow {
 /** One run of ``RunsView.rows`` (``labkit.views.runs.rows_payload``); seconds. */
 export interface RunRow {
   name: string;
-  /** ``finished``, ``stopped``, ``failed``, ``running`` or ``created`` */
+  /** the same word as ``state`` (the name read before ``state`` came) */
   status: string;
+  /** what it is now: ``running``, ``crashed``, ``finished``, ``stopped``, ``failed`` */
+  state: string;
+  /** the state in a sentence (lock holder; last step, epoch, time); "" when ended */
+  state_note: string;
   steps: number;
   epochs: number;
   wall_time: number | null;

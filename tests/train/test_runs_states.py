@@ -1,0 +1,216 @@
+"""labkit.runs lists every run folder in its state: running, crashed, or as it ended (issue 41).
+
+Two tests run a real ``Lab.fit`` in another process (``_runs_states_script``: each step
+waits 0.25 s until a file exists) and read its folder while it writes it: one lets it
+finish, one SIGKILLs it. The others build folders with labkit's own writers (the logdir
+lock, the events log, ``Run.save``) in states a fit passes through.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import labkit
+from labkit.train._events import EVENTS_FILE, EventLog
+from labkit.train._lock import LOCK_FILE, LogdirLock
+from labkit.train.run import Run
+from labkit.train.run_table import RunRow, runs
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _start(logdir: Path, go: Path, epochs: int) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    logdir.mkdir(parents=True, exist_ok=True)
+    with open(logdir.parent / f"{logdir.name}.log", "ab") as log:
+        return subprocess.Popen(
+            [sys.executable, "-m", "tests.train._runs_states_script", str(logdir), str(go),
+             str(epochs)],
+            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+
+
+def _log(logdir: Path) -> str:
+    return (logdir.parent / f"{logdir.name}.log").read_text()[-3000:]
+
+
+def _row_when(root: Path, name: str, proc: subprocess.Popen[bytes], ok, what: str) -> RunRow:  # type: ignore[no-untyped-def]
+    """Poll ``labkit.runs(root)`` until the row ``name`` satisfies ``ok`` (90 s at most)."""
+    deadline = time.monotonic() + 90
+    seen: list[str] = []
+    while time.monotonic() < deadline:
+        rs = runs(root)
+        assert not rs.skipped, rs.skipped  # reading never fails on a folder being written
+        row = next((r for r in rs if r.name == name), None)
+        if row is not None:
+            seen.append(row.state)
+            if ok(row):
+                return row
+        if proc.poll() is not None and (row is None or not ok(row)):
+            break
+        time.sleep(0.05)
+    raise AssertionError(f"{what}: never seen; states seen {sorted(set(seen))}; "
+                         f"process rc {proc.poll()}\n{_log(root / name)}")  # fmt: skip
+
+
+def _finished_beside(root: Path) -> None:
+    """A finished run in the same root, written as a fit writes it (Run.save)."""
+    run = Run(logdir=str(root / "done"), config={"lr": 0.1, "source": "lab"})
+    for ev in ({"type": "start", "t": 1.0}, {"type": "steps", "steps": [
+            {"step": 1, "epoch": 0, "loss": 0.5, "t": 2.0}]},
+            {"type": "end", "status": "finished", "t": 3.0}):  # fmt: skip
+        run.add_event(ev)
+    run.save()
+
+
+def test_a_fit_in_another_process_is_listed_running_then_finished(tmp_path: Path) -> None:
+    go = tmp_path / "go"
+    _finished_beside(tmp_path)
+    proc = _start(tmp_path / "live", go, epochs=2)
+    try:
+        row = _row_when(tmp_path, "live", proc,
+                        lambda r: r.state == "running" and (r.last_step or 0) >= 2,
+                        "a running row with steps")  # fmt: skip
+        assert row.status == "running" and row.steps >= 2 and row.last_epoch == 0
+        assert row.state_note.startswith(f"running: held by pid {proc.pid} on ")
+        assert f"last step {row.last_step} (epoch 0)" in row.state_note
+        rs = runs(tmp_path)
+        assert len(rs.curves["live"]["loss"]["y"]) == rs["live"].steps  # the figures so far
+        assert rs["done"].state == "finished" and rs["done"].state_note == ""
+        assert "live: running: held by pid" in rs.summary()
+        go.touch()  # the steps stop waiting: the fit ends
+        assert proc.wait(timeout=120) == 0, _log(tmp_path / "live")
+    finally:
+        go.touch()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    row = runs(tmp_path)["live"]
+    record = Run.load(tmp_path / "live")
+    assert (row.state, row.status, row.state_note) == ("finished", "finished", "")
+    assert row.steps == len(record.steps) == 12 and row.last_step == 12 and row.last_epoch == 1
+    assert not (tmp_path / "live" / LOCK_FILE).exists()
+
+
+def test_a_sigkilled_fit_is_listed_crashed_naming_its_last_step_epoch_and_time(
+    tmp_path: Path,
+) -> None:
+    _finished_beside(tmp_path)
+    proc = _start(tmp_path / "killed", tmp_path / "never", epochs=4)
+    try:
+        _row_when(tmp_path, "killed", proc, lambda r: (r.last_epoch or 0) >= 1,
+                  "a step of the second epoch")  # fmt: skip
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    folder = tmp_path / "killed"
+    assert (folder / LOCK_FILE).exists() and not (folder / "run.json").exists()
+    rs = runs(tmp_path)
+    assert not rs.skipped and [r.name for r in rs] == ["done", "killed"]
+    row = rs["killed"]
+    events = [json.loads(line) for line in (folder / EVENTS_FILE).read_text().splitlines()
+              if line.endswith("}")]  # fmt: skip
+    steps = [s for e in events if e["type"] == "steps" for s in e["steps"]]
+    assert row.state == "crashed" and row.status == "crashed"
+    assert (row.last_step, row.last_epoch) == (steps[-1]["step"], steps[-1]["epoch"])
+    assert row.last_epoch >= 1 and row.steps == len(steps)
+    assert row.last_time == max(e["t"] for e in events)
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(row.last_time))
+    assert f"last step {row.last_step} (epoch {row.last_epoch}), at {when}" in row.state_note
+    assert f"a fit that no longer runs (pid {proc.pid} on " in row.state_note
+    assert "last.ckpt resumes it (Lab.fit(resume=True))" in row.state_note
+    assert row.last["loss"] == steps[-1]["loss"]
+    assert repr(rs).startswith("Runs(2 runs: 1 crashed, 1 finished;")
+    lines = rs.summary().splitlines()
+    assert lines[3].split()[:4] == ["killed", "lab", "crashed", str(row.steps)]
+    assert f"killed: {row.state_note}" in lines
+    df = rs.to_pandas()
+    assert list(df["state"]) == ["finished", "crashed"]
+    from labkit.views.runs import rows_payload
+
+    payload = rows_payload(rs)
+    assert [(p["state"], p["state_note"]) for p in payload] == [
+        ("finished", ""), ("crashed", row.state_note)]  # fmt: skip
+
+
+def test_torn_event_lines_are_skipped_and_counted(tmp_path: Path) -> None:
+    folder = tmp_path / "torn"
+    folder.mkdir()
+    log = EventLog(folder / EVENTS_FILE)
+    log({"type": "start", "t": 10.0})
+    log({"type": "steps", "steps": [{"step": 1, "epoch": 0, "loss": 0.9, "t": 11.0},
+                                    {"step": 2, "epoch": 0, "loss": 0.8, "t": 12.0}]})  # fmt: skip
+    log.close()
+    with open(folder / EVENTS_FILE, "a") as fh:  # a kill in the middle of a write
+        fh.write('{"type":"steps","steps":[{"step":3,"ep')
+    with LogdirLock.acquire(folder):  # held by this (live) process: running
+        row = runs(tmp_path)["torn"]
+        assert (row.state, row.steps, row.last_step, row.last["loss"]) == ("running", 2, 2, 0.8)
+        assert "torn" not in row.state_note  # a half-written last line is not read yet
+    # no lock, no run.json: the fit is gone without its record
+    row = runs(tmp_path)["torn"]
+    assert row.state == "crashed" and f"no {LOCK_FILE} and no run.json" in row.state_note
+    # a resumed fit appends after the torn fragment: that line is skipped and counted
+    log = EventLog(folder / EVENTS_FILE)
+    log({"type": "start", "t": 20.0})
+    log({"type": "steps", "steps": [{"step": 3, "epoch": 1, "loss": 0.7, "t": 21.0}]})
+    log.close()
+    row = runs(tmp_path)["torn"]
+    assert (row.state, row.steps, row.last_step, row.last_epoch) == ("crashed", 3, 3, 1)
+    assert row.state_note.endswith(f"; 1 torn line(s) of {EVENTS_FILE} skipped")
+
+
+def test_an_older_record_under_a_live_lock_is_running_and_a_saved_end_is_final(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "resumed"
+    _finished_beside(tmp_path)
+    (tmp_path / "done").rename(folder)  # a finished record, ended at t=3
+    assert runs(tmp_path)["resumed"].state == "finished"
+    with LogdirLock.acquire(folder):  # a fit resuming into the folder: its lock is newer
+        log = EventLog(folder / EVENTS_FILE)
+        log({"type": "start", "t": time.time()})
+        log({"type": "steps", "steps": [{"step": 2, "epoch": 1, "loss": 0.4, "t": time.time()}]})
+        row = runs(tmp_path)["resumed"]
+        assert (row.state, row.last_step, row.last_epoch) == ("running", 2, 1)
+        # the fit saves its record, then releases the lock: the record is final already
+        log({"type": "end", "status": "stopped", "t": time.time()})
+        log.close()
+        run = Run.load(folder)
+        run.add_event({"type": "end", "status": "stopped", "t": time.time()})
+        run.save(folder / "run.json")
+        row = runs(tmp_path)["resumed"]
+        assert (row.state, row.state_note) == ("stopped", "")
+
+
+def test_reading_while_the_record_is_replaced_never_fails(tmp_path: Path) -> None:
+    folder = tmp_path / "saving"
+    run = Run(logdir=str(folder), config={"source": "lab"})
+    run.add_event({"type": "start", "t": 1.0})
+    run.add_event({"type": "end", "status": "finished", "t": 2.0})
+    run.save()
+    stop = threading.Event()
+
+    def writer() -> None:
+        i = 0
+        while not stop.is_set():
+            i += 1
+            run.add_event({"type": "steps", "steps": [{"step": i, "epoch": 0, "loss": 1 / i}]})
+            run.save()
+
+    th = threading.Thread(target=writer)
+    th.start()
+    try:
+        for _ in range(100):
+            rs = labkit.runs(tmp_path)
+            assert not rs.skipped and rs["saving"].state == "finished"
+    finally:
+        stop.set()
+        th.join()
