@@ -36,10 +36,7 @@ LAYERS: dict[str, int] = {
 
 # (importing file, imported module, imported name): crossings not yet removed (issue 28); none
 # is left: a new one is a layer to fix, not an entry to add
-DEBT: set[tuple[str, str, str]] = {
-    # issue 40 item 4: recipe recording moves below train (being moved now)
-    ("labkit/train/lab.py", "labkit.promote.recipe_record", "record_recipe"),
-}
+DEBT: set[tuple[str, str, str]] = set()
 
 
 def _package(path: Path) -> str:

@@ -457,7 +457,7 @@ class Lab:
         }  # fmt: skip
         run = Run(logdir=str(logdir), config=config,
                   notes=[plan.reason, *self._data_notes, *notes])  # fmt: skip
-        from labkit.promote.recipe_record import record_recipe
+        from labkit.optimize.recipe_record import record_recipe
 
         record_recipe(self.recipe, source="Lab.fit")  # read by `labkit promote`; no-op outside
         if resume and ckpt is None:
