@@ -10,16 +10,26 @@
 import { expandedIndices } from "./_graphcore.js";
 import { layoutGraph, prepare } from "./_graph_layout.js";
 
-/** The fields of a payload the layout reads (what is sent to the worker, once per graph). */
+/** @typedef {import("./_worker_messages").LayoutGraph} LayoutGraph */
+/** @typedef {import("./_worker_messages").LayoutRequest} LayoutRequest */
+/** @typedef {import("./_worker_messages").LayoutResponse} LayoutResponse */
+/** @typedef {import("./_worker_messages").LayoutServiceResponse} LayoutServiceResponse */
+/** @typedef {import("./_worker_messages").LayoutService} LayoutService */
+/** @typedef {{answer: (out: LayoutResponse) => void, failed: () => void}} Client a view waiting on the worker */
+/** @typedef {{worker: Worker | null | false, clients: Map<number, Client>, next: number}} Hub the page's worker (false: none can run) */
+
+/** The fields of a payload the layout reads (what is sent to the worker, once per graph). @type {(keyof LayoutGraph)[]} */
 const FIELDS = ["key", "model", "ids", "kind", "parent", "name", "type", "ins", "outs", "tensors", "edges", "edge_tensor", "rolled"];
 
 /**
  * The layout service: one request {view, seq, key, expanded: ids, graph?} -> a
  * GraphLayout with view, seq and ms; {view, drop: true} forgets a view. Per view it keeps
- * the prepared payload and the per-level layouts of its last graph.
- * @returns {(msg: object) => object | null}
+ * the prepared payload and the per-level layouts of its last graph. The messages are
+ * typed in _worker_messages.d.ts (LayoutServiceRequest, LayoutServiceResponse).
+ * @returns {LayoutService}
  */
 export function makeService() {
+  /** @type {Map<number, {key: string, graph: LayoutGraph, prep: import("./_graph_layout.js").Prepared, cache: Map<number, {sizes: Float64Array, lay: object}>}>} */
   const views = new Map(); // view -> {key, graph, prep, cache}
   return (msg) => {
     if (msg.drop) {
@@ -38,11 +48,15 @@ export function makeService() {
   };
 }
 
-/** The typed arrays of a result, handed over to the receiver rather than copied. */
+/**
+ * The typed arrays of a result, handed over to the receiver rather than copied.
+ * @param {LayoutServiceResponse} out
+ * @returns {Transferable[]}
+ */
 export function transfers(out) {
   return Object.values(out)
     .filter((v) => ArrayBuffer.isView(v))
-    .map((v) => v.buffer);
+    .map((v) => /** @type {ArrayBuffer} */ (v.buffer));
 }
 
 // The page's one worker and the views waiting on it live on globalThis, keyed by the
@@ -50,13 +64,14 @@ export function transfers(out) {
 // so a module-level worker would be one per view, each starting cold.
 const HUB = Symbol.for("labkit.graph.layout");
 
-/** The page's layout hub for this worker code: {worker, clients: view -> client, next}. */
+/** The page's layout hub for this worker code: {worker, clients: view -> client, next}. @returns {Hub} */
 function hub() {
-  if (!globalThis[HUB]) globalThis[HUB] = new Map();
-  const all = globalThis[HUB];
+  const g = /** @type {{[HUB]?: Map<string, Hub>}} */ (globalThis);
+  if (!g[HUB]) g[HUB] = new Map();
+  const all = g[HUB];
   const src = typeof LABKIT_GRAPH_WORKER === "string" ? LABKIT_GRAPH_WORKER : "";
   if (!all.has(src)) all.set(src, { worker: null, clients: new Map(), next: 0 });
-  return all.get(src);
+  return /** @type {Hub} */ (all.get(src));
 }
 
 /** The page's layout worker, started on first use; null where none can run. */
@@ -64,6 +79,7 @@ function worker() {
   const h = hub();
   if (h.worker !== null) return h.worker || null;
   if (typeof LABKIT_GRAPH_WORKER !== "string" || typeof Worker === "undefined" || typeof Blob === "undefined") return null;
+  /** @type {Worker} */
   let w;
   try {
     const url = URL.createObjectURL(new Blob([LABKIT_GRAPH_WORKER], { type: "text/javascript" }));
@@ -74,7 +90,7 @@ function worker() {
     return null;
   }
   h.worker = w;
-  w.onmessage = (e) => {
+  w.onmessage = (/** @type {MessageEvent<LayoutServiceResponse>} */ e) => {
     const c = h.clients.get(e.data.view);
     if (c) c.answer(e.data);
   };
@@ -89,21 +105,27 @@ function worker() {
 }
 
 /**
- * @returns {{layout(graph, expandedIds, done), inWorker: () => boolean, close()}}
+ * @returns {{layout(graph: LayoutGraph, expandedIds: Iterable<number> | null | undefined, done: (out: LayoutResponse) => void): void, inWorker: () => boolean, close(): void}}
  *   layout calls done(result) with the GraphLayout (at once without a worker)
  */
 export function makeRunner() {
   const view = ++hub().next;
+  /** @type {LayoutService | null} */
   let service = null; // this thread's, once there is no worker
+  /** @type {string | null} */
   let sentKey = null;
+  /** @type {LayoutGraph | null} */
   let graph = null;
+  /** @type {Map<number, [LayoutRequest, (out: LayoutResponse) => void]>} */
   const waiting = new Map(); // seq -> [msg, done]
   let seq = 0;
+  /** @param {LayoutRequest} msg @param {(out: LayoutResponse) => void} done */
   const local = (msg, done) => {
     service ||= makeService();
-    if (!msg.graph && msg.key !== sentKey) msg.graph = pick(graph);
-    done(service(msg));
+    if (!msg.graph && msg.key !== sentKey) msg.graph = pick(/** @type {LayoutGraph} */ (graph));
+    done(/** @type {LayoutResponse} */ (service(msg)));
   };
+  /** @type {Client} */
   const client = {
     answer(out) {
       const w = waiting.get(out.seq);
@@ -115,7 +137,7 @@ export function makeRunner() {
       const pending = [...waiting.values()];
       waiting.clear();
       for (const [msg, done] of pending) {
-        msg.graph = pick(graph);
+        msg.graph = pick(/** @type {LayoutGraph} */ (graph));
         sentKey = msg.key;
         local(msg, done);
       }
@@ -125,6 +147,7 @@ export function makeRunner() {
   return {
     layout(g, expandedIds, done) {
       graph = g;
+      /** @type {LayoutRequest} */
       const msg = { view, seq: ++seq, key: g.key, expanded: Array.from(expandedIds || []) };
       if (sentKey !== g.key) {
         msg.graph = pick(g);
@@ -144,8 +167,10 @@ export function makeRunner() {
   };
 }
 
+/** @param {LayoutGraph} graph @returns {LayoutGraph} */
 function pick(graph) {
+  /** @type {Record<string, unknown>} */
   const out = {};
   for (const f of FIELDS) out[f] = graph[f];
-  return out;
+  return /** @type {LayoutGraph} */ (/** @type {unknown} */ (out));
 }

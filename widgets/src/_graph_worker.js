@@ -1,12 +1,13 @@
 // The GraphView's layout worker (bundled by widgets/build.mjs into a text the views start
 // from a Blob URL: _graph_runner.js). One message, one layout; its arrays are handed back.
+// The messages both ways are typed in _worker_messages.d.ts.
 import { makeService, transfers } from "./_graph_runner.js";
 
 /**
  * @typedef {object} WorkerScope the dedicated worker's global scope, as this file uses it
  *   (the project's lib is "DOM", which types `self` as a Window)
- * @property {((e: MessageEvent) => void) | null} onmessage
- * @property {(message: unknown, transfer: Transferable[]) => void} postMessage
+ * @property {((e: MessageEvent<import("./_worker_messages").LayoutServiceRequest>) => void) | null} onmessage
+ * @property {(message: import("./_worker_messages").LayoutServiceResponse, transfer: Transferable[]) => void} postMessage
  */
 
 const service = makeService();

@@ -13,12 +13,14 @@ const H = 110;
  * @param {(x: number, y: number) => void} moveTo set the view's translation
  */
 export function makeMinimap(host, state, view, moveTo) {
-  const cv = h("canvas", {
-    class: "lk-minimap",
-    width: String(W),
-    height: String(H),
-    title: "the whole graph: click or drag to move there",
-  });
+  const cv = /** @type {HTMLCanvasElement} */ (
+    h("canvas", {
+      class: "lk-minimap",
+      width: String(W),
+      height: String(H),
+      title: "the whole graph: click or drag to move there",
+    })
+  );
   cv.style.cssText =
     "position:absolute;right:8px;bottom:8px;border:1px solid var(--lk-border);" +
     "background:var(--lk-bg1);border-radius:3px;cursor:pointer;display:none;z-index:5";
@@ -31,7 +33,8 @@ export function makeMinimap(host, state, view, moveTo) {
   const boxes = document.createElement("canvas");
   boxes.width = W;
   boxes.height = H;
-  let drawnFor = null; // the layout the boxes canvas shows
+  /** @type {unknown} the layout the boxes canvas shows */
+  let drawnFor = null;
   let drawnInk = "";
 
   function draw() {
@@ -67,6 +70,7 @@ export function makeMinimap(host, state, view, moveTo) {
       const P = S.layout.P;
       const parent = S.graph.parent;
       const tiny = new Uint8Array(parent.length);
+      /** @param {number} k */
       const rect = (k) =>
         bx.fillRect(ox + P[4 * k] * fitK, oy + P[4 * k + 1] * fitK, Math.max(3, P[4 * k + 2] * fitK), Math.max(1, P[4 * k + 3] * fitK));
       for (const g of S.vis.groups) {
@@ -82,6 +86,7 @@ export function makeMinimap(host, state, view, moveTo) {
       drawnInk = ink;
     }
     const ctx = cv.getContext("2d");
+    if (!ctx) return;
     ctx.clearRect(0, 0, W, H);
     ctx.drawImage(boxes, 0, 0);
     ctx.strokeStyle = accent;
@@ -90,7 +95,7 @@ export function makeMinimap(host, state, view, moveTo) {
     cv.dataset.boxes = String(S.vis.boxes.length);
   }
 
-  // centre the view on the drawing point under the pointer
+  /** Centre the view on the drawing point under the pointer. @param {PointerEvent} e */
   function jump(e) {
     const r = cv.getBoundingClientRect();
     const gx = (e.clientX - r.left - ox) / fitK;

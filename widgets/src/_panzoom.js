@@ -84,6 +84,7 @@ export function inSight(view, p, cw, ch) {
  * @param {PanZoomHandlers} on
  */
 export function attachPanZoom(canvas, view, on) {
+  /** @type {{x: number, y: number, vx: number, vy: number, moved: boolean} | null} the drag under way */
   let drag = null;
   canvas.addEventListener("pointerdown", (e) => {
     if (e.button !== 0) return;
