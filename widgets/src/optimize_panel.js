@@ -77,7 +77,7 @@ const some = (rows, key) => rows.some((r) => !r.error && r[key] !== null && r[ke
 /**
  * Recipe dict -> new dict with one field changed. A list field (checkpoint) takes
  * comma-separated text; a select's "none" stands for null. Exported for tests.
- * @template {object} R the recipe dict (`recipe_state`)
+ * @template {{}} R the recipe dict (`recipe_state`)
  * @param {R} recipe @param {string} name @param {unknown} value @param {string} [kind]
  * @returns {R}
  */
