@@ -55,6 +55,28 @@ MEMORY_COLORS: dict[str, str] = dict(
 OTHER_COLOR = "#bab0ac"  #: a category labkit does not know
 
 
+#: The last few :func:`canon_of` results: ``(trace, rolled, unrolled, canon)``, newest last.
+_CANONS: list[tuple[Trace, bool, tuple[str, ...], Canon]] = []
+_CANONS_KEPT = 4
+
+
+def canon_of(trace: Trace, *, rolled: bool = True, unrolled: Collection[str] = ()) -> Canon:
+    """:func:`~labkit.trace.graph.canonicalize`, remembered for the last few traces.
+
+    A GraphView's payload, its picture, its repr and its marks each need the same
+    rolling; at 100,000 nodes one ``canonicalize`` takes seconds. A Trace is immutable,
+    so the result is looked up by the trace object itself (identity, not equality).
+    """
+    key = tuple(sorted(unrolled))
+    for t, r, u, canon in _CANONS:
+        if t is trace and r == rolled and u == key:
+            return canon
+    canon = canonicalize(trace, rolled=rolled, unrolled=key)
+    _CANONS.append((trace, rolled, key, canon))
+    del _CANONS[:-_CANONS_KEPT]
+    return canon
+
+
 def metric_table() -> dict[str, list[str]]:
     """``{metric key: [label, unit]}``, as the graph and profile payloads send it."""
     return {m: [label, METRIC_UNITS[m]] for m, label in METRICS.items()}
@@ -363,7 +385,7 @@ def graph_state(
     walks the whole trace (a third of the time, measured by benchmarks/widget_layout.py).
     """
     with no_gc():
-        canon = canonicalize(trace, rolled=rolled, unrolled=unrolled)
+        canon = canon_of(trace, rolled=rolled, unrolled=unrolled)
         graph = graph_payload(trace, rolled=rolled, canon=canon, unrolled=unrolled)
         metrics = node_metrics(trace, rolled=rolled, canon=canon)
         expanded = opened_at(trace, depth, canon)

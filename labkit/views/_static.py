@@ -13,13 +13,14 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from labkit._format import fmt_bytes, fmt_count, fmt_time
-from labkit.trace.graph import DEFAULT_DEPTH, VisibleGraph, canonicalize
+from labkit.trace.graph import DEFAULT_DEPTH, VisibleGraph
 from labkit.views._keep import MONO, SVG_MAX, picture_bundle
 from labkit.views._payload import (
     METRIC_UNITS,
     METRICS,
     PROFILE_METRIC_COLUMNS,
     box_values,
+    canon_of,
     memory_payload,
     node_label,
     opened_at,
@@ -121,7 +122,7 @@ def graph_png(
     """
     from labkit.views._graph_picture import MAX_BOXES, collapse_to_fit, count_boxes, draw
 
-    canon = canonicalize(trace, rolled=rolled, unrolled=unrolled)
+    canon = canon_of(trace, rolled=rolled, unrolled=unrolled)  # shared with the live view's
     opened = opened_at(trace, depth, canon) if expanded is None else expanded
     g, kept = collapse_to_fit(trace, opened, canon)
     values = box_values(trace, canon, metric)

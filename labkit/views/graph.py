@@ -10,7 +10,6 @@ import traitlets as t
 from labkit.trace.graph import (
     DEFAULT_DEPTH,
     VisibleGraph,
-    canonicalize,
     visible_graph,
 )
 from labkit.views._base import TraceWidget
@@ -18,6 +17,7 @@ from labkit.views._contract import GraphMarks, GraphPayload
 from labkit.views._graph_marks import break_dicts, break_marks
 from labkit.views._payload import (
     METRICS,
+    canon_of,
     graph_state,
     instance_metrics,
     opened_at,
@@ -26,6 +26,9 @@ from labkit.views._payload import (
 
 if TYPE_CHECKING:
     from labkit.trace.model import Trace
+
+#: Above this many modules the picture's text/plain leaves out the summary table.
+SUMMARY_MAX_MODULES = 2000
 
 
 class GraphView(TraceWidget):
@@ -152,7 +155,7 @@ class GraphView(TraceWidget):
         if not (rolled and unrolled):
             marks = break_marks(trace, self._breaks, rolled=rolled)
         else:  # some blocks drawn call by call: each call's marks onto what draws it now
-            alias = canonicalize(trace, rolled=True, unrolled=unrolled).alias
+            alias = canon_of(trace, rolled=True, unrolled=unrolled).alias
             marks = {}
             for nid, texts in break_marks(trace, self._breaks, rolled=False).items():
                 shown = marks.setdefault(alias[nid], [])
@@ -189,12 +192,12 @@ class GraphView(TraceWidget):
     @t.observe("depth")
     def _depth_changed(self, change: dict[str, Any]) -> None:
         if getattr(self, "_ready", False) and change["old"] != change["new"]:
-            canon = canonicalize(self._trace, rolled=self._rolled, unrolled=self.unrolled)
+            canon = canon_of(self._trace, rolled=self._rolled, unrolled=self.unrolled)
             self.expanded = opened_at(self._trace, change["new"], canon)
 
     def visible(self) -> VisibleGraph:
         """What the view draws now (the same rules the browser applies)."""
-        canon = canonicalize(self._trace, rolled=self._rolled, unrolled=self.unrolled)
+        canon = canon_of(self._trace, rolled=self._rolled, unrolled=self.unrolled)
         return visible_graph(self._trace, expanded=self.expanded, canon=canon)
 
     def to_png(self) -> bytes:
@@ -215,7 +218,14 @@ class GraphView(TraceWidget):
         the view's repr with the trace's summary as ``text/plain``."""
         from labkit.views._keep import picture_bundle
 
-        summary = self._trace.summary(depth=DEFAULT_DEPTH)
+        modules = len(self._trace.modules)
+        if modules <= SUMMARY_MAX_MODULES:
+            summary = self._trace.summary(depth=DEFAULT_DEPTH)
+        else:  # the table would take seconds and fill the notebook with its lines
+            summary = (
+                f"{modules:,} modules: trace.summary() prints their table "
+                f"(left out here above {SUMMARY_MAX_MODULES:,} modules)"
+            )
         return picture_bundle(self.to_png(), f"{self!r}\n\n{summary}")
 
     def __repr__(self) -> str:
