@@ -486,6 +486,49 @@ class RunsViewTraits(TypedDict):
 
 
 #: Each view's bundle (``widgets/src/<name>.js``) -> its traits.
+class DiffRow(TypedDict):
+    """One ranked row of a diff (``TraceDiff.explain``), its figures written as text."""
+
+    module: str  #: module path (the base trace's; the other's for an added module)
+    type: str  #: its class name
+    status: str  #: ``changed``, ``added``, ``removed`` or ``same``
+    match: str  #: how it was matched with the other trace (``path``, ``added``...)
+    a: str  #: its figure in the base trace
+    b: str  #: its figure in the other trace
+    delta: str  #: signed change
+    interval: str  #: the change's 95% interval (times), ``""`` when none
+    share: str  #: share of the total change, ``""`` when the total did not change
+    value: float  #: the change as a number (its unit is the metric's)
+    noise: bool  #: the interval spans 0
+    node: int  #: payload index of the box that draws the module, -1 when not drawn (added)
+
+
+class DiffMetric(TypedDict):
+    """``DiffView.changes[metric]``: what the graph and the table show for one metric."""
+
+    headline: str  #: the explanation's one sentence
+    error: str  #: why the traces cannot answer this metric (``""`` when they can)
+    unit: str  #: one of :data:`UNITS`
+    worse: str  #: what a rise is called in the legend (``slower``, ``more``)
+    better: str  #: what a fall is called (``faster``, ``less``)
+    delta: list[float]  #: per payload node, its module's change with everything under it
+    noise: list[int]  #: per payload node, 1 when that change is within noise
+    rows: list[DiffRow]  #: ranked: real changes by size, then within noise, then unchanged
+    notes: list[str]  #: how the figures were taken, what differs between the traces
+
+
+class DiffViewTraits(TypedDict):
+    """``DiffView`` (``labkit/views/diff.py``) -> ``widgets/src/diff.js``."""
+
+    graph: GraphPayload  #: the base trace's graph, nothing rolled
+    changes: dict[str, DiffMetric]  #: metric -> its changes and rows
+    metric: str  #: the metric shown
+    expanded: list[int]  #: trace node ids of the open calls
+    selected: str | None  #: module path of the selected row
+    labels: list[str]  #: names of the base and the other trace
+    height: int  #: pixels
+
+
 VIEW_TRAITS: dict[str, Any] = {
     "graph": GraphViewTraits,
     "profile": ProfileViewTraits,
@@ -495,3 +538,4 @@ VIEW_TRAITS: dict[str, Any] = {
     "attention": AttentionViewTraits,
     "runs": RunsViewTraits,
 }
+    "diff": DiffViewTraits,

@@ -1,10 +1,14 @@
-"""The diff view's static picture: the base trace's graph coloured by each module's change.
+"""The diff view: the base trace's graph coloured by each module's change, live and static.
 
 A diverging scale (blue: smaller or faster, white: unchanged, red: bigger or slower),
 symmetric about 0 up to the largest change drawn; a module whose change is within noise
-(its interval spans 0) is hatched. The ranked table sits under the picture, and the HTML
-holds a section per metric the traces can answer (the metric toggle), so a reopened
-notebook, nbviewer or an HTML export shows it without a kernel.
+(its interval spans 0) is hatched. :class:`DiffView` (``labkit.diff(a, b).show()``) is the
+live view (``widgets/src/diff.js``): the graph drawn once, the ranked table linked to it
+(select a row: the graph opens the frames around that module, pans to it and highlights
+it; each call of a repeated block is its own box and row) and a toggle between the
+metrics. Its kept picture is the static one (``image/png`` and the ranked table as
+``text/plain``), so a reopened notebook, nbviewer or an HTML export shows it without a
+kernel; :func:`diff_html` is the static HTML with a section per metric.
 """
 
 from __future__ import annotations
@@ -14,9 +18,15 @@ import html
 import io
 from typing import TYPE_CHECKING, Any
 
+import anywidget
+import traitlets as t
+
+from labkit._assets import bundle_path
 from labkit.trace.explain import formatter
 from labkit.trace.graph import DEFAULT_DEPTH, canonicalize
-from labkit.views._payload import node_label, opened_at
+from labkit.views._contract import DiffMetric, DiffRow, GraphPayload
+from labkit.views._keep import KeepsPicture
+from labkit.views._payload import graph_state, node_label, opened_at, packed_json
 from labkit.views._static import sub_line
 
 if TYPE_CHECKING:
@@ -169,8 +179,156 @@ class DiffPicture:
         return self.d.explain(self.metric, against=self.against).summary()
 
 
-def show_diff(
-    d: TraceDiff, metric: str = "time", *, against: int | str | None = None
-) -> DiffPicture:
+#: What each metric's change is called in the legend: (worse, better).
+_WORDS = {"time": ("slower", "faster"), "memory": ("more", "less"), "flops": ("more", "fewer"),
+          "params": ("more", "fewer")}  # fmt: skip
+_UNITS = {"time": "time", "memory": "bytes", "flops": "count", "params": "count"}
+
+
+def diff_changes(d: TraceDiff, graph: GraphPayload, *, against: int | str | None = None,
+                 metrics: tuple[str, ...] = METRICS) -> dict[str, DiffMetric]:  # fmt: skip
+    """Per metric, what :class:`DiffView` draws: each payload node's change (its module's,
+    everything under it included) and whether it is within noise, and the ranked rows,
+    each naming the payload node that draws its module (-1: not in the base graph, an
+    added module). A metric the traces cannot answer carries the reason in ``error``."""
+    where: dict[str, int] = {}
+    for k, (kind, name) in enumerate(zip(graph["kind"], graph["name"], strict=True)):
+        if kind == "m":
+            where.setdefault(name, k)
+    out: dict[str, DiffMetric] = {}
+    for m in metrics:
+        worse, better = _WORDS[m]
+        empty: DiffMetric = {"headline": f"{m}: not answerable", "error": "", "unit": _UNITS[m],
+                             "worse": worse, "better": better, "delta": [], "noise": [],
+                             "rows": [], "notes": []}  # fmt: skip
+        try:
+            e = d.explain(m, against=against)
+        except ValueError as exc:
+            out[m] = {**empty, "error": str(exc)}
+            continue
+        delta, noise = inclusive(e)
+        per_node = [
+            float(delta.get(name, 0.0)) if kind == "m" else 0.0
+            for kind, name in zip(graph["kind"], graph["name"], strict=True)
+        ]
+        hatched = [
+            int(kind == "m" and noise.get(name, False))
+            for kind, name in zip(graph["kind"], graph["name"], strict=True)
+        ]
+        out[m] = {**empty, "headline": e.headline, "delta": per_node, "noise": hatched,
+                  "rows": _rows(e, where), "notes": list(e.notes)}  # fmt: skip
+    return out
+
+
+def _rows(e: Explanation, where: dict[str, int]) -> list[DiffRow]:
+    f = formatter(e.metric)
+    rows: list[DiffRow] = []
+    for r in e.rows:
+        iv = "" if r.low is None else f"{f(r.low)} .. {f(r.high or 0.0)}"
+        node = where.get(r.module, -1) if r.status != "added" else -1
+        share = "" if r.share is None else f"{r.share:.0%}" if abs(r.share) >= 0.005 else "0%"
+        rows.append({
+            "module": r.module, "type": r.type, "status": r.status, "match": r.match,
+            "a": f(r.a), "b": f(r.b), "delta": ("+" if r.delta > 0 else "") + f(r.delta),
+            "interval": iv, "share": share, "value": float(r.delta),
+            "noise": bool(r.within_noise), "node": node,
+        })  # fmt: skip
+    return rows
+
+
+class DiffView(KeepsPicture, anywidget.AnyWidget):
+    """The live diff view: the base trace's graph, each module coloured by its change, the
+    ranked table linked to it, and a toggle between metrics.
+
+    The graph is laid out once (the base trace's, each call of a repeated block its own
+    box); the colours follow the metric chosen: a diverging scale symmetric about 0 up to
+    the largest change drawn, blue for less or faster, red for more or slower, a box
+    hatched when its change is within noise (its interval spans 0), with a legend.
+    Selecting a table row opens the frames around that module, pans the graph to it and
+    highlights it (``selected`` is its path); clicking a box selects its row. A metric
+    the traces cannot answer (no timing passes, no memory recording) is offered
+    disabled, saying why. Where no widget runs, the output keeps the static picture
+    (:func:`diff_png`) and the ranked table as text.
+
+    Args:
+        d: The diff (``labkit.diff(a, b)``).
+        metric: The metric shown first: ``"time"``, ``"memory"``, ``"flops"`` or
+            ``"params"``.
+        against: The trace compared with the base (index or label; default: the other).
+        depth: Module calls above this depth start expanded (as ``GraphView``'s).
+        height: Height of the graph in pixels.
+
+    Example:
+        >>> import torch, labkit
+        >>> a = labkit.trace(torch.nn.Sequential(torch.nn.Linear(4, 8)), torch.randn(2, 4))
+        >>> b = labkit.trace(torch.nn.Sequential(torch.nn.Linear(4, 16)), torch.randn(2, 4))
+        >>> view = DiffView(labkit.diff(a, b), metric="params")
+        >>> view
+        DiffView(params +100.0% (+40): 0 explains 100% (+40), rows=2, selected=None)
+        >>> view.changes["params"]["rows"][0]["module"], view.changes["params"]["rows"][0]["delta"]
+        ('0', '+40')
+    """
+
+    _picture_scale = 2  # the picture is drawn at 2x (``_graph_picture.SCALE``)
+
+    #: The base trace's graph (a GraphView payload, nothing rolled); sent as one buffer.
+    graph = t.Dict().tag(sync=True, to_json=packed_json)
+    #: Metric -> its per-node changes and ranked rows (``_contract.DiffMetric``).
+    changes = t.Dict().tag(sync=True, to_json=packed_json)
+    metric = t.Enum(list(METRICS), default_value="time").tag(sync=True)
+    expanded = t.List(t.Int()).tag(sync=True)
+    selected = t.Unicode(None, allow_none=True).tag(sync=True)
+    labels = t.List(t.Unicode()).tag(sync=True)
+    height = t.Int(480).tag(sync=True)
+
+    @property
+    def _esm(self) -> str:  # read by AnyWidget.__init__
+        return bundle_path("diff").read_text()
+
+    def __init__(self, d: TraceDiff, *, metric: str = "time", against: int | str | None = None,
+                 depth: int = DEFAULT_DEPTH, height: int = 480) -> None:  # fmt: skip
+        if metric not in METRICS:
+            raise ValueError(f"DiffView(metric=...) must be one of {METRICS}, got {metric!r}")
+        self._diff, self._against = d, against
+        trace = d.traces[d.base] if d.traces else None
+        if trace is None:
+            raise ValueError(
+                "this TraceDiff holds no traces (built by hand): use labkit.diff(a, b)"
+            )
+        graph, _, expanded = graph_state(trace, rolled=False, depth=depth)
+        changes = diff_changes(d, graph, against=against)
+        if changes[metric]["error"]:  # open on a metric the traces answer
+            metric = next((m for m in METRICS if not changes[m]["error"]), metric)
+        answered = [m for m in ("params", "flops", "memory", "time") if not changes[m]["error"]]
+        labels = list(d.explain(answered[0], against=against).labels) if answered else []
+        super().__init__(graph=graph, changes=changes, metric=metric, expanded=expanded,
+                         labels=labels, height=height)  # fmt: skip
+
+    @property
+    def explanation(self) -> Explanation:
+        """The ranked explanation of the metric shown."""
+        return self._diff.explain(self.metric, against=self._against)
+
+    def to_png(self) -> bytes:
+        """The static picture of the metric shown (:func:`diff_png`)."""
+        return diff_png(self._diff, self.metric, against=self._against)
+
+    def _picture(self) -> dict[str, str]:
+        """The static picture as ``image/png`` and the ranked table as ``text/plain``."""
+        from labkit.views._keep import picture_bundle
+
+        return picture_bundle(self.to_png(), f"{self!r}\n\n{self.explanation.summary()}")
+
+    @t.observe("metric")
+    def _metric_changed(self, change: dict[str, Any]) -> None:
+        self.refresh_output()  # the kept picture follows the metric shown
+
+    def __repr__(self) -> str:
+        info = self.changes.get(self.metric, {})
+        return (f"DiffView({info.get('headline', self.metric)}, rows={len(info.get('rows', []))}, "
+                f"selected={self.selected!r})")  # fmt: skip
+
+
+def show_diff(d: TraceDiff, metric: str = "time", *, against: int | str | None = None) -> DiffView:
     """The diff view (registered as the ``"diff.show"`` display)."""
-    return DiffPicture(d, metric, against)
+    return DiffView(d, metric=metric, against=against)

@@ -18,6 +18,7 @@ from labkit.panels import AttentionView, OptimizePanel
 from labkit.views import Dashboard, GraphView, MemoryTimeline, ProfileView
 from labkit.views._contract import VIEW_TRAITS, problems
 from labkit.views._keep import LABKIT_MIME
+from labkit.views.diff import DiffView
 from labkit.views.runs import RunsView
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,6 +30,7 @@ CLASSES = {
     "optimize_panel": OptimizePanel,
     "attention": AttentionView,
     "runs": RunsView,
+    "diff": DiffView,
 }
 
 

@@ -9,7 +9,9 @@ from PIL import Image
 from torch import nn
 
 import labkit
-from labkit.views.diff import BLUE, RED, WHITE, DiffPicture, diff_html, diff_png, diverging
+from labkit.views._contract import DiffViewTraits, problems
+from labkit.views._keep import LABKIT_MIME
+from labkit.views.diff import BLUE, RED, WHITE, DiffView, diff_html, diff_png, diverging
 
 
 class Net(nn.Module):
@@ -71,5 +73,39 @@ def test_html_has_a_section_per_metric_and_says_what_cannot_be_answered() -> Non
     assert "has no times" in page  # repeat=0: time is named, not drawn
     assert "data:image/png;base64," in page and "<table>" in page
     view = d.show("params")
-    assert isinstance(view, DiffPicture)
-    assert repr(view).startswith("params +")
+    assert isinstance(view, DiffView)
+    assert repr(view).startswith("DiffView(params +")
+
+
+def test_live_view_sends_each_metric_and_links_rows_to_boxes() -> None:
+    a = labkit.trace(Net(), X, repeat=3)
+    b = labkit.trace(Net((8, 24, 8)), X, repeat=3)
+    view = DiffView(labkit.diff(a, b), metric="params")
+    state = {name: getattr(view, name) for name in DiffViewTraits.__annotations__}
+    assert not problems(state, DiffViewTraits, "DiffView")
+    assert sorted(view.changes) == ["flops", "memory", "params", "time"]
+    graph, params = view.graph, view.changes["params"]
+    # every row of a module in the base graph names the box that draws it, and that box's
+    # change is the row's module's change with its submodules'
+    for row in params["rows"]:
+        k = row["node"]
+        assert k >= 0 and graph["name"][k] == row["module"] and graph["kind"][k] == "m"
+    top = params["rows"][0]
+    assert top["module"] in ("blocks.1.0", "blocks.1.2") and top["delta"].startswith("+")
+    k = graph["name"].index("blocks.1")
+    assert params["delta"][k] == (24 - 8) * (4 + 1) + (24 - 8) * 4  # both widened Linears
+    assert params["delta"][graph["name"].index("blocks.0")] == 0
+    assert not any(params["noise"])  # parameter counts are exact
+    assert view.labels == ["a", "b"] and view.metric == "params"
+
+
+def test_live_view_keeps_the_static_picture_of_the_metric_shown() -> None:
+    a = labkit.trace(Net(), X, repeat=0)
+    b = labkit.trace(Net((8, 24, 8)), X, repeat=0)
+    view = DiffView(labkit.diff(a, b), metric="time")  # no timing passes: not answerable
+    assert view.metric != "time" and "has no times" in view.changes["time"]["error"]
+    data, _ = view._repr_mimebundle_()
+    assert data["image/png"] and "text/html" not in data and LABKIT_MIME in data
+    assert data["text/plain"].startswith("DiffView(") and "blocks.1" in data["text/plain"]
+    view.metric = "params"
+    assert view.to_png() == diff_png(labkit.diff(a, b), "params")

@@ -457,6 +457,74 @@ export interface RunsViewTraits {
 
 /** Each view's bundle name -> its traits (``VIEW_TRAITS``). */
 export interface ViewTraits {
+/** One ranked row of a diff (``TraceDiff.explain``), its figures written as text. */
+export interface DiffRow {
+  /** module path (the base trace's; the other's for an added module) */
+  module: string;
+  /** its class name */
+  type: string;
+  /** ``changed``, ``added``, ``removed`` or ``same`` */
+  status: string;
+  /** how it was matched with the other trace (``path``, ``added``...) */
+  match: string;
+  /** its figure in the base trace */
+  a: string;
+  /** its figure in the other trace */
+  b: string;
+  /** signed change */
+  delta: string;
+  /** the change's 95% interval (times), ``""`` when none */
+  interval: string;
+  /** share of the total change, ``""`` when the total did not change */
+  share: string;
+  /** the change as a number (its unit is the metric's) */
+  value: number;
+  /** the interval spans 0 */
+  noise: boolean;
+  /** payload index of the box that draws the module, -1 when not drawn (added) */
+  node: number;
+}
+
+/** ``DiffView.changes[metric]``: what the graph and the table show for one metric. */
+export interface DiffMetric {
+  /** the explanation's one sentence */
+  headline: string;
+  /** why the traces cannot answer this metric (``""`` when they can) */
+  error: string;
+  /** one of :data:`UNITS` */
+  unit: string;
+  /** what a rise is called in the legend (``slower``, ``more``) */
+  worse: string;
+  /** what a fall is called (``faster``, ``less``) */
+  better: string;
+  /** per payload node, its module's change with everything under it */
+  delta: number[];
+  /** per payload node, 1 when that change is within noise */
+  noise: number[];
+  /** ranked: real changes by size, then within noise, then unchanged */
+  rows: DiffRow[];
+  /** how the figures were taken, what differs between the traces */
+  notes: string[];
+}
+
+/** ``DiffView`` (``labkit/views/diff.py``) -> ``widgets/src/diff.js``. */
+export interface DiffViewTraits {
+  /** the base trace's graph, nothing rolled */
+  graph: GraphPayload;
+  /** metric -> its changes and rows */
+  changes: Record<string, DiffMetric>;
+  /** the metric shown */
+  metric: string;
+  /** trace node ids of the open calls */
+  expanded: number[];
+  /** module path of the selected row */
+  selected: string | null;
+  /** names of the base and the other trace */
+  labels: string[];
+  /** pixels */
+  height: number;
+}
+
   graph: GraphViewTraits;
   profile: ProfileViewTraits;
   memory: MemoryTimelineTraits;
@@ -466,7 +534,8 @@ export interface ViewTraits {
   runs: RunsViewTraits;
 }
 
-export type ViewName = "graph" | "profile" | "memory" | "dashboard" | "optimize_panel" | "attention" | "runs";
+  diff: DiffViewTraits;
+export type ViewName = "graph" | "profile" | "memory" | "dashboard" | "optimize_panel" | "attention" | "runs" | "diff";
 
 /** Every change event of a view's traits (``model.on("change:<trait>", ...)``). */
 export type ChangeEvent<T> = `change:${keyof T & string}`;

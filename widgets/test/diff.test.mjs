@@ -1,0 +1,104 @@
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import {
+  BLUE,
+  boxLook,
+  diverging,
+  legendText,
+  pageOf,
+  RED,
+  revealIds,
+  rowOf,
+  scaleOf,
+  shownAs,
+  UNCHANGED,
+  WHITE,
+} from "../src/_diff_color.js";
+import { drawState } from "../src/_graph_draw.js";
+import { contrast, fmtBytes, rgbOf } from "../src/_shared.js";
+import { graph } from "./_graph_fixture.mjs";
+
+const rgb = (c) => `rgb(${c.join(",")})`;
+// "#fff" / "#000" (inkOn's answers) and "rgb(...)" as [r, g, b]
+const rgbIn = (c) => (c.length === 4 ? rgbOf(`#${[...c.slice(1)].map((d) => d + d).join("")}`) : rgbOf(c));
+
+test("diverging: white at 0, red for a rise, blue for a fall, full at the scale", () => {
+  assert.equal(diverging(0, 5), rgb(WHITE));
+  assert.equal(diverging(5, 5), rgb(RED));
+  assert.equal(diverging(-9, 5), rgb(BLUE)); // beyond the scale: full
+  assert.equal(diverging(3, 0), rgb(WHITE)); // nothing to scale by
+  const mid = rgbOf(diverging(2.5, 5));
+  assert.ok(WHITE[1] > mid[1] && mid[1] > RED[1]);
+  // the same arithmetic as the Python picture's (labkit/views/diff.py: round(w + (e - w) t))
+  assert.deepEqual(
+    mid,
+    WHITE.map((w, i) => Math.round(w + (RED[i] - w) * 0.5)),
+  );
+  // symmetric: a fall of the same size is as far from white as the rise
+  const down = rgbOf(diverging(-2.5, 5));
+  assert.deepEqual(
+    down,
+    WHITE.map((w, i) => Math.round(w + (BLUE[i] - w) * 0.5)),
+  );
+});
+
+test("scale: the largest change among the drawn boxes, whatever its sign", () => {
+  const delta = [0, 100, -7, 3, 0, -12];
+  assert.equal(scaleOf(delta, [2, 3, 5]), 12);
+  assert.equal(scaleOf(delta, [3]), 3);
+  assert.equal(scaleOf(delta, [0, 4]), 0);
+  assert.equal(scaleOf(delta, [1, 2]), 100); // a frame's sum is not drawn as a box unless collapsed
+});
+
+test("a box's look: its fill, legible ink, and hatching when within noise", () => {
+  const change = { delta: [0, 4, -4, 1], noise: [1, 0, 0, 1] };
+  const hot = boxLook(change, 1, 4);
+  assert.equal(hot.fill, rgb(RED));
+  assert.ok(contrast(rgbOf(hot.fill), rgbIn(hot.ink)) >= 4.5);
+  const cold = boxLook(change, 2, 4);
+  assert.equal(cold.fill, rgb(BLUE));
+  assert.ok(contrast(rgbOf(cold.fill), rgbIn(cold.ink)) >= 4.5);
+  assert.equal(boxLook(change, 3, 4).hatched, true);
+  // no change: the theme's own box colours (Light and Dark follow), hatched when noisy
+  assert.deepEqual(boxLook(change, 0, 4), { ...UNCHANGED, hatched: true, value: 0 });
+  for (let v = -8; v <= 8; v += 0.5) {
+    const look = boxLook({ delta: [v], noise: [0] }, 0, 8);
+    if (v !== 0) assert.ok(contrast(rgbOf(look.fill), rgbIn(look.ink)) >= 4.5, `${v}: ${look.fill} ${look.ink}`);
+  }
+});
+
+test("legend: the full fall and rise in the metric's words", () => {
+  assert.deepEqual(legendText(2048, fmtBytes, "more", "less"), {
+    low: `−${fmtBytes(2048)} less`,
+    mid: "0",
+    high: `+${fmtBytes(2048)} more`,
+  });
+  assert.deepEqual(legendText(0, fmtBytes, "more", "less"), { low: "0", mid: "no change drawn", high: "0" });
+});
+
+test("selecting a module inside closed frames opens its enclosing calls, then it is drawn", () => {
+  const conv = 6; // blocks.0's conv2d: inside Net > blocks > blocks.0
+  assert.deepEqual(revealIds(graph, conv), [1, 4, 5]);
+  assert.deepEqual(revealIds(graph, 1), []);
+  const closed = drawState(graph, [1]);
+  const [boxes, frames] = [new Set(closed.vis.boxes), new Set(closed.vis.groups)];
+  assert.ok(!boxes.has(conv) && frames.has(1));
+  assert.equal(shownAs(graph, conv, boxes, frames), 4); // the collapsed blocks box shows it
+  const open = drawState(graph, revealIds(graph, conv));
+  assert.ok(open.vis.boxes.includes(conv));
+  assert.equal(shownAs(graph, conv, new Set(open.vis.boxes), new Set(open.vis.groups)), conv);
+  assert.ok(open.layout.pos.get(conv)); // it has a place to pan to
+});
+
+test("table pages and row lookup", () => {
+  const rows = Array.from({ length: 250 }, (_, i) => ({ module: `m${i}`, status: i === 3 ? "added" : "changed" }));
+  const p = pageOf(rows, 2, 100);
+  assert.equal(p.pages, 3);
+  assert.equal(p.start, 200);
+  assert.equal(p.rows.length, 50);
+  assert.equal(pageOf(rows, 9, 100).start, 200); // past the end: the last page
+  assert.equal(pageOf([], 0, 100).pages, 1);
+  assert.equal(rowOf(rows, "m120"), 120);
+  assert.equal(rowOf(rows, "m3"), -1); // an added module is not in the base graph
+  assert.equal(rowOf(rows, null), -1);
+});
