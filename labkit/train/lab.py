@@ -4,87 +4,51 @@
 ``labkit.optimize.apply``, the one place a Recipe is applied), on one process, on several
 forked CPU/GPU processes from a notebook, or under ``torchrun``; the live dashboard, the
 TensorBoard logs, the checkpoints and the ``Run`` record are all fed by the same events.
+
+The Lab holds the user's choices and delegates each concern to one part (as Lightning's
+``Trainer`` delegates to its connectors, ``_CheckpointConnector(trainer)``), each a
+small class that reads the Lab and keeps no state of its own:
+
+- data and loaders: :class:`~labkit.train._lab_data.LabData` (``lab._loaders``);
+- optimizer and Recipe binding: :class:`~labkit.train._lab_optim.LabBinding`
+  (``lab._binding``);
+- checkpoint and resume: :class:`~labkit.train._lab_checkpoint.LabCheckpoints`
+  (``lab._checkpoints``);
+- launch and ranks: :class:`~labkit.train._lab_launch.LabLaunch` (``lab._launcher``);
+- run record, events and dashboard: :class:`~labkit.train._lab_events.LabEvents`
+  (``lab._events``);
+- the looking tools (``trace``, ``lr_find``): :mod:`labkit.train._lab_tools`.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import inspect
-import logging
 import os
-import signal
 import threading
-import time
-import warnings
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from labkit.train import _launch
-from labkit.train._events import EVENTS_FILE, STOP_FILE, EventLog, EventTail
 from labkit.train._exploration import exploration
+from labkit.train._lab_checkpoint import LabCheckpoints
+from labkit.train._lab_data import LabData, prepare
+from labkit.train._lab_events import LabEvents
+from labkit.train._lab_launch import LabLaunch
+from labkit.train._lab_optim import LabBinding, as_recipe, is_lightning, model_loss
+from labkit.train._lab_tools import _no_logging as _no_logging  # guards.replay_step
+from labkit.train._lab_trainer import _quiet_lightning as _quiet_lightning  # tests, benchmarks
 from labkit.train.fit_options import FitOptions
 from labkit.train.run import Run
 
-_PRECISION: dict[str, Any] = {"32": "32-true", "bf16-mixed": "bf16-mixed", "16-mixed": "16-mixed"}
-_QUIET_LOGGERS = ("lightning.pytorch", "lightning.fabric", "lightning.pytorch.utilities.rank_zero")
+if TYPE_CHECKING:
+    import lightning.pytorch as pl
 
-
-@contextlib.contextmanager
-def _quiet_lightning() -> Iterator[None]:
-    """Silence Lightning's info lines and its hints about the user's data loaders."""
-    levels = {}
-    for name in _QUIET_LOGGERS:
-        lg = logging.getLogger(name)
-        levels[name] = lg.level
-        lg.setLevel(logging.WARNING)
-    with warnings.catch_warnings():
-        # hints about the user's own DataLoaders (worker count, logging interval vs. batches):
-        # labkit shows throughput and data wait in the dashboard instead
-        warnings.filterwarnings("ignore", message=r".*does not have many workers.*")
-        warnings.filterwarnings("ignore", message=r".*smaller than the logging interval.*")
-        # LabModule always defines validation_step; training-only data is a valid choice
-        warnings.filterwarnings("ignore", message=r".*but have no `val_dataloader`.*")
-        # a graph without val_mask validates on nothing (GraphDataModule's empty val list)
-        warnings.filterwarnings("ignore", message=r"Total length of `list` across ranks is zero")
-        # Lightning 2.6 on torch >= 2.10 calls a deprecated torch.utils._pytree API
-        warnings.filterwarnings(
-            "ignore", message=r".*isinstance\(treespec, LeafSpec\).*", category=FutureWarning
-        )
-        try:
-            yield
-        finally:
-            for name, level in levels.items():
-                logging.getLogger(name).setLevel(level)
-
-
-@contextlib.contextmanager
-def _no_logging(module: Any) -> Iterator[None]:
-    """``module.log``/``log_dict`` as no-ops for a while: a ``training_step`` run outside a
-    fit (Lab.trace) would raise in them (no Trainer, or a finished one's loop)."""
-    saved = {k: module.__dict__[k] for k in ("log", "log_dict") if k in module.__dict__}
-    module.__dict__["log"] = module.__dict__["log_dict"] = lambda *a, **k: None
-    try:
-        yield
-    finally:
-        for k in ("log", "log_dict"):
-            module.__dict__.pop(k, None)
-        module.__dict__.update(saved)
-
-
-def _step_loss(out: Any) -> Any:
-    """The loss a LightningModule's ``training_step`` returned (a tensor or ``{"loss": ...}``)."""
-    if isinstance(out, Mapping):
-        out = out.get("loss")
-    if not isinstance(out, torch.Tensor):
-        raise TypeError(
-            f"training_step returned {type(out).__name__}, not a loss tensor or a dict with "
-            "'loss': Lab.trace traces the step that trains"
-        )
-    return out
+    from labkit.optimize.recipe import Recipe
+    from labkit.trace.model import Trace
 
 
 class Lab:
@@ -124,6 +88,9 @@ class Lab:
         >>> run = lab.fit(max_epochs=6, resume=True)  # from the last checkpoint  # doctest: +SKIP
     """
 
+    trained_model: torch.nn.Module
+    """The model the last fit trained (``lab.model`` itself, or the Recipe's copy)."""
+
     def __init__(
         self,
         model: torch.nn.Module,
@@ -142,23 +109,8 @@ class Lab:
     ) -> None:
         if not isinstance(model, torch.nn.Module):
             raise TypeError(f"Lab needs a torch.nn.Module, got {type(model).__name__}")
-        data_notes: list[str] = []
-        if type(data).__module__.startswith("torch_geometric."):
-            from labkit.gnn.data import for_lab  # one graph with masks: node classification
-
-            data_notes = _check_masks(data)
-            data = for_lab(data)
-        if step is None:
-            step = getattr(data, "lab_step", None)  # data that knows its batches' step
-        if isinstance(loss, str):
-            if loss != "model":
-                raise ValueError(
-                    f'Lab(loss={loss!r}): a loss is fn(output, target), or "model" when the '
-                    "model returns its own loss"
-                )
-            from labkit.train.module import model_step, output_loss
-
-            loss, step = output_loss, step or model_step
+        data, step, data_notes = prepare(data, step)
+        loss, step = model_loss(loss, step)
         self.model = model
         self.data = data
         self._data_notes = data_notes  # sentences for every Run (a graph without val_mask)
@@ -172,11 +124,12 @@ class Lab:
         self.batch_size = batch_size
         self.num_workers = num_workers
         self.logdir = Path(logdir) if logdir else Path("labkit_runs") / type(model).__name__
-        self.traces: list[Any] = []
+        self.traces: list[Trace] = []
         self.runs: list[Run] = []
         self.dashboard: Any = None
         self._views: list[Any] = []
         self._stop = threading.Event()
+        self._parts()
         if not self._is_lightning() and loss is None:
             raise TypeError(
                 f"Lab({type(model).__name__}, ...) needs loss=fn(output, target) for a plain "
@@ -184,23 +137,23 @@ class Lab:
                 "model given labels), or your own LightningModule"
             )
 
+    def _parts(self) -> None:
+        """One part per concern (see the module docstring); each reads this Lab."""
+        self._loaders = LabData(self)
+        self._binding = LabBinding(self)
+        self._checkpoints = LabCheckpoints(self)
+        self._launcher = LabLaunch(self)
+        self._events = LabEvents(self)
+
     # ------------------------------------------------------------------ state
     @property
-    def recipe(self) -> Any:
+    def recipe(self) -> Recipe:
         """The Recipe applied by ``fit`` (a ``labkit.optimize.Recipe``)."""
         return self._recipe
 
     @recipe.setter
-    def recipe(self, value: Any) -> None:
-        from labkit.optimize.recipe import Recipe
-
-        if value is None:
-            value = Recipe()
-        elif isinstance(value, Mapping):
-            value = Recipe.from_dict(dict(value))
-        elif not isinstance(value, Recipe):
-            raise TypeError(f"recipe must be a labkit.Recipe or a dict, got {type(value).__name__}")
-        self._recipe = value
+    def recipe(self, value: Recipe | Mapping[str, Any] | None) -> None:
+        self._recipe = as_recipe(value)
 
     @property
     def last_run(self) -> Run | None:
@@ -208,21 +161,23 @@ class Lab:
         return self.runs[-1] if self.runs else None
 
     def _is_lightning(self) -> bool:
-        return any(c.__name__ == "LightningModule" and c.__module__.startswith("lightning")
-                   for c in type(self.model).__mro__)  # fmt: skip
+        return is_lightning(self.model)
 
     def __getstate__(self) -> dict[str, Any]:
-        # pickled for the subprocess launch: no widgets, threads or run history
+        # pickled for the subprocess launch: no widgets, threads, parts or run history
         state = dict(self.__dict__)
         state.update(dashboard=None, _views=[], _stop=None, runs=[], traces=[])
+        for part in ("_loaders", "_binding", "_checkpoints", "_launcher", "_events"):
+            state.pop(part, None)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._stop = threading.Event()
+        self._parts()
 
     # ------------------------------------------------------------------ pieces
-    def module(self, *, copy: bool = True) -> Any:
+    def module(self, *, copy: bool = True) -> pl.LightningModule:
         """The LightningModule ``fit`` trains.
 
         Args:
@@ -231,32 +186,11 @@ class Lab:
                 does, so an optimizer that refers to the model trains it); a Recipe always
                 applies to a copy, and the optimizer's parameters are mapped onto it.
         """
-        from labkit.optimize import apply
-        from labkit.train.module import LabModule
+        return self._binding.module(copy=copy)
 
-        net = self.model if not copy and self.recipe.is_default else apply(self.model, self.recipe)
-        if self._is_lightning():
-            return net
-        return LabModule(
-            net, loss=self._plain_loss(), optimizer=self.optimizer, lr=self.lr,
-            optimizer_kwargs=self.optimizer_kwargs, metrics=self.metrics, step=self.step,
-            recipe=self.recipe.to_dict(), original=self.model,
-        )  # fmt: skip
-
-    def datamodule(self, seed: int = 0) -> Any:
+    def datamodule(self, seed: int = 0) -> pl.LightningDataModule:
         """The data as a ``LightningDataModule`` (see :func:`labkit.train.data.as_datamodule`)."""
-        from labkit.train.data import as_datamodule
-
-        if self.data is None:
-            raise ValueError("this Lab has no data: Lab(model, (train, val), loss=...)")
-        return as_datamodule(self.data, batch_size=self.batch_size, num_workers=self.num_workers,
-                             seed=seed)  # fmt: skip
-
-    def _plain_loss(self) -> Callable[[Any, Any], torch.Tensor]:
-        """The loss of a plain ``nn.Module`` (``__init__`` requires one for it)."""
-        if self.loss is None:
-            raise ValueError("this Lab has no loss: Lab(model, data, loss=...)")
-        return self.loss
+        return self._loaders.datamodule(seed)
 
     @exploration
     def check(self, dm: Any = None) -> None:
@@ -265,59 +199,19 @@ class Lab:
         Raises:
             labkit.train.ShapeCheckError: on a shape mismatch in the model or the loss.
         """
-        if self._is_lightning():
-            return  # a user LightningModule's step is its own; Lightning's sanity check runs
-        from labkit.train.data import first_batch
-        from labkit.train.guards import dry_run
-        from labkit.train.module import default_step, dict_batch_note
-
-        dm = dm if dm is not None else self.datamodule()
-        with torch.random.fork_rng(devices=[]):
-            train = first_batch(dm.train_dataloader())
-        loss = self._plain_loss()
-        dry_run(self.model, train, step=self.step or default_step, loss=loss, stage="train")
-        note = dict_batch_note(train, self.step, loss)  # a dict batch: which keys went where
-        if note is not None and self.last_run is not None and not self.last_run.done:
-            self.last_run.notes.append(note)  # named in the notes of the fit running this check
-        val_loader = getattr(dm, "val", None) if hasattr(dm, "train") else None
-        if val_loader is None and not hasattr(dm, "train"):
-            val_loader = dm.val_dataloader() if _overrides(dm, "val_dataloader") else None
-        if val_loader is not None and not (isinstance(val_loader, list) and not val_loader):
-            with torch.random.fork_rng(devices=[]):
-                val = first_batch(val_loader)
-            dry_run(self.model, val, step=self.step or default_step, loss=loss, stage="val")
+        self._loaders.check(dm)
 
     @exploration
-    def trace(self, *, mode: str = "full", warmup: int = 1, repeat: int = 5) -> Any:
+    def trace(self, *, mode: str = "full", warmup: int = 1, repeat: int = 5) -> Trace:
         """Trace one training step (forward, loss, backward) on the first batch.
 
         As :func:`labkit.trace`: one recording for the graph, FLOPs and memory, then
         ``warmup`` + ``repeat`` timing-only passes whose medians are the times shown. The
         model is restored afterwards; the trace is kept in ``lab.traces``.
         """
-        from labkit.trace.api import check_not_meta
-        from labkit.trace.step import Step, record_step
-        from labkit.train.data import first_batch
-        from labkit.train.module import default_step
+        from labkit.train._lab_tools import trace_step
 
-        dm = self.datamodule()
-        with torch.random.fork_rng(devices=[]):  # setup's random_split draws none of the user's
-            if self._is_lightning() and hasattr(dm, "setup"):
-                dm.setup("fit")  # a user's LightningDataModule builds its datasets here
-            batch = first_batch(dm.train_dataloader())
-        check_not_meta("Lab.trace", self.model, (batch,), {})  # nothing to time on meta
-        if self._is_lightning():  # the user's own training_step is the step
-            module: Any = self.model  # a LightningModule
-            user_step = Step(module, (batch,), forward=lambda b: module.training_step(b, 0),
-                             loss=_step_loss)  # fmt: skip
-            with _no_logging(module):  # self.log() outside a fit: nothing to log to
-                trace = record_step(user_step, mode=mode, warmup=warmup, repeat=repeat)
-        else:
-            step = self.step or default_step
-            loss = self._plain_loss()
-            user_step = Step(self.model, (batch,), forward=lambda b: step(self.model, b),
-                             loss=lambda out: loss(*out))  # fmt: skip
-            trace = record_step(user_step, mode=mode, warmup=warmup, repeat=repeat)
+        trace = trace_step(self, mode=mode, warmup=warmup, repeat=repeat)
         self.traces.append(trace)
         return trace
 
@@ -369,317 +263,43 @@ class Lab:
             >>> run.losses[-1], run.last_checkpoint              # doctest: +SKIP
         """
         o = FitOptions.build(options, overrides)
-        self._refuse_while_running()
+        self._events.refuse_while_running()
         logdir = Path(o.logdir) if o.logdir else self.logdir
         from labkit.train._lock import LogdirLock
         from labkit.train._preflight import check_logdir
-        from labkit.train.checkpoint import CHECKPOINTS, LAST
 
         check_logdir(  # created, writable, room for the first checkpoint: before any work
-            logdir, self.model, optimizer=None if self._is_lightning() else self.optimizer,
-            optimizer_kwargs=self.optimizer_kwargs)  # fmt: skip
+            logdir,
+            self.model,
+            optimizer=None if self._is_lightning() else self.optimizer,
+            optimizer_kwargs=self.optimizer_kwargs,
+        )
         plan = _launch.plan(
             devices=o.devices, strategy=o.strategy, num_nodes=o.num_nodes, launch=o.launch
         )
-        last = logdir / CHECKPOINTS / LAST
-        # ckpt_path="last" is labkit's own last checkpoint (Lightning's "last" looks for
-        # its ModelCheckpoint, which Lab does not use): the same as resume=True
-        resume = o.resume or _is_last(o)
-        ckpt: str | None = str(o.ckpt_path) if o.ckpt_path and not _is_last(o) else None
-        if ckpt is None and resume and last.exists():
-            ckpt = str(last)
+        ckpt, resume = self._checkpoints.resolve(o, logdir)
         lock = LogdirLock.acquire(logdir)  # one fit per logdir, from here to the end
         try:
-            module, notes = self._preflight(plan, o, ckpt)
-            run, dash, tail = self._start_run(o, plan, logdir, ckpt, resume, [*lock.notes, *notes])
+            module, notes = self._checkpoints.preflight(plan, o, ckpt)
+            run, dash, tail = self._events.start_run(
+                o, plan, logdir, ckpt, resume, [*lock.notes, *notes]
+            )
         except BaseException:
             lock.release()
             raise
-
-        def body() -> None:
-            exc: BaseException | None = None
-            try:
-                tail.start()
-                if plan.mode == "subprocess":
-                    self._fit_subprocess(o, ckpt, logdir)
-                else:
-                    self._fit_here(plan, o, ckpt=ckpt, logdir=logdir, module=module)
-            except BaseException as e:
-                exc = self._translate(e)
-            finally:
-                tail.stop()
-                if tail.error is not None:
-                    run.notes.append(f"the events file stopped being read: {tail.error}")
-                if exc is not None:
-                    run.status, run.error = "failed", f"{type(exc).__name__}: {exc}"
-                elif run.status in ("created", "running"):
-                    run.status = "finished"
-                with contextlib.suppress(OSError):
-                    run.save()
-                lock.release()
-                run._finish(exc)
-                if dash is not None:
-                    dash.finish(run)
-            if exc is not None:
-                raise exc
-
-        if o.background:
-
-            def bg() -> None:
-                with contextlib.suppress(BaseException):
-                    body()
-
-            try:
-                threading.Thread(target=bg, name="labkit-fit", daemon=True).start()
-            except BaseException:
-                lock.release()
-                run._finish(None)
-                raise
-            return run
-        body()
-        return run
-
-    def _start_run(self, o: FitOptions, plan: _launch.Plan, logdir: Path, ckpt: str | None,
-                   resume: bool, notes: list[str]) -> tuple[Run, Any, EventTail]:  # fmt: skip
-        """The Run record, the dashboard and the events tail of a fit about to start."""
-        from labkit.train.checkpoint import CHECKPOINTS, LAST
-
-        last = logdir / CHECKPOINTS / LAST
-        config = {
-            "max_epochs": o.max_epochs, "max_steps": o.max_steps, "devices": o.devices,
-            "accelerator": o.accelerator, "strategy": o.strategy if isinstance(o.strategy, str)
-            else type(o.strategy).__name__, "num_nodes": o.num_nodes, "seed": o.seed,
-            "resume": resume,
-            "ckpt_path": ckpt, "launch": plan.mode, "processes": plan.processes,
-            "recipe": self.recipe.to_dict(), "lr": self.lr, "source": "lab",
-            "batch_size": self.batch_size, "optimizer": _optimizer_name(self.optimizer),
-            "versions": _versions(),
-        }  # fmt: skip
-        run = Run(logdir=str(logdir), config=config,
-                  notes=[plan.reason, *self._data_notes, *notes])  # fmt: skip
-        from labkit.optimize.recipe_record import record_recipe
-
-        record_recipe(self.recipe, source="Lab.fit")  # read by `labkit promote`; no-op outside
-        if resume and ckpt is None:
-            how = "resume=True" if o.resume else "ckpt_path='last'"
-            run.notes.append(f"{how} but {last} does not exist yet: starting fresh")
-        self.runs.append(run)
-        self._stop.clear()
-        (logdir / STOP_FILE).unlink(missing_ok=True)
-
-        try:
-            dash = self._dashboard(o.dashboard, run)
-            handler = self._handler(run, dash)
-            events = logdir / EVENTS_FILE
-            offset = events.stat().st_size if events.exists() else 0
-        except BaseException as exc:  # the run never started: it does not block the next fit
-            run.status, run.error = "failed", f"{type(exc).__name__}: {exc}"
-            run._finish(exc)
-            raise
-        return run, dash, EventTail(events, handler, offset=offset)
-
-    def _refuse_while_running(self) -> None:
-        running = self.last_run
-        if running is not None and not running.done:
-            raise RuntimeError(
-                f"this Lab is still fitting ({running!r}); a second fit would share its model "
-                "and logdir: wait for it (run.wait()) or stop it (lab.stop()) first")  # fmt: skip
-
-    def _preflight(
-        self, plan: _launch.Plan, o: FitOptions, ckpt: str | None
-    ) -> tuple[Any, list[str]]:
-        """The module to train, its optimizer checked, and the checkpoint checked against both.
-
-        Runs before any file is written. Returns the module (``None`` for a subprocess
-        launch, which builds its own) and notes for the Run.
-        """
-        from labkit.train import _resume
-
-        if plan.mode == "subprocess":
-            module = None
-            if ckpt is not None:  # the weights, at least, are checked here
-                _resume.load_for_resume(ckpt)
-            return module, []
-        module = self.module(copy=False)
-        optimizer = module.prepare_optimizer() if hasattr(module, "prepare_optimizer") else None
-        if ckpt is None:
-            return module, []
-        ck = _resume.load_for_resume(ckpt)
-        path = Path(ckpt)
-        _resume.check_weights(ck, module.state_dict(), path, strict_names=self.recipe.is_default)
-        if optimizer is None:
-            return module, []
-        _resume.check_optimizer(ck, optimizer, path)
-        diff = _resume.changes(ck, lr=self.lr if _builds_lr(self.optimizer) else None,
-                               recipe=self.recipe.to_dict())  # fmt: skip
-        return module, _resume.apply_rule(diff, o.on_change, path, module)
-
-    def _translate(self, exc: BaseException) -> BaseException:
-        err = _launch.worker_error(exc)
-        if err is not None:
-            err.__cause__ = exc
-            return err
-        return exc
-
-    def _fit_subprocess(self, o: FitOptions, ckpt: str | None, logdir: Path) -> None:
-        fit_kwargs = o.replace(
-            ckpt_path=ckpt, resume=False, logdir=str(logdir), dashboard=False, background=False
-        ).to_kwargs()
-        proc = _launch.run_in_subprocess(self, fit_kwargs, logdir)
-        try:
-            state = _launch.subprocess_result(proc, logdir)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-        self.model.load_state_dict(state)
-
-    def _fit_here(
-        self, plan: _launch.Plan, o: FitOptions, *, ckpt: str | None, logdir: Path, module: Any
-    ) -> None:
-        import lightning.pytorch as pl
-        from lightning.pytorch.loggers import TensorBoardLogger
-
-        from labkit.train._callback import EpochSeed, LabCallback, LabCheckpoint, seed_all
-        from labkit.train._callback_group import CallbackGroup
-        from labkit.train._progress import RankProgress
-        from labkit.train._tensorboard import TB_DIR, hparams_of
-        from labkit.train.checkpoint import CHECKPOINTS, AtomicCheckpointIO
-        from labkit.train.guards import NonFiniteGuard, check_loaders
-
-        seed_all(o.seed)
-        dm = self.datamodule(o.seed)
-        check_loaders(dm)  # an empty train/val loader is named, with or without a dry run
-        if o.dry_run:
-            self.check(dm)
-        sink = EventLog(logdir / EVENTS_FILE)
-        lab_cb = LabCallback(
-            sink, stop_event=self._stop, stop_file=logdir / STOP_FILE,
-            stop_every=1 if plan.processes <= 1 else 10, trace_every=o.trace_every,
-            histogram_every=o.histogram_every, logdir=logdir, resumed_from=ckpt,
-            hparams=hparams_of(self.recipe.to_dict(), {"seed": o.seed, "lr": self.lr,
-                                                        "max_epochs": o.max_epochs}),
-        )  # fmt: skip
-        callbacks: list[Any] = [
-            lab_cb,
-            EpochSeed(o.seed),
-            LabCheckpoint(sink, dirpath=logdir / CHECKPOINTS),
-        ]
-        progress = RankProgress(plan.processes) if plan.mode == "fork" else None
-        if progress is not None:  # names the rank that hung when a collective times out
-            callbacks.append(progress)
-        if o.rank_stats and (plan.processes * o.num_nodes > 1 or _launch.under_launcher()):
-            from labkit.train._ranks import RankStats  # per-rank step breakdown, stragglers
-
-            callbacks.insert(1, RankStats(sink, logdir=logdir))
-        if o.guard:
-            callbacks.append(NonFiniteGuard(
-                check_grads=self.recipe.precision != "16-mixed",
-                step=getattr(module, "step_fn", None),
-                loss=getattr(module, "loss_fn", None)))  # fmt: skip
-        group = CallbackGroup(callbacks)  # Lightning dispatches each hook once for all four
-        n_batches = _len_or_none(dm)
-        kw: dict[str, Any] = {
-            "max_epochs": o.max_epochs, "max_steps": o.max_steps, "accelerator": o.accelerator,
-            "devices": o.devices, "num_nodes": o.num_nodes,
-            "strategy": _launch.ddp_strategy(plan, o.strategy, o.ddp_timeout),
-            "precision": _PRECISION[self.recipe.precision],
-            "logger": TensorBoardLogger(save_dir=str(logdir), name=TB_DIR,
-                                        default_hp_metric=False),
-            "callbacks": [group], "plugins": [AtomicCheckpointIO()],
-            "enable_model_summary": False, "enable_checkpointing": False,
-            "enable_progress_bar": not _launch.in_notebook(),
-            "num_sanity_val_steps": 0,
-            "log_every_n_steps": max(1, min(o.log_every, n_batches or o.log_every)),
-            "default_root_dir": str(logdir),
-        }  # fmt: skip
-        if o.limit_train_batches is not None:
-            kw["limit_train_batches"] = o.limit_train_batches
-        if o.limit_val_batches is not None:
-            kw["limit_val_batches"] = o.limit_val_batches
-        trainer_kwargs = dict(o.trainer_kwargs or {})
-        extra = trainer_kwargs.pop("callbacks", [])  # added to labkit's, not instead
-        kw["callbacks"] += [extra] if isinstance(extra, pl.Callback) else list(extra)
-        kw.update(trainer_kwargs)
-        sigint = signal.getsignal(signal.SIGINT)
-        modes = [(m, m.training) for m in self.model.modules()]  # trained in place: kept
-        try:
-            with _quiet_lightning(), _launch.rendezvous_env(plan):
-                trainer = pl.Trainer(**kw)
-                trainer.fit(module, datamodule=dm, ckpt_path=ckpt)
-        except Exception as exc:
-            if progress is not None:
-                progress.attach(exc)  # where each rank was, for _launch.worker_error
-            raise
-        except SystemExit:
-            # Lightning turns Ctrl-C / "interrupt kernel" into sys.exit(1) after a graceful
-            # shutdown; in a notebook that would look like a crash: report it as stopped
-            sink(
-                {
-                    "type": "end",
-                    "status": "stopped",
-                    "t": time.time(),
-                    "error": "interrupted (KeyboardInterrupt); the last epoch checkpoint is kept",
-                }
-            )
-        finally:
-            if threading.current_thread() is threading.main_thread():
-                signal.signal(signal.SIGINT, sigint)  # Lightning leaves SIGINT ignored
-            sink.close()
-            for m, mode in modes:
-                m.training = mode
-        self._take_weights(module)
-
-    def _take_weights(self, module: Any) -> None:
-        net = getattr(module, "net", module) if not self._is_lightning() else module
-        self.trained_model = net
-        if net is self.model:  # trained in place
-            return
-        try:
-            self.model.load_state_dict(net.state_dict())
-        except Exception as exc:  # e.g. a quantized model's state_dict: keep the trained copy
-            warnings.warn(
-                f"the trained weights could not be copied back into lab.model ({exc}); the "
-                "trained model is lab.trained_model", stacklevel=3)  # fmt: skip
+        return self._launcher.run(
+            o,
+            plan,
+            logdir=logdir,
+            ckpt=ckpt,
+            module=module,
+            run=run,
+            dash=dash,
+            tail=tail,
+            lock=lock,
+        )
 
     # ------------------------------------------------------------------ live views
-    def _dashboard(self, want: bool | None, run: Run) -> Any:
-        if want is None:
-            want = _launch.in_notebook()
-        if not want:
-            return None
-        from labkit import _display
-        from labkit.train.run_table import earlier_runs
-
-        # the live view is labkit.views' Dashboard, found through the display registry.
-        # Stop posts to the server extension, which creates the stop file every rank polls;
-        # the latest runs beside this one are overlaid faintly
-        dashboard = _display.view("train.dashboard")
-        dash = dashboard(on_stop=self.stop, stop_file=Path(run.logdir) / STOP_FILE,
-                         earlier=earlier_runs(run.logdir))  # fmt: skip
-        self.dashboard = dash
-        if _launch.in_notebook():
-            from IPython.display import display
-
-            display(dash)
-        return dash
-
-    def _handler(self, run: Run, dash: Any) -> Callable[[dict[str, Any]], None]:
-        views = list(self._views)
-
-        def handle(event: dict[str, Any]) -> None:
-            run.add_event(event)
-            if dash is not None:
-                dash.push(event)
-            if event.get("type") == "trace" and views:
-                from labkit.trace import Trace
-
-                trace = Trace.load(event["path"])
-                self.traces.append(trace)
-                for v in views:
-                    v.update(trace)
-
-        return handle
-
     @exploration
     def link(self, view: Any) -> Any:
         """Re-colour ``view`` (a GraphView/ProfileView) with each trace sampled while fitting.
@@ -691,16 +311,20 @@ class Lab:
 
     def stop(self) -> None:
         """Stop a running fit after the current step, on every rank, keeping a checkpoint."""
-        self._stop.set()
-        run = self.last_run
-        if run is not None and run.logdir:
-            with contextlib.suppress(OSError):
-                (Path(run.logdir) / STOP_FILE).touch()
+        self._events.stop()
 
     # ------------------------------------------------------------------ tools
     @exploration(unless="apply")
-    def lr_find(self, *, min_lr: float = 1e-6, max_lr: float = 1.0, num_training: int = 100,
-                seed: int = 0, apply: bool = False, **kwargs: Any) -> Any:  # fmt: skip
+    def lr_find(
+        self,
+        *,
+        min_lr: float = 1e-6,
+        max_lr: float = 1.0,
+        num_training: int = 100,
+        seed: int = 0,
+        apply: bool = False,
+        **kwargs: Any,
+    ) -> Any:
         """Lightning's learning-rate finder (``Tuner.lr_find``) on this Lab's model and data.
 
         The model is left as it was. ``result.plot(suggest=True)`` draws loss against
@@ -717,28 +341,11 @@ class Lab:
         Returns:
             Lightning's ``_LRFinder`` (``results``, ``suggestion()``, ``plot()``).
         """
-        import lightning.pytorch as pl
-        from lightning.pytorch.tuner.tuning import Tuner
+        from labkit.train._lab_tools import lr_find
 
-        from labkit.train._callback import seed_all
-
-        module = self.module()
-        if not hasattr(module, "lr"):
-            raise TypeError("lr_find needs a module with an `lr` attribute; for your own "
-                            "LightningModule add self.lr and use it in "
-                            "configure_optimizers")  # fmt: skip
-        seed_all(seed)
-        tmp = self.logdir / "lr_find"
-        with _quiet_lightning():
-            # the sweep's Trainer needs no logger, checkpoint or progress bar; the tuner
-            # stops it after num_training steps (max_epochs=-1: no epoch limit)
-            trainer = pl.Trainer(accelerator="auto", devices=1, logger=False, max_epochs=-1,
-                                 enable_checkpointing=False, enable_progress_bar=False,
-                                 enable_model_summary=False, default_root_dir=str(tmp),
-                                 precision=_PRECISION[self.recipe.precision])  # fmt: skip
-            finder = Tuner(trainer).lr_find(module, datamodule=self.datamodule(seed), min_lr=min_lr,
-                                            max_lr=max_lr, num_training=num_training,
-                                            update_attr=False, **kwargs)  # fmt: skip
+        finder = lr_find(
+            self, min_lr=min_lr, max_lr=max_lr, num_training=num_training, seed=seed, **kwargs
+        )
         suggested = finder.suggestion() if finder is not None else None
         if apply and suggested is not None:
             self.lr = float(suggested)
@@ -769,81 +376,20 @@ class Lab:
 
     def load(self, path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
         """Load a checkpoint's weights into ``lab.model`` (default: the last one); returns it."""
-        from labkit.train.checkpoint import CHECKPOINTS, LAST, load_checkpoint
-
-        p = Path(path) if path else self.logdir / CHECKPOINTS / LAST
-        ckpt = load_checkpoint(p)
-        state = ckpt["state_dict"]
-        if not self._is_lightning():
-            state = {k.removeprefix("net."): v for k, v in state.items()}
-        self.model.load_state_dict(state)
-        return ckpt
+        return self._checkpoints.load(path)
 
     def __repr__(self) -> str:
         loss = getattr(self.loss, "__name__", type(self.loss).__name__) if self.loss else None
-        opt = self.optimizer if isinstance(self.optimizer, str) else getattr(
-            self.optimizer, "__name__", type(self.optimizer).__name__)  # fmt: skip
+        opt = (
+            self.optimizer
+            if isinstance(self.optimizer, str)
+            else getattr(self.optimizer, "__name__", type(self.optimizer).__name__)
+        )
         return (
             f"Lab(model={type(self.model).__name__}, loss={loss}, optimizer={opt!r}, lr={self.lr}, "
             f"recipe={self.recipe!r}, runs={len(self.runs)}, traces={len(self.traces)}, "
             f"logdir={str(self.logdir)!r})"
         )
-
-
-def _optimizer_name(optimizer: Any) -> str:
-    if isinstance(optimizer, str):
-        return optimizer
-    if isinstance(optimizer, torch.optim.Optimizer):
-        return type(optimizer).__name__
-    return str(getattr(optimizer, "__name__", type(optimizer).__name__))
-
-
-def _versions() -> dict[str, str]:
-    """labkit, torch and lightning versions, for the run record."""
-    import importlib.metadata
-
-    import labkit
-
-    out = {"labkit": labkit.__version__, "torch": torch.__version__}
-    with contextlib.suppress(importlib.metadata.PackageNotFoundError):
-        out["lightning"] = importlib.metadata.version("lightning")
-    return out
-
-
-def _check_masks(data: Any) -> list[str]:
-    """One PyG graph (a ``Data``, or a dataset of one graph) must say which nodes train;
-    returns a note when it has no ``val_mask`` (no validation runs)."""
-    from torch_geometric.data.data import BaseData  # data is PyG's: it is imported
-
-    graph = data
-    if not isinstance(graph, BaseData):  # a dataset (its attributes reach its graphs)
-        try:
-            graph = data[0] if len(data) == 1 else None
-        except (TypeError, IndexError, KeyError):
-            graph = None
-    if graph is None or not hasattr(graph, "edge_index"):
-        return []  # many graphs: graph-level batches, not node classification
-    missing = [m for m in ("train_mask", "val_mask") if getattr(graph, m, None) is None]
-    if "train_mask" in missing:
-        nodes = getattr(graph, "num_nodes", "?")
-        raise ValueError(
-            f"this graph ({nodes} nodes) has no {' and no '.join(missing)}: Lab trains node "
-            "classification on the nodes of data.train_mask (and validates on data.val_mask). "
-            "Add boolean masks of length num_nodes (e.g. torch_geometric.transforms."
-            "RandomNodeSplit()(data)), or pass a DataLoader of graphs")  # fmt: skip
-    if missing:
-        return ["the graph has no val_mask: no validation runs (val_* curves stay empty); add "
-                "one to see val_loss"]  # fmt: skip
-    return []
-
-
-def _builds_lr(optimizer: Any) -> bool:
-    """Whether ``lab.lr`` reaches the optimizer (a name or class; not a factory/instance)."""
-    return isinstance(optimizer, str | type)
-
-
-def _is_last(o: FitOptions) -> bool:
-    return o.ckpt_path is not None and str(o.ckpt_path) == "last"
 
 
 # Lab.fit's keywords and their docs are FitOptions' fields (written once, in fit_options.py)
@@ -856,20 +402,6 @@ Lab.fit.__signature__ = FitOptions.signature(  # type: ignore[attr-defined]  # i
 Lab.fit.__doc__ = (Lab.fit.__doc__ or "").replace(
     " " * 12 + "{fit_options}", FitOptions.args_doc(" " * 12)
 )
-
-
-def _overrides(dm: Any, name: str) -> bool:
-    import lightning.pytorch as pl
-
-    return getattr(type(dm), name) is not getattr(pl.LightningDataModule, name)
-
-
-def _len_or_none(dm: Any) -> int | None:
-    loader = getattr(dm, "train", None)
-    try:
-        return len(loader) if loader is not None else None
-    except TypeError:
-        return None
 
 
 def fit_from_args(
