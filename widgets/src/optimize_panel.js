@@ -52,7 +52,7 @@ const CSS = `
 /** @typedef {import("./_contract_types").RecipeField} Field a control's description from Python */
 /** @typedef {Record<string, string>} Locks control -> why it does nothing now */
 /** @typedef {Partial<Row> & {label: string}} RowLike a row as the table reads it (tests pass parts) */
-/** @typedef {Pick<Field, "name"> & Partial<Field>} FieldLike a control as its state reads it */
+/** @typedef {{name: string, label?: string, kind?: string, hints?: Partial<Record<string, string>>, default?: unknown}} FieldLike a control as its state reads it */
 
 /**
  * An element with attributes ("text": its text) and children.
@@ -79,7 +79,7 @@ const some = (rows, key) => rows.some((r) => !r.error && r[key] !== null && r[ke
  * comma-separated text; a select's "none" stands for null. Exported for tests.
  * @template {{}} R the recipe dict (`recipe_state`)
  * @param {R} recipe @param {string} name @param {unknown} value @param {string} [kind]
- * @returns {R}
+ * @returns {R & Record<string, unknown>}
  */
 export function withField(recipe, name, value, kind) {
   /** @type {Record<string, unknown>} */
@@ -94,7 +94,7 @@ export function withField(recipe, name, value, kind) {
   } else {
     next[name] = value === "none" ? null : value;
   }
-  return /** @type {R} */ (next);
+  return /** @type {R & Record<string, unknown>} */ (next);
 }
 
 /** @type {Record<string, boolean | null>} Python's literals (and JSON's) */
@@ -144,7 +144,7 @@ export function parseSizes(text) {
 
 /**
  * Whether a recipe value is the field's default (null and "none" alike; lists by content).
- * @param {Partial<Field>} field @param {unknown} value
+ * @param {Omit<FieldLike, "name">} field @param {unknown} value
  */
 export function isDefault(field, value) {
   if (field.kind === "kwargs") return Object.keys(value || {}).length === 0;

@@ -1,20 +1,38 @@
-// The OptimizePanel's pure functions: control value -> Recipe dict, control state, results table.
+// The OptimizePanel's pure functions: control value -> Recipe dict, control state, results
+// table, and the drawing of a state (results and controls as data, no DOM).
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import {
   controlState,
+  controlsView,
   hintLines,
   isDefault,
   kwargsText,
   parseKwargs,
   parseSizes,
   resultTable,
+  resultsView,
   shown,
   sideBySide,
   speedupText,
   splitColumns,
+  toggleAllOpened,
+  toggleOpened,
+  togglePicked,
   withField,
 } from "../src/optimize_panel.js";
+
+/** A body row's cells (a failed row has none). @param {{cells?: string[]}} r */
+const cellsOf = (r) => {
+  assert.ok(r.cells, "a row with cells");
+  return r.cells;
+};
+/** The side-by-side line of a figure. @param {string[][]} lines @param {string} name */
+const lineOf = (lines, name) => {
+  const line = lines.find((l) => l[0] === name);
+  assert.ok(line, name);
+  return line;
+};
 
 const base = { precision: "32", quantization: null, compile: null, checkpoint: [], channels_last: false };
 
@@ -150,11 +168,11 @@ test("inference table: latency, samples/s, export time, rel, drift and a column 
     "-",
     "1 ms · 1K/s · 1.00x",
   ]);
-  assert.equal(ep.cells[0], "1 ms");
-  assert.equal(ep.cells[5], "1.5 s");
-  assert.equal(ep.cells[7], "3.0e-8");
-  assert.equal(ep.cells[9], "blocks.0 (rel 2.0e-2)");
-  assert.equal(ep.cells[10], "error: ValueError: shape");
+  assert.equal(cellsOf(ep)[0], "1 ms");
+  assert.equal(cellsOf(ep)[5], "1.5 s");
+  assert.equal(cellsOf(ep)[7], "3.0e-8");
+  assert.equal(cellsOf(ep)[9], "blocks.0 (rel 2.0e-2)");
+  assert.equal(cellsOf(ep)[10], "error: ValueError: shape");
   assert.deepEqual(bad, { label: "onnxruntime", error: failed.error }); // one cell, not columns
 });
 
@@ -176,9 +194,9 @@ test("train table: step time, compile columns only when a row compiled, the loss
     "loss (your loss)",
     "first drift",
   ]);
-  assert.deepEqual(body[1].cells.slice(4, 7), ["2", "3 s", "never"]);
-  assert.equal(body[0].cells[4], "-");
-  assert.equal(body[1].cells[10], "0.5000");
+  assert.deepEqual(cellsOf(body[1]).slice(4, 7), ["2", "3 s", "never"]);
+  assert.equal(cellsOf(body[0])[4], "-");
+  assert.equal(cellsOf(body[1])[10], "0.5000");
 });
 
 test("export call kwargs are typed in as Python writes them", () => {
@@ -210,8 +228,8 @@ test("a speedup shows its interval, or says it is within noise", () => {
     cosine: 1,
   };
   const lines = sideBySide(a, b, "inference", "");
-  assert.deepEqual(lines.find((l) => l[0] === "latency (median)").slice(3), ["0.50×"]);
-  assert.deepEqual(lines.find((l) => l[0] === "cosine").slice(3), ["same"]);
+  assert.deepEqual(lineOf(lines, "latency (median)").slice(3), ["0.50×"]);
+  assert.deepEqual(lineOf(lines, "cosine").slice(3), ["same"]);
 });
 
 test("the table's main columns fit; the rest open under a row", () => {
@@ -240,5 +258,91 @@ test("the table's main columns fit; the rest open under a row", () => {
     detail.map((i) => head[i + 1]),
     ["IQR", "steps", "max abs", "rel", "first drift"],
   );
-  assert.equal(main.length + detail.length, body[1].cells.length); // every figure somewhere
+  assert.equal(main.length + detail.length, cellsOf(body[1]).length); // every figure somewhere
+});
+
+test("the results state: rows open and close, two picked at most (the last two)", () => {
+  let st = { opened: new Set(), picked: /** @type {string[]} */ ([]) };
+  st = toggleOpened(st, "fp32");
+  assert.deepEqual([...st.opened], ["fp32"]);
+  assert.deepEqual([...toggleOpened(st, "fp32").opened], []);
+  const { body } = resultTable([fp32, exported, failed], "inference", "");
+  st = toggleAllOpened(st, body); // not every row open: all open (a failed row has nothing to open)
+  assert.deepEqual([...st.opened].sort(), ["fp32", "onnxruntime", "torch.export"]);
+  assert.deepEqual([...toggleAllOpened(st, body).opened], []);
+  for (const l of ["a", "b", "c"]) st = togglePicked(st, l);
+  assert.deepEqual(st.picked, ["b", "c"]);
+  assert.deepEqual(togglePicked(st, "b").picked, ["c"]);
+});
+
+test("the results view: main cells per row, the opened row's other figures, the pair, the bars", () => {
+  const rows = [fp32, exported, failed];
+  const st = { opened: new Set(["torch.export", "onnxruntime"]), picked: ["fp32", "torch.export"] };
+  const view = resultsView(rows, st, { mode: "inference", lossHead: "", suggestion: "bf16" });
+  const { head, body } = resultTable(rows, "inference", "");
+  const { main, detail } = splitColumns(head, "");
+  assert.deepEqual(
+    view.heads,
+    main.map((i) => head[i + 1]),
+  );
+  const [base, ep, bad] = view.rows;
+  assert.deepEqual(
+    base.cells.map((c) => c.text),
+    main.map((i) => cellsOf(body[0])[i]),
+  );
+  assert.deepEqual(
+    base.cells.filter((c) => c.speed).map((c) => c.text),
+    ["1.00x"],
+  );
+  assert.deepEqual([base.open, base.picked, base.facts.length], [false, true, 0]);
+  assert.deepEqual(
+    ep.facts.map((f) => [f.name, f.value]),
+    detail.map((i) => [head[i + 1], cellsOf(body[1])[i]]),
+  );
+  assert.equal(bad.error, failed.error);
+  assert.deepEqual(bad.facts, []); // opened, but a failed row has only its error
+  assert.deepEqual(view.pair, { a: "fp32", b: "torch.export", lines: sideBySide(fp32, exported, "inference", "") });
+  // the failed row has no speed-up: two bars, the fastest 200 px
+  assert.deepEqual(
+    view.bars.map((b) => [b.label, b.width, b.slow]),
+    [
+      ["fp32", 100, false],
+      ["torch.export", 200, false],
+    ],
+  );
+  assert.deepEqual(view.next, { text: "next: bf16 ", button: true });
+  assert.equal(
+    resultsView(rows, { opened: new Set(), picked: ["fp32"] }, { mode: "inference", lossHead: "", suggestion: "(none)" }).pair,
+    null,
+  );
+});
+
+test("the controls view: values as each control shows them, locks and refused options", () => {
+  const fields = [
+    {
+      name: "quantization",
+      label: "quantization",
+      kind: "select",
+      modes: [],
+      hints: {},
+      with_export: false,
+      default: "none",
+      options: [
+        { value: "none", label: "none", disabled: false, title: "" },
+        { value: "int8-dynamic", label: "int8", disabled: false, title: "" },
+      ],
+    },
+    { name: "checkpoint", label: "checkpoint", kind: "list", modes: [], hints: {}, with_export: false, default: [] },
+    { name: "export_kwargs", label: "call kwargs", kind: "kwargs", modes: [], hints: {}, with_export: true },
+    { name: "channels_last", label: "channels last", kind: "check", modes: [], hints: {}, with_export: false, default: false },
+  ];
+  const recipe = { quantization: null, checkpoint: ["0", "2"], export_kwargs: { use_cache: false }, channels_last: true };
+  const locks = { checkpoint: "inference has no backward", quantization: "export runs fp32" };
+  const refused = { quantization: { "int8-dynamic": "torchao is not installed" } };
+  const [q, ck, kw, cl] = controlsView(fields, recipe, "inference", locks, refused);
+  assert.deepEqual([q.value, q.disabled, q.title], ["none", true, "export runs fp32"]);
+  assert.deepEqual(q.options[1], { value: "int8-dynamic", disabled: true, title: "torchao is not installed" });
+  assert.deepEqual([ck.value, ck.disabled], ["0, 2", false]); // set before: stays editable to clear it
+  assert.equal(kw.value, "use_cache=False");
+  assert.deepEqual([cl.value, cl.disabled], [true, false]);
 });

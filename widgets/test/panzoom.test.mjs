@@ -3,6 +3,7 @@ import { test } from "node:test";
 import { detailAt, LEGIBLE_PX, OPEN_SCALE } from "../src/_graphcore.js";
 import { centerView, fitView, inSight, openView, zoomView } from "../src/_panzoom.js";
 
+/** @param {number} a @param {number} b */
 const close = (a, b) => assert.ok(Math.abs(a - b) < 1e-9, `${a} != ${b}`);
 
 test("a small graph is fitted centred, within the canvas", () => {

@@ -2,13 +2,18 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { test } from "node:test";
 import { FORMATTERS, formatterOf } from "../src/_units.js";
-import { chartMetric, isNoisy, shownColumns, topRows } from "../src/profile.js";
+import { chartHtml, chartMetric, isNoisy, shownColumns, sortBy, sortRows, tableHtml, topRows } from "../src/profile.js";
 
 // The ProfileView payload of a real trace (ResCNN, 2x3x8x8 input, not timed), written by
 // tests/views/graph_rules_fixture.py and checked current by tests/views/test_graph_rules.py.
 const fixture = JSON.parse(readFileSync(new URL("./fixtures/profile_payload.json", import.meta.url), "utf8"));
 const table = fixture.table;
-const rowOf = (path) => table.rows.find((r) => r[0] === path);
+/** @param {string} path */
+const rowOf = (path) => {
+  const row = table.rows.find((/** @type {(string | number)[]} */ r) => r[0] === path);
+  assert.ok(row, path);
+  return row;
+};
 
 test("every unit the Python contract names has a formatter, and no other", () => {
   assert.deepEqual(Object.keys(FORMATTERS).sort(), [...fixture.units].sort());
@@ -72,4 +77,43 @@ test("a noisy time is flagged on its own and its self column, nowhere else", () 
   assert.equal(isNoisy(table, "", "bwd_self_time"), true);
   assert.equal(isNoisy(table, "head", "fwd_time"), false);
   assert.equal(isNoisy({}, "blocks.0", "fwd_time"), false);
+});
+
+/** @param {Partial<import("../src/profile.js").ProfileState>} over @returns {import("../src/profile.js").ProfileState} */
+const stateOf = (over) => ({ metric: "params", top: 3, sort: "params", descending: true, selected: null, ...over });
+/** @param {string} html @param {string} attr */
+const attrs = (html, attr) => [...html.matchAll(new RegExp(`${attr}="([^"]*)"`, "g"))].map((m) => m[1]);
+
+test("the chart draws the top rows of the metric, the selected one outlined", () => {
+  const m = chartMetric(table, "params");
+  const top = topRows(table.rows, m.index, 3);
+  const sel = String(top[1][0]);
+  const html = chartHtml(table, stateOf({ selected: sel }));
+  assert.deepEqual(
+    attrs(html, "data-path"),
+    top.map((r) => String(r[0])),
+  );
+  assert.equal(html.split("outline:2px").length - 1, 1);
+  assert.match(chartHtml(table, stateOf({ metric: "fwd_time" })), /no module has a .* figure/); // not timed: all 0
+});
+
+test("the table follows the state: sorted column marked, order, selection, noisy cells", () => {
+  const col = table.columns.indexOf("params");
+  const html = tableHtml(table, stateOf({ selected: "stem" }));
+  assert.match(html, /<th data-col="params" class="lk-sorted">/);
+  assert.deepEqual(
+    attrs(html, "data-path"),
+    sortRows(table.rows, col, true).map((r) => String(r[0])),
+  );
+  assert.match(html, /<tr data-path="stem" class='lk-selected'>/);
+  assert.match(tableHtml(table, stateOf({ descending: false })), /class="lk-sorted lk-asc"/);
+  const noisy = tableHtml({ ...table, noisy: { stem: ["fwd_time"] } }, stateOf({}));
+  assert.equal(noisy.split('class="lk-noisy"').length - 1, 2); // Fwd and Fwd self of stem
+  assert.match(noisy, /lk-noisy-note/);
+});
+
+test("a header click flips the order of the sorted column, else sorts by it (text ascending)", () => {
+  assert.deepEqual(sortBy({ sort: "params", descending: true }, "params"), { sort: "params", descending: false });
+  assert.deepEqual(sortBy({ sort: "params", descending: false }, "flops"), { sort: "flops", descending: true });
+  assert.deepEqual(sortBy({ sort: "params", descending: true }, "path"), { sort: "path", descending: false });
 });
