@@ -78,7 +78,7 @@ def step_flops(run: Any, eager_recipe: Any) -> tuple[int | None, str]:
     missing = [m["op"] for m in trace.meta.no_flop_formula]
     if missing:
         ops = ", ".join(missing[:4]) + (f" (+{len(missing) - 4})" if len(missing) > 4 else "")
-        how += f"; not counted, no FLOP formula, so FLOP/s is a lower bound: {ops}"
+        how += f"; ops without a FLOP formula, not counted (FLOP/s is a lower bound): {ops}"
     return trace.total_flops, how
 
 

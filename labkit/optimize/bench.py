@@ -255,8 +255,9 @@ class Bench:
         """``row`` with its achieved FLOP/s (and MFU on CUDA): the FLOPs counted once for
         its recipe (:func:`~labkit.optimize._measure.step_flops`) over its median step time."""
         flops, how = self._counted.get(run.label, (None, ""))
-        if flops is None or not row.step_time:
-            return replace(row, flops=None, flops_per_s=None, mfu=None, utilization=how)
+        if not flops or not row.step_time:  # not counted, or nothing FlopCounterMode counts
+            why = how if flops is None else f"no FLOPs counted in {run.label}'s step ({how})"
+            return replace(row, flops=flops, flops_per_s=None, mfu=None, utilization=why)
         device = self.device
         name = torch.cuda.get_device_name(device) if device.startswith("cuda") else device
         dtype = dtype_of(run.recipe.precision, run.recipe.matmul_precision)
@@ -267,7 +268,8 @@ class Bench:
             device,
             name,
             dtype,
-            counted=f"{run.label}'s step ({how})",
+            note=f", {how}",
+            counted=f"{run.label}'s step",
             over=over,
         )
         return replace(row, flops=flops, flops_per_s=rate, mfu=mfu, utilization=text)
