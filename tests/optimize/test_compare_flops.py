@@ -72,3 +72,18 @@ def test_a_reused_baseline_restates_its_rate_over_its_grown_times(mlp, x):
     assert len(again.step_times) > len(first.step_times) and again.flops == first.flops
     assert again.flops_per_s == pytest.approx(again.flops / again.step_time, rel=1e-12)
     assert f"median of {len(again.step_times)} timed steps" in again.utilization
+
+
+def test_a_step_of_ops_without_a_formula_says_so(mlp, x):
+    pytest.importorskip("torchao")
+    cmp = compare(mlp.eval(), x, {"int8": Recipe(quantization="int8-dynamic")},
+                  mode="inference", steps=3, warmup=1, budget_s=1.0, drift=False,
+                  memory=False)  # fmt: skip
+    row = cmp.result("int8")
+    assert row.error is None, row.error
+    # torchao's dynamic int8 matmul (aten._int_mm) has no FlopCounterMode formula
+    assert row.flops == 0 and row.flops_per_s is None and row.mfu is None
+    assert "no FLOPs counted in int8's step" in row.utilization
+    assert "_int_mm" in row.utilization
+    line = next(ln for ln in cmp.summary().splitlines() if ln.startswith("int8 "))
+    assert "FLOP/s" not in line
