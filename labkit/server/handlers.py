@@ -29,6 +29,7 @@ def setup_handlers(web_app: Any) -> None:
     """Register labkit's routes under the server's base URL."""
     base_url = web_app.settings["base_url"]
     from labkit.server.promote_handler import PROMOTE_ROUTE, PromoteHandler
+    from labkit.server.reattach_handler import REATTACH_ROUTE, ReattachHandler
     from labkit.server.stop_handler import STOP_ROUTE, StopHandler
 
     web_app.add_handlers(
@@ -37,5 +38,6 @@ def setup_handlers(web_app: Any) -> None:
             (url_path_join(base_url, DOCTOR_ROUTE), DoctorHandler),
             (url_path_join(base_url, PROMOTE_ROUTE), PromoteHandler),
             (url_path_join(base_url, STOP_ROUTE), StopHandler),
+            (url_path_join(base_url, REATTACH_ROUTE), ReattachHandler),
         ],
     )

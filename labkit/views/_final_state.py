@@ -25,10 +25,7 @@ COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"]
 
 def dashboard_status(stats: dict[str, Any], status: str) -> str:
     """One line of progress and a table of the figures, as the live dashboard shows them."""
-    step, total = stats.get("step", 0), stats.get("total_steps")
-    epoch, max_epochs = stats.get("epoch", 0), stats.get("max_epochs")
-    head = f"{status}: step {step}{f'/{total}' if total else ''}"
-    head += f" · epoch {epoch}{f'/{max_epochs}' if max_epochs else ''}"
+    head = progress_line(stats, status)
     loss = stats.get("loss")
     rate = stats.get("samples_per_s")
     rows = [
@@ -43,6 +40,28 @@ def dashboard_status(stats: dict[str, Any], status: str) -> str:
     ]
     width = max(len(k) for k, _ in rows)
     return "\n".join([head, *(f"{k:<{width}}  {v}" for k, v in rows)])
+
+
+def progress_line(stats: dict[str, Any], status: str) -> str:
+    """Where the fit stood when the picture was taken, saying when that was the end.
+
+    A kept picture outlives its kernel, so it never reads as a live state: an ended fit
+    says where it ended, one taken while running or before the first step says so.
+
+    Example:
+        >>> progress_line({"step": 446, "total_steps": 768, "epoch": 1, "max_epochs": 3},
+        ...               "stopped")
+        'stopped at step 446 of 768 · epoch 1 of 3'
+    """
+    step, total = stats.get("step") or 0, stats.get("total_steps")
+    epoch, max_epochs = stats.get("epoch") or 0, stats.get("max_epochs")
+    where = f"step {step}{f' of {total}' if total else ''}"
+    where += f" · epoch {epoch}{f' of {max_epochs}' if max_epochs else ''}"
+    if status in ("finished", "stopped", "failed"):
+        return f"{status} at {where}"
+    if status == "idle" or not step:
+        return "starting (picture taken before the first step; the fit's end replaces it)"
+    return f"{status} at {where} (picture taken while running; the fit's end replaces it)"
 
 
 def curves_png(series: dict[str, dict[str, list[float]]], title: str, status: str = "") -> bytes:

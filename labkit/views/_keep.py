@@ -50,6 +50,10 @@ class KeepsPicture:
         """The static mimetypes for this view now."""
         raise NotImplementedError
 
+    def _labkit_meta(self) -> dict[str, Any]:
+        """Extra fields of the :data:`LABKIT_MIME` entry for labkit's extension (none here)."""
+        return {}
+
     def _repr_mimebundle_(self, **kwargs: Any) -> tuple[dict[str, Any], dict[str, Any]] | None:
         bundle = super()._repr_mimebundle_(**kwargs)  # type: ignore[misc]  # ipywidgets: untyped
         if bundle is None:
@@ -71,7 +75,7 @@ class KeepsPicture:
         elif page is not None:
             picture["text/html"] = page
         data.update(picture)
-        data[LABKIT_MIME] = {"version": 1, "view": type(self).__name__}
+        data[LABKIT_MIME] = {"version": 1, "view": type(self).__name__, **self._labkit_meta()}
         return data, meta
 
     def _ipython_display_(self) -> None:

@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import anywidget
 import traitlets as t
+from ipywidgets import Widget
 
 from labkit._assets import bundle_path
 from labkit.views._keep import KeepsPicture
@@ -63,6 +65,37 @@ def _register(stop_file: Path) -> str:
         return ""
 
 
+def _reopen(widget: Widget) -> None:
+    """Send ``widget``'s ``comm_open`` again under its model id, with its current state."""
+    import ipywidgets
+
+    if widget.comm is None:
+        return
+    # what Widget.open sends: the state without its binary buffers, and the buffers
+    state, paths, buffers = ipywidgets.widgets.widget._remove_buffers(widget.get_state())
+    meta = {"version": ipywidgets.__protocol_version__}
+    widget.comm.open(data={"state": state, "buffer_paths": paths}, metadata=meta, buffers=buffers)
+
+
+def _overlay(
+    earlier: dict[str, Any], compare_with: bool | Sequence[str] | None
+) -> tuple[dict[str, Any], bool]:
+    """The earlier runs offered and whether they are overlaid, from ``compare_with``."""
+    if compare_with is None or isinstance(compare_with, bool):
+        return earlier, bool(compare_with)
+    names = [compare_with] if isinstance(compare_with, str) else list(compare_with)
+    if not all(isinstance(n, str) for n in names):
+        raise TypeError(f"compare_with={compare_with!r}: True, or names of earlier runs")
+    missing = [n for n in names if n not in earlier]
+    if missing:
+        have = ", ".join(earlier) or "none (no finished or stopped run beside this logdir)"
+        raise ValueError(
+            f"compare_with names {missing}, not among the earlier runs of this "
+            f"logdir family: {have}"
+        )
+    return {n: earlier[n] for n in names}, True
+
+
 class Dashboard(KeepsPicture, anywidget.AnyWidget):
     """Live training dashboard with a Stop button.
 
@@ -75,7 +108,16 @@ class Dashboard(KeepsPicture, anywidget.AnyWidget):
             Stop then works while the cell runs (foreground, background and DDP fits).
         throttle: Minimum seconds between two updates sent to the browser.
         max_points: Points per curve sent to the browser.
-        earlier: Earlier runs' curves to overlay (``labkit.train.run_table.earlier_runs``).
+        earlier: Earlier runs of the same logdir family
+            (``labkit.train.run_table.earlier_runs``): offered by the dashboard's "earlier
+            runs" toggle, drawn dimmed under this fit's curves only when asked.
+        compare_with: Overlay ``earlier`` from the start: True for all of them, or the run
+            names to overlay. None or False (default): no overlay until the toggle is set.
+
+    A page reloaded while the fit's cell runs gets the live view back: its labkit
+    extension posts the dashboard's token to the server extension, and a thread of this
+    dashboard, which polls for that request, sends the widget's state again
+    (:meth:`reattach`), as a busy kernel answers no widget message itself.
 
     Returns:
         A widget; ``Lab.fit`` shows one in a notebook and pushes its events into it.
@@ -90,9 +132,11 @@ class Dashboard(KeepsPicture, anywidget.AnyWidget):
     """
 
     series = t.Dict().tag(sync=True)
-    #: earlier runs from the same logdir root, drawn faintly under this fit's curves:
-    #: run name -> curve name (``train_loss``, ``val_*``) -> ``{"x", "t", "y"}``
+    #: earlier runs from the same logdir root, drawn dimmed under this fit's curves when
+    #: ``compare`` is set: run name -> curve name (``train_loss``, ``val_*``) -> ``{"x", "t", "y"}``
     earlier = t.Dict().tag(sync=True)
+    #: whether ``earlier`` is overlaid (``compare_with=``, or the dashboard's toggle)
+    compare = t.Bool(False).tag(sync=True)
     #: curve name -> wall-clock seconds since the fit started, per point of ``series``
     #: (None where unknown): the charts' wall-time axis
     series_t = t.Dict().tag(sync=True)
@@ -117,10 +161,11 @@ class Dashboard(KeepsPicture, anywidget.AnyWidget):
         throttle: float = 0.25,
         max_points: int = 400,
         earlier: dict[str, Any] | None = None,
+        compare_with: bool | Sequence[str] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.earlier = dict(earlier or {})
+        self.earlier, self.compare = _overlay(dict(earlier or {}), compare_with)
         self.on_stop = on_stop
         self.stop_file = Path(stop_file) if stop_file is not None else None
         if self.stop_file is not None:
@@ -145,7 +190,12 @@ class Dashboard(KeepsPicture, anywidget.AnyWidget):
         self._notes: list[str] = []
         self._norms: dict[str, float] = {}
         self._ranks: dict[str, Any] = {}  # the last per-rank gathering (several processes)
+        self._ended = threading.Event()
         self.observe(self._stop_clicked, names="stop_requested")
+        if self.stop_token:
+            threading.Thread(
+                target=self._watch_reattach, name="labkit-dashboard-reattach", daemon=True
+            ).start()
 
     # ------------------------------------------------------------------ events in
     def push(self, event: dict[str, Any]) -> None:
@@ -203,6 +253,38 @@ class Dashboard(KeepsPicture, anywidget.AnyWidget):
         self._throttle.flush()
         return dashboard_picture(self.series, self.stats, self.status, self.error, self.notes)
 
+    def _labkit_meta(self) -> dict[str, Any]:
+        # while the fit runs, a reloaded page posts this token to get the live view back
+        live = self.stop_token and not self._ended.is_set()
+        return {"reattach": self.stop_token} if live else {}
+
+    def reattach(self) -> bool:
+        """Send this widget to the front end again: a ``comm_open`` under the same model id
+        with the current state, from any thread. A page reloaded while the kernel is busy
+        makes the widget's model from it (ipywidgets' own restore waits for the kernel).
+
+        Returns:
+            Whether it was sent (False when the widget has no comm: closed, or no kernel).
+        """
+        if self.comm is None:
+            return False
+        self._throttle.flush()
+        # the widgets its state refers to first ("IPY_MODEL_<id>": its Layout), then itself
+        for child in self.keys:
+            value = getattr(self, child, None)
+            if isinstance(value, Widget) and value is not self:
+                _reopen(value)
+        _reopen(self)
+        return True
+
+    def _watch_reattach(self) -> None:
+        from labkit import _reattach
+
+        while not self._ended.wait(_reattach.POLL_S):
+            if _reattach.take(self.stop_token):
+                with contextlib.suppress(Exception):  # a failed send must not end the polling
+                    self.reattach()
+
     def to_png(self) -> bytes:
         """The curves as shown now, as a PNG (matplotlib)."""
         from labkit.views._final_state import curves_png
@@ -215,6 +297,7 @@ class Dashboard(KeepsPicture, anywidget.AnyWidget):
         return self._picture()["text/html"]
 
     def _unregister(self) -> None:
+        self._ended.set()
         if self.stop_token:
             from labkit._stops import unregister
 

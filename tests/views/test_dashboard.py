@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from labkit.train.run import Run
 from labkit.views.dashboard import Dashboard, downsample
 
@@ -68,3 +70,75 @@ def test_stop_file_is_registered_until_the_fit_ends(tmp_path, monkeypatch):
     # a foreground fit's kernel reads the click only after the cell: nothing to stop then
     dash.stop_requested = True
     assert calls == [] and dash.status == "stopped"
+
+
+EARLIER = {"lr-0.1": {"train_loss": {"x": [1, 2], "t": [0.1, 0.2], "y": [1.0, 0.5]}},
+           "lr-0.01": {"train_loss": {"x": [1, 2], "t": [0.1, 0.2], "y": [0.9, 0.8]}}}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("compare_with", "runs", "on"),
+    [(None, ["lr-0.1", "lr-0.01"], False), (False, ["lr-0.1", "lr-0.01"], False),
+     (True, ["lr-0.1", "lr-0.01"], True), (["lr-0.01"], ["lr-0.01"], True),
+     ("lr-0.1", ["lr-0.1"], True)],
+)  # fmt: skip
+def test_earlier_runs_are_offered_and_overlaid_only_when_asked(compare_with, runs, on):
+    dash = Dashboard(earlier=EARLIER, compare_with=compare_with)
+    assert list(dash.earlier) == runs and dash.compare is on
+
+
+def test_compare_with_an_unknown_run_names_the_earlier_ones():
+    with pytest.raises(ValueError, match=r"\['lr-1'\].*lr-0.1, lr-0.01"):
+        Dashboard(earlier=EARLIER, compare_with=["lr-1"])
+    with pytest.raises(ValueError, match="no finished or stopped run"):
+        Dashboard(compare_with="lr-1")
+
+
+def test_a_reattach_request_is_answered_while_the_fit_runs(tmp_path, monkeypatch):
+    """The page's request (through the server) reaches the dashboard's thread, which sends
+    the widget again; the token is offered in the output only while the fit runs."""
+    from labkit import _reattach
+    from labkit import _stops as stops
+    from labkit.views._keep import LABKIT_MIME
+
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / "runtime"))
+    dash = Dashboard(stop_file=tmp_path / "STOP")
+    dash.push({"type": "start", "total_steps": 30, "max_epochs": 3, "world_size": 1})
+    dash.push(_steps(1, 4))
+    dash.flush()
+    sent = []  # what the widget's comm publishes (no kernel here: comm's DummyComm)
+
+    def publish(kind, data=None, metadata=None, buffers=None, **keys):
+        if kind == "comm_open":  # (throttled updates are comm_msg)
+            sent.append((kind, data, metadata, keys))
+
+    monkeypatch.setattr(dash.comm, "publish_msg", publish)
+    layout = []  # the Layout widget its state names ("IPY_MODEL_..."), sent again first
+    monkeypatch.setattr(dash.layout.comm, "publish_msg", lambda kind, *a, **k: layout.append(kind))
+    data, _ = dash._repr_mimebundle_()
+    assert data[LABKIT_MIME]["reattach"] == dash.stop_token
+    asked = time.monotonic()
+    _reattach.request(dash.stop_token)
+    deadline = asked + 10
+    while not sent and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert sent and not _reattach.take(dash.stop_token), "the request was not taken"
+    kind, data, metadata, keys = sent[0]
+    # ipywidgets' comm_open: the same model id, the current state (steps 1-3 included)
+    assert kind == "comm_open" and keys["target_name"] == "jupyter.widget"
+    assert metadata["version"].startswith("2.") and data["state"]["stats"]["step"] == 3
+    assert data["state"]["_esm"] and dash.comm.comm_id == dash.model_id
+    assert (
+        layout == ["comm_open"] and data["state"]["layout"] == f"IPY_MODEL_{dash.layout.model_id}"
+    )
+    dash.finish(Run(status="stopped"))
+    data, _ = dash._repr_mimebundle_()
+    assert "reattach" not in data[LABKIT_MIME]
+    with pytest.raises(stops.UnknownStopToken):  # the fit ended: its kernel is free again
+        _reattach.request(dash.stop_token)
+
+
+def test_reattach_without_a_kernel_sends_nothing():
+    dash = Dashboard()
+    dash.close()
+    assert dash.reattach() is False

@@ -51,7 +51,7 @@ def test_outputs_are_replaced_by_the_final_picture(tmp_path):
     assert "text/html" not in data  # a sanitizer would show it as source (issue 37)
     text = data["text/plain"]
     # the state after the second cell, not the idle dashboard the first one showed
-    assert "stopped: step 3/30 · epoch 1/3" in text, text
+    assert "stopped at step 3 of 30 · epoch 1 of 3" in text, text
     assert f"{1 / 3:.4g}" in text and "- one process" in text
     assert base64.b64decode(data["image/png"]).startswith(PNG)
     assert "status='stopped'" in text
@@ -70,7 +70,7 @@ def test_dashboard_status_table_matches_the_events():
     dash.finish(Run(status="stopped"))
     text = dashboard_status(dash.stats, dash.status)
     lines = text.splitlines()
-    assert lines[0] == "stopped: step 3/30 · epoch 1/3"
+    assert lines[0] == "stopped at step 3 of 30 · epoch 1 of 3"
     figures = dict(line.split(None, 1) for line in lines[1:] if not line.startswith(("s", "d")))
     assert figures["loss"].strip() == f"{1 / 3:.4g}"
     assert figures["memory"].strip() == "3.00 MiB" and figures["processes"].strip() == "2"
