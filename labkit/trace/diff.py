@@ -155,9 +155,10 @@ class TraceDiff:
         )
 
     def show(self, metric: str = "time", *, against: int | str | None = None) -> Any:
-        """The base trace's graph coloured by each module's change (diverging scale, legend,
-        within-noise hatched) over the ranked table, a section per metric; a static view
-        that survives without a kernel (registered by ``labkit.views``)."""
+        """The live diff view (``labkit.views.diff.DiffView``, registered by ``labkit.views``):
+        the base trace's graph coloured by each module's change (diverging scale, legend,
+        within-noise hatched), the ranked table linked to it and a toggle between metrics;
+        its kept picture (PNG and the table as text) survives without a kernel."""
         from labkit import _display
 
         return _display.display("diff.show", self, metric, against=against)
