@@ -425,7 +425,8 @@ class DashboardTraits(TypedDict):
     """``Dashboard`` (``labkit/views/dashboard.py``) -> ``widgets/src/dashboard.js``."""
 
     series: DashboardSeries
-    earlier: RunCurves  #: earlier runs from the same logdir root, drawn faintly
+    earlier: RunCurves  #: earlier runs of the same logdir family, offered for overlay
+    compare: bool  #: overlay ``earlier`` (dimmed): ``compare_with=``, or the toggle
     series_t: dict[str, list[float | None]]  #: curve -> seconds since the fit started
     stats: DashboardStats  #: ``{}`` until the first step
     status: str  #: ``idle``, ``running``, ``finished``, ``stopped``, ``failed``

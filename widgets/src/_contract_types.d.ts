@@ -377,8 +377,10 @@ export interface MemoryTimelineTraits {
 /** ``Dashboard`` (``labkit/views/dashboard.py``) -> ``widgets/src/dashboard.js``. */
 export interface DashboardTraits {
   series: DashboardSeries;
-  /** earlier runs from the same logdir root, drawn faintly */
+  /** earlier runs of the same logdir family, offered for overlay */
   earlier: RunCurves;
+  /** overlay ``earlier`` (dimmed): ``compare_with=``, or the toggle */
+  compare: boolean;
   /** curve -> seconds since the fit started */
   series_t: Record<string, (number | null)[]>;
   /** ``{}`` until the first step */
