@@ -588,12 +588,82 @@ function resultsElements(view, on, running) {
 }
 
 /** @typedef {import("./_contract_types").OptimizePanelTraits} Traits the synced traits (labkit/views/_contract.py) */
+/** @typedef {import("./_contract_types").Model<Traits>} Model */
+
+/** The Measure / Apply / Clear buttons, the progress bar and the status line. @param {PanelEvents} on */
+function buildActions(on) {
+  /** @type {Record<string, HTMLButtonElement>} */
+  const buttons = {};
+  for (const [type, text, title] of [
+    ["measure", "Measure", ""],
+    ["apply", "Apply", ""],
+    ["clear", "Clear rows", "drop the measured rows (the baseline stays measured)"],
+  ]) {
+    buttons[type] = /** @type {HTMLButtonElement} */ (el("button", { "data-testid": `opt-${type}`, text, ...(title ? { title } : {}) }));
+    buttons[type].addEventListener("click", () => on.send({ type }));
+  }
+  const fill = el("div");
+  const status = el("span", { "data-testid": "opt-status" });
+  const row = el(
+    "div",
+    { class: "lk-row" },
+    buttons.measure,
+    buttons.apply,
+    buttons.clear,
+    el("div", { class: "lk-progress" }, fill),
+    status,
+  );
+  return { row, measure: buttons.measure, fill, status };
+}
+
+/**
+ * The panel's elements, in order: controls, hints, notice, actions, error, results.
+ * @param {Model} model @param {PanelEvents} on
+ */
+function buildPanel(model, on) {
+  return {
+    controls: buildControls(model.get("choices"), on),
+    hints: el("ul", { class: "lk-hint", "data-testid": "opt-hints" }),
+    notice: el("div", { class: "lk-notice", "data-testid": "opt-notice" }),
+    actions: buildActions(on),
+    error: el("div", { class: "lk-error", "data-testid": "opt-error" }),
+    results: el("div", { "data-testid": "opt-results" }),
+  };
+}
+
+/** The controls, hints and notice showing the recipe and mode. @param {Model} model @param {ReturnType<typeof buildPanel>} p */
+function syncRecipe(model, p) {
+  const { controls } = p;
+  const mode = model.get("mode");
+  const fields = model.get("choices").fields || [];
+  controls.modeSel.value = mode;
+  syncControls(controls, controlsView(fields, model.get("recipe_state"), mode, model.get("locks"), model.get("option_locks")));
+  p.hints.replaceChildren(...hintLines(fields, mode, model.get("locks")).map((line) => el("li", { text: line })));
+  controls.sizes.disabled = mode !== "inference";
+  controls.sizesLabel.classList.toggle("lk-off", controls.sizes.disabled);
+  if (document.activeElement !== controls.sizes) controls.sizes.value = (model.get("batch_sizes") || []).join(", ");
+  p.notice.textContent = model.get("notice");
+}
+
+/** The actions and error showing a measurement under way or ended. @param {Model} model @param {ReturnType<typeof buildPanel>} p */
+function syncRun(model, p) {
+  p.actions.measure.disabled = model.get("running");
+  p.actions.fill.style.width = `${Math.round(100 * model.get("progress"))}%`;
+  const applied = model.get("applied_label");
+  p.actions.status.textContent = model.get("status") + (applied ? `  (applied: ${applied})` : "");
+  p.error.textContent = model.get("error");
+}
+
 /** @param {import("./_contract_types").RenderContext<Traits>} ctx anywidget's model and element */
 function render({ model, el: root }) {
-  const box = el("div", { class: "lk-opt", "data-testid": "optimize-panel" });
-  root.append(el("style", { text: THEME + CSS }), box);
   /** @type {OptimizeState} */
   let state = { opened: new Set(), picked: [] };
+  const measuredMode = () => model.get("measured_mode") || model.get("mode");
+  /** @param {OptimizeState} next */
+  const setState = (next) => {
+    state = next;
+    syncResults();
+  };
   /** @type {PanelEvents} */
   const on = {
     send: (msg) => model.send(msg),
@@ -608,7 +678,7 @@ function render({ model, el: root }) {
     setSizes(text) {
       const got = parseSizes(text);
       if (got === null) {
-        error.textContent = `batch sizes must be integers >= 1, separated by commas; got "${text}"`;
+        p.error.textContent = `batch sizes must be integers >= 1, separated by commas; got "${text}"`;
         return;
       }
       model.set("batch_sizes", got);
@@ -619,68 +689,36 @@ function render({ model, el: root }) {
       setState(toggleAllOpened(state, resultTable(model.get("results") || [], measuredMode(), model.get("loss_label")).body)),
     togglePicked: (label) => setState(togglePicked(state, label)),
   };
-  const controls = buildControls(model.get("choices"), on);
-  const hints = el("ul", { class: "lk-hint", "data-testid": "opt-hints" });
-  const notice = el("div", { class: "lk-notice", "data-testid": "opt-notice" });
-  const actions = el("div", { class: "lk-row" });
-  /** @type {Record<string, HTMLButtonElement>} */
-  const buttons = {};
-  for (const [type, text, title] of [
-    ["measure", "Measure", ""],
-    ["apply", "Apply", ""],
-    ["clear", "Clear rows", "drop the measured rows (the baseline stays measured)"],
-  ]) {
-    buttons[type] = /** @type {HTMLButtonElement} */ (el("button", { "data-testid": `opt-${type}`, text, ...(title ? { title } : {}) }));
-    buttons[type].addEventListener("click", () => on.send({ type }));
-  }
-  const fill = el("div");
-  const status = el("span", { "data-testid": "opt-status" });
-  actions.append(buttons.measure, buttons.apply, buttons.clear, el("div", { class: "lk-progress" }, fill), status);
-  const error = el("div", { class: "lk-error", "data-testid": "opt-error" });
-  const results = el("div", { "data-testid": "opt-results" });
-  box.append(controls.row, hints, notice, actions, error, results);
-
-  const measuredMode = () => model.get("measured_mode") || model.get("mode");
-  /** @param {OptimizeState} next */
-  function setState(next) {
-    state = next;
-    syncResults();
-  }
-  const syncRecipe = () => {
-    const mode = model.get("mode");
-    const fields = model.get("choices").fields || [];
-    controls.modeSel.value = mode;
-    syncControls(controls, controlsView(fields, model.get("recipe_state"), mode, model.get("locks"), model.get("option_locks")));
-    hints.replaceChildren(...hintLines(fields, mode, model.get("locks")).map((line) => el("li", { text: line })));
-    controls.sizes.disabled = mode !== "inference";
-    controls.sizesLabel.classList.toggle("lk-off", controls.sizes.disabled);
-    if (document.activeElement !== controls.sizes) controls.sizes.value = (model.get("batch_sizes") || []).join(", ");
-    notice.textContent = model.get("notice");
-  };
-  const syncRun = () => {
-    buttons.measure.disabled = model.get("running");
-    fill.style.width = `${Math.round(100 * model.get("progress"))}%`;
-    const applied = model.get("applied_label");
-    status.textContent = model.get("status") + (applied ? `  (applied: ${applied})` : "");
-    error.textContent = model.get("error");
-  };
+  const p = buildPanel(model, on);
+  const box = el(
+    "div",
+    { class: "lk-opt", "data-testid": "optimize-panel" },
+    p.controls.row,
+    p.hints,
+    p.notice,
+    p.actions.row,
+    p.error,
+    p.results,
+  );
+  root.append(el("style", { text: THEME + CSS }), box);
   const syncResults = () => {
     const rows = model.get("results") || [];
-    if (!rows.length) return results.replaceChildren();
+    if (!rows.length) return p.results.replaceChildren();
     state = { ...state, picked: state.picked.filter((l) => rows.some((r) => r.label === l)) };
     const view = resultsView(rows, state, { mode: measuredMode(), lossHead: model.get("loss_label"), suggestion: model.get("suggestion") });
-    results.replaceChildren(...resultsElements(view, on, model.get("running")));
+    p.results.replaceChildren(...resultsElements(view, on, model.get("running")));
   };
-
-  syncRecipe();
-  syncRun();
+  const recipe = () => syncRecipe(model, p);
+  const run = () => syncRun(model, p);
+  recipe();
+  run();
   syncResults();
   /** @type {(keyof Traits)[]} */
   const recipeTraits = ["recipe_state", "mode", "locks", "option_locks", "batch_sizes", "notice"];
   /** @type {(keyof Traits)[]} */
   const runTraits = ["running", "progress", "status", "error", "applied_label"];
-  for (const k of recipeTraits) model.on(`change:${k}`, syncRecipe);
-  for (const k of runTraits) model.on(`change:${k}`, syncRun);
+  for (const k of recipeTraits) model.on(`change:${k}`, recipe);
+  for (const k of runTraits) model.on(`change:${k}`, run);
   model.on("change:results", syncResults);
   model.on("change:suggestion", syncResults);
 }
