@@ -105,6 +105,7 @@ def run_cell(page, index: int) -> dict[str, float]:
     c = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Cell").nth(index)
     old = c.evaluate("el => el.querySelector('.lk-graph')?.dataset.laidOut || ''")
     c.locator(".jp-InputArea-editor").click()
+    start = time.perf_counter()  # the cell runs: Python's payload, the transfer, the layout
     page.keyboard.press("Control+Enter")
     page.wait_for_function(
         "([el, old]) => { const g = el.querySelector('.lk-graph');"
@@ -112,9 +113,11 @@ def run_cell(page, index: int) -> dict[str, float]:
         arg=[c.element_handle(), old],
         timeout=60_000,
     )
+    cell_ms = (time.perf_counter() - start) * 1000
     data = c.evaluate("el => ({...el.querySelector('.lk-graph').dataset})")
     out = {k: float(data[k]) for k in ("layoutMs", "workerMs", "sinceRenderMs", "boxes", "groups")}
     out["inWorker"] = float(data["inWorker"] == "true")
+    out["cellMs"] = cell_ms
     out.update(frame_times(c))
     out.update(c.evaluate(INTERACT))
     return out
@@ -219,6 +222,26 @@ INTERACT = """async (el) => {
 }"""
 
 
+def python_view_s(trace: Trace, rounds: int = 3) -> float:
+    """Median seconds of the display cell's Python side: ``GraphView`` as the benchmark's
+    cell makes it, its mimebundle (the picture, the text) and its state as sent."""
+    from ipywidgets.widgets.widget import _remove_buffers
+
+    from labkit.views import GraphView
+
+    times = []
+    for _ in range(rounds):
+        fresh = trace.replace()
+        opened = [n.id for n in fresh.nodes if n.kind == "module"]
+        t = time.perf_counter()
+        v = GraphView(fresh, expanded=opened, rolled=False, height=500)
+        v._repr_mimebundle_()
+        _remove_buffers(v.get_state())
+        times.append(time.perf_counter() - t)
+        v.close()
+    return statistics.median(times)
+
+
 def frame_times(cell) -> dict[str, float]:
     """Wheel-zoom and drag-pan frame times (p95, ms) of the graph in ``cell``."""
     return cell.evaluate(FRAMES)
@@ -234,6 +257,7 @@ def main() -> BenchResult:
     traces = {n: synthetic_trace(n) for n in SIZES}
     per_node = {}
     python_s = {}  # the graph's traits, made and packed as the widget sends them
+    view_s = {}  # the whole display cell's Python: GraphView, its mimebundle, its state
     for n, tr in traces.items():
         times = []
         for _ in range(3):
@@ -243,6 +267,7 @@ def main() -> BenchResult:
             packed_json(graph), packed_json(metrics)
             times.append(time.perf_counter() - t)
         python_s[n] = statistics.median(times)
+        view_s[n] = python_view_s(tr)
         per_node[n] = payload_bytes(graph, metrics) / len(tr.nodes)
 
     root = Path(tempfile.mkdtemp(prefix="widget-layout-"))
@@ -289,6 +314,7 @@ def main() -> BenchResult:
         meta[f"{n}_worker_ms"] = med("workerMs")
         meta[f"{n}_in_worker"] = all(r["inWorker"] for r in runs)
         meta[f"{n}_render_to_painted_ms"] = med("sinceRenderMs")
+        meta[f"{n}_cell_to_painted_ms"] = med("cellMs")
         meta[f"{n}_drawn"] = int(runs[-1]["boxes"] + runs[-1]["groups"])
         meta[f"{n}_bytes_per_node"] = round(per_node[n], 1)
         meta[f"{n}_zoom_p95_ms"] = med("zoomP95")
@@ -297,22 +323,25 @@ def main() -> BenchResult:
         for key in ("jumpMs", "collapseMs", "expandMs", "openJumpMs"):
             meta[f"{n}_{key}"] = med(key)
         meta[f"{n}_python_payload_s"] = python_s[n]
+        meta[f"{n}_python_view_s"] = view_s[n]
     return BenchResult(result.name, result.baseline, result.rows, meta)
 
 
 def report(result: BenchResult) -> str:
     head = (
-        "| nodes | drawn | Python payload | render() to painted | layout (worker) | zoom p95 "
+        "| nodes | drawn | Python payload | Python view | cell run to painted "
+        "| render() to painted | layout (worker) | zoom p95 "
         "| pan p95 | zoom frame interval p95 | search + jump | collapse | expand "
         "| search opening a block | bytes/node |"
     )
-    rule = "| ---: " * 13 + "|"
+    rule = "| ---: " * 15 + "|"
     lines = [result.to_markdown(), "", head, rule]
     for n in SIZES:
         m = result.meta
         where = "worker" if m[f"{n}_in_worker"] else "main thread"
         lines.append(
             f"| {n} | {m[f'{n}_drawn']} | {m[f'{n}_python_payload_s']:.2f} s | "
+            f"{m[f'{n}_python_view_s']:.2f} s | {m[f'{n}_cell_to_painted_ms'] / 1000:.1f} s | "
             f"{m[f'{n}_render_to_painted_ms']:.0f} ms | "
             f"{m[f'{n}_front_end_layout_ms']:.0f} ms ({m[f'{n}_worker_ms']:.0f} ms {where}) | "
             f"{m[f'{n}_zoom_p95_ms']:.1f} ms | {m[f'{n}_pan_p95_ms']:.1f} ms | "

@@ -21,7 +21,6 @@ export const MAX_LINES = 150;
  * view's, the dashboard's and the diff view's, to be split by their owners). */
 export const ALLOWED = new Map([
   ["graph.js:render", 543],
-  ["_graph_canvas.js:makeCanvasView", 222],
   ["_layout.js:layoutLevel", 198],
   ["runs.js:render", 211],
   ["dashboard.js:render", 196],

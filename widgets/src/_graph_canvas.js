@@ -18,6 +18,8 @@ import { COL_GAP } from "./_layout.js";
  * @property {(g: number) => string | null} frameFillOf a frame drawn as one block zoomed out:
  *   the heat colour of its hottest box, null for the theme's own
  * @property {(g: number) => string | null} frameInkOf the ink on that colour, null for the theme's own
+ * @property {(items: number[]) => string | null} spanFillOf a column drawn as one box zoomed
+ *   out: the heat colour of its hottest item, null for the theme's own
  * @property {Set<number>} selected drawn boxes of the selection
  * @property {Set<number>} matches drawn boxes matching the search
  */
@@ -91,9 +93,124 @@ export function hitIn(grid, layout, isGroup, hasKids, x, y) {
 }
 
 /**
+ * @typedef {object} CanvasIndex what a layout's canvas drawing looks up, made once per layout
+ * @property {Map<number, number[]>} grid gridOf's, over boxes and frames
+ * @property {Uint8Array} isGroup 1 for a node drawn as a frame
+ * @property {Float64Array} edgeBox edge i's bounding box: x0, y0, x1, y1 at 4i
+ * @property {Int32Array} colOf the wrapped column (index into cols / 6) an item sits in, -1: none
+ * @property {Int32Array} colCount items per wrapped column
+ * @property {number[][]} colItems the items of each wrapped column
+ */
+/**
+ * @typedef {object} Colors the theme's colours, read when painting
+ * @property {string} edge @property {string} fg @property {string} fg2 @property {string} bg
+ * @property {string} bg2 @property {string} border @property {string} accent
+ * @property {string} error @property {string} font
+ */
+/**
+ * @typedef {object} Sight the drawing rectangle in sight and the scale
+ * @property {number} x0 @property {number} y0 @property {number} x1 @property {number} y1
+ * @property {number} k
+ */
+/** @typedef {{graph: import("./_graphcore.js").GraphPayload, vis: import("./_graph_draw.js").Vis, layout: DrawLayout, rolled: import("./_graphcore.js").Rolled, edges: Int32Array, marks: Map<number, import("./_graph_marks.js").Mark>}} CanvasState */
+/** @typedef {{lod: number, labels: number, blocks: number, heated: number, aggregates: number}} PaintStats */
+
+/** Zoomed out, a wrapped column whose items are closer than this on screen (px, on
+ * average) is drawn as one aggregate box: its items are under a pixel or two each and
+ * would paint as texture. */
+export const AGGREGATE_PX = 2.5;
+
+/**
+ * The lookups a canvas drawing of one layout needs: hit grid, frames, edge bounds and the
+ * wrapped column each item sits in. Pure.
+ * @param {CanvasState} S
+ * @returns {CanvasIndex}
+ */
+export function canvasIndex(S) {
+  const n = S.graph.parent.length;
+  const isGroup = new Uint8Array(n);
+  for (const g of S.vis.groups) isGroup[g] = 1;
+  const { edgeOff, edgeXY, edgeCount } = S.layout;
+  const edgeBox = new Float64Array(4 * edgeCount);
+  for (let i = 0; i < edgeCount; i++) {
+    let x0 = Infinity;
+    let y0 = Infinity;
+    let x1 = -Infinity;
+    let y1 = -Infinity;
+    for (let j = edgeOff[i]; j < edgeOff[i + 1]; j++) {
+      const x = edgeXY[2 * j];
+      const y = edgeXY[2 * j + 1];
+      if (x < x0) x0 = x;
+      if (x > x1) x1 = x;
+      if (y < y0) y0 = y;
+      if (y > y1) y1 = y;
+    }
+    edgeBox.set([x0, y0, x1, y1], 4 * i);
+  }
+  return { grid: gridOf(S.layout, [...S.vis.boxes, ...S.vis.groups]), isGroup, edgeBox, ...columnsOf(S) };
+}
+
+/**
+ * Which wrapped column each drawn item sits in: the items of a wrapped level are the
+ * children of its first item's parent, placed inside one of the level's columns. Pure.
+ * @param {{graph: {parent: ArrayLike<number>}, vis: {boxes: number[], groups: number[]}, layout: {P: ArrayLike<number>, cols: ArrayLike<number>}}} S
+ * @returns {{colOf: Int32Array, colCount: Int32Array, colItems: number[][]}}
+ */
+export function columnsOf(S) {
+  const { parent } = S.graph;
+  const { P, cols } = S.layout;
+  const colOf = new Int32Array(parent.length).fill(-1);
+  const nCols = Math.floor(cols.length / 6);
+  const colCount = new Int32Array(nCols);
+  /** @type {number[][]} */
+  const colItems = Array.from({ length: nCols }, () => []);
+  /** @type {Map<number, number[]>} */
+  const byOwner = new Map(); // a wrapped level's owner -> its columns
+  for (let c = 0; c < nCols; c++) {
+    const first = cols[6 * c + 4];
+    if (first < 0) continue;
+    const owner = parent[first];
+    const list = byOwner.get(owner) || [];
+    list.push(c);
+    byOwner.set(owner, list);
+  }
+  if (!byOwner.size) return { colOf, colCount, colItems };
+  for (const list of [S.vis.boxes, S.vis.groups]) {
+    for (const k of list) {
+      const mine = byOwner.get(parent[k]);
+      if (!mine || Number.isNaN(P[4 * k])) continue;
+      const cx = P[4 * k] + P[4 * k + 2] / 2;
+      for (const c of mine) {
+        if (cx >= cols[6 * c] && cx <= cols[6 * c] + cols[6 * c + 2]) {
+          colOf[k] = c;
+          colCount[c]++;
+          colItems[c].push(k);
+          break;
+        }
+      }
+    }
+  }
+  return { colOf, colCount, colItems };
+}
+
+/**
+ * The wrapped columns drawn as one aggregate box at scale k: those whose items are under
+ * AGGREGATE_PX apart on screen, on average. Pure.
+ * @param {ArrayLike<number>} cols the layout's columns (x, y, w, h, first, last each)
+ * @param {Int32Array} colCount items per column
+ * @param {number} k
+ * @returns {Uint8Array}
+ */
+export function aggregatedAt(cols, colCount, k) {
+  const out = new Uint8Array(colCount.length);
+  for (let c = 0; c < colCount.length; c++) if (colCount[c] > 1 && (cols[6 * c + 3] / colCount[c]) * k < AGGREGATE_PX) out[c] = 1;
+  return out;
+}
+
+/**
  * @param {HTMLElement} host the .lk-canvas element; the canvas is put in it
  * @param {View} view the view's transform (read only)
- * @returns {{el: HTMLCanvasElement, setState: (S: object | null) => void, draw: () => void, paint: () => void,
+ * @returns {{el: HTMLCanvasElement, setState: (S: CanvasState | null) => void, draw: () => void, paint: () => void,
  *   hit: (sx: number, sy: number) => Hit | null, show: (on: boolean) => void, look: CanvasLook}}
  */
 export function makeCanvasView(host, view) {
@@ -101,69 +218,31 @@ export function makeCanvasView(host, view) {
   cv.className = "lk-canvas2d";
   cv.style.cssText = "position:absolute;left:0;top:0;width:100%;height:100%;display:none";
   host.appendChild(cv);
+  /** @type {CanvasState | null} */
   let S = null;
-  let grid = null;
+  /** @type {CanvasIndex | null} */
+  let index = null;
   let queued = false;
-  // fillOf(k), inkOf(k): a box's heat colour and ink, null for the theme's own
   /** @type {CanvasLook} */
   const look = {
     fillOf: (_k) => null,
     inkOf: (_k) => null,
     frameFillOf: (_g) => null,
     frameInkOf: (_g) => null,
+    spanFillOf: (_items) => null,
     selected: new Set(),
     matches: new Set(),
   };
 
-  /** @type {(k: number) => boolean} */
-  let isGroup = (_k) => false;
-  let boxOf = null; // edge i's bounding box: boxOf[4i..4i+3] = x0, y0, x1, y1
-
+  /** @param {CanvasState | null} state */
   function setState(state) {
     S = state;
-    if (!S) return;
-    grid = gridOf(S.layout, [...S.vis.boxes, ...S.vis.groups]);
-    const groups = new Uint8Array(S.graph.parent.length);
-    for (const g of S.vis.groups) groups[g] = 1;
-    isGroup = (k) => groups[k] === 1;
-    const { edgeOff, edgeXY, edgeCount } = S.layout;
-    boxOf = new Float64Array(4 * edgeCount);
-    for (let i = 0; i < edgeCount; i++) {
-      let x0 = Infinity;
-      let y0 = Infinity;
-      let x1 = -Infinity;
-      let y1 = -Infinity;
-      for (let j = edgeOff[i]; j < edgeOff[i + 1]; j++) {
-        const x = edgeXY[2 * j];
-        const y = edgeXY[2 * j + 1];
-        if (x < x0) x0 = x;
-        if (x > x1) x1 = x;
-        if (y < y0) y0 = y;
-        if (y > y1) y1 = y;
-      }
-      boxOf.set([x0, y0, x1, y1], 4 * i);
-    }
+    index = S ? canvasIndex(S) : null;
   }
-
-  const colors = () => {
-    const css = getComputedStyle(host);
-    const v = (name, dflt) => css.getPropertyValue(name).trim() || dflt;
-    return {
-      edge: v("--lk-edge", "#9aa3ad"),
-      fg: v("--lk-fg", "#222"),
-      fg2: v("--lk-fg2", "#6b7280"),
-      bg: v("--lk-bg", "#fff"),
-      bg2: v("--lk-bg2", "#eee"),
-      border: v("--lk-border", "#aab"),
-      accent: v("--lk-accent", "#1c7ed6"),
-      error: v("--lk-error", "#b71c1c"),
-      font: v("--lk-font", "sans-serif"),
-    };
-  };
 
   function paint() {
     queued = false;
-    if (!S || cv.style.display === "none") return;
+    if (!S || !index || cv.style.display === "none") return;
     const dpr = window.devicePixelRatio || 1;
     const cw = host.clientWidth;
     const ch = host.clientHeight;
@@ -176,126 +255,19 @@ export function makeCanvasView(host, view) {
     ctx.setTransform(1, 0, 0, 1, 0, 0);
     ctx.clearRect(0, 0, cv.width, cv.height);
     ctx.setTransform(dpr * view.k, 0, 0, dpr * view.k, dpr * view.x, dpr * view.y);
-    const c = colors();
+    const c = themeColors(host);
     ctx.fillStyle = c.fg; // the ink painted with, as the canvas normalises it (tests read it)
     cv.dataset.ink = String(ctx.fillStyle);
     const k = view.k;
-    const lod = detailAt(k);
-    // the drawing rectangle in sight
     const x0 = -view.x / k;
     const y0 = -view.y / k;
-    const x1 = x0 + cw / k;
-    const y1 = y0 + ch / k;
-    const { graph, vis, layout, rolled } = S;
-    const P = layout.P;
-    const seen = (i) => P[4 * i] <= x1 && P[4 * i] + P[4 * i + 2] >= x0 && P[4 * i + 1] <= y1 && P[4 * i + 1] + P[4 * i + 3] >= y0;
-    const px = 1 / k; // one screen pixel in drawing units
-    // frames; one smaller than SUMMARY_PX on screen is a filled, labelled block and
-    // what is inside it is not drawn (level of detail zoomed out)
-    const hidden = new Uint8Array(graph.parent.length);
-    let labels = 0;
-    let blocks = 0; // frames drawn as one block
-    let heated = 0; // of those, coloured by their hottest box
-    for (const g of vis.groups) {
-      const p = graph.parent[g];
-      if (p >= 0 && hidden[p]) {
-        hidden[g] = 1;
-        continue;
-      }
-      if (!seen(g)) continue;
-      const gx = P[4 * g];
-      const gy = P[4 * g + 1];
-      const gw = P[4 * g + 2];
-      const gh = P[4 * g + 3];
-      const small = Math.min(gw, gh) * k < SUMMARY_PX;
-      const heat = small ? look.frameFillOf(g) : null;
-      if (small) {
-        hidden[g] = 1;
-        blocks += 1;
-        if (heat) heated += 1;
-      }
-      ctx.fillStyle = heat || (small ? c.bg2 : "rgba(120,130,150,.06)");
-      ctx.strokeStyle = look.selected.has(g) ? c.accent : marked(g) ? c.error : small ? c.fg2 : c.border;
-      ctx.lineWidth = (look.selected.has(g) ? 2.5 : marked(g) ? 2.5 : 1) * Math.max(1, px * 0.8);
-      roundRect(ctx, gx, gy, gw, gh, 6);
-      ctx.fill();
-      ctx.stroke();
-      if (11 * k >= LEGIBLE_PX) {
-        ctx.fillStyle = c.fg;
-        ctx.font = `600 11px ${c.font}`;
-        ctx.textAlign = "left";
-        ctx.textBaseline = "alphabetic";
-        ctx.fillText(groupLabel(graph, g, rolled), gx + 20, gy + 15);
-        toggle(ctx, gx + 4, gy + 5, "−", c);
-      } else if (small) {
-        const ink = (heat && look.frameInkOf(g)) || c.fg;
-        labels += screenLabel(ctx, labelOf(graph, g, rolled), gx, gy, gw, gh, k, c.font, ink);
-      }
-    }
-    // edges
-    ctx.strokeStyle = c.edge;
-    ctx.lineWidth = Math.max(1.2, px);
-    ctx.beginPath();
-    const { edgeOff, edgeXY, edgeCount } = layout;
-    const E = S.edges;
-    for (let i = 0; i < edgeCount; i++) {
-      if (boxOf[4 * i + 2] < x0 || boxOf[4 * i] > x1 || boxOf[4 * i + 3] < y0 || boxOf[4 * i + 1] > y1) continue; // out of sight
-      if (hidden[graph.parent[E[3 * i]]] && hidden[graph.parent[E[3 * i + 1]]]) continue; // inside a summarised block
-      const a = 2 * edgeOff[i];
-      ctx.moveTo(edgeXY[a], edgeXY[a + 1]);
-      for (let j = a + 2; j < 2 * edgeOff[i + 1]; j += 2) {
-        const mx = (edgeXY[j - 1] + edgeXY[j + 1]) / 2;
-        ctx.bezierCurveTo(edgeXY[j - 2], mx, edgeXY[j], mx, edgeXY[j], edgeXY[j + 1]);
-      }
-    }
-    ctx.stroke();
-    // boxes
-    ctx.textAlign = "center";
-    ctx.textBaseline = "alphabetic";
-    for (const b of vis.boxes) {
-      const p = graph.parent[b];
-      if ((p >= 0 && hidden[p]) || !seen(b)) continue;
-      const bx = P[4 * b];
-      const by = P[4 * b + 1];
-      const bw = P[4 * b + 2];
-      const bh = P[4 * b + 3];
-      if (rolled.count.has(b)) {
-        ctx.fillStyle = c.bg;
-        ctx.strokeStyle = c.fg2;
-        ctx.lineWidth = Math.max(1, px * 0.8);
-        roundRect(ctx, bx + 4, by - 4, bw, bh, 4);
-        ctx.fill();
-        ctx.stroke();
-      }
-      ctx.fillStyle = look.fillOf(b) || c.bg2;
-      const sel = look.selected.has(b);
-      const match = look.matches.has(b);
-      const m = marked(b);
-      ctx.strokeStyle = sel ? c.accent : match ? "#ae3ec9" : m ? c.error : c.fg2;
-      ctx.lineWidth = (sel || match ? 3 : m ? 2.5 : 1) * (lod === 2 ? Math.max(1, px * 0.8) : 1);
-      roundRect(ctx, bx, by, bw, bh, graph.kind[b] === "p" ? 12 : 4);
-      ctx.fill();
-      ctx.stroke();
-      if (lod === 2) continue;
-      ctx.fillStyle = look.inkOf(b) || c.fg;
-      ctx.font = `11px ${c.font}`;
-      ctx.fillText(labelOf(graph, b, rolled), bx + bw / 2, by + 15, bw - 4);
-      if (lod === 0) {
-        ctx.font = `9.5px ${c.font}`;
-        ctx.fillText(subOf(graph, b), bx + bw / 2, by + 28, bw - 4);
-        if (vis.hasKids[b]) toggle(ctx, bx + bw - 15, by + 3, "+", c);
-        if (m) badge(ctx, bx, by, markCount(S.marks.get(b)), c);
-      }
-    }
-    // zoomed out: a wrapped level's columns say which calls they hold
-    if (11 * k < LEGIBLE_PX) labels += columnLabels(ctx, graph, rolled, layout.cols, x0, x1, y0, y1, k, c);
-    cv.dataset.lod = String(lod);
-    cv.dataset.labels = String(labels); // labels legible zoomed out (summaries, columns)
-    cv.dataset.blocks = String(blocks);
-    cv.dataset.heatedBlocks = String(heated);
+    const st = paintScene(ctx, S, index, look, { x0, y0, x1: x0 + cw / k, y1: y0 + ch / k, k }, c);
+    cv.dataset.lod = String(st.lod);
+    cv.dataset.labels = String(st.labels); // labels legible zoomed out (summaries, columns)
+    cv.dataset.blocks = String(st.blocks);
+    cv.dataset.heatedBlocks = String(st.heated);
+    cv.dataset.aggregates = String(st.aggregates);
   }
-
-  const marked = (k) => S.marks?.has(k);
 
   /** Draw on the next animation frame (many view changes in one frame: one paint). */
   function draw() {
@@ -304,13 +276,16 @@ export function makeCanvasView(host, view) {
     requestAnimationFrame(paint);
   }
 
+  /** @param {number} sx @param {number} sy */
   function hit(sx, sy) {
-    if (!S || !grid) return null;
+    if (!S || !index) return null;
     const x = (sx - view.x) / view.k;
     const y = (sy - view.y) / view.k;
-    return hitIn(grid, S.layout, isGroup, S.vis.hasKids, x, y);
+    const isGroup = /** @type {CanvasIndex} */ (index).isGroup;
+    return hitIn(index.grid, S.layout, (g) => isGroup[g] === 1, S.vis.hasKids, x, y);
   }
 
+  /** @param {boolean} on */
   function show(on) {
     cv.style.display = on ? "block" : "none";
     if (on) draw();
@@ -319,11 +294,214 @@ export function makeCanvasView(host, view) {
   return { el: cv, setState, draw, paint, hit, show, look };
 }
 
+/** The theme's colours on an element (a canvas reads no CSS). @param {Element} host @returns {Colors} */
+function themeColors(host) {
+  const css = getComputedStyle(host);
+  const v = (/** @type {string} */ name, /** @type {string} */ dflt) => css.getPropertyValue(name).trim() || dflt;
+  return {
+    edge: v("--lk-edge", "#9aa3ad"),
+    fg: v("--lk-fg", "#222"),
+    fg2: v("--lk-fg2", "#6b7280"),
+    bg: v("--lk-bg", "#fff"),
+    bg2: v("--lk-bg2", "#eee"),
+    border: v("--lk-border", "#aab"),
+    accent: v("--lk-accent", "#1c7ed6"),
+    error: v("--lk-error", "#b71c1c"),
+    font: v("--lk-font", "sans-serif"),
+  };
+}
+
+/**
+ * Paint one layout in sight: aggregate columns, frames, edges, boxes, column labels, with
+ * level of detail for the scale. A function of its arguments (the context is drawn on).
+ * @param {CanvasRenderingContext2D} ctx transformed to drawing units
+ * @param {CanvasState} S
+ * @param {CanvasIndex} index
+ * @param {CanvasLook} look
+ * @param {Sight} sight
+ * @param {Colors} c
+ * @returns {PaintStats}
+ */
+export function paintScene(ctx, S, index, look, sight, c) {
+  const { graph, layout } = S;
+  const P = layout.P;
+  const { x0, y0, x1, y1 } = sight;
+  /** @param {number} i */
+  const seen = (i) => P[4 * i] <= x1 && P[4 * i] + P[4 * i + 2] >= x0 && P[4 * i + 1] <= y1 && P[4 * i + 1] + P[4 * i + 3] >= y0;
+  // hidden[k]: not drawn, inside a frame drawn as a block or a column drawn as one box
+  const hidden = new Uint8Array(graph.parent.length);
+  const aggregates = paintAggregates(ctx, S, index, look, sight, c, hidden);
+  const frames = paintFrames(ctx, S, look, sight, c, hidden, seen);
+  paintEdges(ctx, S, index, sight, c, hidden);
+  paintBoxes(ctx, S, look, sight, c, hidden, seen);
+  let labels = frames.labels;
+  // zoomed out: a wrapped level's columns say which calls they hold
+  if (11 * sight.k < LEGIBLE_PX) labels += columnLabels(ctx, graph, S.rolled, layout.cols, x0, x1, y0, y1, sight.k, c);
+  return { lod: detailAt(sight.k), labels, blocks: frames.blocks, heated: frames.heated, aggregates };
+}
+
+/**
+ * Columns whose items are under a pixel or two each: one box per column, its items hidden.
+ * @param {CanvasRenderingContext2D} ctx @param {CanvasState} S @param {CanvasIndex} index
+ * @param {CanvasLook} look @param {Sight} sight @param {Colors} c @param {Uint8Array} hidden
+ * @returns {number} the columns drawn as one box
+ */
+function paintAggregates(ctx, S, index, look, sight, c, hidden) {
+  const cols = S.layout.cols;
+  const agg = aggregatedAt(cols, index.colCount, sight.k);
+  let n = 0;
+  for (let col = 0; col < agg.length; col++) {
+    if (!agg[col]) continue;
+    for (const item of index.colItems[col]) hidden[item] = 1;
+    const [x, y, w, h] = [cols[6 * col], cols[6 * col + 1], cols[6 * col + 2], cols[6 * col + 3]];
+    if (x > sight.x1 || x + w < sight.x0 || y > sight.y1 || y + h < sight.y0) continue;
+    ctx.fillStyle = look.spanFillOf(index.colItems[col]) || c.bg2;
+    ctx.strokeStyle = c.fg2;
+    ctx.lineWidth = 1 / sight.k;
+    roundRect(ctx, x, y, w, h, 6 / sight.k);
+    ctx.fill();
+    ctx.stroke();
+    n++;
+  }
+  return n;
+}
+
+/**
+ * Frames; one smaller than SUMMARY_PX on screen is a filled, labelled block and what is
+ * inside it is not drawn (level of detail zoomed out).
+ * @param {CanvasRenderingContext2D} ctx @param {CanvasState} S @param {CanvasLook} look
+ * @param {Sight} sight @param {Colors} c @param {Uint8Array} hidden
+ * @param {(i: number) => boolean} seen
+ * @returns {{labels: number, blocks: number, heated: number}}
+ */
+function paintFrames(ctx, S, look, sight, c, hidden, seen) {
+  const { graph, vis, layout, rolled } = S;
+  const P = layout.P;
+  const k = sight.k;
+  const px = 1 / k; // one screen pixel in drawing units
+  const marked = (/** @type {number} */ g) => S.marks?.has(g);
+  let labels = 0;
+  let blocks = 0; // frames drawn as one block
+  let heated = 0; // of those, coloured by their hottest box
+  for (const g of vis.groups) {
+    const p = graph.parent[g];
+    if (hidden[g] || (p >= 0 && hidden[p])) {
+      hidden[g] = 1;
+      continue;
+    }
+    if (!seen(g)) continue;
+    const [gx, gy, gw, gh] = [P[4 * g], P[4 * g + 1], P[4 * g + 2], P[4 * g + 3]];
+    const small = Math.min(gw, gh) * k < SUMMARY_PX;
+    const heat = small ? look.frameFillOf(g) : null;
+    if (small) {
+      hidden[g] = 1;
+      blocks += 1;
+      if (heat) heated += 1;
+    }
+    ctx.fillStyle = heat || (small ? c.bg2 : "rgba(120,130,150,.06)");
+    ctx.strokeStyle = look.selected.has(g) ? c.accent : marked(g) ? c.error : small ? c.fg2 : c.border;
+    ctx.lineWidth = (look.selected.has(g) ? 2.5 : marked(g) ? 2.5 : 1) * Math.max(1, px * 0.8);
+    roundRect(ctx, gx, gy, gw, gh, 6);
+    ctx.fill();
+    ctx.stroke();
+    if (11 * k >= LEGIBLE_PX) {
+      ctx.fillStyle = c.fg;
+      ctx.font = `600 11px ${c.font}`;
+      ctx.textAlign = "left";
+      ctx.textBaseline = "alphabetic";
+      ctx.fillText(groupLabel(graph, g, rolled), gx + 20, gy + 15);
+      toggle(ctx, gx + 4, gy + 5, "−", c);
+    } else if (small) {
+      const ink = (heat && look.frameInkOf(g)) || c.fg;
+      labels += screenLabel(ctx, labelOf(graph, g, rolled), gx, gy, gw, gh, k, c.font, ink);
+    }
+  }
+  return { labels, blocks, heated };
+}
+
+/**
+ * Edges in sight, but not those inside a summarised block or column.
+ * @param {CanvasRenderingContext2D} ctx @param {CanvasState} S @param {CanvasIndex} index
+ * @param {Sight} sight @param {Colors} c @param {Uint8Array} hidden
+ */
+function paintEdges(ctx, S, index, sight, c, hidden) {
+  const { x0, y0, x1, y1 } = sight;
+  const parent = S.graph.parent;
+  const box = index.edgeBox;
+  ctx.strokeStyle = c.edge;
+  ctx.lineWidth = Math.max(1.2, 1 / sight.k);
+  ctx.beginPath();
+  const { edgeOff, edgeXY, edgeCount } = S.layout;
+  const E = S.edges;
+  const gone = (/** @type {number} */ k) => hidden[k] === 1 || (parent[k] >= 0 && hidden[parent[k]] === 1);
+  for (let i = 0; i < edgeCount; i++) {
+    if (box[4 * i + 2] < x0 || box[4 * i] > x1 || box[4 * i + 3] < y0 || box[4 * i + 1] > y1) continue; // out of sight
+    if (gone(E[3 * i]) && gone(E[3 * i + 1])) continue; // inside a summarised block
+    const a = 2 * edgeOff[i];
+    ctx.moveTo(edgeXY[a], edgeXY[a + 1]);
+    for (let j = a + 2; j < 2 * edgeOff[i + 1]; j += 2) {
+      const mx = (edgeXY[j - 1] + edgeXY[j + 1]) / 2;
+      ctx.bezierCurveTo(edgeXY[j - 2], mx, edgeXY[j], mx, edgeXY[j], edgeXY[j + 1]);
+    }
+  }
+  ctx.stroke();
+}
+
+/**
+ * Boxes in sight, with their text, toggles and marks as the scale allows.
+ * @param {CanvasRenderingContext2D} ctx @param {CanvasState} S @param {CanvasLook} look
+ * @param {Sight} sight @param {Colors} c @param {Uint8Array} hidden
+ * @param {(i: number) => boolean} seen
+ */
+function paintBoxes(ctx, S, look, sight, c, hidden, seen) {
+  const { graph, vis, layout, rolled } = S;
+  const P = layout.P;
+  const px = 1 / sight.k;
+  const lod = detailAt(sight.k);
+  ctx.textAlign = "center";
+  ctx.textBaseline = "alphabetic";
+  for (const b of vis.boxes) {
+    const p = graph.parent[b];
+    if (hidden[b] || (p >= 0 && hidden[p]) || !seen(b)) continue;
+    const [bx, by, bw, bh] = [P[4 * b], P[4 * b + 1], P[4 * b + 2], P[4 * b + 3]];
+    if (rolled.count.has(b)) {
+      ctx.fillStyle = c.bg;
+      ctx.strokeStyle = c.fg2;
+      ctx.lineWidth = Math.max(1, px * 0.8);
+      roundRect(ctx, bx + 4, by - 4, bw, bh, 4);
+      ctx.fill();
+      ctx.stroke();
+    }
+    ctx.fillStyle = look.fillOf(b) || c.bg2;
+    const sel = look.selected.has(b);
+    const match = look.matches.has(b);
+    const m = S.marks?.has(b);
+    ctx.strokeStyle = sel ? c.accent : match ? "#ae3ec9" : m ? c.error : c.fg2;
+    ctx.lineWidth = (sel || match ? 3 : m ? 2.5 : 1) * (lod === 2 ? Math.max(1, px * 0.8) : 1);
+    roundRect(ctx, bx, by, bw, bh, graph.kind[b] === "p" ? 12 : 4);
+    ctx.fill();
+    ctx.stroke();
+    if (lod === 2) continue;
+    ctx.fillStyle = look.inkOf(b) || c.fg;
+    ctx.font = `11px ${c.font}`;
+    ctx.fillText(labelOf(graph, b, rolled), bx + bw / 2, by + 15, bw - 4);
+    if (lod === 0) {
+      ctx.font = `9.5px ${c.font}`;
+      ctx.fillText(subOf(graph, b), bx + bw / 2, by + 28, bw - 4);
+      if (vis.hasKids[b]) toggle(ctx, bx + bw - 15, by + 3, "+", c);
+      const mark = S.marks?.get(b);
+      if (mark) badge(ctx, bx, by, markCount(mark), c);
+    }
+  }
+}
+
+/** @param {CanvasRenderingContext2D} ctx @param {number} x @param {number} y @param {number} w @param {number} h @param {number} r */
 function roundRect(ctx, x, y, w, h, r) {
   ctx.beginPath();
   ctx.roundRect(x, y, w, h, Math.min(r, h / 2, w / 2));
 }
 
+/** @param {CanvasRenderingContext2D} ctx @param {number} x @param {number} y @param {string} sign @param {Colors} c */
 function toggle(ctx, x, y, sign, c) {
   ctx.save();
   ctx.fillStyle = c.bg;
@@ -339,6 +517,7 @@ function toggle(ctx, x, y, sign, c) {
   ctx.restore();
 }
 
+/** @param {CanvasRenderingContext2D} ctx @param {number} x @param {number} y @param {number} n @param {Colors} c */
 function badge(ctx, x, y, n, c) {
   ctx.save();
   ctx.fillStyle = c.error;
@@ -355,7 +534,11 @@ function badge(ctx, x, y, n, c) {
   ctx.restore();
 }
 
-/** A label at 11 screen px, centred in a block when it fits there (zoomed out). */
+/**
+ * A label at 11 screen px, centred in a block when it fits there (zoomed out).
+ * @param {CanvasRenderingContext2D} ctx @param {string} text @param {number} x @param {number} y
+ * @param {number} w @param {number} h @param {number} k @param {string} font @param {string} ink
+ */
 function screenLabel(ctx, text, x, y, w, h, k, font, ink) {
   const sw = w * k;
   if (sw < 24 || h * k < 13) return 0;
@@ -376,9 +559,13 @@ function screenLabel(ctx, text, x, y, w, h, k, font, ink) {
  * written down their length at 11 screen px on a band. Columns narrower than a label are
  * taken together, side by side, until the band is BAND_PX wide on screen; returns how many
  * labels were drawn.
+ * @param {CanvasRenderingContext2D} ctx @param {CanvasState["graph"]} graph @param {CanvasState["rolled"]} rolled
+ * @param {Float64Array} cols @param {number} _x0 @param {number} _x1 @param {number} y0 @param {number} y1
+ * @param {number} k @param {Colors} c
  */
 function columnLabels(ctx, graph, rolled, cols, _x0, _x1, y0, y1, k, c) {
   let n = 0;
+  /** @type {number[] | null} */
   let band = null; // [x, y, right, bottom, first, last]
   const flush = () => {
     if (band) n += bandLabel(ctx, graph, rolled, band, y0, y1, k, c);
@@ -400,7 +587,11 @@ function columnLabels(ctx, graph, rolled, cols, _x0, _x1, y0, y1, k, c) {
   return n;
 }
 
-/** One band's label, when it is in sight and wide and tall enough on screen. */
+/**
+ * One band's label, when it is in sight and wide and tall enough on screen.
+ * @param {CanvasRenderingContext2D} ctx @param {CanvasState["graph"]} graph @param {CanvasState["rolled"]} rolled
+ * @param {number[]} band @param {number} y0 @param {number} y1 @param {number} k @param {Colors} c
+ */
 function bandLabel(ctx, graph, rolled, band, y0, y1, k, c) {
   const [x, y, right, bottom, first, last] = band;
   if ((right - x) * k < BAND_PX || first < 0 || bottom < y0 || y > y1) return 0;

@@ -63,16 +63,24 @@ export function makeMinimap(host, state, view, moveTo) {
       const bx = boxes.getContext("2d");
       if (!bx) return; // no 2d context (a page out of canvas memory): nothing to draw on
       bx.clearRect(0, 0, W, H);
-      bx.fillStyle = ink;
       // at least 3 px wide: a long thin graph is a visible band, not a 1-px line; what is
       // inside a frame under 3 px here is that frame's rectangle (100,000 boxes: a few
-      // thousand rectangles)
+      // thousand rectangles). Painted as coverage: each pixel's ink is how much of it the
+      // rectangles cover, at most DENSE opaque, so a dense graph reads as shades of its
+      // ink, never as a solid (black) block
       const P = S.layout.P;
       const parent = S.graph.parent;
       const tiny = new Uint8Array(parent.length);
+      const cover = new Float32Array(W * H);
       /** @param {number} k */
       const rect = (k) =>
-        bx.fillRect(ox + P[4 * k] * fitK, oy + P[4 * k + 1] * fitK, Math.max(3, P[4 * k + 2] * fitK), Math.max(1, P[4 * k + 3] * fitK));
+        coverRect(
+          cover,
+          ox + P[4 * k] * fitK,
+          oy + P[4 * k + 1] * fitK,
+          Math.max(3, P[4 * k + 2] * fitK),
+          Math.max(1, P[4 * k + 3] * fitK),
+        );
       for (const g of S.vis.groups) {
         const p = parent[g];
         if (p >= 0 && tiny[p]) tiny[g] = 1;
@@ -82,6 +90,8 @@ export function makeMinimap(host, state, view, moveTo) {
         }
       }
       for (const k of S.vis.boxes) if (!(parent[k] >= 0 && tiny[parent[k]])) rect(k);
+      bx.fillStyle = ink;
+      bx.putImageData(coverImage(bx, cover, rgbOf(bx.fillStyle)), 0, 0);
       drawnFor = S.layout;
       drawnInk = ink;
     }
@@ -114,4 +124,58 @@ export function makeMinimap(host, state, view, moveTo) {
   cv.addEventListener("click", (e) => e.stopPropagation());
   cv.addEventListener("wheel", (e) => e.stopPropagation());
   return { draw, el: cv };
+}
+
+/** The most a minimap pixel is inked, however many rectangles cover it. */
+export const DENSE = 0.55;
+
+/**
+ * Add a rectangle's coverage (0..1 per pixel: the part of the pixel it covers) to a
+ * W x H grid.
+ * @param {Float32Array} cover
+ * @param {number} x @param {number} y @param {number} w @param {number} h
+ */
+export function coverRect(cover, x, y, w, h) {
+  const x0 = Math.max(0, x);
+  const y0 = Math.max(0, y);
+  const x1 = Math.min(W, x + w);
+  const y1 = Math.min(H, y + h);
+  for (let py = Math.floor(y0); py < y1; py++) {
+    const fy = Math.min(py + 1, y1) - Math.max(py, y0);
+    for (let px = Math.floor(x0); px < x1; px++) cover[py * W + px] += fy * (Math.min(px + 1, x1) - Math.max(px, x0));
+  }
+}
+
+/**
+ * The coverage grid as pixels of one ink: alpha DENSE x coverage, capped at DENSE.
+ * @template {{data: Uint8ClampedArray}} I
+ * @param {{createImageData(w: number, h: number): I}} ctx a canvas context (ImageData)
+ * @param {Float32Array} cover
+ * @param {[number, number, number]} rgb
+ * @returns {I}
+ */
+export function coverImage(ctx, cover, rgb) {
+  const img = ctx.createImageData(W, H);
+  const d = img.data;
+  for (let i = 0; i < cover.length; i++) {
+    if (!cover[i]) continue;
+    d[4 * i] = rgb[0];
+    d[4 * i + 1] = rgb[1];
+    d[4 * i + 2] = rgb[2];
+    d[4 * i + 3] = Math.round(255 * DENSE * Math.min(1, cover[i]));
+  }
+  return img;
+}
+
+/**
+ * A canvas-normalised colour ("#rrggbb" or "rgba(r, g, b, a)") as [r, g, b]; grey when unreadable.
+ * @param {string | CanvasGradient | CanvasPattern} color
+ * @returns {[number, number, number]}
+ */
+export function rgbOf(color) {
+  const s = String(color);
+  const hex = (/** @type {number} */ i) => Number.parseInt(s.slice(i, i + 2), 16);
+  if (/^#[0-9a-f]{6}$/i.test(s)) return [hex(1), hex(3), hex(5)];
+  const m = s.match(/\d+(\.\d+)?/g);
+  return m && m.length >= 3 ? [Number(m[0]), Number(m[1]), Number(m[2])] : [136, 136, 136];
 }

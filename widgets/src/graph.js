@@ -290,6 +290,13 @@ function render({ model, el }) {
         return c.hot[g] > 0 ? c.scale.color(c.hot[g]) : null;
       };
       cview.look.frameInkOf = (g) => inkOn(cview.look.frameFillOf(g));
+      // further out, a column of calls drawn as one box: its hottest item's colour
+      cview.look.spanFillOf = (items) => {
+        cview.look.frameFillOf(-1); // the frames' hottest boxes, for this drawing
+        let v = 0;
+        for (const k of items) v = Math.max(v, c.hot[k] > 0 ? c.hot[k] : c.values[k] || 0);
+        return v > 0 ? c.scale.color(v) : null;
+      };
       cview.draw();
     }
     for (const k of S.canvas ? [] : S.vis.boxes) {

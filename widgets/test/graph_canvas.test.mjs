@@ -1,7 +1,8 @@
 // The canvas drawing's hit testing: what is under a point, through a grid of cells.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { gridOf, hitIn } from "../src/_graph_canvas.js";
+import { aggregatedAt, canvasIndex, gridOf, hitIn, paintScene } from "../src/_graph_canvas.js";
+import { drawState } from "../src/_graph_draw.js";
 
 const layout = {
   pos: new Map([
@@ -25,4 +26,126 @@ test("boxes, their toggle, frames' headers and toggles; nothing elsewhere", () =
   assert.deepEqual(at(400, 110), { k: 4, part: "frame" }); // the inner frame wins
   assert.equal(at(200, 200), null); // inside a frame, on no box
   assert.equal(at(900, 900), null);
+});
+
+// a long chain of blocks, every one open: the layout wraps it into columns
+function chain(blocks) {
+  const g = {
+    model: "Chain",
+    ids: [],
+    kind: "",
+    parent: [],
+    name: [],
+    type: [],
+    ins: [],
+    outs: [],
+    rolled: [],
+    instances: { name: [], node: [], where: [] },
+    edges: [],
+    edge_tensor: [],
+    tensors: ["8x64 float32"],
+    runs: [],
+    total_runs: 1,
+    metrics: { fwd_time: ["forward time", "time"] },
+  };
+  const add = (kind, parent, name, type) => {
+    const k = g.ids.length;
+    g.ids.push(k);
+    g.kind += kind;
+    g.parent.push(parent);
+    g.name.push(name);
+    g.type.push(type);
+    g.ins.push([0]);
+    g.outs.push([0]);
+    g.runs.push(1);
+    return k;
+  };
+  let prev = add("i", -1, "x", "Tensor");
+  const root = add("m", -1, "", "Net");
+  for (let b = 0; b < blocks; b++) {
+    const blk = add("m", root, `layers.${b}`, "Block");
+    const a = add("p", blk, "linear", "linear");
+    const r = add("p", blk, "relu", "relu");
+    g.edges.push(prev, a, a, r);
+    g.edge_tensor.push(0, 0);
+    prev = r;
+  }
+  return g;
+}
+const G = chain(3000);
+const S = {
+  ...drawState(
+    G,
+    G.ids.filter((_, k) => G.kind[k] === "m"),
+  ),
+  graph: G,
+  marks: new Map(),
+};
+const index = canvasIndex(S);
+const recorder = () => {
+  const calls = { rect: 0, text: 0 };
+  const ctx = new Proxy(
+    {},
+    {
+      get: (_t, name) =>
+        name === "measureText"
+          ? () => ({ width: 80 })
+          : name === "roundRect" || name === "fillRect"
+            ? () => calls.rect++
+            : name === "fillText"
+              ? () => calls.text++
+              : () => {},
+      set: () => true,
+    },
+  );
+  return { ctx, calls };
+};
+const colors = {
+  edge: "#999",
+  fg: "#222",
+  fg2: "#666",
+  bg: "#fff",
+  bg2: "#eee",
+  border: "#aab",
+  accent: "#17d",
+  error: "#b00",
+  font: "sans-serif",
+};
+const look = {
+  fillOf: () => null,
+  inkOf: () => null,
+  frameFillOf: () => null,
+  frameInkOf: () => null,
+  spanFillOf: () => "#f00",
+  selected: new Set(),
+  matches: new Set(),
+};
+const sightAt = (k) => ({ x0: 0, y0: 0, x1: S.layout.width, y1: S.layout.height, k });
+
+test("each item of a wrapped level sits in one of its columns", () => {
+  const cols = S.layout.cols.length / 6;
+  assert.ok(cols >= 3, `${cols} columns`);
+  const blocks = S.vis.groups.filter((g) => S.graph.type[g] === "Block");
+  assert.equal(blocks.length, 3000);
+  for (const g of blocks) assert.ok(index.colOf[g] >= 0, `layers block ${g} in no column`);
+  assert.equal(
+    index.colCount.reduce((a, b) => a + b, 0),
+    index.colItems.flat().length,
+  );
+});
+
+test("zoomed far out, columns of sub-pixel calls are drawn as one box each, not as texture", () => {
+  const cols = S.layout.cols;
+  const far = 1 / (cols[3] / index.colCount[0]); // an item a pixel high, the model frame over 28 px
+  assert.ok(aggregatedAt(cols, index.colCount, far).every((a, c) => a === 1 || index.colCount[c] < 2));
+  assert.ok(aggregatedAt(cols, index.colCount, 100 * far).every((a) => a === 0));
+  const out = recorder();
+  const st = paintScene(out.ctx, S, index, look, sightAt(far), colors);
+  assert.ok(st.aggregates >= 3 && st.blocks === 0, JSON.stringify(st));
+  assert.ok(out.calls.rect < st.aggregates + 10, `${out.calls.rect} rectangles drawn`); // not 3,000
+  // nearer, every block is a summary block of its own (the 10,000-node picture)
+  const near = recorder();
+  const st2 = paintScene(near.ctx, S, index, look, sightAt(20 * far), colors);
+  assert.equal(st2.aggregates, 0);
+  assert.equal(st2.blocks, 3000);
 });
