@@ -9,37 +9,32 @@ from typing import Any
 import torch
 
 from labkit._format import fmt_bytes
-from labkit._tensors import call_inputs
+from labkit._progress import ProgressOption
 from labkit.memory.attribution import MemoryReport
 from labkit.memory.errors import MemoryRecordError
 from labkit.memory.timeline import MAX_SAMPLES
 from labkit.memory.tracker import CATEGORIES, MemoryTracker
-from labkit.trace.api import check_devices, check_not_meta
+from labkit.trace.entry import StepOptions as _D
+from labkit.trace.entry import front_door
 from labkit.trace.errors import LossError, TraceError
 from labkit.trace.recorder import Recorder
-from labkit.trace.step import (
-    Step,
-    add_notes,
-    check_inputs,
-    check_keywords,
-    model_to_record,
-    record_step,
-)
+from labkit.trace.step import Step, record_step
 
 
 def memory(
     model: torch.nn.Module,
     batch: object = None,
     *,
-    loss: Callable[[Any], torch.Tensor] | None = None,
-    optimizer: torch.optim.Optimizer | None = None,
-    scaler: torch.amp.GradScaler | None = None,
-    backward: bool = True,
+    loss: Callable[[Any], torch.Tensor] | None = _D.loss,
+    optimizer: torch.optim.Optimizer | None = _D.optimizer,
+    scaler: torch.amp.GradScaler | None = _D.scaler,
+    backward: bool = _D.backward,
     max_samples: int = MAX_SAMPLES,
     cuda_history: str | os.PathLike[str] | None = None,
-    keep_output: bool = True,
-    keep_step: bool = False,
+    keep_output: bool = _D.keep_output,
+    keep_step: bool = _D.keep_step,
     model_kwargs: dict[str, Any] | None = None,
+    progress: ProgressOption = _D.progress,
     **inputs: object,
 ) -> MemoryReport:
     """Record where every byte of one training step goes: forward, backward, optimizer step.
@@ -61,7 +56,8 @@ def memory(
         batch: The model's input: a tensor (``model(batch)``), a tuple or list
             (``model(*batch)``) or a dict (``model(**batch)``). Its tensors count as
             inputs.
-        loss: ``loss(output) -> scalar tensor``; without it, the sum of the outputs.
+        loss: ``loss(output) -> scalar tensor``; without it, the sum of the
+            floating-point outputs' means (``labkit.trace.step.default_loss``).
         optimizer: Run ``optimizer.step()`` after backward; its state counts as optimizer
             state from the moment it is allocated.
         scaler: A ``torch.amp.GradScaler``: the loss is scaled, the step goes through
@@ -77,6 +73,9 @@ def memory(
             optimizer state, buffers and RNG as after one training step.
         model_kwargs: Keyword inputs of ``model`` given apart (when one is named like an
             option here, e.g. ``backward``).
+        progress: Show progress (a bar in a notebook; on a terminal one line on stderr
+            after 2 s: ``labkit.memory: recording the step (1,024 module calls) [40%]``);
+            ``False``: nothing; a function ``(share, message)`` receives it instead.
         **inputs: Keyword inputs of ``model``, as :func:`labkit.trace` takes them
             (``labkit.memory(model, ids, attention_mask=m)``); with them ``batch`` may
             be left out.
@@ -93,27 +92,29 @@ def memory(
         ...                     optimizer=opt)             # doctest: +SKIP
         >>> print(rep.summary())                           # doctest: +SKIP
     """
-    model, model_notes = model_to_record(model, "labkit.memory")
     if scaler is not None and optimizer is None:
         raise ValueError("scaler= needs optimizer=: a GradScaler steps an optimizer")
     if max_samples < 2:
         raise ValueError(f"max_samples must be at least 2, got {max_samples}")
+    given = {
+        "loss": loss,
+        "optimizer": optimizer,
+        "scaler": scaler,
+        "backward": backward,
+        "keep_output": keep_output,
+        "keep_step": keep_step,
+        "progress": progress,
+    }
+    door = front_door(
+        "labkit.memory", model, given, batch=batch, kwargs=inputs, model_kwargs=model_kwargs
+    )
+    model, args, kwargs = door.model, door.args, door.kwargs
     if cuda_history is not None and not any(p.is_cuda for p in model.parameters()):
         raise ValueError(
             "cuda_history records the CUDA caching allocator's history, but the parameters of "
             f"{type(model).__name__} are not on a CUDA device: drop cuda_history or move the "
             "model with model.cuda()"
         )
-    if model_kwargs is not None:
-        inputs = {**inputs, **model_kwargs}
-    check_keywords("labkit.memory", model, {"loss": (loss, None), "optimizer": (optimizer, None),
-                   "scaler": (scaler, None), "backward": (backward, True),
-                   "keep_output": (keep_output, True), "keep_step": (keep_step, False)},
-                   model_kwargs)  # fmt: skip
-    args, kwargs = call_inputs(batch, inputs, where="labkit.memory")
-    check_inputs("labkit.memory", args, kwargs)
-    check_not_meta("labkit.memory", model, args, kwargs)
-    check_devices(model, args, kwargs)
     tracker = MemoryTracker(
         model,
         optimizers=(optimizer,) if optimizer is not None else (),
@@ -122,8 +123,16 @@ def memory(
         scalers=(scaler,) if scaler is not None else (),
         max_samples=max_samples,
     )
-    step = Step(model, args, kwargs, loss=loss, optimizer=optimizer, scaler=scaler,
-                backward=backward, keep_output=keep_output)  # fmt: skip
+    step = Step(
+        model,
+        args,
+        kwargs,
+        loss=loss,
+        optimizer=optimizer,
+        scaler=scaler,
+        backward=backward,
+        keep_output=keep_output,
+    )
 
     def failed(err: BaseException, rec: Recorder) -> None:
         if isinstance(err, LossError) or rec.trace is None:
@@ -135,8 +144,17 @@ def memory(
         )
 
     # the same recording as labkit.trace's full mode: the graph, its dataflow and FLOPs too
-    trace = record_step(step, mode="full", memory=tracker, keep_step=keep_step, on_error=failed)
-    return MemoryReport(add_notes(trace, *model_notes))
+    with door.progress as bar:
+        bar(0.0, "recording the step")
+        trace = record_step(
+            step,
+            mode="full",
+            memory=tracker,
+            keep_step=keep_step,
+            on_error=failed,
+            progress=None if bar.quiet else bar,
+        )
+    return MemoryReport(door.finish(trace))
 
 
 def _failure_message(err: BaseException, report: MemoryReport, where: str = "") -> str:

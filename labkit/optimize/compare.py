@@ -8,7 +8,9 @@ from typing import Any
 
 import torch
 
-from labkit.optimize._bench_checks import MODES, Progress, named_recipes
+from labkit._progress import ProgressOption
+from labkit._progress import progress as progress_of
+from labkit.optimize._bench_checks import MODES, named_recipes
 from labkit.optimize.bench import MEASURED, Bench
 from labkit.optimize.bench_options import BenchOptions
 from labkit.optimize.comparison_result import Comparison, RecipeResult
@@ -24,7 +26,7 @@ def compare(
     recipes: Recipe | Sequence[Recipe] | Mapping[str, Recipe],
     options: BenchOptions | None = None,
     *,
-    progress: Progress | bool | None = None,
+    progress: ProgressOption = True,
     **overrides: Any,
 ) -> Comparison:
     """Run ``recipes`` interleaved on copies of ``model`` and measure each against fp32.
@@ -51,7 +53,9 @@ def compare(
         options: A :class:`~labkit.optimize.BenchOptions` (default: its defaults), or its
             settings as keywords:
             {bench_options}
-        progress: ``progress(fraction, message)`` callback, or True for a terminal bar.
+        progress: Show progress (a bar in a notebook; on a terminal one line on stderr
+            after 2 s: ``compare: round 4: 3 recipes interleaved [40%]``); ``False``:
+            nothing; a function ``(fraction, message)`` receives it instead.
 
     Randomness: the timed steps run the model as it is (dropout on in train mode).
     Output deviation, per-layer drift and the losses come from separate untimed passes
@@ -70,7 +74,10 @@ def compare(
     """
     settings = BenchOptions.build(options, overrides, where="compare")
     named_recipes(recipes)  # a bad recipe list fails before anything is copied
-    return Bench(model, batch, settings).compare(recipes, progress=progress)
+    after = "the model was not run; the inputs and RNG are as they were"
+    bar = progress_of("compare", progress, after=after)
+    with bar:
+        return Bench(model, batch, settings).compare(recipes, progress=bar)
 
 
 # compare's keywords and their docs are BenchOptions' fields (written once, in bench_options.py)
@@ -78,7 +85,7 @@ _P = inspect.Parameter
 compare.__signature__ = BenchOptions.signature(  # type: ignore[attr-defined]  # inspect reads it
     [_P(n, _P.POSITIONAL_OR_KEYWORD) for n in ("model", "batch", "recipes")]
     + [_P("options", _P.POSITIONAL_OR_KEYWORD, default=None)],
-    [_P("progress", _P.KEYWORD_ONLY, default=None)],
+    [_P("progress", _P.KEYWORD_ONLY, default=True)],
 )
 compare.__doc__ = (compare.__doc__ or "").replace(
     " " * 12 + "{bench_options}", BenchOptions.args_doc(" " * 12)

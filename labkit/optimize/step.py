@@ -17,11 +17,12 @@ from typing import Any
 
 import torch
 
-from labkit._tensors import model_device, named_tensors
+from labkit._tensors import model_device
 from labkit.optimize._random import held_randomness
 from labkit.optimize.apply import grad_scaler
 from labkit.optimize.recipe import Recipe
 from labkit.trace.errors import scalar_loss
+from labkit.trace.step import default_loss
 
 MODES = ("train", "inference")
 
@@ -34,8 +35,9 @@ class RecipeStep:
         recipe: Its Recipe: ``16-mixed`` gets a ``torch.amp.GradScaler``.
         mode: ``"train"`` (forward, backward, optimizer step) or ``"inference"``
             (forward under ``torch.no_grad()``).
-        loss: ``loss(output) -> scalar tensor``; default: the sum of the means of the
-            output's floating-point tensors.
+        loss: ``loss(output) -> scalar tensor``; default:
+            :func:`labkit.trace.step.default_loss`, the sum of the means of the output's
+            floating-point tensors (the loss ``labkit.trace``, ``memory`` and ``plan`` use).
         lr: Learning rate of the SGD optimizer made for training.
         optimizer: Use this optimizer instead of making an SGD one.
 
@@ -115,10 +117,14 @@ class RecipeStep:
 
 def loss_of(out: Any, loss_fn: Callable[[Any], torch.Tensor] | None) -> torch.Tensor:
     """``loss_fn(out)`` checked to be a scalar (:class:`~labkit.trace.LossError` if not), or
-    the sum of the means of ``out``'s floats."""
+    :func:`~labkit.trace.step.default_loss` (the sum of the means of ``out``'s floats that
+    require grad), as ``labkit.trace`` trains."""
     if loss_fn is not None:
         return scalar_loss(loss_fn(out)).float()
-    vec = [t.float().mean() for _, t in named_tensors(out) if t.is_floating_point()]
-    if not vec:
-        raise ValueError("the model output has no floating-point tensor to train on; pass loss=")
-    return torch.stack(vec).sum()
+    value = default_loss(out)
+    if value is None:
+        raise ValueError(
+            "the model output has no floating-point tensor that requires grad to train on; "
+            "pass loss="
+        )
+    return value

@@ -10,9 +10,11 @@ from typing import Any
 import torch
 
 from labkit._format import fmt_bytes, fmt_time
+from labkit._progress import ProgressOption
+from labkit._progress import progress as progress_of
 from labkit._tensors import call_inputs, held_bytes, model_device
 from labkit.optimize import _tune_flops
-from labkit.optimize._bench_checks import Progress, progress_fn
+from labkit.optimize._bench_checks import Progress
 from labkit.optimize._tune_batch import batch_dim, ladder, maker
 from labkit.optimize._tune_choice import STATUSES, Candidate, Choice
 from labkit.optimize._tune_heats import heats
@@ -60,7 +62,7 @@ def tune(
     level: float = 0.95,
     margin: float = DEFAULT_MARGIN,
     model_kwargs: dict[str, Any] | None = None,
-    progress: Progress | bool | None = None,
+    progress: ProgressOption = True,
 ) -> Choice:
     """The fastest training set-up that fits a memory budget: a Recipe and a batch size.
 
@@ -114,7 +116,10 @@ def tune(
         level: Confidence level of the intervals.
         margin: Fraction of CUDA free memory kept back (only when ``budget`` is None).
         model_kwargs: Keyword inputs of the model beside ``batch`` (resized with it).
-        progress: ``progress(fraction, message)``, or True for a terminal bar.
+        progress: Show progress (a bar in a notebook; on a terminal one line on stderr
+            after 2 s: ``labkit.tune: planning bf16-mixed at batch 64 [5%]``); ``False``:
+            nothing; a function ``(fraction, message)`` receives it instead. Ctrl-C while
+            timing ends the race with the rounds so far (``ended_by="interrupted"``).
 
     Returns:
         A :class:`Choice`; ``choice.summary()`` lists every candidate and why it lost.
@@ -136,7 +141,6 @@ def tune(
         >>> print(choice.summary())                             # doctest: +SKIP
     """
     t0 = time.perf_counter()
-    report = progress_fn(progress)
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"tune needs a torch.nn.Module, got {type(model).__name__}")
     args, kwargs = call_inputs(batch, model_kwargs or {}, where="labkit.tune")
@@ -161,9 +165,16 @@ def tune(
             f"params -> optimizer, got {type(optimizer).__name__}"
         )
     state = StepState(None, (args, kwargs), rng=True)
+    after = "the model, optimizer, inputs and RNG are as they were"
+    bar = progress_of("labkit.tune", progress, after=after)
     try:
-        return _tune(model, make, n0, sizes, setups, refused, cap, how, device, loss, optimizer,
-                     (budget_s, plan_s, steps, warmup, level), t0, report)  # fmt: skip
+        with bar:
+            timing = (budget_s, plan_s, steps, warmup, level)
+            choice = _tune(model, make, n0, sizes, setups, refused, cap, how, device, loss,
+                           optimizer, timing, t0, bar)  # fmt: skip
+            if choice.ended_by == "interrupted" and not bar.quiet:
+                bar.stopped(after="the pick is from the rounds finished (ended_by='interrupted')")
+            return choice
     finally:
         state.restore()
 
@@ -203,6 +214,8 @@ def _tune(model: torch.nn.Module, make: Any, n0: int, sizes: list[int], setups: 
             entries[k] = _entry(k, fitting[k], model, make, optimizer, loss, runners)
         if champion is not None:
             entries[champion].times = []  # timed again, side by side with this heat
+        heat = f"timing heat {h + 1} of {len(groups)}: {len(members)} set-ups"
+        report(0.3 + 0.6 * h / len(groups), heat)
         left = (budget_s - (time.perf_counter() - t0)) / (len(groups) - h)
         result = race([entries[k] for k in members], warmup=warmup, rounds=steps,
                       budget_s=max(1e-3, left), level=level)  # fmt: skip

@@ -14,7 +14,8 @@ from torch._subclasses.fake_tensor import (
     UnsupportedOperatorException,
 )
 
-from labkit._tensors import call_inputs, model_device
+from labkit._progress import Progress, ProgressOption
+from labkit._tensors import model_device
 from labkit.memory.tracker import MemoryTracker
 from labkit.plan._batch_dim import batch_size
 from labkit.plan._fake import (
@@ -29,32 +30,31 @@ from labkit.plan._values import IndexValues, seed_values
 from labkit.plan.errors import PlanError
 from labkit.plan.model import PREDICTED_NOTE, Plan, PlanRequest
 from labkit.plan.recipe import PlanRecipe, check_recipe
+from labkit.trace.entry import StepOptions as _D
+from labkit.trace.entry import front_door
 from labkit.trace.model import Trace
 from labkit.trace.recorder import Recorder, script_modules
-from labkit.trace.step import (
-    Step,
-    add_notes,
-    check_inputs,
-    check_keywords,
-    model_to_record,
-    record_step,
-)
+from labkit.trace.step import Step, add_notes, record_step
 
-_FAKE_ERRORS = (DataDependentOutputException, DynamicOutputShapeException,
-                UnsupportedOperatorException)  # fmt: skip
+_FAKE_ERRORS = (
+    DataDependentOutputException,
+    DynamicOutputShapeException,
+    UnsupportedOperatorException,
+)
 
 
 def plan(
     model: torch.nn.Module,
     batch: Any = None,
     *,
-    loss: Callable[[Any], torch.Tensor] | None = None,
-    optimizer: Any = None,
-    recipe: PlanRecipe | None = None,
-    device: str | torch.device | None = None,
-    backward: bool = True,
-    keep_output: bool = True,
+    loss: Callable[[Any], torch.Tensor] | None = _D.loss,
+    optimizer: Any = _D.optimizer,
+    recipe: PlanRecipe | None = _D.recipe,
+    device: str | torch.device | None = _D.device,
+    backward: bool = _D.backward,
+    keep_output: bool = _D.keep_output,
     model_kwargs: dict[str, Any] | None = None,
+    progress: ProgressOption = _D.progress,
     **inputs: Any,
 ) -> Plan:
     """Predict one training step's memory, FLOPs and graph without allocating it.
@@ -78,7 +78,8 @@ def plan(
         batch: The model's input as for :func:`labkit.memory`: a tensor, a tuple/list
             (positional) or a dict (keywords). Tensors may be real or on the meta device;
             a ``torch.Size`` stands for a float32 tensor of that shape.
-        loss: ``loss(output) -> scalar tensor``; without it, the sum of the outputs.
+        loss: ``loss(output) -> scalar tensor``; without it, the sum of the
+            floating-point outputs' means (``labkit.trace.step.default_loss``).
         optimizer: An optimizer of ``model`` (any ``torch.optim`` class: rebuilt for the
             fake copy from its ``defaults`` and param groups, with its state) or a factory
             ``params -> optimizer`` (or ``params -> param groups -> optimizer`` code such as
@@ -94,6 +95,9 @@ def plan(
             loop holding ``out = model(x)`` does; ``False``: a loop that frees it first.
         model_kwargs: Keyword inputs of ``model`` given apart (when one is named like an
             option here).
+        progress: Show progress (a bar in a notebook; on a terminal one line on stderr
+            after 2 s: ``labkit.plan: recording the step (2,048 module calls) [40%]``);
+            ``False``: nothing; a function ``(share, message)`` receives it instead.
         **inputs: Keyword inputs of ``model`` (as for :func:`labkit.memory`); with them
             ``batch`` may be left out.
 
@@ -111,7 +115,27 @@ def plan(
         ...                 optimizer=lambda ps: torch.optim.AdamW(ps))  # doctest: +SKIP
         >>> p.peak_bytes, p.peak_where                                  # doctest: +SKIP
     """
-    model, model_notes = model_to_record(model, "labkit.plan")
+    if isinstance(batch, torch.Size):  # a shape stands for one tensor, not a tuple of inputs
+        batch = (batch,)
+    given = {
+        "loss": loss,
+        "optimizer": optimizer,
+        "recipe": recipe,
+        "device": device,
+        "backward": backward,
+        "keep_output": keep_output,
+        "progress": progress,
+    }
+    door = front_door(
+        "labkit.plan",
+        model,
+        given,
+        batch=batch,
+        kwargs=inputs,
+        model_kwargs=model_kwargs,
+        real=False,
+    )
+    model = door.model
     scripted = script_modules(model)
     if scripted:
         raise PlanError(
@@ -120,18 +144,43 @@ def plan(
             "Plan the Python module (before torch.jit.script), or measure a small batch with "
             "labkit.memory(model, batch)"
         )
-    if model_kwargs is not None:
-        inputs = {**inputs, **model_kwargs}
-    check_keywords("labkit.plan", model, {"loss": (loss, None), "optimizer": (optimizer, None),
-                   "recipe": (recipe, None), "device": (device, None),
-                   "backward": (backward, True), "keep_output": (keep_output, True)},
-                   model_kwargs)  # fmt: skip
     dev = torch.device(device) if device is not None else model_device(model)
     if dev.type == "cuda" and not torch.backends.cuda.is_built():
         raise ValueError(
             f"planning for {dev} needs a PyTorch built with CUDA (this one is CPU-only; no GPU "
             "is needed, only the build): plan for device='cpu', or install a CUDA build"
         )
+    with door.progress as bar:
+        return _plan(
+            model,
+            batch,
+            door.args,
+            door.kwargs,
+            loss,
+            optimizer,
+            recipe,
+            dev,
+            (backward, keep_output),
+            door.notes,
+            bar,
+        )
+
+
+def _plan(
+    model: torch.nn.Module,
+    batch: Any,
+    args_in: tuple[Any, ...],
+    kwargs_in: dict[str, Any],
+    loss: Any,
+    optimizer: Any,
+    recipe: PlanRecipe | None,
+    dev: torch.device,
+    flags: tuple[bool, bool],
+    model_notes: tuple[str, ...],
+    bar: Progress,
+) -> Plan:
+    backward, keep_output = flags
+    bar(0.0, "making the fake copy")
     t0 = time.perf_counter()
     mode = new_mode()
     memo: dict[int, Any] = {}
@@ -140,18 +189,26 @@ def plan(
     else:
         fmodel = fake_model(model, mode, dev, memo)
     fopt = fake_optimizer(optimizer, fmodel, mode, dev, memo)
-    if isinstance(batch, torch.Size):  # a shape stands for one tensor, not a tuple of inputs
-        batch = (batch,)
-    real = call_inputs(batch, inputs, where="labkit.plan")
-    check_inputs("labkit.plan", *real)
+    real = (args_in, kwargs_in)
     args, kwargs = fake_batch(real, mode, dev)
     values = IndexValues(mode)
     seed_values(values, (args, kwargs), real)
     for t in (*model.parameters(), *model.buffers()):
         if id(t) in memo and t.device.type != "meta":
             values.know(memo[id(t)], t.detach().clone())
-    trace = _record(model, fmodel, args, kwargs, loss, fopt, (mode, values), backward,
-                    keep_output)  # fmt: skip
+    bar(0.05, "recording the step on fake tensors")
+    trace = _record(
+        model,
+        fmodel,
+        args,
+        kwargs,
+        loss,
+        fopt,
+        (mode, values),
+        backward,
+        keep_output,
+        None if bar.quiet else bar,
+    )
     seconds = time.perf_counter() - t0
     notes = (
         PREDICTED_NOTE,
@@ -159,22 +216,30 @@ def plan(
         + (f" with recipe {recipe.label}" if recipe is not None else ""),
         *trace.meta.notes,
     )
-    meta = dataclasses.replace(trace.meta, mode="plan", device=str(dev), notes=notes,
-                               timing="not timed (predicted)")  # fmt: skip
+    meta = dataclasses.replace(
+        trace.meta, mode="plan", device=str(dev), notes=notes, timing="not timed (predicted)"
+    )
     mm = trace.memory_meta
     if mm is not None:
         mm = dataclasses.replace(mm, device=str(dev))
     request = None
     if not callable(batch) and batch_size(real) is not None:
-        options = {"loss": loss, "optimizer": optimizer, "recipe": recipe, "device": dev,
-                   "keep_output": keep_output}  # fmt: skip
+        options = {
+            "loss": loss,
+            "optimizer": optimizer,
+            "recipe": recipe,
+            "device": dev,
+            "keep_output": keep_output,
+        }
         request = PlanRequest(model, real, options)
     planned = add_notes(trace.replace(meta=meta, memory_meta=mm), *model_notes)
+    bar(1.0, "done")
     return Plan(planned, seconds=seconds, request=request)
 
 
-def _with_recipe(model: torch.nn.Module, recipe: PlanRecipe, mode: Any, dev: torch.device,
-                 memo: dict[int, Any]) -> torch.nn.Module:  # fmt: skip
+def _with_recipe(
+    model: torch.nn.Module, recipe: PlanRecipe, mode: Any, dev: torch.device, memo: dict[int, Any]
+) -> torch.nn.Module:
     """The fake copy with ``recipe`` applied; ``memo`` maps the real tensors to its fakes.
 
     The recipe applies its model changes (checkpointing, fusion, ...) to a meta copy, so
@@ -196,18 +261,31 @@ def _with_recipe(model: torch.nn.Module, recipe: PlanRecipe, mode: Any, dev: tor
     return fmodel
 
 
-def _record(model: torch.nn.Module, fmodel: torch.nn.Module, args: tuple[Any, ...],
-            kwargs: dict[str, Any], loss: Any, fopt: Any, modes: tuple[Any, Any],
-            backward: bool, keep_output: bool) -> Trace:  # fmt: skip
-    tracker = MemoryTracker(fmodel, optimizers=(fopt,) if fopt is not None else (),
-                            inputs=(args, kwargs))  # fmt: skip
-    step = Step(fmodel, args, kwargs, loss=loss, optimizer=fopt, backward=backward,
-                keep_output=keep_output)  # fmt: skip
+def _record(
+    model: torch.nn.Module,
+    fmodel: torch.nn.Module,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    loss: Any,
+    fopt: Any,
+    modes: tuple[Any, Any],
+    backward: bool,
+    keep_output: bool,
+    progress: Callable[[float, str], None] | None = None,
+) -> Trace:
+    tracker = MemoryTracker(
+        fmodel, optimizers=(fopt,) if fopt is not None else (), inputs=(args, kwargs)
+    )
+    step = Step(
+        fmodel, args, kwargs, loss=loss, optimizer=fopt, backward=backward, keep_output=keep_output
+    )
 
     def failed(err: BaseException, rec: Recorder) -> None:
         raise PlanError(_failure(model, err, rec)) from None
 
-    return record_step(step, mode="full", memory=tracker, contexts=modes, on_error=failed)
+    return record_step(
+        step, mode="full", memory=tracker, contexts=modes, on_error=failed, progress=progress
+    )
 
 
 def _failure(model: torch.nn.Module, err: BaseException, rec: Recorder) -> str:

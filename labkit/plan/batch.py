@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -9,6 +10,8 @@ from typing import Any
 import torch
 
 from labkit._format import fmt_bytes
+from labkit._progress import ProgressOption
+from labkit._progress import progress as progress_of
 from labkit._tensors import model_device
 from labkit.memory.api import memory
 from labkit.plan._batch_dim import batch_size, resize
@@ -79,13 +82,19 @@ def resolve_budget(budget: int | None, device: str, margin: float) -> tuple[int,
 
 
 def search(replan: Callable[[int], Any], budget: int | None, device: str, *,
-           margin: float = DEFAULT_MARGIN, limit: int = 1 << 20) -> BatchSearch:  # fmt: skip
-    """Bisection over ``replan(n).peak_bytes`` (assumed to grow with ``n``)."""
+           margin: float = DEFAULT_MARGIN, limit: int = 1 << 20,
+           report: Callable[[float, str], None] | None = None) -> BatchSearch:  # fmt: skip
+    """Bisection over ``replan(n).peak_bytes`` (assumed to grow with ``n``); ``report(share,
+    message)`` hears of each plan before it is made."""
     cap, how = resolve_budget(budget, device, margin)
     tried: dict[int, int] = {}
+    bounds = [1, limit + 1]  # lo fits, hi does not: what bisection has left
 
     def peak(n: int) -> int:
         if n not in tried:
+            if report is not None:  # plans left: about log2 of the bracket, +1 to find it
+                left = math.log2(max(2, bounds[1] - bounds[0])) + (bounds[1] > limit)
+                report(len(tried) / (len(tried) + left), f"batch {n}")
             tried[n] = replan(n).peak_bytes
         return tried[n]
 
@@ -99,27 +108,29 @@ def search(replan: Callable[[int], Any], budget: int | None, device: str, *,
     lo, hi = 1, limit + 1  # lo fits; hi does not
     step = max(1, guess // 50)
     if peak(guess) <= cap:
-        lo = guess
+        lo = bounds[0] = guess
         while lo < limit:
             n = min(limit, lo + step)
             if peak(n) > cap:
-                hi = n
+                hi = bounds[1] = n
                 break
             lo, step = n, step * 2
+            bounds[0] = lo
     else:
-        hi = guess
+        hi = bounds[1] = guess
         while hi - 1 > lo:
             n = max(lo, hi - step)
             if peak(n) <= cap:
-                lo = n
+                lo = bounds[0] = n
                 break
             hi, step = n, step * 2
+            bounds[1] = hi
     while hi - lo > 1:
         mid = (lo + hi) // 2
         if peak(mid) <= cap:
-            lo = mid
+            lo = bounds[0] = mid
         else:
-            hi = mid
+            hi = bounds[1] = mid
     return BatchSearch(lo, peak(lo), cap, how, tried)
 
 
@@ -127,7 +138,8 @@ def max_batch_size(model: torch.nn.Module, batch: Any, budget: int | None = None
                    loss: Any = None, optimizer: Any = None, recipe: Any = None,
                    device: str | torch.device | None = None, margin: float = DEFAULT_MARGIN,
                    limit: int = 1 << 20, verify: bool = False, keep_output: bool = True,
-                   inputs: dict[str, Any] | None = None) -> BatchSearch:  # fmt: skip
+                   inputs: dict[str, Any] | None = None,
+                   progress: ProgressOption = True) -> BatchSearch:  # fmt: skip
     """The largest batch whose predicted training-step peak fits a memory budget.
 
     Plans the step (:func:`labkit.plan`) at a few batch sizes: two give the line the peak
@@ -149,6 +161,9 @@ def max_batch_size(model: torch.nn.Module, batch: Any, budget: int | None = None
         verify: Run one real step at the answer with :func:`labkit.memory` and keep its
             measured peak in ``measured_bytes`` (needs a real model and batch); the model
             and optimizer are left as they were.
+        progress: Show progress (a bar in a notebook; on a terminal one line on stderr
+            after 2 s: ``labkit.plan.max_batch_size: batch 64 [40%]``); ``False``: nothing;
+            a function ``(share, message)`` receives it instead.
 
     Returns:
         A :class:`BatchSearch`; ``int(result)`` is the batch size.
@@ -170,16 +185,19 @@ def max_batch_size(model: torch.nn.Module, batch: Any, budget: int | None = None
         return plan(model, b, loss=loss, optimizer=optimizer, recipe=recipe, device=dev,
                     keep_output=keep_output, model_kwargs=kw)  # fmt: skip
 
-    result = search(replan, budget, str(dev), margin=margin, limit=limit)
-    if verify and result.batch:
-        opt = optimizer
-        if opt is not None and not isinstance(opt, torch.optim.Optimizer):
-            opt = opt(model.parameters())
-        # labkit.memory puts the model and optimizer back as they were afterwards
-        b, kw = _split(make(result.batch), callable(batch))
-        real = memory(model, b, loss=loss, optimizer=opt, keep_output=keep_output,
-                      model_kwargs=kw)  # fmt: skip
-        result = replace(result, measured_bytes=real.peak_bytes)
+    with progress_of("labkit.plan.max_batch_size", progress) as bar:
+        result = search(replan, budget, str(dev), margin=margin, limit=limit, report=bar)
+        if verify and result.batch:
+            bar(0.95, f"verifying batch {result.batch} with labkit.memory")
+            opt = optimizer
+            if opt is not None and not isinstance(opt, torch.optim.Optimizer):
+                opt = opt(model.parameters())
+            # labkit.memory puts the model and optimizer back as they were afterwards
+            b, kw = _split(make(result.batch), callable(batch))
+            real = memory(
+                model, b, loss=loss, optimizer=opt, keep_output=keep_output, model_kwargs=kw
+            )
+            result = replace(result, measured_bytes=real.peak_bytes)
     return result
 
 

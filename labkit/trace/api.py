@@ -7,31 +7,28 @@ from typing import Any
 
 import torch
 
-from labkit._tensors import named_tensors
-from labkit.trace._graph_observer import bind as _bind
+from labkit._progress import ProgressOption
+from labkit.trace.entry import StepOptions as _D
+from labkit.trace.entry import check_devices as check_devices
+from labkit.trace.entry import check_not_meta as check_not_meta
+from labkit.trace.entry import front_door
 from labkit.trace.recorder import MODES, Recorder
-from labkit.trace.step import (
-    Step,
-    add_notes,
-    check_inputs,
-    check_keywords,
-    model_to_record,
-    record_step,
-)
+from labkit.trace.step import Step, record_step
 
 
 def trace(
     model: torch.nn.Module,
     *args: object,
-    loss: Callable[[Any], torch.Tensor] | None = None,
-    backward: bool = True,
-    mode: str = "full",
-    warmup: int = 1,
-    repeat: int = 5,
-    time_budget: float | None = 10.0,
-    keep_step: bool = False,
-    keep_output: bool = True,
+    loss: Callable[[Any], torch.Tensor] | None = _D.loss,
+    backward: bool = _D.backward,
+    mode: str = _D.mode,
+    warmup: int = _D.warmup,
+    repeat: int = _D.repeat,
+    time_budget: float | None = _D.time_budget,
+    keep_step: bool = _D.keep_step,
+    keep_output: bool = _D.keep_output,
     model_kwargs: dict[str, Any] | None = None,
+    progress: ProgressOption = _D.progress,
     **kwargs: object,
 ) -> Any:  # Trace | Recorder: Any, so callers with inputs need not narrow it
     """Record what ``model`` does on the given inputs, or return a Recorder.
@@ -60,7 +57,8 @@ def trace(
         *args: Positional inputs of ``model`` (a list, not a generator: the step runs
             several times).
         loss: ``loss(output) -> scalar tensor`` for the backward pass. Without it the
-            backward pass runs on the sum of the floating-point outputs.
+            backward pass runs on the sum of the floating-point outputs' means
+            (``labkit.trace.step.default_loss``, the loss ``compare`` trains too).
         backward: Record a backward pass too.
         mode: ``"full"`` (graph of ops, FLOPs, memory) or ``"timing"`` (module hooks only).
         warmup: Timing passes run first and not kept (first-call costs, caches).
@@ -73,6 +71,9 @@ def trace(
         model_kwargs: Keyword inputs of ``model`` given apart; use it when the model takes
             a keyword named like one of these options (``mode``, ``loss``...). With it,
             every keyword above is labkit's.
+        progress: Show progress (a bar in a notebook; on a terminal one line on stderr
+            after 2 s, naming the pass: ``labkit.trace: timing pass 3 of 5 [64%]``);
+            ``False``: nothing; a function ``(share, message)`` receives it instead.
         **kwargs: Keyword inputs of ``model``.
 
     Returns:
@@ -102,86 +103,36 @@ def trace(
         ...     opt.zero_grad(); model(x).sum().backward(); opt.step()
         >>> print(rec.trace.summary(depth=2))  # doctest: +SKIP
     """
-    model, model_notes = model_to_record(model, "labkit.trace")
-    check_keywords("labkit.trace", model, {"mode": (mode, "full"), "loss": (loss, None),
-                   "backward": (backward, True),
-                   "warmup": (warmup, 1), "repeat": (repeat, 5),
-                   "time_budget": (time_budget, 10.0), "keep_step": (keep_step, False),
-                   "keep_output": (keep_output, True)}, model_kwargs)  # fmt: skip
+    given = {
+        "loss": loss,
+        "backward": backward,
+        "mode": mode,
+        "warmup": warmup,
+        "repeat": repeat,
+        "time_budget": time_budget,
+        "keep_step": keep_step,
+        "keep_output": keep_output,
+        "progress": progress,
+    }
+    door = front_door(
+        "labkit.trace", model, given, args=args, kwargs=kwargs, model_kwargs=model_kwargs
+    )
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-    if model_kwargs is not None:
-        kwargs = {**kwargs, **model_kwargs}
-    if not args and not kwargs:
-        return Recorder(model, mode=mode)
-    check_inputs("labkit.trace", args, kwargs)
-    check_not_meta("labkit.trace", model, args, kwargs)
-    check_devices(model, args, kwargs)
-    step = Step(model, args, kwargs, loss=loss, backward=backward, keep_output=keep_output)
-    trace = record_step(step, mode=mode, warmup=warmup, repeat=repeat,
-                        time_budget=time_budget, keep_step=keep_step)  # fmt: skip
-    return add_notes(trace, *model_notes)
-
-
-# how labkit.plan is called for what each entry point was given (the meta error shows it)
-_PLAN_CALL = {
-    "labkit.trace": "labkit.plan(model, x) (memory, FLOPs and the graph of the step; no times)",
-    "labkit.memory": "labkit.plan(model, batch, loss=..., optimizer=...) (the same memory "
-    "categories, predicted on fake tensors)",
-    "compare": "labkit.plan(model, batch, recipe=Recipe(...)) (what a recipe does to memory "
-    "and FLOPs, one recipe a call; no times)",
-}
-
-
-def check_not_meta(what: str, model: torch.nn.Module, args: tuple[Any, ...],
-                   kwargs: dict[str, Any]) -> None:  # fmt: skip
-    """Raise a ValueError when the model's parameters or buffers, or an input, are on the
-    ``meta`` device: they hold no values, so nothing can be measured (a meta tensor's ops
-    return at once, and the figures would be labkit's own). ``labkit.plan`` takes meta.
-
-    Args:
-        what: The entry point, ``"labkit.trace"``, ``"labkit.memory"`` or ``"compare"``.
-        model: The model.
-        args: Its positional inputs.
-        kwargs: Its keyword inputs.
-    """
-    plan = _PLAN_CALL.get(what, "labkit.plan(model, batch)")
-    materialize = (
-        "or make it real first (model.to_empty(device='cpu'), then load its weights with "
-        "model.load_state_dict(...))"
+    if not door.has_inputs:
+        return Recorder(door.model, mode=mode)
+    step = Step(
+        door.model, door.args, door.kwargs, loss=loss, backward=backward, keep_output=keep_output
     )
-    for kind, named in (("parameter", model.named_parameters()), ("buffer", model.named_buffers())):
-        for name, t in named:
-            if t.device.type == "meta":
-                raise ValueError(
-                    f"{what} measures a real run, but {type(model).__name__} is on the meta "
-                    f"device ({kind} '{name}' holds a shape, no values): nothing on meta can "
-                    f"be timed or measured. Use {plan}, which takes a meta model; "
-                    f"{materialize}"
-                )
-    for name, value in _bind(model, args, kwargs):
-        for tname, t in named_tensors(value, name):
-            if t.device.type == "meta":
-                raise ValueError(
-                    f"{what} measures a real run, but input {tname!r} is on the meta device "
-                    f"(a shape, no values): nothing on meta can be timed or measured. Pass a "
-                    f"real {str(t.dtype).removeprefix('torch.')} tensor of shape "
-                    f"{tuple(t.shape)} (a batch from your data), or use {plan}, which takes "
-                    "meta inputs"
-                )
-
-
-def check_devices(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-    """Raise a ValueError naming the input whose device differs from the model's parameters."""
-    devices = {p.device for p in model.parameters()}
-    if not devices:
-        return
-    for name, value in _bind(model, args, kwargs):
-        for tname, t in named_tensors(value, name):
-            if t.is_floating_point() and t.device not in devices and t.device.type != "meta":
-                where = ", ".join(sorted(str(d) for d in devices))
-                raise ValueError(
-                    f"input {tname!r} is on {t.device}, but the parameters of "
-                    f"{type(model).__name__} are on {where}: move the input with "
-                    f"{tname}.to('{where}') or the model with model.to('{t.device}')"
-                )
+    with door.progress as bar:
+        bar(0.0, "recording the step")
+        trace = record_step(
+            step,
+            mode=mode,
+            warmup=warmup,
+            repeat=repeat,
+            time_budget=time_budget,
+            keep_step=keep_step,
+            progress=None if bar.quiet else bar,
+        )
+    return door.finish(trace)

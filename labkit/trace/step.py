@@ -11,6 +11,7 @@ function with different observers.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import inspect
 import sys
@@ -29,7 +30,15 @@ from labkit.trace.model import Trace
 from labkit.trace.recorder import MemoryObserver, Recorder, check_model
 from labkit.trace.state import StepState
 
-__all__ = ["FREE_OUTPUT_NOTE", "KEEP_OUTPUT_NOTE", "Step", "backward_target", "record_step"]
+__all__ = [
+    "DEFAULT_LOSS_NOTE",
+    "FREE_OUTPUT_NOTE",
+    "KEEP_OUTPUT_NOTE",
+    "Step",
+    "backward_target",
+    "default_loss",
+    "record_step",
+]
 
 KEEP_OUTPUT_NOTE = (
     "the output stayed alive through backward and the optimizer step, as "
@@ -39,14 +48,44 @@ FREE_OUTPUT_NOTE = (
     "the output was freed before backward (keep_output=False), as in "
     "`loss_fn(model(x), y).backward()`; only what autograd saved stayed alive"
 )
+DEFAULT_LOSS_NOTE = "backward of the sum of the outputs' means (no loss given)"
 DEEP_LIMIT = 20_000  # the recursion limit a recording may raise to (deep nesting)
 _DEEP = 50  # nesting depth from which a RecursionError is blamed on the nesting
 
 
+def default_loss(out: object) -> torch.Tensor | None:
+    """The loss every labkit step trains on when none is given: the sum, over the
+    floating-point output tensors that require grad, of each one's mean, accumulated in
+    float32; ``None`` when no output requires grad.
+
+    One definition for ``labkit.trace``, ``memory``, ``plan`` and ``compare``/``tune``
+    (:class:`~labkit.optimize.step.RecipeStep`), so they train the same loss. A mean, not a
+    sum: it stays the size of one element whatever the batch and output sizes (a sum over
+    a large fp16 output overflows, and its gradients grow with the batch, which an SGD
+    step of ``compare`` would diverge on); for a model that returns ``(logits, loss)`` it is
+    close to the model's own loss; a scalar output is its own loss. Its backward costs
+    what a sum's does: one gradient of each output's size.
+
+    Example:
+        >>> out = (torch.ones(2, requires_grad=True), torch.full((3,), 2.0, requires_grad=True))
+        >>> default_loss(out)
+        tensor(3., grad_fn=<AddBackward0>)
+    """
+    tensors = [t for _, t in named_tensors(out) if t.requires_grad and t.is_floating_point()]
+    if not tensors:
+        return None
+    means = [t.mean(dtype=torch.float32) for t in tensors]
+    total = means[0]
+    for m in means[1:]:
+        total = total + m
+    return total
+
+
 def backward_target(out: object, loss: Callable[[Any], Any] | None,
                     notes: list[str]) -> torch.Tensor | None:  # fmt: skip
-    """The scalar to call ``backward()`` on: ``loss(out)``, or the sum of the floating-point
-    outputs that require grad; ``None`` (with a note saying why) when there is none."""
+    """The scalar to call ``backward()`` on: ``loss(out)``, or :func:`default_loss` (the sum
+    of the floating-point outputs' means); ``None`` (with a note saying why) when there is
+    none."""
     if not torch.is_grad_enabled():
         notes.append("no backward pass: gradients are disabled (no_grad or inference_mode)")
         return None
@@ -56,14 +95,19 @@ def backward_target(out: object, loss: Callable[[Any], Any] | None,
             notes.append("no backward pass: the loss does not require grad")
             return None
         return value
-    tensors = [t for _, t in named_tensors(out) if t.requires_grad and t.is_floating_point()]
-    if not tensors:
+    default = default_loss(out)
+    if default is None:
         notes.append("no backward pass: no output requires grad")
         return None
-    if len(tensors) == 1 and tensors[0].numel() == 1:
-        return tensors[0]
-    notes.append("backward of the sum of the outputs (no loss given)")
-    return torch.stack([t.sum() for t in tensors]).sum()
+    if not _one_scalar(out):
+        notes.append(DEFAULT_LOSS_NOTE)
+    return default
+
+
+def _one_scalar(out: object) -> bool:
+    """Whether the output is one floating-point scalar (its own loss: no note)."""
+    floats = [t for _, t in named_tensors(out) if t.is_floating_point()]
+    return len(floats) == 1 and floats[0].numel() == 1
 
 
 @dataclasses.dataclass(repr=False)
@@ -77,7 +121,8 @@ class Step:
         model: The model.
         args: Positional inputs.
         kwargs: Keyword inputs (given as a dict: they never collide with labkit's options).
-        loss: ``loss(output) -> scalar``; without it, the sum of the floating-point outputs.
+        loss: ``loss(output) -> scalar``; without it, :func:`default_loss` (the sum of
+            the floating-point outputs' means).
         optimizer: Stepped after backward.
         scaler: A ``torch.amp.GradScaler``: the loss is scaled, the step goes through it.
         backward: Run the backward pass.
@@ -86,6 +131,9 @@ class Step:
             before backward (``loss_fn(model(x), y).backward()``).
         forward: Runs the forward pass instead of ``model(*args, **kwargs)`` (a trainer's
             step function); it gets ``args`` and ``kwargs``.
+        calls: How many times the step ran.
+        on_call: Called with ``calls`` as each run begins, before the forward (the
+            progress of :func:`record_step`'s passes).
 
     Example:
         >>> import torch
@@ -105,6 +153,7 @@ class Step:
     keep_output: bool = True
     forward: Callable[..., Any] | None = None
     calls: int = 0
+    on_call: Callable[[int], None] | None = dataclasses.field(default=None, compare=False)
 
     def __repr__(self) -> str:
         opt = type(self.optimizer).__name__ if self.optimizer is not None else None
@@ -116,6 +165,8 @@ class Step:
 
     def __call__(self, notes: list[str]) -> None:
         self.calls += 1
+        if self.on_call is not None:
+            self.on_call(self.calls)
         run = self.forward if self.forward is not None else self.model
         out = run(*self.args, **self.kwargs)
         target = None
@@ -158,6 +209,7 @@ def record_step(
     keep_step: bool = False,
     contexts: Iterable[AbstractContextManager[Any]] = (),
     on_error: OnError | None = None,
+    progress: Callable[[float, str], None] | None = None,
 ) -> Trace:
     """Record ``step`` once, optionally time it, and leave everything as it was.
 
@@ -176,6 +228,8 @@ def record_step(
         on_error: ``on_error(exception, recorder)`` when the recording fails; it may raise
             its own error (the partial recording is in ``recorder.trace``); if it
             returns, the exception is raised as it was. State is restored first.
+        progress: ``progress(share, message)`` as the recording and each timing pass go
+            (a :class:`labkit._progress.Progress`); ``None``: nothing is reported.
 
     Returns:
         The :class:`Trace` of the step, with notes on what the step assumed and on what it
@@ -192,6 +246,9 @@ def record_step(
     state = step.state()
     module_globals = ModuleGlobals(step.model, (step.loss, step.forward), state.restores)
     kept: StepState | None = None
+    passes = _Passes(step, mode, warmup, repeat, progress)
+    if progress is not None:
+        observers = (*observers, passes.counter)
     try:
         rec = Recorder(step.model, mode=mode, observers=tuple(observers), memory=memory)
         try:
@@ -220,13 +277,95 @@ def record_step(
         if keep_step:
             kept = step.state()
         if repeat:
-            with _deep_enough(step.model):
+            with _deep_enough(step.model), passes.timing():
                 base = time_step(step.model, step, base, mode=mode, warmup=warmup,
                                  repeat=repeat, budget=time_budget)  # fmt: skip
     finally:
         (kept or state).restore()
     # after the snapshot is put back: what differs now stays with the user
     return _with_notes(base, step, changed, module_globals.changes())
+
+
+class _CallCounter(Observer):
+    """Counts module calls of the recording, for its progress (a share of the modules)."""
+
+    def __init__(self, passes: _Passes) -> None:
+        self.passes, self.calls = passes, 0
+
+    def call(
+        self,
+        node: object,
+        module: torch.nn.Module,
+        args: tuple[object, ...],
+        kwargs: dict[str, object],
+    ) -> None:
+        self.calls += 1
+        if self.calls % 64 == 0:
+            self.passes.recording(self.calls)
+
+
+class _Passes:
+    """The progress of :func:`record_step`: the recording (by module calls, against the
+    number of modules), then the timing passes (by runs of the step).
+
+    Timing runs per pass follow ``time_step``: on the host clock a hook-free and a hooked
+    run each pass, then (``"full"`` mode) one op-timing run per kept pass; on CUDA one run
+    a pass. A pass ended early by the time budget ends the count early too.
+    """
+
+    def __init__(
+        self,
+        step: Step,
+        mode: str,
+        warmup: int,
+        repeat: int,
+        report: Callable[[float, str], None] | None,
+    ) -> None:
+        self.step, self.report_to = step, report
+        self.warmup, self.repeat = warmup, repeat
+        self.modules = max(1, sum(1 for _ in step.model.modules())) if report else 1
+        cuda = report is not None and any(p.is_cuda for p in step.model.parameters())
+        self.per_pass = 1 if cuda else 2
+        self.op_passes = repeat if mode == "full" and not cuda else 0
+        self.recorded = 0.2 if repeat else 1.0  # the recording's share of the call
+        self.counter = _CallCounter(self)
+        self.first = 0  # the step's runs before the timing passes
+
+    def report(self, share: float, message: str) -> None:
+        if self.report_to is not None:
+            self.report_to(share, message)
+
+    def recording(self, calls: int) -> None:
+        share = min(0.95, calls / self.modules)  # loops call a module more than once
+        self.report(self.recorded * share, f"recording the step ({calls:,} module calls)")
+
+    @contextlib.contextmanager
+    def timing(self) -> Iterator[None]:
+        """Around ``time_step``: each run of the step reports its pass."""
+        if self.report_to is None:
+            yield
+            return
+        self.first = self.step.calls
+        self.step.on_call = self.timed
+        try:
+            yield
+        finally:
+            self.step.on_call = None
+
+    def timed(self, calls: int) -> None:
+        n = calls - self.first  # the n-th run of the timing passes, from 1
+        runs = self.per_pass * (self.warmup + self.repeat)
+        total = runs + self.op_passes
+        share = self.recorded + (1 - self.recorded) * min(1.0, (n - 1) / max(1, total))
+        if n <= runs:
+            k = (n - 1) // self.per_pass + 1
+            if k <= self.warmup:
+                what = f"warm-up pass {k} of {self.warmup}"
+            else:
+                what = f"timing pass {k - self.warmup} of {self.repeat}"
+        else:
+            what = f"op timing pass {min(n - runs, self.op_passes)} of {self.op_passes}"
+        self.report(share, what)
 
 
 def dict_input_hint(step: Step) -> str:

@@ -49,3 +49,35 @@ def test_inference_step_and_hold_random():
 def test_bad_mode(mlp):
     with pytest.raises(ValueError, match=r"RecipeStep\(mode=...\) must be one of"):
         RecipeStep(mlp, Recipe(), mode="eval")
+
+
+class _TwoHeads(nn.Module):
+    """Two floating-point outputs of different sizes, so a sum and a mean differ."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(4, 3), nn.Linear(4, 7)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.a(x), self.b(x) * 3
+
+
+def test_compare_and_trace_train_the_same_default_loss():
+    """No loss given: a RecipeStep (compare, tune) and labkit.trace back-propagate the same
+    loss, so their gradients agree."""
+    import copy
+
+    import labkit
+
+    torch.manual_seed(0)
+    model, x = _TwoHeads(), torch.randn(5, 4)
+    traced = copy.deepcopy(model)
+    labkit.trace(traced, x, keep_step=True, repeat=0, progress=False)
+    step = RecipeStep(copy.deepcopy(model), Recipe(), mode="train", lr=0.0)
+    _, value = step(x)
+    with torch.no_grad():
+        a, b = model(x)
+    assert value == pytest.approx(float(a.mean() + b.mean()))
+    for (name, p), q in zip(traced.named_parameters(), step.model.parameters(), strict=True):
+        assert p.grad is not None and q.grad is not None, name
+        torch.testing.assert_close(p.grad, q.grad, msg=name)

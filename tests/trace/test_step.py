@@ -8,7 +8,13 @@ from torch import nn
 from labkit.memory.tracker import MemoryTracker
 from labkit.trace import Step, StepState, record_step
 from labkit.trace.instrument import Observer
-from labkit.trace.step import FREE_OUTPUT_NOTE, KEEP_OUTPUT_NOTE, backward_target
+from labkit.trace.step import (
+    DEFAULT_LOSS_NOTE,
+    FREE_OUTPUT_NOTE,
+    KEEP_OUTPUT_NOTE,
+    backward_target,
+    default_loss,
+)
 from tests.trace.conftest import assert_clean
 
 
@@ -63,9 +69,9 @@ def test_backward_target_says_why_there_is_none() -> None:
         assert backward_target(torch.ones(2, requires_grad=True), None, notes) is None
     assert notes == ["no backward pass: gradients are disabled (no_grad or inference_mode)"]
     notes.clear()
-    out = (torch.ones(2, requires_grad=True), torch.ones(3, requires_grad=True))
-    assert backward_target(out, None, notes).item() == 5.0
-    assert notes == ["backward of the sum of the outputs (no loss given)"]
+    out = (torch.ones(2, requires_grad=True), torch.full((3,), 4.0, requires_grad=True))
+    assert backward_target(out, None, notes).item() == 1.0 + 4.0  # the sum of the means
+    assert notes == [DEFAULT_LOSS_NOTE]
 
 
 def test_state_puts_back_an_ema_written_through_data_and_an_optimizer_step() -> None:
@@ -103,3 +109,14 @@ def test_a_grad_scaler_steps_again_after_a_measured_step() -> None:
     scaler.step(opt)
     scaler.update()
     assert opt.state
+
+
+def test_the_default_loss_is_the_sum_of_the_outputs_means_in_float32() -> None:
+    big = torch.full((1000, 100), 8.0, dtype=torch.float16, requires_grad=True)
+    value = default_loss((big, torch.ones(3)))  # an output without grad adds nothing
+    assert value is not None and value.dtype == torch.float32
+    assert value.item() == 8.0  # a sum of these 100,000 would overflow float16 (max 65504)
+    scalar = torch.tensor(2.5, requires_grad=True)
+    notes: list[str] = []
+    assert backward_target(scalar, None, notes).item() == 2.5 and notes == []  # its own loss
+    assert default_loss(torch.ones(2)) is None  # nothing requires grad
