@@ -270,7 +270,7 @@ class _StepFlops:
         self.recorder.emit({
             "type": "flops", "step": step, "flops": int(self.mode.get_total_flops()),
             "device": self.device, "device_name": self.name, "dtype": self.dtype,
-            "how": f"counted in training step {step} (forward, backward and optimizer step of "
+            "how": f"training step {step} (forward, backward and optimizer step of "
                    f"{type(net).__name__}, one process)",
         })  # fmt: skip
 

@@ -44,6 +44,7 @@ def test_fit_summary_states_flops_per_second(tmp_path):
     assert mfu is None and "no MFU on cpu" in text
     assert f"utilization: achieved {fmt_count(rate)}FLOP/s" in run.summary()
     assert "median compute time of 11 other steps" in text
+    assert "FLOPs counted in training step 1 (forward, backward and optimizer step" in text
     loaded = Run.load(tmp_path)  # the counted FLOPs travel in run.json
     assert loaded.flops == run.flops and loaded.utilization() == run.utilization()
 
