@@ -152,8 +152,9 @@ class LabCallback(pl.Callback):
         self._t_end = time.perf_counter()
 
     def on_train_batch_start(self, trainer: pl.Trainer, pl_module: Any, batch: Any, i: int) -> None:
-        if not self._flops_done and trainer.is_global_zero:
-            self._flops_done = True  # once per fit: the summary's FLOP/s divides by the others
+        traced = self.trace_every > 1 and trainer.global_step % self.trace_every == 0
+        if not self._flops_done and trainer.is_global_zero and not traced:  # a sampled trace's
+            self._flops_done = True  # times stay free of the counter; once per fit
             self._flops = _StepFlops.start(self.hparams, trainer, self.recorder)
         self._t_start = time.perf_counter()
         self.recorder.begin_step(trainer.global_step)
