@@ -74,7 +74,7 @@ def memory(
         model_kwargs: Keyword inputs of ``model`` given apart (when one is named like an
             option here, e.g. ``backward``).
         progress: Show progress (a bar in a notebook; on a terminal one line on stderr
-            after 2 s: ``labkit.memory: recording the step (1,024 module calls) [40%]``);
+            after 2 s: ``labkit.memory: recording the forward (1,024 module calls) [20%]``);
             ``False``: nothing; a function ``(share, message)`` receives it instead.
         **inputs: Keyword inputs of ``model``, as :func:`labkit.trace` takes them
             (``labkit.memory(model, ids, attention_mask=m)``); with them ``batch`` may

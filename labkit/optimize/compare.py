@@ -15,6 +15,7 @@ from labkit.optimize.bench import MEASURED, Bench
 from labkit.optimize.bench_options import BenchOptions
 from labkit.optimize.comparison_result import Comparison, RecipeResult
 from labkit.optimize.recipe import Recipe
+from labkit.trace.entry import StepOptions
 
 __all__ = ["MEASURED", "MODES", "Bench", "BenchOptions", "Comparison", "RecipeResult", "compare"]
 
@@ -26,7 +27,7 @@ def compare(
     recipes: Recipe | Sequence[Recipe] | Mapping[str, Recipe],
     options: BenchOptions | None = None,
     *,
-    progress: ProgressOption = True,
+    progress: ProgressOption = StepOptions.progress,
     **overrides: Any,
 ) -> Comparison:
     """Run ``recipes`` interleaved on copies of ``model`` and measure each against fp32.
@@ -85,7 +86,7 @@ _P = inspect.Parameter
 compare.__signature__ = BenchOptions.signature(  # type: ignore[attr-defined]  # inspect reads it
     [_P(n, _P.POSITIONAL_OR_KEYWORD) for n in ("model", "batch", "recipes")]
     + [_P("options", _P.POSITIONAL_OR_KEYWORD, default=None)],
-    [_P("progress", _P.KEYWORD_ONLY, default=True)],
+    [_P("progress", _P.KEYWORD_ONLY, default=StepOptions.progress)],
 )
 compare.__doc__ = (compare.__doc__ or "").replace(
     " " * 12 + "{bench_options}", BenchOptions.args_doc(" " * 12)

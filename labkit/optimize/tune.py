@@ -24,6 +24,7 @@ from labkit.optimize._tune_search import Draft, Search
 from labkit.optimize._tune_space import expand
 from labkit.plan.batch import DEFAULT_MARGIN, resolve_budget
 from labkit.trace import StepState
+from labkit.trace.entry import StepOptions
 
 __all__ = ["Candidate", "Choice", "TuneError", "tune"]
 
@@ -62,7 +63,7 @@ def tune(
     level: float = 0.95,
     margin: float = DEFAULT_MARGIN,
     model_kwargs: dict[str, Any] | None = None,
-    progress: ProgressOption = True,
+    progress: ProgressOption = StepOptions.progress,
 ) -> Choice:
     """The fastest training set-up that fits a memory budget: a Recipe and a batch size.
 

@@ -96,7 +96,7 @@ def plan(
         model_kwargs: Keyword inputs of ``model`` given apart (when one is named like an
             option here).
         progress: Show progress (a bar in a notebook; on a terminal one line on stderr
-            after 2 s: ``labkit.plan: recording the step (2,048 module calls) [40%]``);
+            after 2 s: ``labkit.plan: recording the forward (2,048 module calls) [20%]``);
             ``False``: nothing; a function ``(share, message)`` receives it instead.
         **inputs: Keyword inputs of ``model`` (as for :func:`labkit.memory`); with them
             ``batch`` may be left out.

@@ -16,6 +16,7 @@ from labkit._tensors import model_device
 from labkit.memory.api import memory
 from labkit.plan._batch_dim import batch_size, resize
 from labkit.plan.api import plan
+from labkit.trace.entry import StepOptions
 
 # batch_size and resize are the batch-dimension rule labkit.tune makes other batch sizes by
 __all__ = ["DEFAULT_MARGIN", "BatchSearch", "batch_size", "max_batch_size", "resize",
@@ -139,7 +140,7 @@ def max_batch_size(model: torch.nn.Module, batch: Any, budget: int | None = None
                    device: str | torch.device | None = None, margin: float = DEFAULT_MARGIN,
                    limit: int = 1 << 20, verify: bool = False, keep_output: bool = True,
                    inputs: dict[str, Any] | None = None,
-                   progress: ProgressOption = True) -> BatchSearch:  # fmt: skip
+                   progress: ProgressOption = StepOptions.progress) -> BatchSearch:  # fmt: skip
     """The largest batch whose predicted training-step peak fits a memory budget.
 
     Plans the step (:func:`labkit.plan`) at a few batch sizes: two give the line the peak

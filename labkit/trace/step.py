@@ -287,10 +287,11 @@ def record_step(
 
 
 class _CallCounter(Observer):
-    """Counts module calls of the recording, for its progress (a share of the modules)."""
+    """Counts module calls of the recording, for its progress (a share of the modules), and
+    says when the model's forward returned (backward and the optimizer step follow)."""
 
     def __init__(self, passes: _Passes) -> None:
-        self.passes, self.calls = passes, 0
+        self.passes, self.calls, self.root = passes, 0, passes.step.model
 
     def call(
         self,
@@ -302,6 +303,10 @@ class _CallCounter(Observer):
         self.calls += 1
         if self.calls % 64 == 0:
             self.passes.recording(self.calls)
+
+    def ret(self, node: object, module: torch.nn.Module, output: object) -> None:
+        if module is self.root:
+            self.passes.forward_done(self.calls)
 
 
 class _Passes:
@@ -336,8 +341,12 @@ class _Passes:
             self.report_to(share, message)
 
     def recording(self, calls: int) -> None:
-        share = min(0.95, calls / self.modules)  # loops call a module more than once
-        self.report(self.recorded * share, f"recording the step ({calls:,} module calls)")
+        share = 0.5 * min(0.95, calls / self.modules)  # loops call a module more than once
+        self.report(self.recorded * share, f"recording the forward ({calls:,} module calls)")
+
+    def forward_done(self, calls: int) -> None:
+        then = "backward and optimizer step" if self.step.backward else "the step's end"
+        self.report(self.recorded * 0.5, f"recording the {then} ({calls:,} module calls)")
 
     @contextlib.contextmanager
     def timing(self) -> Iterator[None]:
