@@ -229,6 +229,7 @@ function render({ model, el }) {
       const more = revealIds(graph, k).filter((id) => !open.has(id));
       if (more.length) {
         model.set("expanded", [...open, ...more]);
+        model.save_changes();
         draw();
       }
     }
