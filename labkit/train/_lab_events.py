@@ -87,7 +87,7 @@ class LabEvents:
         lab._stop.clear()
         (logdir / STOP_FILE).unlink(missing_ok=True)
         try:
-            dash = self.dashboard(o.dashboard, run)
+            dash = self.dashboard(o.dashboard, run, o.compare_with)
             handler = self.handler(run, dash)
             events = logdir / EVENTS_FILE
             offset = events.stat().st_size if events.exists() else 0
@@ -117,9 +117,10 @@ class LabEvents:
         if dash is not None:
             dash.finish(run)
 
-    def dashboard(self, want: bool | None, run: Run) -> Any:
+    def dashboard(self, want: bool | None, run: Run, compare_with: Any = None) -> Any:
         """The live dashboard (``labkit.views``' Dashboard, found by kind), shown in a
-        notebook; None when not wanted (default: in a notebook only)."""
+        notebook; None when not wanted (default: in a notebook only). Earlier runs beside
+        this one are offered for overlay, drawn when ``compare_with`` (or its toggle) asks."""
         from labkit.train import _launch
 
         if want is None:
@@ -130,12 +131,13 @@ class LabEvents:
         from labkit.train.run_table import earlier_runs
 
         # Stop posts to the server extension, which creates the stop file every rank polls;
-        # the latest runs beside this one are overlaid faintly
+        # the latest runs beside this one are offered, overlaid only when asked
         dashboard = _display.view("train.dashboard")
         dash = dashboard(
             on_stop=self.lab.stop,
             stop_file=Path(run.logdir) / STOP_FILE,
             earlier=earlier_runs(run.logdir),
+            compare_with=compare_with,
         )
         self.lab.dashboard = dash
         if _launch.in_notebook():

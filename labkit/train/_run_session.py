@@ -61,6 +61,8 @@ class RunSession:
         config: Settings recorded in ``run.json`` (``source`` and versions are added).
         dashboard: Show the live dashboard (None: in a notebook only).
         notes: Sentences for the Run's notes.
+        compare_with: Overlay earlier runs of the logdir's family on the dashboard (True, or
+            run names; default: offered behind the dashboard's toggle only).
         rank: This process's global rank (default: torch.distributed's or the launcher's).
     """
 
@@ -73,6 +75,7 @@ class RunSession:
         dashboard: bool | None = None,
         notes: list[str] | None = None,
         rank: int | None = None,
+        compare_with: bool | list[str] | None = None,
     ) -> None:
         if source not in SOURCES:
             raise ValueError(f"source must be one of {SOURCES}, got {source!r}")
@@ -82,6 +85,7 @@ class RunSession:
         self.run = Run(logdir=str(self.logdir), config={**config, "source": source},
                        notes=list(notes or []))  # fmt: skip
         self.dashboard_wanted = dashboard
+        self.compare_with = compare_with
         self.dash: Any = None
         self._lock: Any = None
         self._log: EventLog | None = None
@@ -137,7 +141,7 @@ class RunSession:
         # server extension, which creates the stop file the loop polls
         view = _display.view("train.dashboard")
         dash = view(on_stop=self.stop_event.set, stop_file=self.stop_file,
-                    earlier=earlier_runs(self.logdir))  # fmt: skip
+                    earlier=earlier_runs(self.logdir), compare_with=self.compare_with)  # fmt: skip
         if _launch.in_notebook():
             from IPython.display import display
 

@@ -113,6 +113,12 @@ class FitOptions:
     dashboard: bool | None = _opt(
         None, "Show the live dashboard (default: in a notebook); False for none.", None
     )
+    compare_with: bool | list[str] | None = _opt(  # noqa: RUF009 (_opt returns a dataclasses.field)
+        None,
+        "Overlay earlier runs of this logdir's family on the dashboard, dimmed: True for the "
+        "latest ones, or their run names (default: none; the dashboard's toggle shows them).",
+        None,
+    )
     background: bool = _opt(
         False,
         "Return at once with the running Run (run.wait() joins); the dashboard's Stop "

@@ -115,7 +115,8 @@ class WatchCallback(CallbackGroup):
             notes.append("no live dashboard with several processes; labkit.runs(logdir) reads "
                          "the record")  # fmt: skip
         self.session = RunSession(logdir, source="lightning", config=config, notes=notes,
-                                  dashboard=dashboard, rank=trainer.global_rank)  # fmt: skip
+                                  dashboard=dashboard, rank=trainer.global_rank,
+                                  compare_with=o.compare_with)  # fmt: skip
         self.session.open()
         self.run = self.session.run
         ev = self.events

@@ -114,7 +114,8 @@ class WatchTrainerCallback(TrainerCallback):
             "versions": versions("transformers", "accelerate"), **(o.config or {}),
         }  # fmt: skip
         session = RunSession(logdir, source="transformers", config=config,
-                             dashboard=self.dashboard, rank=args.process_index)  # fmt: skip
+                             dashboard=self.dashboard, rank=args.process_index,
+                             compare_with=o.compare_with)  # fmt: skip
         session.open()
         self.session, self.run, self.stopped = session, session.run, False
         self.recorder = StepRecorder(

@@ -53,6 +53,9 @@ class WatchOptions:
         flush_interval: Seconds between two reads of the kept losses (one host read each).
         total_steps: Steps the loop will take, for the dashboard's progress and ETA.
         config: Settings of yours to record in ``run.json`` (JSON-ready values).
+        compare_with: Overlay earlier runs of this logdir's family on the dashboard, dimmed:
+            True for the latest ones, or their run names (default: none; the dashboard's
+            toggle shows them).
     """
 
     guard: bool = _opt(True, "Stop at the first non-finite loss or gradient.")
@@ -64,6 +67,9 @@ class WatchOptions:
     total_steps: int | None = _opt(None, "Steps the loop will take (progress and ETA).")
     config: dict[str, Any] | None = _opt(  # noqa: RUF009 (_opt returns a dataclasses.field)
         None, "Settings of yours to record in run.json."
+    )
+    compare_with: bool | list[str] | None = _opt(  # noqa: RUF009 (_opt returns a dataclasses.field)
+        None, "Overlay earlier runs of this logdir's family on the dashboard (True, or names)."
     )
 
     @classmethod
@@ -321,7 +327,8 @@ def watch_loop(model: Any, optimizer: Any = None, logdir: Any = None, dashboard:
         **(o.config or {}),
     }  # fmt: skip
     session = RunSession(logdir if logdir is not None else default_logdir(model), source="loop",
-                         config=config, dashboard=dashboard)  # fmt: skip
+                         config=config, dashboard=dashboard,
+                         compare_with=o.compare_with)  # fmt: skip
     try:
         session.open()
     except LogdirBusyError:

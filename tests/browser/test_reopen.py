@@ -78,7 +78,8 @@ def test_saved_file_holds_final_pictures(saved):
     for _, data in outs:  # issue 37: images and text, no HTML a sanitizer would escape
         assert "text/html" not in data and "image/png" in data, data.keys()
     dash = dict(outs)[DASHBOARD]
-    assert "finished: step 12/12 · epoch 2/2" in dash["text/plain"], dash["text/plain"][:400]
+    text = dash["text/plain"]
+    assert "finished at step 12 of 12 · epoch 2 of 2" in text, text[:400]
     assert "status='finished'" in dash["text/plain"]
 
 

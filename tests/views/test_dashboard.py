@@ -142,3 +142,34 @@ def test_reattach_without_a_kernel_sends_nothing():
     dash = Dashboard()
     dash.close()
     assert dash.reattach() is False
+
+
+def test_watch_passes_compare_with_to_its_dashboard(tmp_path):
+    """labkit.watch(compare_with=...) reaches the dashboard; by default the earlier runs of
+    the logdir family are offered but not overlaid."""
+    import torch
+
+    import labkit
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(2, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def loop(name: str, **options) -> Dashboard | None:
+        with labkit.watch(model, opt, logdir=tmp_path / name, **options) as run:
+            for _ in range(3):
+                opt.zero_grad()
+                loss = model(torch.ones(4, 2)).pow(2).mean()
+                loss.backward()
+                opt.step()
+                run.step(loss=loss)
+            return run._live.session.dash
+
+    assert loop("first", dashboard=False) is None
+    plain = loop("second", dashboard=True)
+    asked = loop("third", dashboard=True, compare_with=["first"])
+    assert isinstance(plain, Dashboard) and isinstance(asked, Dashboard)
+    assert plain.compare is False and sorted(plain.earlier) == ["first"]
+    assert asked.compare is True and sorted(asked.earlier) == ["first"]
+    with pytest.raises(ValueError, match="compare_with names"):
+        loop("fourth", dashboard=True, compare_with="nope")
