@@ -200,6 +200,9 @@ class MemoryTracker(MemoryObserver):
         self._peak_ev = 0
         self.resident_before = 0
         self._dirty = False
+        # changes since the peak (category, (module, category), fp32, bytes): the peak's
+        # breakdown is the current one minus these, taken when needed (see _snapshot)
+        self._journal: list[tuple[int, tuple[str, int], bool, int]] | None = None
         self.peak_cat: list[int] = [0] * len(CATEGORIES)
         self.peak_mod: dict[tuple[str, int], int] = {}
         self.peak_fp32: dict[tuple[str, int], int] = {}
@@ -257,7 +260,7 @@ class MemoryTracker(MemoryObserver):
                     self.failed_module = inst.stack[-1].module or ""
                 self._adopt_scalers()
                 self._sample(self._phase(), self._module())
-                if self._dirty:
+                if self._dirty or self._journal is not None:
                     self._snapshot()
                 if self._cuda_state is not None:
                     self.cuda = self._cuda_state.end(self)
@@ -393,12 +396,17 @@ class MemoryTracker(MemoryObserver):
 
     def _count(self, rec: _Rec, n: int, phase: str | None = None, module: str = "") -> None:
         if n < 0 and self._dirty:
-            self._snapshot()
+            self._follow()
         self._cat[rec.category] += n
         key = (rec.module, rec.category)
         self._mod[key] = self._mod.get(key, 0) + n
         if rec.fp32:
             self._fp32[key] = self._fp32.get(key, 0) + n
+        journal = self._journal
+        if journal is not None:
+            journal.append((rec.category, key, rec.fp32, n))
+            if len(journal) > 4 * len(self._mod) + 64:
+                self._snapshot()  # as cheap now as the changes it replays: amortised O(1)
         self.total += n
         if rec.on_device:
             self.dev_total += n
@@ -407,6 +415,7 @@ class MemoryTracker(MemoryObserver):
         if self.total > self.peak:
             self.peak = self.total
             self._dirty = True
+            self._journal = None
             self.peak_time = time.perf_counter() - self._t0
             if phase is None:
                 phase = self._phase()
@@ -432,7 +441,7 @@ class MemoryTracker(MemoryObserver):
         ]
         if not recs:
             return
-        if self._dirty:
+        if self._dirty or self._journal is not None:
             self._snapshot()
         delta = [0] * (len(self._events) + 1)
         for rec, module in recs:
@@ -461,7 +470,7 @@ class MemoryTracker(MemoryObserver):
 
     def _move(self, rec: _Rec, cat: int, module: str | None = None) -> None:
         if self._dirty:
-            self._snapshot()
+            self._follow()
         n = rec.nbytes
         self._count(rec, -n)
         rec.category = cat
@@ -479,11 +488,24 @@ class MemoryTracker(MemoryObserver):
         self._count(rec, -rec.nbytes, "")  # a free never sets a peak: no need to know where
         self._sample(self._phase(), self._module())
 
-    def _snapshot(self) -> None:
+    def _follow(self) -> None:
+        """The state is leaving the peak: journal the changes from here on instead of copying
+        the breakdown per module now (a copy per peak made a chain of N modules cost N^2)."""
         self._dirty = False
+        self._journal = []
+
+    def _snapshot(self) -> None:
+        """Set the peak's breakdown: the current one, less the changes since the peak."""
+        self._dirty = False
+        journal, self._journal = self._journal, None
         self.peak_cat = list(self._cat)
         self.peak_mod = dict(self._mod)  # zeros are dropped when the result is built
         self.peak_fp32 = dict(self._fp32)
+        for cat, key, fp32, n in reversed(journal or ()):
+            self.peak_cat[cat] -= n
+            self.peak_mod[key] -= n
+            if fp32:
+                self.peak_fp32[key] -= n
 
     def _sample(self, phase: str, module: str) -> None:
         self._events.append((time.perf_counter() - self._t0, phase, module, *self._cat))

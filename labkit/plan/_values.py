@@ -27,6 +27,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
 MAX_NUMEL = 1 << 22  # real copies above this many elements are not kept (memory)
+_DEVICE = torch.ops.prim.device.default
 _VALUE_ERRORS = (DataDependentOutputException, DynamicOutputShapeException)
 _aten = torch.ops.aten
 # ops taking a list of index tensors, where a boolean mask's shape depends on its values
@@ -86,12 +87,14 @@ class IndexValues(TorchDispatchMode):
         kwargs: dict[str, Any] | None = None,
     ) -> Any:
         kwargs = kwargs or {}
+        if func is _DEVICE:  # a fake tensor's device (autograd asks it of every gradient)
+            return func(*args, **kwargs)
         if func in _INDEX_OPS:
             args = self._masks_as_indices(args)
-        flat, _ = tree_flatten((args, kwargs))
-        tensors = [a for a in flat if isinstance(a, torch.Tensor)]
-        known = all(self.value(t) is not None for t in tensors)
-        if not known and func._schema.is_mutable:
+        tensors = _tensors(args, kwargs)
+        value = self.value
+        known = all(value(t) is not None for t in tensors)
+        if not known and _mutable(func):
             for t in tensors:  # written from unknown values: its copy would be stale
                 self._drop(id(t))
         try:
@@ -105,8 +108,10 @@ class IndexValues(TorchDispatchMode):
             out = self.fake.from_tensor(real)
             self.know(out, real)
             return out
+        if not known:  # the common case on a plan: a float tensor among the inputs
+            return out
         outs = [o for o in tree_flatten(out)[0] if isinstance(o, torch.Tensor)]
-        if known and outs and all(_indexlike(o) and o.numel() <= MAX_NUMEL for o in outs):
+        if outs and all(_indexlike(o) and o.numel() <= MAX_NUMEL for o in outs):
             real = self._real(func, args, kwargs)
             self._pair(out, real)
         return out
@@ -147,6 +152,29 @@ class IndexValues(TorchDispatchMode):
         for o, r in zip(outs, reals, strict=False):
             if isinstance(o, torch.Tensor) and isinstance(r, torch.Tensor):
                 self.know(o, r)
+
+
+_MUTABLE: dict[Any, bool] = {}
+
+
+def _mutable(func: Any) -> bool:
+    """Whether an aten overload writes one of its inputs (looked up once per overload)."""
+    hit = _MUTABLE.get(func)
+    if hit is None:
+        hit = _MUTABLE[func] = bool(func._schema.is_mutable)
+    return hit
+
+
+def _tensors(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[torch.Tensor]:
+    """The tensors among an aten op's arguments (a tensor, or a list of them: ``Tensor[]``,
+    ``Tensor?[]``), as ``tree_flatten`` finds them, without its cost per op."""
+    out: list[torch.Tensor] = []
+    for a in (*args, *kwargs.values()):
+        if isinstance(a, torch.Tensor):
+            out.append(a)
+        elif isinstance(a, (list, tuple, dict)):
+            out.extend(t for t in tree_flatten(a)[0] if isinstance(t, torch.Tensor))
+    return out
 
 
 def seed_values(values: IndexValues, fake: Any, real: Any) -> None:

@@ -237,8 +237,9 @@ class Instrumentation:
         try:
             for path, mod in self.model.named_modules():
                 self._paths[id(mod)] = path
-                for p in mod.parameters(recurse=False):
-                    self._owners.setdefault(id(p), path)
+                for p in mod._parameters.values():  # parameters(recurse=False), cheaper
+                    if p is not None:
+                        self._owners.setdefault(id(p), path)
                 if isinstance(mod, torch.jit.ScriptModule):
                     continue
                 handles = self._module_handles
