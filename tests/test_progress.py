@@ -234,3 +234,29 @@ def test_ctrl_c_in_a_trace_stops_cleanly_and_says_where(capsys) -> None:
     assert "labkit.trace: stopped by Ctrl-C" in info.value.__notes__[0]
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
     assert model.lin.weight.grad is None  # put back as before the call
+
+
+def test_a_real_kernel_gets_the_notebook_bar(tmp_path) -> None:
+    """In a Jupyter kernel a long plan shows tqdm's widget bar, not a stderr line."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells.append(
+        nbformat.v4.new_code_cell(
+            "import torch, labkit, labkit._progress as lp\n"
+            "lp.DELAY = 0.0  # as a call past the delay shows it\n"
+            "plan = labkit.plan(torch.nn.Linear(4, 4), torch.Size([2, 4]))\n"
+            "print(plan.peak_bytes > 0)"
+        )
+    )
+    NotebookClient(
+        nb, timeout=180, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+    ).execute()
+    outputs = nb.cells[0].outputs
+    widgets = [
+        o for o in outputs if "application/vnd.jupyter.widget-view+json" in o.get("data", {})
+    ]
+    assert widgets, outputs
+    streams = [o for o in outputs if o.get("output_type") == "stream"]
+    assert [(o["name"], o["text"]) for o in streams] == [("stdout", "True\n")]  # no stderr line
