@@ -22,9 +22,6 @@ export const MAX_LINES = 150;
 export const ALLOWED = new Map([
   ["graph.js:render", 543],
   ["_layout.js:layoutLevel", 198],
-  ["runs.js:render", 211],
-  ["dashboard.js:render", 196],
-  ["_charts.js:timeChart", 180],
   ["diff.js:render", 249],
 ]);
 

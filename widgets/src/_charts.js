@@ -7,7 +7,7 @@
 // each curve's `t`).
 import uPlot from "uplot";
 import UPLOT_CSS from "uplot/dist/uPlot.min.css";
-import { aligned, allPositive, dataRange, ema, RUN_COLORS, RUN_DASHES, runStyle } from "./_series.js";
+import { aligned, allPositive, dataRange, ema, RUN_COLORS, RUN_DASHES, runStyle, withAlpha } from "./_series.js";
 
 export { RUN_COLORS, RUN_DASHES, runStyle };
 import { byTime, lastBefore } from "./_chart_x.js";
@@ -34,7 +34,95 @@ function ensureCss() {
 function tokens(el) {
   const cs = getComputedStyle(el);
   const v = (name, dflt) => cs.getPropertyValue(name).trim() || dflt;
-  return { fg: v("--lk-fg", "#222"), grid: v("--lk-border2", "#e0e0e0"), font: "11px sans-serif" };
+  // dimmed curves (earlier runs): the theme's secondary ink at half its opacity, below
+  // the current run's colours in Light and Dark
+  const dim = withAlpha(v("--lk-fg2", "rgba(0,0,0,.54)"), 0.5);
+  return { fg: v("--lk-fg", "#222"), grid: v("--lk-border2", "#e0e0e0"), font: "11px sans-serif", dim };
+}
+
+/**
+ * uPlot's columns and series of the curves `present` (aligned in `base`): a smoothed curve
+ * with its faint raw one (one legend entry with `oneEntry`), validation curves as points,
+ * the curves in `dim` thin in the dimmed `ink` (smoothed only). No DOM.
+ * @param {string[]} present the curves with points, in drawing order
+ * @param {(number | null)[][]} base [xs, ys of each curve in `present`]
+ * @param {{keys: string[], title: string, colors?: Record<string, string> | null,
+ *   dashes?: Record<string, number[] | null> | null, dim?: string[] | null, ink: string,
+ *   smoothing: number, oneEntry: boolean}} how
+ */
+export function chartSeries(present, base, { keys, title, colors = null, dashes = null, dim = null, ink, smoothing, oneEntry }) {
+  /** @type {{key: string, hidden?: boolean, partner?: number | null, opts: any}[]} */
+  const names = [];
+  const data = [base[0]];
+  const line = { spanGaps: true, points: { show: false } };
+  present.forEach((k, i) => {
+    const faint = Boolean(dim?.includes(k));
+    const color = faint ? ink : colors?.[k] || COLORS[keys.indexOf(k) % COLORS.length];
+    const dash = dashes?.[k] ? { dash: dashes[k] } : {};
+    const ys = base[i + 1];
+    const val = k.startsWith("val_") || title.startsWith("val_");
+    if (faint) {
+      data.push(smoothing > 0 && !val ? ema(ys, smoothing) : ys);
+      names.push({
+        key: k,
+        opts: { label: k, stroke: color, width: 1, spanGaps: true, points: { show: val, size: 4, fill: color }, ...dash },
+      });
+    } else if (!val && smoothing > 0) {
+      const raw = names.length;
+      const rawStroke = `${color}${oneEntry ? "40" : "55"}`;
+      data.push(ys, ema(ys, smoothing));
+      names.push(
+        {
+          key: `${k} (raw)`,
+          hidden: oneEntry,
+          partner: oneEntry ? raw + 1 : null,
+          opts: { label: `${k} (raw)`, stroke: rawStroke, width: 1, ...line, ...dash },
+        },
+        { key: k, partner: oneEntry ? raw : null, opts: { label: k, stroke: color, width: 1.6, ...line, ...dash } },
+      );
+    } else {
+      data.push(ys);
+      names.push({
+        key: k,
+        opts: { label: k, stroke: color, width: val ? 1.2 : 1.6, spanGaps: true, points: { show: val, size: 6, fill: color }, ...dash },
+      });
+    }
+  });
+  return { names, data };
+}
+
+// the legend's value: the point under the cursor, or the curve's last one before it
+// (a validation curve has points only at epoch ends)
+function legendValue(self, v, si, di) {
+  const y = v ?? (di == null ? null : lastBefore(self.data[si], di));
+  if (y == null || !Number.isFinite(y)) return "--";
+  return Math.abs(y) >= 1e4 || (Math.abs(y) < 1e-3 && y !== 0) ? y.toExponential(3) : +y.toPrecision(4);
+}
+
+/** Hides the legend rows of raw curves that share an entry with their smoothed curve. */
+function hideRawRows(u, names) {
+  const rows = u.root.querySelectorAll(".u-legend tr.u-series");
+  names.forEach((n, i) => {
+    const row = /** @type {HTMLElement | undefined} */ (rows[i + 1]);
+    if (row && n.hidden) {
+      row.style.display = "none";
+      row.classList.add("lk-raw");
+    }
+  });
+}
+
+/** What the chart draws, as data attributes (tests read them; the canvas holds no text). */
+function describe(wrap, { names, data, present, series, dim, useLog, canLog, xKind }) {
+  // each curve's stroke and the dimmed ones (tests measure their contrast per theme)
+  wrap.dataset.strokes = JSON.stringify(Object.fromEntries(names.map((n) => [n.key, n.opts.stroke])));
+  wrap.dataset.dim = JSON.stringify(present.filter((k) => dim?.includes(k)));
+  wrap.dataset.series = JSON.stringify(Object.fromEntries(present.map((k) => [k, series[k].x.length])));
+  wrap.dataset.log = String(useLog);
+  wrap.dataset.canLog = String(canLog);
+  wrap.dataset.yRange = JSON.stringify(dataRange(data.slice(1), useLog).map((v) => +v.toPrecision(4)));
+  const xs = data[0];
+  wrap.dataset.lastX = String(xs.length ? xs[xs.length - 1] : "");
+  wrap.dataset.x = xKind;
 }
 
 /**
@@ -42,14 +130,15 @@ function tokens(el) {
  * `update(series, {smoothing, log})` redraws from the dashboard's `series` trait;
  * a zoom the user made is kept across updates until a double-click resets it.
  * With `oneEntry`, a smoothed curve and its faint raw curve are one legend entry (the raw
- * row is hidden; toggling the entry toggles both).
+ * row is hidden; toggling the entry toggles both). Curves in `dim` (earlier runs) are drawn
+ * thin in the theme's dimmed ink (smoothed only), under the others.
  * @param {HTMLElement} host where the chart goes
  * @param {{keys: string[], title: string, sync?: string | null, colors?: Record<string, string> | null,
- *   dashes?: Record<string, number[] | null> | null, oneEntry?: boolean}} opts
+ *   dashes?: Record<string, number[] | null> | null, oneEntry?: boolean, dim?: string[] | null}} opts
  *   the curves drawn, the title, a cursor-sync key shared by charts, a colour and a dash per
- *   curve, one legend entry per curve
+ *   curve, one legend entry per curve, the curves drawn dimmed
  */
-export function timeChart(host, { keys, title, sync = null, colors = null, dashes = null, oneEntry = false }) {
+export function timeChart(host, { keys, title, sync = null, colors = null, dashes = null, oneEntry = false, dim = null }) {
   ensureCss();
   const wrap = h("div", { class: "lk-chart lk-dash-chart", "data-title": title });
   host.appendChild(wrap);
@@ -84,7 +173,7 @@ export function timeChart(host, { keys, title, sync = null, colors = null, dashe
         ],
         series: [
           { label: xKind === "time" ? "seconds" : "step" },
-          ...names.map((s) => ({ ...s.opts, value: (self, v, si, di) => shown(self, v, si, di) })),
+          ...names.map((s) => ({ ...s.opts, value: (self, v, si, di) => legendValue(self, v, si, di) })),
         ],
         cursor: { drag: { x: true, y: false }, ...(sync ? { sync: { key: sync, setSeries: false } } : {}) },
         legend: { live: true },
@@ -119,27 +208,12 @@ export function timeChart(host, { keys, title, sync = null, colors = null, dashe
       data,
       wrap,
     );
-    const rows = u.root.querySelectorAll(".u-legend tr.u-series");
-    names.forEach((n, i) => {
-      const row = /** @type {HTMLElement | undefined} */ (rows[i + 1]);
-      if (row && n.hidden) {
-        row.style.display = "none";
-        row.classList.add("lk-raw");
-      }
-    });
+    hideRawRows(u, names);
     u.over.addEventListener("dblclick", () => {
       zoom = null;
       delete wrap.dataset.zoom;
       if (last) update(last[0], last[1], true);
     });
-  }
-
-  // the legend's value: the point under the cursor, or the curve's last one before it
-  // (a validation curve has points only at epoch ends)
-  function shown(self, v, si, di) {
-    const y = v ?? (di == null ? null : lastBefore(self.data[si], di));
-    if (y == null || !Number.isFinite(y)) return "--";
-    return Math.abs(y) >= 1e4 || (Math.abs(y) < 1e-3 && y !== 0) ? y.toExponential(3) : +y.toPrecision(4);
   }
 
   function update(input, { smoothing = 0, log = false, x = "step" } = {}, force = false) {
@@ -154,43 +228,7 @@ export function timeChart(host, { keys, title, sync = null, colors = null, dashe
     const base = aligned(series, present);
     const canLog = allPositive(base.slice(1));
     const useLog = log && canLog;
-    const names = [];
-    const data = [base[0]];
-    present.forEach((k, i) => {
-      const color = colors?.[k] || COLORS[keys.indexOf(k) % COLORS.length];
-      const dash = dashes?.[k] ? { dash: dashes[k] } : {};
-      const ys = base[i + 1];
-      const val = k.startsWith("val_") || title.startsWith("val_");
-      if (!val && smoothing > 0) {
-        data.push(ys);
-        const raw = names.length;
-        names.push({
-          key: `${k} (raw)`,
-          hidden: oneEntry,
-          partner: oneEntry ? raw + 1 : null,
-          opts: {
-            label: `${k} (raw)`,
-            stroke: `${color}${oneEntry ? "40" : "55"}`,
-            width: 1,
-            spanGaps: true,
-            points: { show: false },
-            ...dash,
-          },
-        });
-        data.push(ema(ys, smoothing));
-        names.push({
-          key: k,
-          partner: oneEntry ? raw : null,
-          opts: { label: k, stroke: color, width: 1.6, spanGaps: true, points: { show: false }, ...dash },
-        });
-      } else {
-        data.push(ys);
-        names.push({
-          key: k,
-          opts: { label: k, stroke: color, width: val ? 1.2 : 1.6, spanGaps: true, points: { show: val, size: 6, fill: color }, ...dash },
-        });
-      }
-    });
+    const { names, data } = chartSeries(present, base, { keys, title, colors, dashes, dim, ink: tokens(wrap).dim, smoothing, oneEntry });
     const next = `${names.map((n) => n.key).join("|")}:${useLog}:${xKind}`;
     if (force || next !== shape || !u) {
       shape = next;
@@ -200,12 +238,7 @@ export function timeChart(host, { keys, title, sync = null, colors = null, dashe
       cols = data.slice(1);
       u.setData(data, true);
     }
-    wrap.dataset.series = JSON.stringify(Object.fromEntries(present.map((k) => [k, series[k].x.length])));
-    wrap.dataset.log = String(useLog);
-    wrap.dataset.canLog = String(canLog);
-    wrap.dataset.yRange = JSON.stringify(dataRange(data.slice(1), useLog).map((v) => +v.toPrecision(4)));
-    wrap.dataset.lastX = String(base[0].length ? base[0][base[0].length - 1] : "");
-    wrap.dataset.x = xKind;
+    describe(wrap, { names, data, present, series, dim, useLog, canLog, xKind });
   }
 
   const ro = new ResizeObserver(() => {
@@ -219,7 +252,8 @@ export function timeChart(host, { keys, title, sync = null, colors = null, dashe
     update,
     el: wrap,
     /** The legend values now (tests: the shared cursor fills every chart's legend). */
-    legend: () => (u ? u.series.slice(1).map((s, i) => [s.label, shown(u, u.data[i + 1][u.cursor.idx ?? -1], i + 1, u.cursor.idx)]) : []),
+    legend: () =>
+      u ? u.series.slice(1).map((s, i) => [s.label, legendValue(u, u.data[i + 1][u.cursor.idx ?? -1], i + 1, u.cursor.idx)]) : [],
     plot: () => u,
     destroy() {
       ro.disconnect();

@@ -5,7 +5,9 @@
 export function columns(rows, metrics) {
   const fixed = [
     { key: "name", label: "run", get: (r) => r.name },
-    { key: "status", label: "status", get: (r) => r.status },
+    // what the run is now (running, crashed, or how it ended): `state` where the payload has
+    // it, else the older `status`; `status=...` and `state=...` both filter on it
+    { key: "status", label: "state", get: (r) => r.state ?? r.status },
     { key: "steps", label: "steps", get: (r) => r.steps, num: true },
     { key: "wall_time", label: "wall (s)", get: (r) => r.wall_time, num: true },
   ];
@@ -71,7 +73,7 @@ export function filterRows(rows, cols, query) {
     if (!m) {
       if (/[<>=]/.test(w)) throw new FilterError(`"${w}": write a column, an operator and a value, as lr<0.05`);
       const text = w.toLowerCase();
-      return (r) => `${r.name} ${r.status} ${JSON.stringify(r.hparams || {})}`.toLowerCase().includes(text);
+      return (r) => `${r.name} ${r.state ?? r.status} ${JSON.stringify(r.hparams || {})}`.toLowerCase().includes(text);
     }
     const [, name, op, raw] = m;
     const col = byName.get(name.toLowerCase()) || metricColumn(name, metrics);

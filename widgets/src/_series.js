@@ -104,3 +104,50 @@ export const RUN_DASHES = [null, [6, 3], [2, 2], [8, 3, 2, 3]];
 export function runStyle(i) {
   return { color: RUN_COLORS[i % RUN_COLORS.length], dash: RUN_DASHES[Math.floor(i / RUN_COLORS.length) % RUN_DASHES.length] };
 }
+
+/**
+ * A CSS colour (`#rgb`, `#rrggbb`, `rgb()`, `rgba()`) with its opacity scaled by `alpha`,
+ * as `rgba(...)`: how the dashboard dims earlier runs with the theme's own ink, so they
+ * sit below the current run in Light and Dark alike. Other forms come back unchanged.
+ * @param {string} color
+ * @param {number} alpha in [0, 1]
+ */
+export function withAlpha(color, alpha) {
+  const c = String(color).trim();
+  let rgba = null;
+  const hex = c.match(/^#([0-9a-f]{3}|[0-9a-f]{6})$/i);
+  if (hex) {
+    const d = hex[1].length === 3 ? [...hex[1]].map((x) => x + x) : hex[1].match(/../g) || [];
+    rgba = [...d.map((x) => Number.parseInt(x, 16)), 1];
+  }
+  const fn = c.match(/^rgba?\(\s*([\d.]+)[\s,]+([\d.]+)[\s,]+([\d.]+)(?:\s*[,/]\s*([\d.]+%?))?\s*\)$/i);
+  if (fn) {
+    const a = fn[4] == null ? 1 : fn[4].endsWith("%") ? Number.parseFloat(fn[4]) / 100 : Number(fn[4]);
+    rgba = [Number(fn[1]), Number(fn[2]), Number(fn[3]), a];
+  }
+  if (!rgba) return c;
+  const [r, g, b, a] = rgba;
+  return `rgba(${Math.round(r)}, ${Math.round(g)}, ${Math.round(b)}, ${+(a * alpha).toFixed(3)})`;
+}
+
+/**
+ * Earlier runs' curves as chart series "<curve> · <run>" (each run its own dash), when
+ * asked; with the keys to draw dimmed.
+ * @param {import("./_contract_types").RunCurves} earlier
+ * @param {boolean} compare
+ */
+export function overlaySeries(earlier, compare) {
+  /** @type {Record<string, {x: number[], y: number[], t?: (number | null)[]}>} */
+  const series = {};
+  /** @type {Record<string, number[] | null>} */
+  const dashes = {};
+  if (!compare) return { series, dashes, dim: [] };
+  Object.entries(earlier || {}).forEach(([run, curves], i) => {
+    for (const [k, c] of Object.entries(curves)) {
+      const key = `${k} · ${run}`;
+      series[key] = c;
+      dashes[key] = RUN_DASHES[i % RUN_DASHES.length];
+    }
+  });
+  return { series, dashes, dim: Object.keys(series) };
+}

@@ -66,6 +66,49 @@ export const CSS = `${THEME}
 .lk-table th.lk-sorted.lk-asc::after { content: " \\25B4"; }
 .lk-swatch { display: inline-block; width: 10px; height: 10px; margin-right: 3px; vertical-align: -1px; }
 .lk-error-text { color: var(--lk-error); }
+.lk-control-bar { display: flex; gap: 12px; align-items: center; flex-wrap: wrap; font-size: 11px; padding: 2px 0; }
+.lk-control { display: flex; gap: 4px; align-items: center; }
+.lk-control[hidden] { display: none; }
+.lk-control-hint { color: var(--lk-fg2); }
+.lk-charts { display: grid; grid-template-columns: repeat(auto-fit, minmax(320px, 1fr)); gap: 8px; }
+.lk-dashboard, .lk-runs { padding: 6px; }
+.lk-dash-top { display: flex; gap: 10px; align-items: center; padding: 4px 0; }
+.lk-dash-track { flex: 1; height: 8px; background: var(--lk-bg2); border-radius: 4px; overflow: hidden; }
+.lk-dash-bar { height: 100%; width: 0; background: var(--lk-accent); }
+.lk-dash-stats { display: flex; gap: 16px; flex-wrap: wrap; font-size: 12px; padding: 2px 0; }
+.lk-dash-stopnote { font-size: 11px; }
+.lk-dash-ranks { font-size: 11px; display: grid; grid-template-columns: auto 1fr auto; gap: 2px 8px;
+  align-items: center; padding: 2px 0; }
+.lk-dash-rankbar { display: flex; height: 8px; background: var(--lk-bg2); border-radius: 2px; overflow: hidden; }
+.lk-dash-rankbar > div { height: 100%; }
+.lk-dash-ranklegend { grid-column: 1 / -1; color: var(--lk-fg); }
+.lk-dash-ranklegend > span { margin-right: 10px; }
+.lk-dash-key { display: inline-block; width: 8px; height: 8px; margin-right: 3px; }
+.lk-dash-part-data_time { background: var(--lk-accent2); }
+.lk-dash-part-compute_time { background: var(--lk-accent); }
+.lk-dash-part-comm_wait { background: var(--lk-fg2); }
+.lk-dash-grads { font-size: 11px; color: var(--lk-fg2); }
+.lk-dash-error { color: var(--lk-error); white-space: pre-wrap; margin: 4px 0; }
+.lk-runs-metrics { display: flex; gap: 8px; flex-wrap: wrap; }
+.lk-runs-note { font-size: 11px; color: var(--lk-fg2); padding: 2px 0; }
+.lk-runs-find { display: flex; gap: 8px; align-items: center; padding: 4px 0; }
+.lk-view .lk-runs-filter { flex: 1; min-width: 160px; font-size: 11px; }
+.lk-runs-count { font-size: 11px; color: var(--lk-fg2); }
+.lk-runs-filter-error { font-size: 11px; color: var(--lk-error); }
+.lk-runs-scroll { max-height: 320px; overflow: auto; }
+.lk-runs-table { border-collapse: collapse; font-size: 11px; width: 100%; }
+.lk-runs-table th { cursor: pointer; text-align: left; padding: 2px 6px; border-bottom: 1px solid var(--lk-border2);
+  white-space: nowrap; }
+.lk-runs-table td { padding: 1px 6px; white-space: nowrap; }
+.lk-runs-table td.lk-num { text-align: right; }
+.lk-runs-swatch { display: inline-block; width: 14px; height: 0; margin: 0 4px 3px 0;
+  border-top: 3px solid var(--lk-swatch, var(--lk-fg)); }
+.lk-runs-swatch.lk-dashed { border-top-style: dashed; }
+.lk-state { display: inline-block; padding: 0 5px; border: 1px solid currentColor; border-radius: 8px;
+  font-size: 10.5px; line-height: 14px; color: var(--lk-fg); }
+.lk-state-running { color: var(--lk-accent); font-weight: 600; }
+.lk-state-crashed, .lk-state-failed { color: var(--lk-error); font-weight: 600; }
+.lk-state-stopped { color: var(--lk-fg2); }
 `;
 
 /**

@@ -4,61 +4,106 @@
 // their hparams whose checkboxes choose the runs drawn. At first the best runs by one
 // metric are drawn (Python's rank_by; the view says which in rank_note), the table sorted
 // by it; each run is one legend entry (smoothed solid, raw faint), in 20 colours, then
-// dashed. Traits: rows, curves, all_metrics, rank_by, rank_note (in); metrics, selected,
-// x_axis, smoothing, log (both ways).
+// dashed. Each run's state (running, crashed, finished, stopped, failed) is a badge in the
+// table. Traits: rows, curves, all_metrics, rank_by, rank_note (in); metrics, selected,
+// x_axis, smoothing, log (both ways). The chart controls are the dashboard's
+// (_controls.js); styles are the views' stylesheet (_ui.js), no inline style strings.
 import { runStyle, timeChart } from "./_charts.js";
+import { chartControls, chartGrid, control, controlBar } from "./_controls.js";
 import { columns, FilterError, filterRows, fmtCell, metricSeries, sortRows } from "./_runs_table.js";
 import { ensureStyles, h } from "./_ui.js";
+
+/**
+ * A run's state as a badge (its colour from the stylesheet's .lk-state-<state>).
+ * @param {string} state
+ * @param {string} [note] the state in a sentence (lock holder; last step, epoch, time)
+ */
+export function stateBadge(state, note = "") {
+  return h("span", { class: `lk-state lk-state-${state}`, "data-state": state, title: note || state }, state);
+}
+
+/**
+ * The table's header: a sortable cell per column, the sorted one marked.
+ * @param {{key: string, label: string}[]} cols
+ * @param {string} sortKey
+ * @param {boolean} desc
+ * @param {(key: string) => void} onSort
+ */
+function tableHead(cols, sortKey, desc, onSort) {
+  return h(
+    "tr",
+    {},
+    h("th", {}, ""),
+    ...cols.map((c) => {
+      const th = h("th", { "data-key": c.key, title: "sort" }, c.label + (c.key === sortKey ? (desc ? " ▼" : " ▲") : ""));
+      th.addEventListener("click", () => onSort(c.key));
+      return th;
+    }),
+  );
+}
+
+/**
+ * One run's row: its checkbox (drawn or not), its colour and dash, its state as a badge,
+ * its figures.
+ * @param {import("./_contract_types").RunRow} r
+ * @param {{key: string, num?: boolean, get: (r: any) => any}[]} cols
+ * @param {{picked: Set<string>, color: string, dashed: boolean, pick: (name: string, on: boolean) => void}} how
+ */
+function tableRow(r, cols, { picked, color, dashed, pick }) {
+  const box = /** @type {HTMLInputElement} */ (h("input", { type: "checkbox", "data-run": r.name }));
+  box.checked = picked.has(r.name);
+  box.addEventListener("change", () => pick(r.name, box.checked));
+  // the run's colour, and its dash where colours came round again
+  const swatch = h("span", { class: `lk-runs-swatch${dashed ? " lk-dashed" : ""}` });
+  swatch.style.setProperty("--lk-swatch", color);
+  const cell = (c, i) =>
+    h(
+      "td",
+      c.num ? { class: "lk-num" } : {},
+      ...(i === 0 ? [swatch] : []),
+      c.key === "status" ? stateBadge(r.state ?? r.status, r.state_note) : fmtCell(c.get(r)),
+    );
+  return h("tr", { "data-run": r.name, title: r.error || "" }, h("td", {}, box), ...cols.map(cell));
+}
 
 /** @typedef {import("./_contract_types").RunsViewTraits} Traits the synced traits (labkit/views/_contract.py) */
 /** @param {import("./_contract_types").RenderContext<Traits>} ctx anywidget's model and element */
 function render({ model, el }) {
   ensureStyles();
   const sync = `lk-runs-${Math.random().toString(36).slice(2)}`;
-  const metricBox = h("span", { class: "lk-runs-metrics", style: "display:flex;gap:8px;flex-wrap:wrap" });
-  const xSel = h("select", { class: "lk-runs-x" }, h("option", { value: "step" }, "step"), h("option", { value: "time" }, "wall time"));
-  const smooth = h("input", {
-    type: "range",
-    min: "0",
-    max: "0.99",
-    step: "0.01",
-    class: "lk-runs-smooth",
-    title: "EMA smoothing, as TensorBoard's (0: raw)",
+  const metricBox = h("span", { class: "lk-runs-metrics" });
+  const controls = chartControls({
+    prefix: "lk-runs",
+    smoothing: Number(model.get("smoothing")),
+    log: model.get("log"),
+    x: model.get("x_axis"),
+    onChange: (s, what) => {
+      if (what === "x") model.set("x_axis", s.x);
+      else if (what === "smoothing") model.set("smoothing", s.smoothing);
+      else model.set("log", s.log);
+      model.save_changes();
+    },
   });
-  const smoothOut = h("span", {});
-  const logBox = h("input", { type: "checkbox", class: "lk-runs-log" });
   const filter = h("input", {
     type: "search",
     class: "lk-runs-filter",
     placeholder: "filter: text, or lr<0.05 status=finished val_acc>0.8",
-    style: "flex:1;min-width:160px;font-size:11px",
   });
-  const bar = h(
-    "div",
-    { class: "lk-runs-bar", style: "display:flex;gap:12px;align-items:center;flex-wrap:wrap;font-size:11px;padding:2px 0" },
-    h("span", {}, "metrics"),
-    metricBox,
-    h("label", { style: "display:flex;gap:4px;align-items:center" }, "x", xSel),
-    h("label", { style: "display:flex;gap:4px;align-items:center" }, "smoothing", smooth, smoothOut),
-    h("label", { style: "display:flex;gap:4px;align-items:center" }, logBox, "log scale"),
-  );
-  const charts = h("div", {
-    class: "lk-runs-charts",
-    style: "display:grid;grid-template-columns:repeat(auto-fit,minmax(320px,1fr));gap:8px",
-  });
-  const table = h("table", { class: "lk-runs-table", style: "border-collapse:collapse;font-size:11px;width:100%" });
-  const count = h("span", { class: "lk-runs-count", style: "font-size:11px;color:var(--lk-fg2)" });
-  const filterError = h("div", { class: "lk-runs-filter-error", role: "alert", style: "font-size:11px;color:var(--lk-error)" });
-  const note = h("div", { class: "lk-runs-note", style: "font-size:11px;color:var(--lk-fg2);padding:2px 0" });
+  const bar = controlBar("lk-runs-bar", h("span", {}, "metrics"), metricBox, ...controls.controls);
+  const charts = chartGrid("lk-runs-charts");
+  const table = h("table", { class: "lk-runs-table" });
+  const count = h("span", { class: "lk-runs-count" });
+  const filterError = h("div", { class: "lk-runs-filter-error", role: "alert" });
+  const note = h("div", { class: "lk-runs-note" });
   const root = h(
     "div",
-    { class: "lk-view lk-runs", style: "padding:6px" },
+    { class: "lk-view lk-runs" },
     bar,
     note,
     charts,
-    h("div", { style: "display:flex;gap:8px;align-items:center;padding:4px 0" }, filter, count),
+    h("div", { class: "lk-runs-find" }, filter, count),
     filterError,
-    h("div", { style: "max-height:320px;overflow:auto" }, table),
+    h("div", { class: "lk-runs-scroll" }, table),
   );
   el.appendChild(root);
 
@@ -84,13 +129,10 @@ function render({ model, el }) {
           model.set("metrics", now);
           model.save_changes();
         });
-        return h("label", { style: "display:flex;gap:3px;align-items:center" }, box, m);
+        return control(box, m);
       }),
     );
-    xSel.value = model.get("x_axis");
-    smooth.value = String(model.get("smoothing"));
-    smoothOut.textContent = Number(model.get("smoothing")).toFixed(2);
-    logBox.checked = model.get("log");
+    controls.set({ smoothing: Number(model.get("smoothing")), log: model.get("log"), x: model.get("x_axis") });
     note.textContent = model.get("rank_note") || "";
   }
 
@@ -141,56 +183,17 @@ function render({ model, el }) {
     }
     if (!cols.some((c) => c.key === sortKey)) sortKey = "name";
     const visible = sortRows(matched, cols, sortKey, desc);
-    const head = h(
-      "tr",
-      {},
-      h("th", {}, ""),
-      ...cols.map((c) => {
-        const th = h(
-          "th",
-          {
-            "data-key": c.key,
-            title: "sort",
-            style: "cursor:pointer;text-align:left;padding:2px 6px;border-bottom:1px solid var(--lk-border2);white-space:nowrap",
-          },
-          c.label + (c.key === sortKey ? (desc ? " ▼" : " ▲") : ""),
-        );
-        th.addEventListener("click", () => {
-          desc = c.key === sortKey ? !desc : false;
-          sortKey = c.key;
-          drawTable();
-        });
-        return th;
-      }),
-    );
-    const body = visible.map((r) => {
-      const box = h("input", { type: "checkbox", "data-run": r.name });
-      box.checked = picked.has(r.name);
-      box.addEventListener("change", () => {
-        const order = rows.map((x) => x.name);
-        const now = order.filter((n) => (n === r.name ? box.checked : picked.has(n)));
-        model.set("selected", now);
-        model.save_changes();
-      });
-      // the run's colour, and its dash where colours came round again
-      const swatch = h("span", {
-        class: "lk-runs-swatch",
-        style: `display:inline-block;width:14px;height:0;margin:0 4px 3px 0;border-top:3px ${dashes[r.name] ? "dashed" : "solid"} ${colors[r.name]}`,
-      });
-      return h(
-        "tr",
-        { "data-run": r.name, title: r.error || "" },
-        h("td", {}, box),
-        ...cols.map((c, i) =>
-          h(
-            "td",
-            { style: `padding:1px 6px;white-space:nowrap${c.num ? ";text-align:right" : ""}` },
-            ...(i === 0 ? [swatch] : []),
-            fmtCell(c.get(r)),
-          ),
-        ),
-      );
+    const head = tableHead(cols, sortKey, desc, (key) => {
+      desc = key === sortKey ? !desc : false;
+      sortKey = key;
+      drawTable();
     });
+    const pick = (name, on) => {
+      const now = rows.map((x) => x.name).filter((n) => (n === name ? on : picked.has(n)));
+      model.set("selected", now);
+      model.save_changes();
+    };
+    const body = visible.map((r) => tableRow(r, cols, { picked, color: colors[r.name], dashed: Boolean(dashes[r.name]), pick }));
     table.replaceChildren(h("thead", {}, head), h("tbody", {}, ...body));
     count.textContent = `${visible.length} of ${rows.length} runs · ${picked.size} drawn`;
   }
@@ -200,18 +203,6 @@ function render({ model, el }) {
     drawCharts();
     drawTable();
   }
-  xSel.addEventListener("change", () => {
-    model.set("x_axis", xSel.value);
-    model.save_changes();
-  });
-  smooth.addEventListener("input", () => {
-    model.set("smoothing", Number(smooth.value));
-    model.save_changes();
-  });
-  logBox.addEventListener("change", () => {
-    model.set("log", logBox.checked);
-    model.save_changes();
-  });
   filter.addEventListener("input", drawTable);
   /** @type {import("./_contract_types").ChangeEvent<Traits>[]} */
   const events = ["change:metrics", "change:selected", "change:x_axis", "change:smoothing", "change:log", "change:rows", "change:curves"];

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { aligned, allPositive, dataRange, ema } from "../src/_series.js";
+import { aligned, allPositive, dataRange, ema, overlaySeries, RUN_DASHES, withAlpha } from "../src/_series.js";
 
 test("ema is TensorBoard's debiased smoothing", () => {
   // reference: TensorBoard's smoothing written out by hand for weight 0.5
@@ -39,4 +39,25 @@ test("axis ranges come from the data, log only for positive values", () => {
   assert.ok(a > 0 && a < 0.01 && b > 10);
   assert.equal(allPositive([[1, null, 2]]), true);
   assert.equal(allPositive([[1, 0]]), false);
+});
+
+test("earlier runs are overlaid only when asked, each run with its own dash, all dimmed", () => {
+  const earlier = {
+    "lr-0.1": { train_loss: { x: [1, 2], y: [1, 0.5] }, val_loss: { x: [2], y: [0.6] } },
+    "lr-0.01": { train_loss: { x: [1, 2], y: [0.9, 0.8] } },
+  };
+  assert.deepEqual(overlaySeries(earlier, false), { series: {}, dashes: {}, dim: [] });
+  const on = overlaySeries(earlier, true);
+  assert.deepEqual(on.dim, ["train_loss · lr-0.1", "val_loss · lr-0.1", "train_loss · lr-0.01"]);
+  assert.deepEqual(on.series["val_loss · lr-0.1"], earlier["lr-0.1"].val_loss);
+  assert.equal(on.dashes["train_loss · lr-0.1"], RUN_DASHES[0]);
+  assert.deepEqual(on.dashes["train_loss · lr-0.01"], RUN_DASHES[1]);
+});
+
+test("withAlpha scales a theme colour's opacity (the dimmed ink of earlier runs)", () => {
+  assert.equal(withAlpha("#ffffff", 0.5), "rgba(255, 255, 255, 0.5)");
+  assert.equal(withAlpha("#000", 0.25), "rgba(0, 0, 0, 0.25)");
+  assert.equal(withAlpha("rgba(0, 0, 0, 0.54)", 0.5), "rgba(0, 0, 0, 0.27)"); // JupyterLab Light's --jp-ui-font-color2
+  assert.equal(withAlpha("rgb(255 255 255 / 54%)", 0.5), "rgba(255, 255, 255, 0.27)");
+  assert.equal(withAlpha("var(--x)", 0.5), "var(--x)"); // not a colour it reads: unchanged
 });

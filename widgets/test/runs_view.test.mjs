@@ -129,3 +129,37 @@ test("table numbers", () => {
   assert.equal(fmtCell(1e-5), "1.00e-5");
   assert.equal(fmtCell("adam"), "adam");
 });
+
+test("the state column shows what a run is now; state= and status= filter on it", () => {
+  const now = [
+    { ...rows[0], state: "running", state_note: "held by pid 12 on this host" },
+    { ...rows[1], state: "crashed", state_note: "last step 40, epoch 0" },
+    { ...rows[2], state: "finished", state_note: "" },
+  ];
+  const cols = columns(now, []);
+  const col = cols.find((c) => c.key === "status");
+  assert.equal(col.label, "state");
+  assert.deepEqual(now.map(col.get), ["running", "crashed", "finished"]); // not the old status words
+  assert.deepEqual(
+    columns(rows, [])
+      .find((c) => c.key === "status")
+      .get(rows[1]),
+    "failed",
+  ); // older payload
+  assert.deepEqual(
+    filterRows(now, cols, "state=crashed").map((r) => r.name),
+    ["b"],
+  );
+  assert.deepEqual(
+    filterRows(now, cols, "status=running").map((r) => r.name),
+    ["a"],
+  );
+  assert.deepEqual(
+    filterRows(now, cols, "crashed").map((r) => r.name),
+    ["b"],
+  ); // plain text too
+  assert.deepEqual(
+    sortRows(now, cols, "status").map((r) => r.name),
+    ["b", "c10", "a"],
+  );
+});
