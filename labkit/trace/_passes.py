@@ -28,35 +28,11 @@ from labkit.trace._plain import PlainClock
 from labkit.trace.model import Node, Trace
 from labkit.trace.recorder import Recorder
 
-Step = Callable[[list[str]], None]  # runs forward (+ backward); appends notes
+# what the passes run: one forward (+ backward) that may append notes (a trace.step.Step)
+RunStep = Callable[[list[str]], None]
 
 
-def record_step(model: torch.nn.Module, step: Step, *, mode: str, warmup: int, repeat: int,
-                budget: float | None = None) -> Trace:  # fmt: skip
-    """Record ``step`` once in ``mode``, then time it with timing-only passes.
-
-    Args:
-        model: The model ``step`` runs.
-        step: Runs one forward (and backward) pass; may append notes to its argument.
-        mode: ``"full"`` or ``"timing"``: what the structural recording keeps.
-        warmup: Timing passes run first and thrown away.
-        repeat: Timing passes kept (0: no times in a full trace; one pass in timing mode).
-        budget: Stop repeating once this many seconds were spent timing (at least 3 kept).
-
-    Returns:
-        The recorded Trace with times replaced by medians over the timing passes.
-    """
-    if warmup < 0 or repeat < 0:
-        raise ValueError(f"warmup and repeat must be >= 0, got warmup={warmup}, repeat={repeat}")
-    rec = Recorder(model, mode=mode)
-    with rec:
-        step(rec.notes)
-    base = rec.trace
-    assert base is not None
-    return time_step(model, step, base, mode=mode, warmup=warmup, repeat=repeat, budget=budget)
-
-
-def time_step(model: torch.nn.Module, step: Step, base: Trace, *, mode: str, warmup: int,
+def time_step(model: torch.nn.Module, step: RunStep, base: Trace, *, mode: str, warmup: int,
               repeat: int, budget: float | None = None) -> Trace:  # fmt: skip
     """``base`` (one recording of ``step``) with its times from timing-only passes of ``step``.
 
@@ -98,7 +74,7 @@ class _Passes:
     plain_bwd: list[list[float]] = dataclasses.field(default_factory=list)
 
 
-def _step_passes(model: torch.nn.Module, step: Step, warmup: int, repeat: int,
+def _step_passes(model: torch.nn.Module, step: RunStep, warmup: int, repeat: int,
                  budget: float | None, *, plain: bool, mode: str = "step") -> _Passes:  # fmt: skip
     """Hooked passes of ``mode`` (``"step"``: module hooks and the timing observer, every
     call's figures; ``"ops"``: op times), interleaved with hook-free ones when ``plain``
