@@ -25,12 +25,14 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from labkit._paths import InputFileError, read_input
+from labkit._paths import InputFileError, open_input
 from labkit.train._events import EVENTS_FILE, _restore
 from labkit.train._lock import LOCK_FILE, _describe, _identity, _mtime, _read, _stale
 from labkit.train.checkpoint import CHECKPOINTS, LAST
@@ -152,45 +154,105 @@ def _lock_state(folder: Path) -> tuple[str, str, float | None] | None:
     return "running", f"held by {who}", taken
 
 
+@dataclass
+class _Tail:
+    """How far one events file was read, and the record folded from it so far."""
+
+    file: tuple[int, int]  # (st_dev, st_ino): a replaced file is read again from its start
+    offset: int
+    run: Any
+    torn: int = 0
+    last_t: float | None = None
+
+
+_TAILS: OrderedDict[str, _Tail] = OrderedDict()
+_TAILS_KEPT = 16  # events files whose record is kept between calls (the latest read)
+_TAILS_LOCK = threading.Lock()
+
+
 def read_event_record(folder: Path) -> tuple[dict[str, Any], int]:
     """The run record rebuilt from ``<folder>/events.jsonl`` (``Run.to_dict()`` form, plus
     ``_last_t``: the last event's time) and the number of lines skipped as not JSON.
 
     Only complete lines count (a writer's half-written last line is left for later). A
-    missing or unreadable events file gives an empty record.
+    missing or unreadable events file gives an empty record. The record of the last 16
+    files read is kept, so reading a run again (polling a live fit) reads only the events
+    written since.
     """
     from labkit.train.run import Run
 
-    run = Run(logdir=str(folder))
-    torn = 0
-    last_t: float | None = None
+    path = folder / EVENTS_FILE
+    key = os.path.abspath(path)
+    with _TAILS_LOCK:
+        try:
+            st = os.stat(path)
+        except OSError:
+            st = None
+        tail = _TAILS.pop(key, None)
+        file = (st.st_dev, st.st_ino) if st is not None else (0, 0)
+        if tail is None or tail.file != file or (st is not None and st.st_size < tail.offset):
+            tail = _Tail(file=file, offset=0, run=Run(logdir=str(folder)))
+        if st is not None:
+            _fold(path, tail)
+            _TAILS[key] = tail
+            while len(_TAILS) > _TAILS_KEPT:
+                _TAILS.popitem(last=False)
+        record = tail.run.to_dict()
+        record.update(steps=list(record["steps"]), epochs=list(record["epochs"]),
+                      config=dict(record["config"]), _last_t=tail.last_t)  # fmt: skip
+        return record, tail.torn
+
+
+def _fold(path: Path, tail: _Tail) -> None:
+    """Fold the complete lines of ``path`` after ``tail.offset`` into ``tail.run``."""
     try:
-        data = read_input(folder / EVENTS_FILE, what="events file", max_bytes=MAX_EVENTS_BYTES)
-    except InputFileError:
-        data = b""
+        with open_input(path, what="events file", max_bytes=MAX_EVENTS_BYTES) as fh:
+            fh.seek(tail.offset)
+            data = fh.read(MAX_EVENTS_BYTES - tail.offset)
+    except (InputFileError, OSError):
+        return
     end = data.rfind(b"\n")
-    for line in data[: end + 1].splitlines():
-        if not line.strip():
+    if end < 0:
+        return
+    tail.offset += end + 1
+    for event in _events(data[: end + 1]):
+        if event is None:
+            tail.torn += 1
             continue
         try:
-            event = json.loads(line)
-        except ValueError:
-            event = None
-        if not isinstance(event, dict) or not isinstance(event.get("type"), str):
-            torn += 1
-            continue
-        try:
-            run.add_event(_restore(event))
+            tail.run.add_event(event)
         except (KeyError, TypeError, ValueError, AttributeError):
-            torn += 1  # a JSON line that is not a well-formed event
+            tail.torn += 1  # a JSON line that is not a well-formed event
             continue
         if isinstance(event.get("t"), int | float):
-            last_t = float(event["t"])
+            tail.last_t = float(event["t"])
         if event.get("type") == "start" and isinstance(event.get("source"), str):
-            run.config.setdefault("source", event["source"])
-    record = run.to_dict()
-    record["_last_t"] = last_t
-    return record, torn
+            tail.run.config.setdefault("source", event["source"])
+
+
+def _events(data: bytes) -> list[dict[str, Any] | None]:
+    """Each non-blank line of ``data`` as an event, None for a line that is not one. All
+    lines are parsed as one JSON array when they can be (a torn line: one by one)."""
+    lines = [line for line in data.splitlines() if line.strip()]
+    try:
+        parsed: list[Any] = json.loads(b"[" + b",".join(lines) + b"]")
+        if len(parsed) != len(lines):
+            raise ValueError("a line held more than one value")
+    except ValueError:
+        parsed = []
+        for line in lines:
+            try:
+                parsed.append(json.loads(line))
+            except ValueError:
+                parsed.append(None)
+    special = b'"nan"' in data or b'"inf"' in data or b'"-inf"' in data
+    out: list[dict[str, Any] | None] = []
+    for event in parsed:
+        if not isinstance(event, dict) or not isinstance(event.get("type"), str):
+            out.append(None)
+        else:
+            out.append(_restore(event) if special else event)
+    return out
 
 
 def _newest_mtime(folder: Path) -> float | None:

@@ -1,9 +1,9 @@
 """labkit.runs lists every run folder in its state: running, crashed, or as it ended (issue 41).
 
-Two tests run a real ``Lab.fit`` in another process (``_runs_states_script``: each step
-waits 0.25 s until a file exists) and read its folder while it writes it: one lets it
-finish, one SIGKILLs it. The others build folders with labkit's own writers (the logdir
-lock, the events log, ``Run.save``) in states a fit passes through.
+Two tests read a real ``Lab.fit`` running in another process (``_runs_states_script``:
+each step waits 0.25 s until a file exists; both fits start at once) while it writes its
+folder: one lets it finish, one SIGKILLs it. The others build folders with labkit's own
+writers (the logdir lock, the events log, ``Run.save``) in states a fit passes through.
 """
 
 from __future__ import annotations
@@ -15,7 +15,11 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 import labkit
 from labkit.train._events import EVENTS_FILE, EventLog
@@ -70,10 +74,29 @@ def _finished_beside(root: Path) -> None:
     run.save()
 
 
-def test_a_fit_in_another_process_is_listed_running_then_finished(tmp_path: Path) -> None:
-    go = tmp_path / "go"
-    _finished_beside(tmp_path)
-    proc = _start(tmp_path / "live", go, epochs=2)
+@pytest.fixture(scope="module")
+def fits(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict[str, Any]]]:
+    """Two real fits started at once (one interpreter start-up paid for both), beside a
+    finished run: ``live`` (4 epochs of 6 steps, waiting 0.25 s a step until its go file
+    exists) and ``killed`` (waits forever, until the test kills it)."""
+    root = tmp_path_factory.mktemp("states")
+    _finished_beside(root)
+    go = root / "go"
+    procs = {"live": _start(root / "live", go, epochs=4),
+             "killed": _start(root / "killed", root / "never", epochs=1000)}  # fmt: skip
+    yield root, {"go": go, **procs}
+    go.touch()
+    for proc in procs.values():
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+
+
+def test_a_fit_in_another_process_is_listed_running_then_finished(
+    fits: tuple[Path, dict[str, Any]],
+) -> None:
+    tmp_path, started = fits
+    go, proc = started["go"], started["live"]
     try:
         row = _row_when(tmp_path, "live", proc,
                         lambda r: r.state == "running" and (r.last_step or 0) >= 2,
@@ -89,21 +112,18 @@ def test_a_fit_in_another_process_is_listed_running_then_finished(tmp_path: Path
         assert proc.wait(timeout=120) == 0, _log(tmp_path / "live")
     finally:
         go.touch()
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     row = runs(tmp_path)["live"]
     record = Run.load(tmp_path / "live")
     assert (row.state, row.status, row.state_note) == ("finished", "finished", "")
-    assert row.steps == len(record.steps) == 12 and row.last_step == 12 and row.last_epoch == 1
+    assert row.steps == len(record.steps) == 24 and row.last_step == 24 and row.last_epoch == 3
     assert not (tmp_path / "live" / LOCK_FILE).exists()
 
 
 def test_a_sigkilled_fit_is_listed_crashed_naming_its_last_step_epoch_and_time(
-    tmp_path: Path,
+    fits: tuple[Path, dict[str, Any]],
 ) -> None:
-    _finished_beside(tmp_path)
-    proc = _start(tmp_path / "killed", tmp_path / "never", epochs=4)
+    tmp_path, started = fits
+    proc = started["killed"]
     try:
         _row_when(tmp_path, "killed", proc, lambda r: (r.last_epoch or 0) >= 1,
                   "a step of the second epoch")  # fmt: skip
@@ -113,7 +133,7 @@ def test_a_sigkilled_fit_is_listed_crashed_naming_its_last_step_epoch_and_time(
     folder = tmp_path / "killed"
     assert (folder / LOCK_FILE).exists() and not (folder / "run.json").exists()
     rs = runs(tmp_path)
-    assert not rs.skipped and [r.name for r in rs] == ["done", "killed"]
+    assert not rs.skipped and [r.name for r in rs][:2] == ["done", "killed"]
     row = rs["killed"]
     events = [json.loads(line) for line in (folder / EVENTS_FILE).read_text().splitlines()
               if line.endswith("}")]  # fmt: skip
@@ -127,16 +147,16 @@ def test_a_sigkilled_fit_is_listed_crashed_naming_its_last_step_epoch_and_time(
     assert f"a fit that no longer runs (pid {proc.pid} on " in row.state_note
     assert "last.ckpt resumes it (Lab.fit(resume=True))" in row.state_note
     assert row.last["loss"] == steps[-1]["loss"]
-    assert repr(rs).startswith("Runs(2 runs: 1 crashed, 1 finished;")
+    assert repr(rs).startswith(f"Runs({len(rs)} runs: 1 crashed, {len(rs) - 1} ")
     lines = rs.summary().splitlines()
     assert lines[3].split()[:4] == ["killed", "lab", "crashed", str(row.steps)]
     assert f"killed: {row.state_note}" in lines
     df = rs.to_pandas()
-    assert list(df["state"]) == ["finished", "crashed"]
+    assert list(df["state"])[:2] == ["finished", "crashed"]
     from labkit.views.runs import rows_payload
 
     payload = rows_payload(rs)
-    assert [(p["state"], p["state_note"]) for p in payload] == [
+    assert [(p["state"], p["state_note"]) for p in payload][:2] == [
         ("finished", ""), ("crashed", row.state_note)]  # fmt: skip
 
 
