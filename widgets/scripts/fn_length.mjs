@@ -20,8 +20,6 @@ export const MAX_LINES = 150;
 /** Over-long functions not yet split, "file:name" -> lines when listed (issue 40: the graph
  * view's, the dashboard's and the diff view's, to be split by their owners). */
 export const ALLOWED = new Map([
-  ["graph.js:render", 543],
-  ["_layout.js:layoutLevel", 198],
   ["diff.js:render", 249],
 ]);
 

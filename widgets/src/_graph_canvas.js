@@ -180,13 +180,19 @@ export function columnsOf(S) {
       const mine = byOwner.get(parent[k]);
       if (!mine || Number.isNaN(P[4 * k])) continue;
       const cx = P[4 * k] + P[4 * k + 2] / 2;
-      for (const c of mine) {
-        if (cx >= cols[6 * c] && cx <= cols[6 * c] + cols[6 * c + 2]) {
-          colOf[k] = c;
-          colCount[c]++;
-          colItems[c].push(k);
-          break;
-        }
+      // a level's columns run left to right: the last that starts left of the centre
+      let lo = 0;
+      let hi = mine.length - 1;
+      while (lo < hi) {
+        const mid = (lo + hi + 1) >> 1;
+        if (cols[6 * mine[mid]] <= cx) lo = mid;
+        else hi = mid - 1;
+      }
+      const c = mine[lo];
+      if (cx >= cols[6 * c] && cx <= cols[6 * c] + cols[6 * c + 2]) {
+        colOf[k] = c;
+        colCount[c]++;
+        colItems[c].push(k);
       }
     }
   }

@@ -1,7 +1,7 @@
 // The GraphView's drawing as SVG text: group frames, node boxes, edges and their arrow
 // marker, graph-break badges. Pure string building (no DOM), so node tests read what is
 // drawn; graph.js puts the strings into its layers. See widgets/test/graph_draw.test.mjs.
-import { expandedIndices, groupLabel, labelOf, rolledInfo, subOf } from "./_graphcore.js";
+import { expandedIndices, groupLabel, hottestInside, labelOf, rolledInfo, subOf } from "./_graphcore.js";
 import { edgePointsOf, layoutGraph, posView, prepare } from "./_graph_layout.js";
 import { pathOf } from "./_layout.js";
 
@@ -198,4 +198,89 @@ export function edgesSvg(layout, arrowId) {
     out += `<path class="lk-edge" data-e="${i}" d="${pathOf(edgePointsOf(layout, i))}" marker-end="url(#${arrowId})"/>`;
   }
   return out;
+}
+
+/**
+ * @typedef {object} HeatLook how the canvas colours boxes for one metric (CanvasLook's colour part)
+ * @property {string} key metric and scale: a new key, a new HeatLook
+ * @property {ArrayLike<number>} values the metric per payload node
+ * @property {{color: (v: number) => string}} scale
+ * @property {(k: number) => string | null} fillOf a box's heat colour, null for the theme's own
+ * @property {(k: number) => string | null} inkOf
+ * @property {(g: number) => string | null} frameFillOf a frame drawn as one block: its hottest box's colour
+ * @property {(g: number) => string | null} frameInkOf
+ * @property {(items: number[]) => string | null} spanFillOf a column drawn as one box: its hottest item's colour
+ */
+
+/**
+ * The canvas's colours for one metric and scale: each box's colour worked out when first
+ * painted and kept (a toggle, a pan: no recolouring); frames and columns drawn as one
+ * block take their hottest box's colour. Pure (no DOM).
+ * @param {string} key what the colours depend on (metric and scale)
+ * @param {ArrayLike<number>} values the metric per payload node
+ * @param {{color: (v: number) => string}} scale colorScale's
+ * @param {() => {parent: ArrayLike<number>, boxes: number[]}} drawing the drawing now (read when first needed per drawing)
+ * @param {(fill: string) => string} inkFor the text colour on a fill
+ * @param {string} neutral the scale's colour for no value (the theme's own box colour is used)
+ * @returns {HeatLook}
+ */
+export function heatLook(key, values, scale, drawing, inkFor, neutral) {
+  /** @type {Map<number, string | null>} */
+  const fills = new Map();
+  /** @type {Map<string, string>} */
+  const inks = new Map();
+  /** @type {Float64Array} */
+  let hot = new Float64Array(0);
+  /** @type {unknown} */
+  let hotFor = null;
+  /** @param {string | null} fill */
+  const inkOn = (fill) => {
+    if (!fill) return null;
+    let ink = inks.get(fill);
+    if (ink === undefined) {
+      ink = inkFor(fill);
+      inks.set(fill, ink);
+    }
+    return ink;
+  };
+  const hottest = () => {
+    const d = drawing();
+    if (hotFor !== d.boxes) {
+      hot = hottestInside(d.parent, d.boxes, (k) => values[k] || 0);
+      hotFor = d.boxes;
+    }
+    return hot;
+  };
+  /** @param {number} k */
+  const fillOf = (k) => {
+    let fill = fills.get(k);
+    if (fill === undefined) {
+      const c = scale.color(values[k] || 0);
+      fill = c === neutral ? null : c;
+      fills.set(k, fill);
+    }
+    return fill;
+  };
+  /** @param {number} g */
+  const frameFillOf = (g) => {
+    const h = hottest();
+    return h[g] > 0 ? scale.color(h[g]) : null;
+  };
+  /** @param {number[]} items */
+  const spanFillOf = (items) => {
+    const h = hottest();
+    let v = 0;
+    for (const k of items) v = Math.max(v, h[k] > 0 ? h[k] : values[k] || 0);
+    return v > 0 ? scale.color(v) : null;
+  };
+  return {
+    key,
+    values,
+    scale,
+    fillOf,
+    inkOf: (k) => inkOn(fillOf(k)),
+    frameFillOf,
+    frameInkOf: (g) => inkOn(frameFillOf(g)),
+    spanFillOf,
+  };
 }

@@ -188,14 +188,15 @@ export function layoutGraph(P, expandedIdx, cache = null) {
   const level = (g) => {
     const a = kidStart[g];
     const m = kidStart[g + 1] - a;
-    const sizes = new Float64Array(2 * m);
-    for (let i = 0; i < m; i++) {
-      sizes[2 * i] = W[kidList[a + i]];
-      sizes[2 * i + 1] = H[kidList[a + i]];
-    }
     const hit = cache?.get(g);
-    let lay = hit && same(hit.sizes, sizes) ? hit.lay : null;
+    // the children's sizes as last laid out: the cached layout holds (no copy made)
+    let lay = hit && sameSizes(hit.sizes, W, H, kidList, a, m) ? hit.lay : null;
     if (!lay) {
+      const sizes = new Float64Array(2 * m);
+      for (let i = 0; i < m; i++) {
+        sizes[2 * i] = W[kidList[a + i]];
+        sizes[2 * i + 1] = H[kidList[a + i]];
+      }
       const w = new Float64Array(m);
       const h = new Float64Array(m);
       for (let i = 0; i < m; i++) {
@@ -266,10 +267,18 @@ export function layoutGraph(P, expandedIdx, cache = null) {
   };
 }
 
-/** Whether two size vectors are equal. */
-function same(a, b) {
-  if (a.length !== b.length) return false;
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+/**
+ * Whether a level's children (kidList[a .. a+m)) still have the sizes it was laid out with.
+ * @param {Float64Array} sizes w, h per child, as laid out
+ * @param {Float64Array} W @param {Float64Array} H the children's sizes now
+ * @param {ArrayLike<number>} kidList @param {number} a @param {number} m
+ */
+function sameSizes(sizes, W, H, kidList, a, m) {
+  if (sizes.length !== 2 * m) return false;
+  for (let i = 0; i < m; i++) {
+    const k = kidList[a + i];
+    if (sizes[2 * i] !== W[k] || sizes[2 * i + 1] !== H[k]) return false;
+  }
   return true;
 }
 

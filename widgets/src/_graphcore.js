@@ -49,15 +49,33 @@ export function childrenOf(graph) {
 
 /** Payload indices of expanded calls, from trace node ids (the synced `expanded` trait). */
 export function expandedIndices(graph, expandedIds) {
-  const index = new Map();
-  const ids = graph.ids;
-  for (let k = 0; k < ids.length; k++) index.set(ids[k], k);
+  const index = indexOfIds(graph);
   const out = new Set();
   for (const id of expandedIds) {
     const k = index.get(id);
     if (k !== undefined) out.add(k);
   }
   return out;
+}
+
+/** @type {WeakMap<object, Map<number, number>>} */
+const idIndex = new WeakMap(); // payload -> trace node id -> payload index (made once)
+
+/**
+ * A payload's trace node id -> payload index, made once per payload (a toggle at 100,000
+ * nodes no longer builds it again).
+ * @param {{ids: ArrayLike<number>}} graph
+ * @returns {Map<number, number>}
+ */
+export function indexOfIds(graph) {
+  let index = idIndex.get(graph);
+  if (!index) {
+    index = new Map();
+    const ids = graph.ids;
+    for (let k = 0; k < ids.length; k++) index.set(ids[k], k);
+    idIndex.set(graph, index);
+  }
+  return index;
 }
 
 /**

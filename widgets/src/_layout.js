@@ -47,8 +47,53 @@ const WIDE = 2400; // an item wider than this is wider than any view at scale 1
  * @returns {LevelLayout}
  */
 export function layoutLevel(m, w, h, src, dst) {
+  const rank = ranksOf(m, src, dst);
+  const g = withDummies(m, w, h, src, dst, rank);
+  const L = layersOf(g.total, g.vRank);
+  const up = csr(g.total, g.lb, g.la); // v -> the vertices above it
+  const down = csr(g.total, g.la, g.lb);
+  orderLayers(L, up, down);
+  const x = placeX(L, g.vw, up, down);
+  const { layerY, layerH, height } = rankYs(L, g.vh);
+  // columns: a tall level wrapped; colOf[r] is rank r's column
+  const colOf = new Int32Array(L.nRanks);
+  const colY = [0];
+  const width = spread(x, g.vw, 0, g.total).width;
+  const breaks =
+    height > WRAP_MIN_H && height > WRAP_ASPECT * width ? columnBreaks(L.nRanks, layerY, layerH, height, width, g.la, g.lb, g.vRank) : [];
+  if (breaks.length) {
+    const wrapped = wrapColumns(m, L, g, x, layerY, layerH, breaks, colOf, colY);
+    return finish(
+      m,
+      g.total,
+      x,
+      g.vw,
+      g.vRank,
+      layerY,
+      layerH,
+      colOf,
+      colY,
+      src,
+      dst,
+      rank,
+      g.chainAt,
+      0,
+      wrapped.width,
+      wrapped.height,
+      wrapped.cols,
+    );
+  }
+  const { min } = spread(x, g.vw, 0, g.total);
+  return finish(m, g.total, x, g.vw, g.vRank, layerY, layerH, colOf, colY, src, dst, rank, g.chainAt, min, width, height, []);
+}
+
+/**
+ * Ranks by longest path (items come in a topological order).
+ * @param {number} m @param {ArrayLike<number>} src @param {ArrayLike<number>} dst
+ * @returns {Int32Array}
+ */
+function ranksOf(m, src, dst) {
   const ne = src.length;
-  // ranks: longest path (items come in a topological order)
   const predStart = new Int32Array(m + 1);
   for (let e = 0; e < ne; e++) if (src[e] < dst[e]) predStart[dst[e] + 1]++;
   for (let i = 0; i < m; i++) predStart[i + 1] += predStart[i];
@@ -61,7 +106,25 @@ export function layoutLevel(m, w, h, src, dst) {
     for (let j = predStart[i]; j < predStart[i + 1]; j++) if (rank[pred[j]] + 1 > r) r = rank[pred[j]] + 1;
     rank[i] = r;
   }
-  // dummy vertices on edges spanning 2..MAX_DUMMY_SPAN ranks; vertex v < m is an item
+  return rank;
+}
+
+/**
+ * @typedef {object} Dummied the level's vertices: items (v < m) and dummies on long edges
+ * @property {number} total vertices
+ * @property {Int32Array} vRank @property {Float64Array} vw @property {Float64Array} vh
+ * @property {Int32Array} la @property {Int32Array} lb links between adjacent ranks
+ * @property {Int32Array} chainAt first dummy of edge e, -1 without
+ */
+
+/**
+ * Dummy vertices on edges spanning 2..MAX_DUMMY_SPAN ranks.
+ * @param {number} m @param {ArrayLike<number>} w @param {ArrayLike<number>} h
+ * @param {ArrayLike<number>} src @param {ArrayLike<number>} dst @param {Int32Array} rank
+ * @returns {Dummied}
+ */
+function withDummies(m, w, h, src, dst, rank) {
+  const ne = src.length;
   let total = m;
   let links = 0;
   for (let e = 0; e < ne; e++) {
@@ -82,7 +145,7 @@ export function layoutLevel(m, w, h, src, dst) {
   }
   const la = new Int32Array(links);
   const lb = new Int32Array(links);
-  const chainAt = new Int32Array(ne).fill(-1); // first dummy of edge e, -1 without
+  const chainAt = new Int32Array(ne).fill(-1);
   let nv = m;
   let nl = 0;
   for (let e = 0; e < ne; e++) {
@@ -107,9 +170,17 @@ export function layoutLevel(m, w, h, src, dst) {
     la[nl] = prev;
     lb[nl++] = b;
   }
-  const up = csr(total, lb, la); // v -> the vertices above it
-  const down = csr(total, la, lb);
-  // layers: vertices by rank, in order
+  return { total, vRank, vw, vh, la, lb, chainAt };
+}
+
+/** @typedef {{nRanks: number, layerStart: Int32Array, layer: Int32Array, pos: Float64Array}} Layers vertices by rank, in order */
+
+/**
+ * Layers: vertices by rank, in order, and each one's place in its layer.
+ * @param {number} total @param {Int32Array} vRank
+ * @returns {Layers}
+ */
+function layersOf(total, vRank) {
   let nRanks = 0;
   for (let v = 0; v < total; v++) if (vRank[v] + 1 > nRanks) nRanks = vRank[v] + 1;
   const layerStart = new Int32Array(nRanks + 1);
@@ -120,8 +191,16 @@ export function layoutLevel(m, w, h, src, dst) {
   for (let v = 0; v < total; v++) layer[at[vRank[v]]++] = v;
   const pos = new Float64Array(total);
   for (let r = 0; r < nRanks; r++) for (let j = layerStart[r]; j < layerStart[r + 1]; j++) pos[layer[j]] = j - layerStart[r];
-  // barycentre sweeps (a layer of one vertex has nothing to order)
-  const key = new Float64Array(total);
+  return { nRanks, layerStart, layer, pos };
+}
+
+/**
+ * Barycentre sweeps (a layer of one vertex has nothing to order); reorders L in place.
+ * @param {Layers} L @param {Csr} up @param {Csr} down
+ */
+function orderLayers(L, up, down) {
+  const { nRanks, layerStart, layer, pos } = L;
+  const key = new Float64Array(pos.length);
   for (let it = 0; it < 4; it++) {
     const downward = it % 2 === 0;
     const nb = downward ? up : down;
@@ -142,7 +221,16 @@ export function layoutLevel(m, w, h, src, dst) {
       }
     }
   }
-  // x coordinates (centres): packed, then pulled towards the neighbours' mean
+}
+
+/**
+ * x coordinates (centres): packed, then pulled towards the neighbours' mean.
+ * @param {Layers} L @param {Float64Array} vw @param {Csr} up @param {Csr} down
+ * @returns {Float64Array}
+ */
+function placeX(L, vw, up, down) {
+  const { nRanks, layerStart, layer } = L;
+  const total = layer.length;
   const x = new Float64Array(total);
   for (let r = 0; r < nRanks; r++) {
     let cur = 0;
@@ -153,6 +241,7 @@ export function layoutLevel(m, w, h, src, dst) {
     }
   }
   const want = new Float64Array(total);
+  /** @param {number} r @param {Csr} nb */
   const place = (r, nb) => {
     const a = layerStart[r];
     const b = layerStart[r + 1];
@@ -183,7 +272,15 @@ export function layoutLevel(m, w, h, src, dst) {
     for (let r = 1; r < nRanks; r++) place(r, up);
     for (let r = nRanks - 2; r >= 0; r--) place(r, down);
   }
-  // y of each rank
+  return x;
+}
+
+/**
+ * y of each rank and its height (its tallest vertex).
+ * @param {Layers} L @param {Float64Array} vh
+ */
+function rankYs(L, vh) {
+  const { nRanks, layerStart, layer } = L;
   const layerY = new Float64Array(nRanks);
   const layerH = new Float64Array(nRanks);
   let y = 0;
@@ -194,55 +291,56 @@ export function layoutLevel(m, w, h, src, dst) {
     layerH[r] = lh;
     y += lh + GAP_Y;
   }
-  const height = Math.max(0, y - GAP_Y);
-  // columns: a tall level wrapped; colOf[r] is rank r's column
-  const colOf = new Int32Array(nRanks);
-  const colX = [0];
-  const colY = [0];
-  let width = spread(x, vw, 0, total).width;
-  const cols = [];
-  const breaks =
-    height > WRAP_MIN_H && height > WRAP_ASPECT * width ? columnBreaks(nRanks, layerY, layerH, height, width, la, lb, vRank) : [];
-  if (breaks.length) {
-    let c = 0;
-    for (let r = 0; r < nRanks; r++) {
-      if (c < breaks.length && r === breaks[c]) c++;
-      colOf[r] = c;
-    }
-    // each column packed left to right, its top at 0
-    const lo = new Float64Array(c + 1).fill(Infinity);
-    const hi = new Float64Array(c + 1).fill(-Infinity);
-    for (let v = 0; v < total; v++) {
-      const k = colOf[vRank[v]];
-      lo[k] = Math.min(lo[k], x[v] - vw[v] / 2);
-      hi[k] = Math.max(hi[k], x[v] + vw[v] / 2);
-    }
-    let cx = 0;
-    let tallest = 0;
-    const top = [0, ...breaks.map((r) => layerY[r])];
-    for (let k = 0; k <= c; k++) {
-      colX[k] = cx - lo[k];
-      colY[k] = -top[k];
-      const last = (k < c ? breaks[k] : nRanks) - 1;
-      const ch = layerY[last] + layerH[last] - top[k];
-      tallest = Math.max(tallest, ch);
-      cols.push(
-        cx,
-        0,
-        hi[k] - lo[k],
-        ch,
-        firstItem(layer, layerStart, k === 0 ? 0 : breaks[k - 1], m),
-        firstItem(layer, layerStart, last, m, true),
-      );
-      cx += hi[k] - lo[k] + COL_GAP;
-    }
-    for (let v = 0; v < total; v++) x[v] += colX[colOf[vRank[v]]];
-    width = cx - COL_GAP;
-    for (let k = 0; k <= c; k++) cols[6 * k + 3] = tallest; // every column as tall as the level
-    return finish(m, total, x, vw, vRank, layerY, layerH, colOf, colY, src, dst, rank, chainAt, 0, width, tallest, cols);
+  return { layerY, layerH, height: Math.max(0, y - GAP_Y) };
+}
+
+/**
+ * A tall level wrapped into columns at the rank breaks: each column packed left to right,
+ * its top at 0; x is shifted in place, colOf and colY filled.
+ * @param {number} m @param {Layers} L @param {Dummied} g @param {Float64Array} x
+ * @param {Float64Array} layerY @param {Float64Array} layerH @param {number[]} breaks
+ * @param {Int32Array} colOf @param {number[]} colY
+ * @returns {{width: number, height: number, cols: number[]}}
+ */
+function wrapColumns(m, L, g, x, layerY, layerH, breaks, colOf, colY) {
+  const { nRanks, layerStart, layer } = L;
+  const { total, vRank, vw } = g;
+  let c = 0;
+  for (let r = 0; r < nRanks; r++) {
+    if (c < breaks.length && r === breaks[c]) c++;
+    colOf[r] = c;
   }
-  const { min } = spread(x, vw, 0, total);
-  return finish(m, total, x, vw, vRank, layerY, layerH, colOf, colY, src, dst, rank, chainAt, min, width, height, cols);
+  const lo = new Float64Array(c + 1).fill(Infinity);
+  const hi = new Float64Array(c + 1).fill(-Infinity);
+  for (let v = 0; v < total; v++) {
+    const k = colOf[vRank[v]];
+    lo[k] = Math.min(lo[k], x[v] - vw[v] / 2);
+    hi[k] = Math.max(hi[k], x[v] + vw[v] / 2);
+  }
+  const colX = [0];
+  const cols = [];
+  let cx = 0;
+  let tallest = 0;
+  const top = [0, ...breaks.map((r) => layerY[r])];
+  for (let k = 0; k <= c; k++) {
+    colX[k] = cx - lo[k];
+    colY[k] = -top[k];
+    const last = (k < c ? breaks[k] : nRanks) - 1;
+    const ch = layerY[last] + layerH[last] - top[k];
+    tallest = Math.max(tallest, ch);
+    cols.push(
+      cx,
+      0,
+      hi[k] - lo[k],
+      ch,
+      firstItem(layer, layerStart, k === 0 ? 0 : breaks[k - 1], m),
+      firstItem(layer, layerStart, last, m, true),
+    );
+    cx += hi[k] - lo[k] + COL_GAP;
+  }
+  for (let v = 0; v < total; v++) x[v] += colX[colOf[vRank[v]]];
+  for (let k = 0; k <= c; k++) cols[6 * k + 3] = tallest; // every column as tall as the level
+  return { width: cx - COL_GAP, height: tallest, cols };
 }
 
 /** Item positions and each edge's bend points, shifted so the level starts at x = 0. */
@@ -342,7 +440,13 @@ function spread(x, w, a, b) {
   return Number.isFinite(min) ? { min, width: max - min } : { min: 0, width: 0 };
 }
 
-/** Compressed adjacency: out.start[v]..out.start[v+1] index out.list, from pairs (a, b). */
+/** @typedef {{start: Int32Array, list: Int32Array}} Csr compressed adjacency */
+
+/**
+ * Compressed adjacency: out.start[v]..out.start[v+1] index out.list, from pairs (a, b).
+ * @param {number} n @param {Int32Array} a @param {Int32Array} b
+ * @returns {Csr}
+ */
 function csr(n, a, b) {
   const start = new Int32Array(n + 1);
   for (let i = 0; i < a.length; i++) start[a[i] + 1]++;
@@ -353,7 +457,10 @@ function csr(n, a, b) {
   return { start, list };
 }
 
-/** Mean of vals over v's neighbours in nb, or dflt without neighbours. */
+/**
+ * Mean of vals over v's neighbours in nb, or dflt without neighbours.
+ * @param {Csr} nb @param {number} v @param {ArrayLike<number>} vals @param {number} dflt
+ */
 function mean(nb, v, vals, dflt) {
   const a = nb.start[v];
   const b = nb.start[v + 1];

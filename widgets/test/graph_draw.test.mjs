@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { boxSize, labelOf } from "../src/_graphcore.js";
-import { drawState, edgesSvg, groupsSvg, nodesSvg, subOf } from "../src/_graph_draw.js";
+import { drawState, edgesSvg, groupsSvg, heatLook, nodesSvg, subOf } from "../src/_graph_draw.js";
 import { hiddenAncestors, matchesOf, selectedIndices } from "../src/_graph_find.js";
 import { liftMarks } from "../src/_graph_marks.js";
 import { tipHtml } from "../src/_graph_tip.js";
@@ -80,4 +80,36 @@ test("search, selection and what to expand to reach a call", () => {
   assert.deepEqual(selectedIndices(graph, "head", -1), [9]); // by module path
   assert.deepEqual(selectedIndices(graph, "nope", -1), []);
   assert.deepEqual(hiddenAncestors(graph, new Set([1]), 6), [5, 4]); // trace ids of b0, blocks
+});
+
+test("heatLook: a box's colour once per box, frames and columns by their hottest box", () => {
+  // 0 root frame, 1 frame in it, boxes 2, 3 in frame 1, box 4 in the root frame
+  const parent = [-1, 0, 1, 1, 0];
+  const values = [0, 0, 5, 9, 0];
+  let colored = 0;
+  const scale = {
+    color: (/** @type {number} */ v) => {
+      colored++;
+      return v > 0 ? `heat${v}` : "neutral";
+    },
+  };
+  const boxes = [2, 3, 4];
+  const look = heatLook(
+    "fwd",
+    values,
+    scale,
+    () => ({ parent, boxes }),
+    (fill) => `ink-on-${fill}`,
+    "neutral",
+  );
+  assert.equal(look.fillOf(2), "heat5");
+  assert.equal(look.fillOf(2), "heat5");
+  assert.equal(colored, 1); // worked out when first painted, then kept
+  assert.equal(look.fillOf(4), null); // nothing recorded: the theme's own colour
+  assert.equal(look.inkOf(3), "ink-on-heat9");
+  assert.equal(look.inkOf(4), null);
+  assert.equal(look.frameFillOf(1), "heat9"); // its hottest box
+  assert.equal(look.frameFillOf(0), "heat9");
+  assert.equal(look.spanFillOf([1, 4]), "heat9"); // a column holding frame 1 and box 4
+  assert.equal(look.spanFillOf([4]), null);
 });
