@@ -28,9 +28,11 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import math
 import mmap
+import operator
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -648,11 +650,11 @@ def _events_columns(
     meta = dict(record)
     steps: list[dict[str, Any]] = meta.pop("steps")
     meta["n_steps"] = len(steps)
-    keys = dict.fromkeys(k for s in steps for k in s)
+    keys = dict.fromkeys(itertools.chain.from_iterable(steps))  # every step's keys, in order
     cols: Columns = {}
     for k in keys if want is None else [c for c in want if c in keys]:
-        values = [s.get(k, math.nan) for s in steps]
-        if all(_number(v) for v in values):
+        values = list(map(operator.methodcaller("get", k, math.nan), steps))
+        if set(map(type, values)) <= {int, float}:  # numbers only (no bool, None, text)
             cols[k] = np.asarray(values, dtype=np.float64)
     return meta, cols
 
