@@ -178,3 +178,50 @@ def test_the_best_runs_are_drawn_first_with_one_legend_entry_each(browser, lab_s
     finally:
         set_theme(page, "JupyterLab Light")  # the server's settings outlive this test
         context.close()
+
+
+STATES = """\
+import tempfile, pathlib, json
+import labkit
+from labkit.train.run import Run
+
+root = pathlib.Path(tempfile.mkdtemp())
+run = Run(logdir=str(root / "done"), config={"lr": 0.1})
+run.add_event({"type": "start", "t": 0.0})
+run.add_event({"type": "steps", "steps": [
+    {"step": s, "epoch": 0, "loss": 1.0 / s, "t": 0.1 * s} for s in range(1, 21)]})
+run.add_event({"type": "end", "status": "finished", "t": 3.0})
+run.save()
+# a fit killed mid-way: its events, no final record, no lock holder
+(root / "killed").mkdir()
+events = [{"type": "start", "t": 0.0}, {"type": "steps", "steps": [
+    {"step": s, "epoch": 0, "loss": 1.0 / s, "t": 0.1 * s} for s in range(1, 11)]}]
+(root / "killed" / "events.jsonl").write_text("".join(json.dumps(e) + "\\n" for e in events))
+labkit.runs(root).show()
+"""
+
+
+def test_each_run_shows_its_state_as_a_badge(browser, lab_server):
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    try:
+        open_and_run(page, lab_server, notebook(STATES), "runs_states.ipynb")
+        view = cell(page, 0).locator(".lk-runs")
+        view.locator(".lk-runs-table tbody tr").first.wait_for()
+        badges = view.locator(".lk-runs-table tbody tr").evaluate_all(
+            "rs => rs.map(r => [r.dataset.run, r.querySelector('.lk-state')?.dataset.state,"
+            " r.querySelector('.lk-state')?.title])"
+        )
+        got = {run: state for run, state, _ in badges}
+        assert got == {"done": "finished", "killed": "crashed"}, badges
+        note = next(title for run, _, title in badges if run == "killed")
+        assert "last step 10" in note, note  # the badge's title says what is known of it
+        assert view.locator("th[data-key='status']").inner_text().startswith("state")
+        view.locator(".lk-runs-filter").fill("state=crashed")
+        page.wait_for_function(
+            "el => el.querySelectorAll('.lk-runs-table tbody tr').length === 1",
+            arg=view.element_handle(),
+        )
+    finally:
+        context.close()
