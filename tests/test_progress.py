@@ -260,3 +260,23 @@ def test_a_real_kernel_gets_the_notebook_bar(tmp_path) -> None:
     assert widgets, outputs
     streams = [o for o in outputs if o.get("output_type") == "stream"]
     assert [(o["name"], o["text"]) for o in streams] == [("stdout", "True\n")]  # no stderr line
+
+
+def test_ctrl_c_in_compare_says_where_it_stopped(capsys) -> None:
+    calls = [0]
+
+    def loss(out: torch.Tensor) -> torch.Tensor:
+        calls[0] += 1
+        if calls[0] == 4:  # a Ctrl-C during the timed rounds
+            raise KeyboardInterrupt
+        return out.float().mean()
+
+    x = _x()
+    before = x.clone()
+    with pytest.raises(KeyboardInterrupt):
+        labkit.compare(_model(), x, [labkit.Recipe(matmul_precision="high")], loss=loss,
+                       steps=3, warmup=1, target=None, memory=False, drift=False)  # fmt: skip
+    err = capsys.readouterr().err
+    assert "compare: stopped by Ctrl-C during " in err
+    assert "the model was not run; the inputs and RNG are as they were" in err
+    assert torch.equal(x, before)
