@@ -9,6 +9,7 @@ import { labelOf } from "./_graphcore.js";
 import { esc } from "./_ui.js";
 
 /** @typedef {import("./_graphcore.js").Rolled} Rolled */
+/** @typedef {import("./_contract_types").GraphPayload} GraphPayload */
 /** @typedef {import("./_graph_toolbar.js").MetricDef} MetricDef */
 /**
  * @typedef {object} InstanceLevel one rolled block around a call
@@ -34,6 +35,8 @@ import { esc } from "./_ui.js";
 
 /**
  * The instance a module path is, or null when it is in no rolled block.
+ * @param {{instances?: GraphPayload["instances"], rolled: GraphPayload["rolled"]}} graph
+ * @param {string | null | undefined} name
  * @param {number} nth which call of that path (a path called twice has two entries), default 0
  * @returns {Instance | null}
  */
@@ -47,8 +50,8 @@ export function instanceOf(graph, name, nth = 0) {
     const w = inst.where[e];
     const levels = [];
     for (let j = 0; j < w.length; j += 2) {
-      const [head, n, block] = graph.rolled[w[j]];
-      levels.push({ block, i: w[j + 1], n, head });
+      const [head, n, block] = graph.rolled[w[j]]; // [node, calls, block name]
+      levels.push({ block: String(block), i: w[j + 1], n: Number(n), head: Number(head) });
     }
     return { e, k: inst.node[e], levels };
   }
@@ -71,7 +74,7 @@ export function instanceText(name, inst) {
  * A drawn box's rolled form: how many calls its figures sum (the product of the rolled
  * blocks around it, itself included) and its path with each block's range written in
  * ("blocks.0-5.mlp"). times is 1 outside rolled blocks.
- * @param {Rolled} rolled @param {number} k
+ * @param {GraphPayload} graph @param {Rolled} rolled @param {number} k
  * @returns {{path: string, times: number}}
  */
 export function rolledPath(graph, rolled, k) {
@@ -82,7 +85,7 @@ export function rolledPath(graph, rolled, k) {
     if (count === undefined) continue;
     times *= count;
     const head = graph.name[p];
-    const block = rolled.name.get(p);
+    const block = rolled.name.get(p) || head;
     if (path === head) path = block;
     else if (path.startsWith(`${head}.`)) path = block + path.slice(head.length);
   }
@@ -105,6 +108,7 @@ export function figureParts(metrics, valueAt) {
 /**
  * What the breadcrumb says for a selection: the drawn frames around the selected box,
  * the selected path (with its instance) and that call's own figures.
+ * @param {GraphPayload} graph
  * @param {Rolled} rolled
  * @param {string | null | undefined} sel
  * @param {number} k payload index of the selected box (selectedIndices' first hit), or -1
@@ -129,11 +133,14 @@ export function crumbOf(graph, rolled, sel, k, values, instValues, metrics) {
 
 /** The breadcrumb as HTML (the unroll button is added by the view). A narrow view wraps
  * it between its parts, never inside one: each frame, the selection and each figure is
- * an unbreakable piece (`lk-crumb-part`). */
+ * an unbreakable piece (`lk-crumb-part`).
+ * @param {Crumb | null} c */
 export function crumbHtml(c) {
   if (!c) return "";
   const nowrap = 'style="white-space:nowrap"';
-  const trail = c.trail.map((t) => `<span class="lk-crumb-up lk-crumb-part" ${nowrap}>${esc(t)} ›</span> `).join("");
-  const figs = c.figures.map((f) => ` <span class="lk-crumb-fig lk-crumb-part" ${nowrap}>${esc(f)}</span>`).join(" ·");
+  const trail = c.trail.map((/** @type {string} */ t) => `<span class="lk-crumb-up lk-crumb-part" ${nowrap}>${esc(t)} ›</span> `).join("");
+  const figs = c.figures
+    .map((/** @type {string} */ f) => ` <span class="lk-crumb-fig lk-crumb-part" ${nowrap}>${esc(f)}</span>`)
+    .join(" ·");
   return `${trail}<b class="lk-crumb-sel lk-crumb-part" ${nowrap}>${esc(c.text)}</b>${figs}`;
 }

@@ -2,7 +2,13 @@
 // Pure, no DOM; unit-tested by widgets/test/graph_draw.test.mjs and graph_crumb.test.mjs.
 import { instanceOf } from "./_graph_crumb.js";
 
-/** Payload indices whose name or type contains q (case-insensitive), in payload order. */
+/** @typedef {import("./_contract_types").GraphPayload} GraphPayload */
+
+/**
+ * Payload indices whose name or type contains q (case-insensitive), in payload order.
+ * @param {GraphPayload} graph @param {string} q
+ * @returns {number[]}
+ */
 export function matchesOf(graph, q) {
   return findAll(graph, q)
     .filter((m) => m.name === graph.name[m.k])
@@ -12,6 +18,8 @@ export function matchesOf(graph, q) {
 /**
  * Every match of q as {k, name}: drawn nodes by name or type, then calls inside rolled
  * blocks by path (name is the instance's path, k the box that shows it), in call order.
+ * @param {GraphPayload} graph @param {string} q
+ * @returns {{k: number, name: string}[]}
  */
 export function findAll(graph, q) {
   if (!q) return [];
@@ -32,13 +40,17 @@ export function findAll(graph, q) {
   return out;
 }
 
+/** @type {WeakMap<GraphPayload, {name: string[], type: string[]}>} */
 const lower = new WeakMap(); // payload -> its names and types in lower case (once)
 
-/** A payload's names and types in lower case, made once per payload. */
+/** A payload's names and types in lower case, made once per payload. @param {GraphPayload} graph */
 function lowered(graph) {
   let out = lower.get(graph);
   if (!out) {
-    out = { name: graph.name.map((x) => x.toLowerCase()), type: graph.type.map((x) => x.toLowerCase()) };
+    out = {
+      name: graph.name.map((/** @type {string} */ x) => x.toLowerCase()),
+      type: graph.type.map((/** @type {string} */ x) => x.toLowerCase()),
+    };
     lower.set(graph, out);
   }
   return out;
@@ -48,6 +60,8 @@ function lowered(graph) {
  * The payload indices a selection stands for: the call with trace id selId when its name
  * is sel, else every call of module sel (a path selected in the profile or in Python),
  * else the rolled box that shows sel when sel is a later instance of a rolled block.
+ * @param {GraphPayload} graph @param {string} sel @param {number | null | undefined} selId
+ * @returns {number[]}
  */
 export function selectedIndices(graph, sel, selId) {
   for (let k = 0; k < graph.ids.length; k++) if (graph.ids[k] === selId && graph.name[k] === sel) return [k];
@@ -58,7 +72,11 @@ export function selectedIndices(graph, sel, selId) {
   return inst ? [inst.k] : [];
 }
 
-/** Payload ids of k's collapsed ancestors: what to expand so that k is drawn. */
+/**
+ * Payload ids of k's collapsed ancestors: what to expand so that k is drawn.
+ * @param {GraphPayload} graph @param {Set<number>} expanded @param {number} k
+ * @returns {number[]}
+ */
 export function hiddenAncestors(graph, expanded, k) {
   const need = [];
   for (let p = graph.parent[k]; p >= 0; p = graph.parent[p]) if (!expanded.has(p)) need.push(graph.ids[p]);

@@ -3,6 +3,7 @@
 import { rolledPath } from "./_graph_crumb.js";
 import { esc } from "./_ui.js";
 
+/** @type {Record<string, string>} */
 const KIND_NAMES = { i: "input", o: "output", m: "module", p: "op" };
 
 /**
@@ -18,7 +19,7 @@ export function tipHtml(graph, rolled, k, values, metrics, mark) {
   // a box in a rolled block stands for every call of it: its path names the range
   const { path: rpath, times } = rolledPath(graph, rolled, k);
   const path = kind === "m" ? rpath || `(root) ${graph.model || ""}` : rpath;
-  const tens = (list) => list.map((t) => esc(graph.tensors[t])).join(", ") || "-";
+  const tens = (/** @type {number[]} */ list) => list.map((/** @type {number} */ t) => esc(graph.tensors[t])).join(", ") || "-";
   const badge = times > 1 ? ` <b>×${times}</b>` : "";
   let html = `<div><b>${esc(path)}</b>${badge} <span class="lk-tip-k">${esc(graph.type[k])} · ${KIND_NAMES[kind]}</span></div>`;
   if (times > 1) html += `<div>${times} identical calls; figures per call (mean), then the ×${times} total</div>`;

@@ -56,7 +56,8 @@ export function buildToolbar(act) {
   const search = h("input", { type: "search", placeholder: "search modules / ops", class: "lk-search", size: "18" });
   const depthIn = h("input", { type: "number", min: "0", max: "64", class: "lk-depth", title: "expand to depth", style: "width:3.5em" });
   const legend = h("div", { class: "lk-legend" });
-  const btn = (text, title, fn, cls = "") => h("button", { title, onclick: fn, class: cls }, text);
+  const btn = (/** @type {string} */ text, /** @type {string} */ title, /** @type {() => void} */ fn, cls = "") =>
+    h("button", { title, onclick: fn, class: cls }, text);
   const rollBtn = btn("Unroll all", "draw every call of each repeated block", act.roll || (() => {}), "lk-roll");
   const el = h(
     "div",
@@ -76,13 +77,13 @@ export function buildToolbar(act) {
     btn("PNG", "export PNG", act.png),
   );
   /** Offer these metrics in the colour-by list. */
-  const setMetrics = (defs) =>
+  const setMetrics = (/** @type {MetricDef[]} */ defs) =>
     setOptions(
       metricSel,
       defs.map((d) => [d.key, d.label]),
     );
   /** The roll button's text: Unroll all while every block is rolled, else Roll. */
-  const setRolled = (rolled, unrolled = 0, shown = true) => {
+  const setRolled = (/** @type {boolean} */ rolled, unrolled = 0, shown = true) => {
     const all = rolled && !unrolled;
     const state = `${shown}|${all}`;
     if (rollBtn.dataset.state === state) return; // no DOM write for the same state
