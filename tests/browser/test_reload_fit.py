@@ -1,7 +1,8 @@
 """A page reloaded while a foreground fit runs gets its live dashboard back (issue 37 item 2).
 
-The README's foreground ``lab.fit`` runs; the page is saved and reloaded while the cell
-still runs, so the kernel answers none of ipywidgets' restore messages. labkit's
+The README's foreground ``lab.fit`` runs (and, as a second case, a ``labkit.watch`` loop);
+the page is saved and reloaded while the cell still runs, so the kernel answers none of
+ipywidgets' restore messages. labkit's
 extension asks the server for the dashboard (``/labkit/api/reattach``, the channel Stop
 uses) and the kernel's dashboard sends its widget again: the live view, moving and with
 Stop, is back within seconds. Stop then ends the fit; the picture the notebook keeps
@@ -25,7 +26,6 @@ from tests.browser.lab_page import open_lab, start_run_all, wait_kernel_idle
 
 pytestmark = pytest.mark.browser
 
-NAME = "reload-fit.ipynb"
 SETUP = """\
 import torch
 from torch import nn
@@ -41,7 +41,17 @@ lab = labkit.Lab(model, data, loss=nn.functional.cross_entropy, batch_size=4,
                  logdir="runs/reload-fit")
 """
 FIT = "run = lab.fit(max_epochs=3)"  # foreground: 3 x 768 steps unless stopped
-TOTAL = 3 * 768
+LOOP = """\
+opt = torch.optim.SGD(model.parameters(), lr=0.05)
+with labkit.watch(model, opt, logdir="runs/reload-watch", total_steps=100_000) as run:
+    for i in range(100_000):
+        opt.zero_grad()
+        loss = nn.functional.cross_entropy(model(x[:64]), y[:64])
+        loss.backward()
+        opt.step()
+        run.step(loss=loss)
+"""
+CASES = {"fit": (FIT, 3 * 768), "watch": (LOOP, 100_000)}
 #: seconds from the reload to the live dashboard drawn again (measured 2-6 s, loaded machine)
 LIVE_WITHIN_S = 30
 
@@ -51,11 +61,11 @@ def _step(dash) -> int:
     return int(m.group(1)) if m else 0
 
 
-def _kernel(lab_server) -> dict:
+def _kernel(lab_server, name: str) -> dict:
     for session in lab_server.get_json("api/sessions"):
-        if session["path"].endswith(NAME):
+        if session["path"].endswith(name):
             return session["kernel"]
-    raise AssertionError(f"no session for {NAME}")
+    raise AssertionError(f"no session for {name}")
 
 
 def _dashboard_output(path: Path) -> dict:
@@ -78,18 +88,21 @@ def _save(page, path: Path, until) -> dict:
         time.sleep(0.25)
 
 
+@pytest.mark.parametrize("case", sorted(CASES))
 def test_reload_during_a_fit_is_live_and_the_kept_picture_says_where_it_stopped(
-    browser, lab_server
+    browser, lab_server, case
 ):
+    code, total = CASES[case]
+    name = f"reload-{case}.ipynb"
     errors: list[str] = []
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     page = context.new_page()
     page.set_default_timeout(30_000)
     page.on("console", lambda m: errors.append(m.text) if m.type in ("error", "warning") else None)
-    path = Path(lab_server.root_dir) / NAME
+    path = Path(lab_server.root_dir) / name
     try:
-        nbformat.write(notebook(SETUP, FIT), path)
-        open_lab(page, lab_server, NAME)
+        nbformat.write(notebook(SETUP, code), path)
+        open_lab(page, lab_server, name)
         page.locator(".jp-NotebookPanel .jp-Cell").first.click()
         start_run_all(page)
         dash = cell(page, 1).locator(".lk-dashboard")
@@ -119,7 +132,7 @@ def test_reload_during_a_fit_is_live_and_the_kept_picture_says_where_it_stopped(
             print("console:", errors)
             raise
         live_s = time.monotonic() - reloaded
-        print(f"live dashboard {live_s:.1f} s after the reload (the fit's cell running)")
+        print(f"{case}: live dashboard {live_s:.1f} s after the reload (its cell running)")
         assert live_s < LIVE_WITHIN_S, live_s
         assert cell(page, 1).locator(".lk-output").get_attribute("data-reattach") == "requested"
         page.wait_for_function(  # and it moves: the foreground fit's cell still runs
@@ -133,16 +146,16 @@ def test_reload_during_a_fit_is_live_and_the_kept_picture_says_where_it_stopped(
         assert answer.value.status == 200, answer.value.text()
         dash.locator(".lk-dash-status[data-status='stopped']").wait_for(timeout=60_000)
         stopped_at = _step(dash)
-        assert 0 < stopped_at < TOTAL
+        assert 0 < stopped_at < total
         wait_kernel_idle(page)
 
         # the picture of the stop reached the reloaded page's output, and so the file
-        want = f"stopped at step {stopped_at} of {TOTAL}"
+        want = f"stopped at step {stopped_at} of {total}"
         kept = _save(page, path, lambda o: want in o.get("text/plain", ""))
         assert "reattach" not in kept[LABKIT_MIME] and "image/png" in kept
 
         # a new kernel: the widget model is gone for good; the kept picture stands in
-        lab_server.request(f"api/kernels/{_kernel(lab_server)['id']}/restart", method="POST",
+        lab_server.request(f"api/kernels/{_kernel(lab_server, name)['id']}/restart", method="POST",
                            body={}).close()  # fmt: skip
         errors.clear()
         page.reload()
@@ -158,5 +171,5 @@ def test_reload_during_a_fit_is_live_and_the_kept_picture_says_where_it_stopped(
     finally:
         context.close()
         for session in lab_server.get_json("api/sessions"):
-            if session["path"].endswith(NAME):
+            if session["path"].endswith(name):
                 lab_server.request(f"api/sessions/{session['id']}", method="DELETE").close()
