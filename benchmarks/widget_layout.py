@@ -95,7 +95,7 @@ traces = {n: synthetic_trace(n) for n in %r}
 print("READY")
 """
 SHOW = """\
-t = traces[%d]
+t = traces[%d].replace()  # a fresh Trace each run: nothing kept from the last (rolling, figures)
 v = GraphView(t, expanded=[n.id for n in t.nodes if n.kind == "module"], rolled=False, height=500)
 v"""
 

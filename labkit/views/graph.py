@@ -197,8 +197,14 @@ class GraphView(TraceWidget):
 
     def visible(self) -> VisibleGraph:
         """What the view draws now (the same rules the browser applies)."""
+        key = (self._trace, tuple(self.expanded), self._rolled, tuple(self.unrolled))
+        last = getattr(self, "_visible_last", None)  # the repr asks twice per display
+        if last is not None and last[0][0] is key[0] and last[0][1:] == key[1:]:
+            return last[1]
         canon = canon_of(self._trace, rolled=self._rolled, unrolled=self.unrolled)
-        return visible_graph(self._trace, expanded=self.expanded, canon=canon)
+        shown = visible_graph(self._trace, expanded=self.expanded, canon=canon)
+        self._visible_last = (key, shown)
+        return shown
 
     def to_png(self) -> bytes:
         """The graph as drawn now (expanded calls, metric colours) as a PNG."""

@@ -37,7 +37,7 @@ import { COL_GAP, GAP_Y, HEADER, layoutLevel, PAD } from "./_layout.js";
 
 /**
  * What the layout needs of a payload: the tree, sizes and edge routes (once per graph).
- * @param {object} graph the GraphView payload
+ * @param {import("./_worker_messages").LayoutGraph} graph the GraphView payload (the fields the layout reads)
  * @returns {Prepared}
  */
 export function prepare(graph) {
@@ -63,7 +63,7 @@ export function prepare(graph) {
   const boxW = new Float64Array(n);
   const boxH = new Float64Array(n);
   const headW = new Float64Array(n);
-  const shapes = graph.tensors.map((t) => t.split(" ")[0]);
+  const shapes = graph.tensors.map((/** @type {string} */ t) => t.split(" ")[0]);
   for (let k = 0; k < n; k++) {
     const s = boxSize(labelOf(graph, k, rolled), subOf(graph, k, shapes));
     boxW[k] = s.w;
@@ -148,7 +148,7 @@ export function prepare(graph) {
  * Lay out the graph with these calls expanded.
  * @param {Prepared} P
  * @param {Iterable<number>} expandedIdx payload indices of expanded calls
- * @param {Map<number, {sizes: Float64Array, lay: object}> | null} cache level -> its last
+ * @param {Map<number, {sizes: Float64Array, lay: import("./_layout.js").LevelLayout}> | null} cache level -> its last
  *   layout, kept between calls for one graph
  * @returns {GraphLayout}
  */
@@ -182,10 +182,10 @@ export function layoutGraph(P, expandedIdx, cache = null) {
   const H = Float64Array.from(boxH);
   const relX = new Float64Array(n);
   const relY = new Float64Array(n);
-  /** @type {any[]} */
+  /** @type {import("./_layout.js").LevelLayout[]} */
   const levels = new Array(n + 1);
   let laidOut = 0;
-  const level = (g) => {
+  const level = (/** @type {number} */ g) => {
     const a = kidStart[g];
     const m = kidStart[g + 1] - a;
     const hit = cache?.get(g);
@@ -288,6 +288,8 @@ function sameSizes(sizes, W, H, kidList, a, m) {
  * bend points, into a frame down its right margin below every header it passes, top of
  * the target. So a skip connection into a block (its "add" at the bottom) does not cross
  * the block's boxes and no edge crosses a frame's label.
+ * @param {Prepared} P @param {Int32Array} boxOf @param {Float64Array} pos
+ * @param {import("./_layout.js").LevelLayout[]} levels @param {Float64Array} ox @param {Float64Array} oy
  */
 function edgeLines(P, boxOf, pos, levels, ox, oy) {
   const { n, parent, es, ed, et, elevel, eA, eB, eL } = P;
@@ -342,6 +344,10 @@ function edgeLines(P, boxOf, pos, levels, ox, oy) {
  * (or left) margin; in a frame whose level is wrapped into columns, the gap right (left)
  * of the column holding k, not the margin of a frame as wide as all its columns.
  */
+/**
+ * @param {Prepared} P @param {import("./_layout.js").LevelLayout[]} levels @param {Float64Array} ox
+ * @param {Float64Array} pos @param {number} f @param {number} k @param {boolean} right
+ */
 function margin(P, levels, ox, pos, f, k, right) {
   const lay = levels[f];
   if (lay && lay.cols.length > 6) {
@@ -366,12 +372,13 @@ class PairSet {
     this.used = 0;
   }
 
-  /** The value of (a, b), or -1 when absent. */
+  /** The value of (a, b), or -1 when absent. @param {number} a @param {number} b */
   get(a, b) {
     for (let i = this.head[a]; i >= 0; i = this.next[i]) if (this.b[i] === b) return this.val[i];
     return -1;
   }
 
+  /** @param {number} a @param {number} b @param {number} v */
   add(a, b, v) {
     const i = this.used++;
     this.b[i] = b;
@@ -388,7 +395,7 @@ class Grow {
     this.length = 0;
   }
 
-  /** Add the point (x, y). */
+  /** Add the point (x, y). @param {number} x @param {number} y */
   push(x, y) {
     if (this.length + 2 > this.a.length) {
       const b = new Float64Array(2 * this.a.length);
@@ -411,10 +418,11 @@ class Grow {
  */
 export function posView(L) {
   const P = L.pos;
-  const get = (k) => (k >= 0 && !Number.isNaN(P[4 * k]) ? { x: P[4 * k], y: P[4 * k + 1], w: P[4 * k + 2], h: P[4 * k + 3] } : undefined);
+  const get = (/** @type {number} */ k) =>
+    k >= 0 && !Number.isNaN(P[4 * k]) ? { x: P[4 * k], y: P[4 * k + 1], w: P[4 * k + 2], h: P[4 * k + 3] } : undefined;
   return {
     get,
-    has: (k) => get(k) !== undefined,
+    has: (/** @type {number} */ k) => get(k) !== undefined,
     size: L.boxes.length + L.groups.length,
     *[Symbol.iterator]() {
       for (const k of L.groups) yield [k, get(k)];
@@ -423,7 +431,10 @@ export function posView(L) {
   };
 }
 
-/** Points of drawn edge i as [{x, y}]. */
+/**
+ * Points of drawn edge i as [{x, y}].
+ * @param {{edgeOff: ArrayLike<number>, edgeXY: ArrayLike<number>}} L @param {number} i
+ */
 export function edgePointsOf(L, i) {
   const out = [];
   for (let j = L.edgeOff[i]; j < L.edgeOff[i + 1]; j++) out.push({ x: L.edgeXY[2 * j], y: L.edgeXY[2 * j + 1] });

@@ -29,7 +29,7 @@ const FIELDS = ["key", "model", "ids", "kind", "parent", "name", "type", "ins", 
  * @returns {LayoutService}
  */
 export function makeService() {
-  /** @type {Map<number, {key: string, graph: LayoutGraph, prep: import("./_graph_layout.js").Prepared, cache: Map<number, {sizes: Float64Array, lay: object}>}>} */
+  /** @type {Map<number, {key: string, graph: LayoutGraph, prep: import("./_graph_layout.js").Prepared, cache: Map<number, {sizes: Float64Array, lay: import("./_layout.js").LevelLayout}>}>} */
   const views = new Map(); // view -> {key, graph, prep, cache}
   return (msg) => {
     if (msg.drop) {

@@ -47,7 +47,11 @@ export function childrenOf(graph) {
   return { kids, roots };
 }
 
-/** Payload indices of expanded calls, from trace node ids (the synced `expanded` trait). */
+/**
+ * Payload indices of expanded calls, from trace node ids (the synced `expanded` trait).
+ * @param {{ids: ArrayLike<number>}} graph @param {Iterable<number>} expandedIds
+ * @returns {Set<number>}
+ */
 export function expandedIndices(graph, expandedIds) {
   const index = indexOfIds(graph);
   const out = new Set();
@@ -81,6 +85,7 @@ export function indexOfIds(graph) {
 /**
  * Which payload nodes are drawn: boxOf[k] is the drawn box or frame that shows node k,
  * boxes are drawn as boxes, groups as frames around their children (execution order).
+ * @param {{parent: ArrayLike<number>}} graph @param {Set<number>} expanded
  */
 export function visibleNodes(graph, expanded) {
   const n = graph.parent.length;
@@ -101,7 +106,11 @@ export function visibleNodes(graph, expanded) {
   return { boxOf, boxes, groups, hasKids };
 }
 
-/** Edges between drawn boxes: [src, dst, tensor index], deduplicated, no self-loops. */
+/**
+ * Edges between drawn boxes: [src, dst, tensor index], deduplicated, no self-loops.
+ * @param {{edges: ArrayLike<number>, edge_tensor: ArrayLike<number>}} graph @param {ArrayLike<number>} boxOf
+ * @returns {number[][]}
+ */
 export function liftEdges(graph, boxOf) {
   const out = [];
   const seen = new Set();
@@ -133,7 +142,12 @@ export function rolledInfo(graph) {
   return { count, name };
 }
 
-/** Short label of a node: last part of a module path, "name xN" for a rolled block. */
+/**
+ * Short label of a node: last part of a module path, "name xN" for a rolled block.
+ * @param {{kind: string, name: string[], type: string[], model?: string}} graph @param {number} k
+ * @param {Rolled | null | undefined} rolled
+ * @returns {string}
+ */
 export function labelOf(graph, k, rolled) {
   const kind = graph.kind[k];
   const name = graph.name[k];
@@ -145,29 +159,41 @@ export function labelOf(graph, k, rolled) {
     if (name === "") return graph.model || graph.type[k];
     // a numbered child (Sequential, ModuleList) keeps its container's name: "layers.0"
     const parts = name.split(".");
-    const last = parts.pop();
+    const last = parts.pop() || "";
     return /^\d+$/.test(last) && parts.length ? `${parts.pop()}.${last}` : last;
   }
   return name;
 }
 
-/** What `selected` holds for a node: the module path for a call, else the node's name. */
+/**
+ * What `selected` holds for a node: the module path for a call, else the node's name.
+ * @param {{name: string[]}} graph @param {number} k
+ */
 export function selectionOf(graph, k) {
   return graph.name[k];
 }
 
-/** The second line of a box: a module's type, an op's or input's first output shape. */
+/**
+ * The second line of a box: a module's type, an op's or input's first output shape.
+ * @param {{kind: string, type: string[], tensors: string[], outs: number[][], ins: number[][]}} graph
+ * @param {number} k @param {string[] | null} shapes
+ * @returns {string}
+ */
 export function subOf(graph, k, shapes = null) {
   const kind = graph.kind[k];
   if (kind === "m") return graph.type[k];
-  const shape = (t) => (shapes ? shapes[t] : graph.tensors[t].split(" ")[0]);
+  const shape = (/** @type {number} */ t) => (shapes ? shapes[t] : graph.tensors[t].split(" ")[0]);
   const outs = graph.outs[k];
   if (kind === "p" || kind === "i") return outs.length ? shape(outs[0]) : kind === "p" ? "op" : "";
   const ins = graph.ins[k];
   return ins.length ? shape(ins[0]) : "";
 }
 
-/** A frame's header label: "blocks.0-5 ×6 · Layer". */
+/**
+ * A frame's header label: "blocks.0-5 ×6 · Layer".
+ * @param {{kind: string, name: string[], type: string[], model?: string}} graph @param {number} g
+ * @param {Rolled | null | undefined} rolled
+ */
 export function groupLabel(graph, g, rolled) {
   return `${labelOf(graph, g, rolled)} · ${graph.type[g]}`;
 }
@@ -185,22 +211,34 @@ export const LEGIBLE_PX = 6.5;
 export const LOD_SUB = LEGIBLE_PX / 9.5;
 export const LOD_TEXT = LEGIBLE_PX / 11;
 
-/** Scale that shows a w x h drawing whole in a cw x ch canvas (never above MAX_FIT_SCALE). */
+/**
+ * Scale that shows a w x h drawing whole in a cw x ch canvas (never above MAX_FIT_SCALE).
+ * @param {number} cw @param {number} ch @param {number} w @param {number} h
+ */
 export function fitScale(cw, ch, w, h) {
   return Math.min(cw / w, ch / h, MAX_FIT_SCALE);
 }
 
-/** Scale a graph opens at: fitted when it fits at a legible size, else OPEN_SCALE. */
+/**
+ * Scale a graph opens at: fitted when it fits at a legible size, else OPEN_SCALE.
+ * @param {number} cw @param {number} ch @param {number} w @param {number} h
+ */
 export function openScale(cw, ch, w, h) {
   return Math.max(OPEN_SCALE, fitScale(cw, ch, w, h));
 }
 
-/** Level of detail at scale k: 0 all, 1 no type lines, 2 no box text (frames keep labels). */
+/**
+ * Level of detail at scale k: 0 all, 1 no type lines, 2 no box text (frames keep labels).
+ * @param {number} k
+ */
 export function detailAt(k) {
   return k < LOD_TEXT ? 2 : k < LOD_SUB ? 1 : 0;
 }
 
-/** Estimated box size for a label and a type line (no DOM measuring: fast, testable). */
+/**
+ * Estimated box size for a label and a type line (no DOM measuring: fast, testable).
+ * @param {string} label @param {string} sub
+ */
 export function boxSize(label, sub) {
   const chars = Math.max(label.length, sub.length * 0.85);
   return { w: Math.round(Math.min(240, Math.max(64, chars * 6.6 + 22))), h: 36 };
@@ -209,6 +247,8 @@ export function boxSize(label, sub) {
 /**
  * The nested layout input: for each drawn frame (and a virtual top, key -1), its
  * direct drawn children and the edges between them lifted to that level.
+ * @param {{parent: ArrayLike<number>}} graph @param {{boxes: number[], groups: number[]}} vis
+ * @param {number[][]} edges
  */
 export function layoutInput(graph, vis, edges) {
   const groupSet = new Set(vis.groups);
@@ -224,11 +264,13 @@ export function layoutInput(graph, vis, edges) {
     members.get(c)?.push(k);
   }
   // ancestors chain of a drawn node among drawn frames (top first), once per node
+  /** @type {Map<number, number[]>} */
   const chains = new Map();
+  /** @param {number} k @returns {number[]} */
   const chain = (k) => {
     let out = chains.get(k);
     if (out) return out;
-    const c = container.get(k);
+    const c = /** @type {number} */ (container.get(k));
     out = c === -1 ? [-1, k] : [...chain(c), k];
     chains.set(k, out);
     return out;
@@ -253,7 +295,7 @@ export function layoutInput(graph, vis, edges) {
       levelEdges.get(level)?.push([A, B]);
     }
   }
-  return { members, levelEdges, route, isGroup: (k) => groupSet.has(k) };
+  return { members, levelEdges, route, isGroup: (/** @type {number} */ k) => groupSet.has(k) };
 }
 
 // ---------------------------------------------------------------- colour scales
@@ -266,6 +308,7 @@ const STOPS = [
 ];
 export const NEUTRAL = "#f1f1f1";
 
+/** @param {number} t @returns {string} */
 function mix(t) {
   const x = Math.min(1, Math.max(0, t)) * (STOPS.length - 1);
   const i = Math.min(STOPS.length - 2, Math.floor(x));
@@ -277,6 +320,7 @@ function mix(t) {
 /**
  * A colour scale over the positive values: log scale when they span more than a decade,
  * else linear. Zero or missing values get NEUTRAL. Returns {color, min, max, log}.
+ * @param {Iterable<number>} values
  */
 export function colorScale(values) {
   let min = Infinity;
@@ -291,7 +335,7 @@ export function colorScale(values) {
   const log = max / min > 10;
   const lo = log ? Math.log(min) : 0;
   const hi = log ? Math.log(max) : max;
-  const color = (v) => {
+  const color = (/** @type {number} */ v) => {
     if (!(v > 0)) return NEUTRAL;
     if (hi === lo) return mix(1);
     const t = log ? (Math.log(v) - lo) / (hi - lo) : v / hi;
@@ -321,7 +365,8 @@ export function hottestInside(parent, boxes, value) {
 }
 
 /** Black or white text for a fill given as rgb(...) or #rrggbb: the one with more
- * WCAG contrast (always >= 4.58:1). */
+ * WCAG contrast (always >= 4.58:1).
+ * @param {string} fill */
 export function textColor(fill) {
   return inkOn(fill);
 }

@@ -343,7 +343,15 @@ function wrapColumns(m, L, g, x, layerY, layerH, breaks, colOf, colY) {
   return { width: cx - COL_GAP, height: tallest, cols };
 }
 
-/** Item positions and each edge's bend points, shifted so the level starts at x = 0. */
+/**
+ * Item positions and each edge's bend points, shifted so the level starts at x = 0.
+ * @param {number} m @param {number} _total @param {Float64Array} x @param {Float64Array} vw
+ * @param {Int32Array} vRank @param {Float64Array} layerY @param {Float64Array} layerH
+ * @param {Int32Array} colOf @param {number[]} colY @param {ArrayLike<number>} src
+ * @param {ArrayLike<number>} dst @param {Int32Array} rank @param {Int32Array} chainAt
+ * @param {number} minX @param {number} width @param {number} height @param {number[]} cols
+ * @returns {LevelLayout}
+ */
 function finish(m, _total, x, vw, vRank, layerY, layerH, colOf, colY, src, dst, rank, chainAt, minX, width, height, cols) {
   const ox = new Float64Array(m);
   const oy = new Float64Array(m);
@@ -353,18 +361,20 @@ function finish(m, _total, x, vw, vRank, layerY, layerH, colOf, colY, src, dst, 
     oy[i] = layerY[rank[i]] + colY[colOf[rank[i]]];
     col[i] = colOf[rank[i]];
   }
+  /** @type {(Float64Array | null)[]} */
   const way = new Array(src.length).fill(null);
   const wrapped = cols.length > 6;
-  const gapX = (c) => cols[6 * c] - COL_GAP / 2; // the gap left of column c
+  const gapX = (/** @type {number} */ c) => cols[6 * c] - COL_GAP / 2; // the gap left of column c
   for (let e = 0; e < src.length; e++) {
     const a = src[e];
     const b = dst[e];
     const span = rank[b] - rank[a];
     if (span < 1) continue;
+    /** @type {number[]} */
     const pts = [];
     let last = colOf[rank[a]];
     // an edge into a later column: down below its column, up the gap, into the next
-    const turn = (c) => {
+    const turn = (/** @type {number} */ c) => {
       if (c === last) return;
       pts.push(gapX(c), height + GAP_Y / 3, gapX(c), -GAP_Y / 3);
       last = c;
@@ -384,7 +394,12 @@ function finish(m, _total, x, vw, vRank, layerY, layerH, colOf, colY, src, dst, 
 }
 
 /** The ranks that start a new column: about the level's aspect WRAP_ASPECT, each break
- * where fewest edges cross within a quarter column of its place. */
+ * where fewest edges cross within a quarter column of its place.
+ * @param {number} nRanks @param {Float64Array} layerY @param {Float64Array} _layerH
+ * @param {number} height @param {number} width @param {Int32Array} la @param {Int32Array} lb
+ * @param {Int32Array} vRank
+ * @returns {number[]}
+ */
 function columnBreaks(nRanks, layerY, _layerH, height, width, la, lb, vRank) {
   const n = Math.max(2, Math.round(Math.sqrt((WRAP_ASPECT * height) / Math.max(width, 1))));
   const colH = height / n;
@@ -420,7 +435,10 @@ function columnBreaks(nRanks, layerY, _layerH, height, width, la, lb, vRank) {
   return out;
 }
 
-/** The first (or last) item in ranks from rank r on (back from r): a column's ends. */
+/**
+ * The first (or last) item in ranks from rank r on (back from r): a column's ends.
+ * @param {Int32Array} layer @param {Int32Array} layerStart @param {number} r @param {number} m
+ */
 function firstItem(layer, layerStart, r, m, back = false) {
   const nRanks = layerStart.length - 1;
   for (let s = r; back ? s >= 0 : s < nRanks; s += back ? -1 : 1) {
@@ -429,7 +447,10 @@ function firstItem(layer, layerStart, r, m, back = false) {
   return -1;
 }
 
-/** Min left edge and width of vertices [a, b). */
+/**
+ * Min left edge and width of vertices [a, b).
+ * @param {Float64Array} x @param {Float64Array} w @param {number} a @param {number} b
+ */
 function spread(x, w, a, b) {
   let min = Infinity;
   let max = -Infinity;
@@ -470,7 +491,10 @@ function mean(nb, v, vals, dflt) {
   return s / (b - a);
 }
 
-/** An SVG path through the points, smoothed with vertical tangents. */
+/**
+ * An SVG path through the points, smoothed with vertical tangents.
+ * @param {{x: number, y: number}[]} pts
+ */
 export function pathOf(pts) {
   let d = `M${pts[0].x.toFixed(1)},${pts[0].y.toFixed(1)}`;
   for (let i = 1; i < pts.length; i++) {
