@@ -14,7 +14,9 @@ resident memory is the call's own), side by side:
   FLOPs, memory; no timing passes);
 - ``trace``: ``labkit.trace(model, x, warmup=0, repeat=1)``: the recording plus one round
   of timing passes (hook-free, hooked, op-timed);
-- ``plan``: ``labkit.plan(model, x)``: the same step on fake tensors.
+- ``fake``: the same step on fake tensors under torch's ``FakeTensorMode`` alone (the
+  parameters made fake, forward, backward): the floor of any plan on fake tensors;
+- ``plan``: ``labkit.plan(model, x)``: the same step on fake tensors, recorded.
 
 Each figure is process CPU time of one call (what the call costs, whatever else the
 machine runs; the wall time is printed too), then per module call: ``(labkit - step) / N``,
@@ -38,7 +40,7 @@ from pathlib import Path
 
 SIZES = (1_000, 3_000, 10_000)
 BIG = 100_000
-KINDS = ("record", "trace", "plan")
+KINDS = ("record", "trace", "fake", "plan")
 TARGET_MS = 0.3  # per module call, over the model's own step (issue 41 item 3)
 TARGET_NODE_MS = 0.2  # per node, recording (issue 37 item 3)
 GIB = 2**30
@@ -72,6 +74,26 @@ if kind == "step":
         model.zero_grad(set_to_none=True)
     out["cpu"] = statistics.median(times[1:])
     out["wall"] = out["cpu"]
+elif kind == "fake":  # the same step on fake tensors under torch's mode alone
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    def fake_step(m):
+        mode = FakeTensorMode(allow_non_fake_inputs=True)
+        fm = {id(p): nn.Parameter(mode.from_tensor(p.detach())) for p in m.parameters()}
+        import copy
+        fmodel = copy.deepcopy(m, fm)
+        with mode:
+            fmodel(mode.from_tensor(x)).sum().backward()
+        return fmodel
+
+    fake_step(Chain(3))
+    rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    t0, w0 = time.process_time(), time.perf_counter()
+    fake_step(model)
+    out["cpu"], out["wall"] = time.process_time() - t0, time.perf_counter() - w0
+    out["nodes"] = 2 * n + 3
+    out["peak_kib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    out["rss0_kib"] = rss0
 else:
     import labkit
     warm = Chain(3)  # one-time costs (imports, the first fake mode) before the clock
@@ -112,7 +134,7 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
     ap.add_argument("--sizes", type=int, nargs="*", default=list(SIZES))
     ap.add_argument("--big", action="store_true", help=f"add {BIG:,} module calls")
     ap.add_argument("--rounds", type=int, default=5, help="rounds of the model's own step")
-    ap.add_argument("--only", default=",".join(KINDS), help="comma list of record,trace,plan")
+    ap.add_argument("--only", default=",".join(KINDS), help="comma list of record,trace,fake,plan")
     ap.add_argument("--save", action="store_true", help="write benchmarks/results/trace_scale.json")
     args = ap.parse_args(argv)
     sizes = sorted(set(args.sizes + ([BIG] if args.big else [])))

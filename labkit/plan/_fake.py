@@ -39,12 +39,23 @@ def fake_model(model: torch.nn.Module, mode: FakeTensorMode, device: torch.devic
             continue  # a tied weight: one fake tensor for both modules
         f = fake_tensor(t.detach(), mode, device)
         if isinstance(t, torch.nn.Parameter):
-            f = torch.nn.Parameter(f, requires_grad=t.requires_grad)
+            f = _as_parameter(f, t.requires_grad)
         memo[id(t)] = f
     for p in model.parameters():
         if p.grad is not None:
             memo[id(p)].grad = fake_tensor(p.grad, mode, device)
     return copy.deepcopy(model, memo)
+
+
+def _as_parameter(f: torch.Tensor, requires_grad: bool) -> torch.Tensor:
+    """``nn.Parameter(f, requires_grad)`` for a fake tensor made just now: the same fake,
+    marked a parameter as ``Parameter`` marks a tensor subclass, without the ``detach``
+    (a fake op, ~0.1 ms a parameter) that ``Parameter`` makes to get a tensor of its own."""
+    if not f.is_leaf:
+        return torch.nn.Parameter(f, requires_grad=requires_grad)
+    f.requires_grad_(requires_grad)
+    f._is_param = True  # what Parameter sets on a tensor subclass
+    return f
 
 
 def meta_copy(model: torch.nn.Module) -> tuple[torch.nn.Module, dict[int, Any]]:
