@@ -20,6 +20,7 @@ see outputs in completion order, so that is the innermost module where the value
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import math
 import time
@@ -108,6 +109,32 @@ def replay_locate(model: torch.nn.Module, forward: Callable[[], Any]) -> tuple[s
     return bad[0] if bad else None
 
 
+_C_TYPES = {torch.float32: ctypes.c_float, torch.float64: ctypes.c_double}
+_ARRAYS: dict[tuple[Any, int], Any] = {}
+MAX_RAW = 4096  # elements summed in Python from the tensor's memory (a small gradient)
+
+
+def host_sum(t: torch.Tensor) -> float:
+    """The sum of ``t``'s elements as a float, NaN/Inf if any element is.
+
+    A small contiguous float32/float64 CPU tensor is read straight from its memory (no
+    torch operation: an op per step, its allocation and dispatch, costs more than the sum
+    of a few numbers); any other tensor through ``float(t.sum())`` (a device sync).
+
+    Example:
+        >>> host_sum(torch.tensor([1.0, 2.0])), host_sum(torch.tensor([1.0, float("inf")]))
+        (3.0, inf)
+    """
+    ctype = _C_TYPES.get(t.dtype) if t.is_cpu else None
+    n = t.numel()
+    if ctype is None or n > MAX_RAW or t.layout != torch.strided or not t.is_contiguous():
+        return float(t.sum())
+    array = _ARRAYS.get((ctype, n))
+    if array is None:
+        array = _ARRAYS[ctype, n] = ctype * n
+    return float(sum(array.from_address(t.data_ptr())))
+
+
 class StepGuard:
     """Checks a user's loop for the first non-finite loss or gradient (module docstring).
 
@@ -179,7 +206,7 @@ class StepGuard:
         bucket covers what the last one cost.
         """
         small = self._small[0].grad if self._small else None
-        if small is not None and not math.isfinite(float(small.sum())):
+        if small is not None and not math.isfinite(host_sum(small)):
             self.fail("gradient")  # a non-finite loss makes every gradient non-finite
         now = time.perf_counter()
         dt, self._last = now - self._last, now

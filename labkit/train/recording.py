@@ -63,11 +63,16 @@ def read_values(values: list[Any]) -> list[float]:
             out[i] = float(v)
     for idx in groups.values():
         parts = [values[i] for i in idx]
-        if not all(
-            t.dim() == 0 and t.dtype == torch.float32 and not t.requires_grad for t in parts
-        ):  # the common case (a detached float32 loss) as it is
-            parts = [t.detach().reshape(()).float() for t in parts]
-        read = torch.stack(parts).cpu().tolist()
+        try:  # the common case (detached scalars of one shape) as they are: one stack
+            with torch.no_grad():
+                stacked = torch.stack(parts)
+            if stacked.dim() != 1:
+                raise RuntimeError("not scalars")
+        except RuntimeError:  # () and (1,) shapes mixed
+            stacked = torch.stack([t.detach().reshape(()) for t in parts])
+        if not stacked.is_floating_point():  # integer or bool figures: read as floats
+            stacked = stacked.double()
+        read = stacked.cpu().tolist()
         for i, x in zip(idx, read, strict=True):
             out[i] = x
     return out

@@ -203,31 +203,43 @@ class LoopWatch:
 
     # ------------------------------------------------------------------ run.step / run.log
     def step(self, loss: Any, metrics: dict[str, Any]) -> None:
-        kept = _loss(loss)
-        epoch = metrics.pop("epoch", self.epoch)
-        samples = metrics.pop("samples", 0)
-        if not isinstance(epoch, int) or isinstance(epoch, bool):
-            raise TypeError(f"run.step(epoch={epoch!r}): the epoch is a whole number")
-        if not isinstance(samples, int) or isinstance(samples, bool) or samples < 0:
-            raise TypeError(f"run.step(samples={samples!r}): the batch's samples, a whole number")
-        figures = {k: _number(k, v) for k, v in metrics.items()} or None
+        # the common case first (a floating point scalar tensor, no other figures), with as
+        # little Python per step as can be: this runs once per optimizer step
+        if isinstance(loss, torch.Tensor) and loss.is_floating_point() and loss.numel() == 1:
+            kept = loss.detach()
+        else:
+            kept = _loss(loss)
+        epoch, samples, figures = self.epoch, 0, None
+        if metrics:
+            epoch = metrics.pop("epoch", epoch)
+            samples = metrics.pop("samples", 0)
+            if not isinstance(epoch, int) or isinstance(epoch, bool):
+                raise TypeError(f"run.step(epoch={epoch!r}): the epoch is a whole number")
+            if not isinstance(samples, int) or isinstance(samples, bool) or samples < 0:
+                raise TypeError(f"run.step(samples={samples!r}): the batch's samples, a whole "
+                                "number")  # fmt: skip
+            figures = {k: _number(k, v) for k, v in metrics.items()} or None
         now = time.perf_counter()
-        self.count += 1
+        self.count = k = self.count + 1
         self.epoch = epoch
-        k = self.count
-        if self.guard is not None and self.optimizer is None:
-            self.guard.check_loss(kept)  # else: the gradients, before optimizer.step()
-        if self.optimizer is not None and k == 1:
-            self.recorder.learning_rate(self.optimizer, k)
-        self.recorder.end_step(k)
-        flushed = self.recorder.add_step(k, epoch, kept, now - self._t, 0.0, samples, figures)
-        if self.guard is not None:
-            self.guard.check_losses(flushed)  # read together, a few times a second
-            self.guard.stepped(k)
+        rec = self.recorder
+        guard = self.guard
+        if guard is not None and self.optimizer is None:
+            guard.check_loss(kept)  # else: the gradients, before optimizer.step()
+        if k == 1 and self.optimizer is not None:
+            rec.learning_rate(self.optimizer, k)
+        if rec._tracing:
+            rec.end_step(k)
+        flushed = rec.add_step(k, epoch, kept, now - self._t, 0.0, samples, figures)
+        if guard is not None:
+            if flushed:
+                guard.check_losses(flushed)  # read together, a few times a second
+            guard.stepped(k)
         if self._should_stop(now, k):
             raise RunStopped(f"Stop was asked: the watched loop stopped after step {k}")
-        self.recorder.begin_step(k + 1)
-        self._t = time.perf_counter()
+        if rec._recorder is not None:
+            rec.begin_step(k + 1)
+        self._t = now
 
     def _should_stop(self, now: float, k: int) -> bool:
         if self.world == 1:
