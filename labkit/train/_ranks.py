@@ -350,3 +350,147 @@ def advice(r: dict[str, Any], *, share: float = 0.25) -> list[str]:
             "(Lab(num_workers=N)) and pin memory for a GPU (DataLoader(pin_memory=True))"
         )  # fmt: skip
     return out
+
+
+class StepClock:
+    """Per-rank step breakdown for training labkit does not drive (a plain loop, a Trainer).
+
+    The same figures and ``ranks`` event as :class:`RankStats`, from the moments such a
+    loop shows without a Lightning hook: the step's first forward (``forward_start``, a
+    forward pre-hook), its last forward's end (``forward_end``), the optimizer step
+    (``before_optimizer``) and the step's end (``step_end``). No communication hook is put
+    on the user's own DDP model (it could never be taken off), so the all-reduce wait is
+    estimated at each gathering: synchronous DDP makes every rank wait in backward for the
+    slowest, so a rank's backward beyond the fastest rank's backward is its ``comm_wait``
+    (``comm_wait_estimated`` in the event). With gradient accumulation the forward part
+    runs from the first forward to the last one's end (the backwards between included).
+
+    Args:
+        sink: Receives the ``ranks`` events (rank 0 only).
+        world: Number of processes.
+        rank: This process's global rank.
+        device: Where the gathered vector lives (CPU for gloo, the GPU for NCCL).
+        logdir: Run directory (each rank appends to ``ranks/rank_<N>.jsonl``).
+        margin, min_s, skip: As :class:`RankStats`.
+
+    Example:
+        >>> clock = StepClock(print, world=2, rank=0, device=torch.device("cpu"))
+        >>> clock.step_end(); clock.steps
+        0
+    """
+
+    def __init__(self, sink: Callable[[dict[str, Any]], None], *, world: int, rank: int,
+                 device: torch.device, logdir: str | os.PathLike[str] | None = None,
+                 margin: float = MARGIN, min_s: float = MIN_S,
+                 skip: int = SKIP) -> None:  # fmt: skip
+        self.sink = sink
+        self.world = world
+        self.rank = rank
+        self.device = device
+        self.logdir = Path(logdir) if logdir is not None else None
+        self.margin = margin
+        self.min_s = min_s
+        self.skip = skip
+        self._sums = dict.fromkeys(SUMS, 0.0)
+        self.steps = 0
+        self._seen = 0
+        self._prev = time.perf_counter()
+        self._fwd0: float | None = None
+        self._fwd1: float | None = None
+        self._opt: float | None = None
+
+    def restart(self) -> None:
+        """A new run of steps: the time before it is no data wait."""
+        self._prev = time.perf_counter()
+        self._fwd0 = self._fwd1 = self._opt = None
+
+    def forward_start(self, *args: Any, **kwargs: Any) -> None:
+        if self._fwd0 is None:
+            self._fwd0 = time.perf_counter()
+
+    def forward_end(self, *args: Any, **kwargs: Any) -> None:
+        self._fwd1 = time.perf_counter()
+
+    def before_optimizer(self, *args: Any, **kwargs: Any) -> None:
+        self._opt = time.perf_counter()
+
+    def step_end(self) -> None:
+        """One optimizer step ended: its parts go into the sums (after ``skip`` steps)."""
+        now = time.perf_counter()
+        prev, self._prev = self._prev, now
+        start = self._fwd0 if self._fwd0 is not None else prev
+        before_bwd = self._fwd1 if self._fwd1 is not None else start
+        before_opt = self._opt if self._opt is not None else now
+        self._fwd0 = self._fwd1 = self._opt = None
+        self._seen += 1
+        if self._seen <= self.skip:
+            return
+        s = self._sums
+        s["step_time"] += now - prev
+        s["data_time"] += start - prev
+        s["forward_time"] += before_bwd - start
+        s["backward_time"] += max(0.0, before_opt - before_bwd)
+        s["optimizer_time"] += now - before_opt
+        self.steps += 1
+
+    def gather(self, epoch: int, step: int) -> None:
+        """One ``all_gather`` of every rank's sums (a collective: every rank calls it)."""
+        import torch.distributed as dist
+
+        vec = torch.tensor([float(self.steps), 0.0, *self._sums.values()], dtype=torch.float64,
+                           device=self.device)  # fmt: skip
+        parts = [torch.empty_like(vec) for _ in range(self.world)]
+        dist.all_gather(parts, vec)
+        rows = torch.stack(parts).cpu().tolist()
+        self._sums = dict.fromkeys(SUMS, 0.0)
+        self.steps = 0
+        if not any(row[0] for row in rows):
+            return  # no step since the last gathering, on any rank
+        ranks = estimate_waits([per_rank(r, row) for r, row in enumerate(rows)])
+        self._write_own(ranks[self.rank], epoch, step)
+        if self.rank != 0:
+            return
+        self.sink({
+            "type": "ranks", "t": time.time(), "epoch": epoch, "step": step,
+            "comm_hook": False, "comm_wait_estimated": True, "margin": self.margin,
+            "min_s": self.min_s, "ranks": ranks,
+            "stragglers": stragglers(ranks, margin=self.margin, min_s=self.min_s),
+        })  # fmt: skip
+
+    def _write_own(self, row: dict[str, Any], epoch: int, step: int) -> None:
+        if self.logdir is None:
+            return
+        path = self.logdir / "ranks" / f"rank_{self.rank}.jsonl"
+        with contextlib.suppress(OSError):  # a full disk must not stop the training here
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(path, "a") as fh:
+                fh.write(json.dumps({"epoch": epoch, "step": step, **row}) + "\n")
+
+    def __repr__(self) -> str:
+        return f"StepClock(world={self.world}, rank={self.rank}, steps={self.steps})"
+
+
+def estimate_waits(ranks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Split each rank's backward into its own work and its all-reduce wait (estimated).
+
+    Synchronous DDP ends every rank's backward together, so the fastest rank's backward
+    (per step, mean) is the work; the rest of a rank's backward is waiting for a slower
+    rank. ``compute_time`` is recomputed without the wait.
+
+    Example:
+        >>> r = estimate_waits([{"rank": 0, "steps": 1, "forward_time": 0.01,
+        ...     "backward_time": 0.05, "optimizer_time": 0.0},
+        ...     {"rank": 1, "steps": 1, "forward_time": 0.04, "backward_time": 0.02,
+        ...     "optimizer_time": 0.0}])
+        >>> [round(x["comm_wait"], 3) for x in r]
+        [0.03, 0.0]
+    """
+    active = [r for r in ranks if r.get("steps")]
+    if not active:
+        return ranks
+    floor = min(r["backward_time"] for r in active)
+    for r in active:
+        r["comm_wait"] = r["backward_time"] - floor
+        r["backward_time"] = floor
+        r["compute_time"] = r["forward_time"] + r["backward_time"] + r["optimizer_time"]
+    return ranks

@@ -24,6 +24,7 @@ Example:
 from __future__ import annotations
 
 import atexit
+import math
 import os
 import time
 import weakref
@@ -91,6 +92,7 @@ class WatchTrainerCallback(TrainerCallback):
         self._t = 0.0
         self._net: torch.nn.Module | None = None
         self._sum = False
+        self.clock: Any = None  # per-rank step breakdown under DDP (rank_stats)
 
     # ------------------------------------------------------------------ the start
     def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None,
@@ -137,12 +139,43 @@ class WatchTrainerCallback(TrainerCallback):
             self.guard = StepGuard(model).attach(None)
             if inner is not None:
                 self._handles.append(inner.register_step_pre_hook(self._before_update))
+        self.clock = None
+        if o.rank_stats and args.world_size > 1:
+            self._start_clock(args, model, inner)
         self.recorder.start(total_steps=state.max_steps or None,
                             max_epochs=args.num_train_epochs, world_size=args.world_size,
                             start_step=state.global_step)  # fmt: skip
         if session.recording:
             self.recorder.attach_tracing(model)
         _OPEN.add(self)
+
+    def _start_clock(self, args: Any, model: torch.nn.Module, optimizer: Any) -> None:
+        """Time each training step's parts on every rank (``_ranks.StepClock``)."""
+        import torch.distributed as dist
+
+        from labkit.train._ranks import StepClock
+
+        if not (dist.is_available() and dist.is_initialized()):
+            return
+        device = torch.device("cpu")
+        if dist.get_backend() == "nccl":
+            device = next((p.device for p in model.parameters()), device)
+        clock = self.clock = StepClock(self.session.emit, world=dist.get_world_size(),
+                                       rank=dist.get_rank(), device=device,
+                                       logdir=self.session.logdir)  # fmt: skip
+
+        def start(module: torch.nn.Module, inputs: Any) -> None:
+            if module.training and torch.is_grad_enabled():
+                clock.forward_start()
+
+        def end(module: torch.nn.Module, inputs: Any, output: Any) -> None:
+            if module.training and torch.is_grad_enabled():
+                clock.forward_end()
+
+        self._handles += [model.register_forward_pre_hook(start),
+                          model.register_forward_hook(end)]  # fmt: skip
+        if optimizer is not None:
+            self._handles.append(optimizer.register_step_pre_hook(clock.before_optimizer))
 
     def _keep_loss(self, module: torch.nn.Module, args: Any, output: Any) -> None:
         if module.training and torch.is_grad_enabled():
@@ -196,12 +229,25 @@ class WatchTrainerCallback(TrainerCallback):
             except Exception as exc:
                 self._close("failed", f"{type(exc).__name__}: {exc}")
                 raise
+        if self.clock is not None:
+            self.clock.step_end()
         if self.recorder.stop(now) and not self.stopped:
             self.stopped = True
             control.should_training_stop = True
 
+    def on_epoch_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self.clock is not None:
+            self.clock.restart()  # what came before the epoch is no data wait
+
+    def on_epoch_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self.clock is not None:  # every rank calls it: the one collective of a gathering
+            epoch = max(0, round(state.epoch or 0) - 1)
+            self.clock.gather(epoch, state.global_step)
+
     def on_evaluate(self, args: Any, state: Any, control: Any, metrics: Any = None,
                     **kwargs: Any) -> None:  # fmt: skip
+        if self.clock is not None:
+            self.clock.restart()  # the evaluation is no data wait of the next step
         if self.recorder is None or not metrics:
             return
         figures = {
@@ -217,6 +263,11 @@ class WatchTrainerCallback(TrainerCallback):
 
     # ------------------------------------------------------------------ the end
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self.clock is not None:  # steps since the last epoch end (max_steps, a Stop)
+            try:
+                self.clock.gather(max(0, math.ceil(state.epoch or 0) - 1), state.global_step)
+            finally:
+                self.clock = None
         self._close("stopped" if self.stopped else "finished", None, step=state.global_step)
 
     def _close(self, status: str, error: str | None, *, step: int | None = None) -> None:
@@ -239,6 +290,7 @@ class WatchTrainerCallback(TrainerCallback):
         finally:
             session.close(status, error)
             self._losses = []
+            self.clock = None
 
     def __repr__(self) -> str:
         where = str(self.logdir) if self.logdir else None

@@ -49,7 +49,7 @@ class WatchOptions:
         histogram_every: Write weight/gradient histograms every N steps (0: never).
         log_every: TensorBoard scalar interval in steps (0: none).
         rank_stats: Per-rank step breakdown and stragglers with several processes
-            (``.lightning()``).
+            (``run.ranks``; gathered at each epoch change and at the end).
         flush_interval: Seconds between two reads of the kept losses (one host read each).
         total_steps: Steps the loop will take, for the dashboard's progress and ETA.
         config: Settings of yours to record in ``run.json`` (JSON-ready values).
@@ -185,6 +185,9 @@ class LoopWatch:
         import torch.distributed as dist
 
         self.world = dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+        self.clock: Any = None  # per-rank step breakdown (several processes, rank_stats)
+        self._clock_hooks: list[Any] = []
+        self._gathered_epoch = 0
 
     def start(self) -> None:
         self.recorder.start(total_steps=self.options.total_steps, max_epochs=None,
@@ -196,7 +199,33 @@ class LoopWatch:
         if self.session.recording:
             self.recorder.attach_tracing(self.net)
             self.recorder.begin_step(1)
+        if self.world > 1 and self.options.rank_stats:
+            self._start_clock()
         self._t = time.perf_counter()
+
+    def _start_clock(self) -> None:
+        """Time each step's parts on every rank (hooks taken off when the run ends)."""
+        import torch.distributed as dist
+
+        from labkit.train._ranks import StepClock
+
+        device = torch.device("cpu")
+        if dist.get_backend() == "nccl":
+            device = next((p.device for p in self.net.parameters()), device)
+        self.clock = StepClock(self.session.emit, world=self.world, rank=dist.get_rank(),
+                               device=device, logdir=self.session.logdir)  # fmt: skip
+        # the model as called (a DDP wrapper: its forward with the buffers' broadcast)
+        self._clock_hooks = [self.model.register_forward_pre_hook(self.clock.forward_start),
+                             self.model.register_forward_hook(self.clock.forward_end)]  # fmt: skip
+        if self.optimizer is not None:
+            self._clock_hooks.append(
+                self.optimizer.register_step_pre_hook(self.clock.before_optimizer)
+            )
+
+    def _gather(self, epoch: int) -> None:
+        """Every rank's step breakdown to rank 0 (a collective: each rank calls it)."""
+        if self.clock is not None:
+            self.clock.gather(epoch, self.count)
 
     def _histograms(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         self.recorder.histograms(self.net, self.count + 1)
@@ -235,6 +264,8 @@ class LoopWatch:
             if flushed:
                 guard.check_losses(flushed)  # read together, a few times a second
             guard.stepped(k)
+        if self.clock is not None:
+            self.clock.step_end()
         if self._should_stop(now, k):
             raise RunStopped(f"Stop was asked: the watched loop stopped after step {k}")
         if rec._recorder is not None:
@@ -254,9 +285,15 @@ class LoopWatch:
         device = next((p.device for p in self.net.parameters()), torch.device("cpu"))
         if dist.get_backend() != "nccl":
             device = torch.device("cpu")
-        flag = torch.tensor([1.0 if local else 0.0], device=device)
+        # the epoch rides along: every rank sees the same newest epoch, and gathers the
+        # per-rank figures at the same step when it changed
+        flag = torch.tensor([1.0 if local else 0.0, float(self.epoch)], device=device)
         dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-        return bool(flag.item())
+        stop, epoch = flag.tolist()
+        if self.clock is not None and int(epoch) > self._gathered_epoch:
+            self._gather(self._gathered_epoch)
+            self._gathered_epoch = int(epoch)
+        return bool(stop)
 
     def log(self, metrics: dict[str, Any]) -> None:
         if not metrics:
@@ -283,6 +320,17 @@ class LoopWatch:
         else:
             status, error = "failed", f"{type(exc).__name__}: {exc}"
         try:
+            for h in self._clock_hooks:
+                h.remove()
+            self._clock_hooks = []
+            if self.clock is not None and (status == "finished" or isinstance(exc, RunStopped)):
+                try:  # every rank ends here together (the same steps, or an agreed Stop)
+                    self._gather(self.epoch)
+                except Exception as gather_exc:
+                    self.session.run.notes.append(
+                        f"the ranks' step figures could not be gathered at the end: "
+                        f"{type(gather_exc).__name__}: {gather_exc}")  # fmt: skip
+                self.clock = None
             if self._hook is not None:
                 self._hook.remove()
             if self.guard is not None:
@@ -308,6 +356,7 @@ def _close_open_watches() -> None:
     for live in list(_OPEN):
         live.session.run.notes.append("the process ended before the watched loop's block "
                                       "ended (or run.close() was called)")  # fmt: skip
+        live.clock = None  # no collective at exit: the other ranks may be gone
         live.close(RunStopped("the process ended"))
 
 
@@ -438,7 +487,7 @@ class Watch:
         Args:
             logdir: The run's folder (default ``labkit_runs/<model class>``).
             dashboard: Show the live dashboard (None: in a notebook).
-            **options: :class:`WatchOptions` (``rank_stats`` is Lightning's only).
+            **options: :class:`WatchOptions`.
 
         Returns:
             A :class:`~labkit.train.watch_transformers.WatchTrainerCallback`; after training

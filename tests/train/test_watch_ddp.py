@@ -12,7 +12,7 @@ import pytest
 pytestmark = pytest.mark.slow
 
 SCRIPT = """\
-import json, os, sys
+import json, os, sys, time
 import torch, torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
@@ -32,12 +32,14 @@ done = 0
 with labkit.watch(model, opt, logdir=logdir, dashboard=False) as run:
     for i in range(1000):
         opt.zero_grad()
+        if rank == 1:
+            time.sleep(0.03)  # a planted straggler: rank 1 waits 30 ms for its data
         loss = F.cross_entropy(model(x), y)
         loss.backward()
         opt.step()
         if rank == 0 and i == 14:  # what the server extension does for the Stop button
             open(os.path.join(logdir, "STOP"), "w").close()
-        run.step(loss=loss)
+        run.step(loss=loss, epoch=i // 8)
         done += 1
 print("RESULT", json.dumps({"rank": rank, "status": run.status, "done": done,
                             "steps": len(run.steps)}))
@@ -64,3 +66,18 @@ def test_two_ranks_stop_together_and_rank_zero_records(tmp_path: Path) -> None:
     assert record["status"] == "stopped" and len(record["steps"]) == 20
     assert record["config"]["model"] == "Sequential"  # the module DDP wraps
     assert not (logdir / "STOP").exists() and not (logdir / ".labkit.lock").exists()
+    # rank_stats: gathered when the epoch changed (seen at the Stop agreement, steps 10 and
+    # 20), the first step left out (DDP builds its buckets)
+    gathered = record["ranks"]
+    assert [(g["epoch"], g["step"]) for g in gathered] == [(0, 10), (1, 20)]
+    assert [[r["steps"] for r in g["ranks"]] for g in gathered] == [[9, 9], [10, 10]]
+    for g in gathered:
+        slow, fast = g["ranks"][1], g["ranks"][0]
+        assert slow["data_time"] - fast["data_time"] > 0.02  # the planted 30 ms
+        assert fast["comm_wait"] > 0.015  # rank 0 waits for it in backward's all-reduce
+        assert [(s["rank"], s["cause"]) for s in g["stragglers"]] == [(1, "data wait")]
+    for r in (0, 1):  # each rank's own file holds what rank 0 gathered from it
+        rows = [json.loads(ln) for ln in (logdir / "ranks" / f"rank_{r}.jsonl").read_text()
+                .splitlines()]  # fmt: skip
+        assert rows == [{"epoch": g["epoch"], "step": g["step"], **g["ranks"][r]}
+                        for g in gathered]  # fmt: skip
