@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 from labkit.train.fit_options import FitOptions
 
 if TYPE_CHECKING:
+    import lightning.pytorch as pl
+
     from labkit.train import _launch
     from labkit.train.lab import Lab
 
@@ -52,7 +54,7 @@ class LabCheckpoints:
 
     def preflight(
         self, plan: _launch.Plan, o: FitOptions, ckpt: str | None
-    ) -> tuple[Any, list[str]]:
+    ) -> tuple[pl.LightningModule | None, list[str]]:
         """The module to train, its optimizer checked, and the checkpoint checked against both.
 
         Runs before any file is written. Returns the module (``None`` for a subprocess

@@ -16,9 +16,10 @@ if TYPE_CHECKING:
     import lightning.pytorch as pl
 
     from labkit.train.lab import Lab
+    from labkit.train.module import StepFn
 
 
-def prepare(data: Any, step: Any) -> tuple[Any, Any, list[str]]:
+def prepare(data: object, step: StepFn | None) -> tuple[Any, StepFn | None, list[str]]:
     """``(data, step, notes)`` as the Lab keeps them: one PyG graph with masks becomes node
     classification data (a note when it has no ``val_mask``); data that knows its batches'
     step (``data.lab_step``) gives the step when none was given."""
@@ -55,7 +56,7 @@ class LabData:
         )
         return dm
 
-    def first_batch(self) -> Any:
+    def first_batch(self) -> object:
         """The first training batch, drawing none of the user's random numbers."""
         from labkit.train.data import first_batch
 
@@ -65,7 +66,7 @@ class LabData:
                 dm.setup("fit")  # a user's LightningDataModule builds its datasets here
             return first_batch(dm.train_dataloader())
 
-    def check(self, dm: Any = None) -> None:
+    def check(self, dm: pl.LightningDataModule | None = None) -> None:
         """One train and one val batch through the model and loss (``Lab.check``)."""
         lab = self.lab
         if lab._is_lightning():
@@ -92,7 +93,7 @@ class LabData:
             dry_run(lab.model, val, step=step, loss=loss, stage="val")
 
 
-def train_batches(dm: Any) -> int | None:
+def train_batches(dm: object) -> int | None:
     """Batches per epoch of a labkit DataModule's train loader (None: unknown)."""
     loader = getattr(dm, "train", None)
     try:
@@ -101,13 +102,13 @@ def train_batches(dm: Any) -> int | None:
         return None
 
 
-def _overrides(dm: Any, name: str) -> bool:
+def _overrides(dm: object, name: str) -> bool:
     import lightning.pytorch as pl
 
     return getattr(type(dm), name) is not getattr(pl.LightningDataModule, name)
 
 
-def check_masks(data: Any) -> list[str]:
+def check_masks(data: Any) -> list[str]:  # a PyG Data or dataset
     """One PyG graph (a ``Data``, or a dataset of one graph) must say which nodes train;
     returns a note when it has no ``val_mask`` (no validation runs)."""
     from torch_geometric.data.data import BaseData  # data is PyG's: it is imported

@@ -10,9 +10,9 @@ fit to stop, and ends the record. Its state is the Lab's: ``lab.runs``, ``lab.tr
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from labkit.train._events import EVENTS_FILE, STOP_FILE, EventTail
 from labkit.train.run import Run
@@ -22,6 +22,14 @@ if TYPE_CHECKING:
     from labkit.train._lock import LogdirLock
     from labkit.train.fit_options import FitOptions
     from labkit.train.lab import Lab
+
+
+class LiveView(Protocol):
+    """What a fit's live view does (``labkit.views``' Dashboard): takes each event, then
+    the ended run."""
+
+    def push(self, event: dict[str, Any]) -> None: ...
+    def finish(self, run: Run) -> None: ...
 
 
 class LabEvents:
@@ -51,7 +59,7 @@ class LabEvents:
         ckpt: str | None,
         resume: bool,
         notes: list[str],
-    ) -> tuple[Run, Any, EventTail]:
+    ) -> tuple[Run, LiveView | None, EventTail]:
         """The Run record, the dashboard and the events tail of a fit about to start."""
         from labkit.optimize.recipe_record import record_recipe
         from labkit.train.checkpoint import CHECKPOINTS, LAST
@@ -98,7 +106,12 @@ class LabEvents:
         return run, dash, EventTail(events, handler, offset=offset)
 
     def finish(
-        self, run: Run, dash: Any, tail: EventTail, lock: LogdirLock, exc: BaseException | None
+        self,
+        run: Run,
+        dash: LiveView | None,
+        tail: EventTail,
+        lock: LogdirLock,
+        exc: BaseException | None,
     ) -> None:
         """End a fit's record: the last events read, its status, ``run.json`` saved (before
         the lock goes, so a reader never sees the lock gone without the record), the lock
@@ -117,7 +130,9 @@ class LabEvents:
         if dash is not None:
             dash.finish(run)
 
-    def dashboard(self, want: bool | None, run: Run, compare_with: Any = None) -> Any:
+    def dashboard(
+        self, want: bool | None, run: Run, compare_with: bool | Sequence[str] | None = None
+    ) -> LiveView | None:
         """The live dashboard (``labkit.views``' Dashboard, found by kind), shown in a
         notebook; None when not wanted (default: in a notebook only). Earlier runs beside
         this one are offered for overlay, drawn when ``compare_with`` (or its toggle) asks."""
@@ -146,7 +161,7 @@ class LabEvents:
             display(dash)
         return dash
 
-    def handler(self, run: Run, dash: Any) -> Callable[[dict[str, Any]], None]:
+    def handler(self, run: Run, dash: LiveView | None) -> Callable[[dict[str, Any]], None]:
         """What each event read from ``events.jsonl`` does: the Run, the dashboard, and a
         sampled trace into ``lab.traces`` and every linked view."""
         lab = self.lab

@@ -15,7 +15,7 @@ import signal
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from labkit.train import _launch
 from labkit.train._events import EVENTS_FILE, EventLog, EventTail
@@ -23,6 +23,9 @@ from labkit.train._lab_trainer import _quiet_lightning, lab_callbacks, trainer_k
 from labkit.train.fit_options import FitOptions
 
 if TYPE_CHECKING:
+    import lightning.pytorch as pl
+
+    from labkit.train._lab_events import LiveView
     from labkit.train._lock import LogdirLock
     from labkit.train.lab import Lab
     from labkit.train.run import Run
@@ -45,9 +48,9 @@ class LabLaunch:
         *,
         logdir: Path,
         ckpt: str | None,
-        module: Any,
+        module: pl.LightningModule | None,
         run: Run,
-        dash: Any,
+        dash: LiveView | None,
         tail: EventTail,
         lock: LogdirLock,
     ) -> Run:
@@ -61,7 +64,7 @@ class LabLaunch:
             exc: BaseException | None = None
             try:
                 tail.start()
-                if plan.mode == "subprocess":
+                if plan.mode == "subprocess" or module is None:  # the subprocess builds it
                     self.fit_subprocess(o, ckpt, logdir)
                 else:
                     self.fit_here(plan, o, ckpt=ckpt, logdir=logdir, module=module)
@@ -112,7 +115,13 @@ class LabLaunch:
         self.lab.model.load_state_dict(state)
 
     def fit_here(
-        self, plan: _launch.Plan, o: FitOptions, *, ckpt: str | None, logdir: Path, module: Any
+        self,
+        plan: _launch.Plan,
+        o: FitOptions,
+        *,
+        ckpt: str | None,
+        logdir: Path,
+        module: pl.LightningModule,
     ) -> None:
         """Fit with a ``lightning.Trainer`` from this process (and its forked ranks)."""
         import lightning.pytorch as pl

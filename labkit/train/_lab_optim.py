@@ -19,9 +19,13 @@ if TYPE_CHECKING:
 
     from labkit.optimize.recipe import Recipe
     from labkit.train.lab import Lab
+    from labkit.train.module import StepFn
+
+LossFn = Callable[[Any, Any], torch.Tensor]
+LossArg = LossFn | str | None  # a loss, "model" (the model returns its own), or none
 
 
-def as_recipe(value: Any) -> Recipe:
+def as_recipe(value: object) -> Recipe:
     """A Lab's Recipe from what was given: None (the default Recipe), a Recipe or its dict.
 
     Raises:
@@ -38,7 +42,7 @@ def as_recipe(value: Any) -> Recipe:
     return value
 
 
-def model_loss(loss: Any, step: Any) -> tuple[Any, Any]:
+def model_loss(loss: LossArg, step: StepFn | None) -> tuple[LossFn | None, StepFn | None]:
     """``(loss, step)`` for ``loss="model"`` (the model returns its own loss); other losses
     as given.
 
@@ -105,7 +109,7 @@ class LabBinding:
             original=lab.model,
         )
 
-    def take_weights(self, module: Any) -> None:
+    def take_weights(self, module: pl.LightningModule) -> None:
         """Keep the trained model as ``lab.trained_model`` and copy its weights into
         ``lab.model`` (unless it was trained in place)."""
         lab = self.lab

@@ -19,10 +19,12 @@ if TYPE_CHECKING:
 
 
 @contextlib.contextmanager
-def _no_logging(module: Any) -> Iterator[None]:
+def _no_logging(module: object) -> Iterator[None]:
     """``module.log``/``log_dict`` as no-ops for a while: a ``training_step`` run outside a
     fit (Lab.trace) would raise in them (no Trainer, or a finished one's loop)."""
-    saved = {k: module.__dict__[k] for k in ("log", "log_dict") if k in module.__dict__}
+    saved: dict[str, Any] = {
+        k: module.__dict__[k] for k in ("log", "log_dict") if k in module.__dict__
+    }
     module.__dict__["log"] = module.__dict__["log_dict"] = lambda *a, **k: None
     try:
         yield
@@ -32,7 +34,7 @@ def _no_logging(module: Any) -> Iterator[None]:
         module.__dict__.update(saved)
 
 
-def _step_loss(out: Any) -> Any:
+def _step_loss(out: object) -> torch.Tensor:
     """The loss a LightningModule's ``training_step`` returned (a tensor or ``{"loss": ...}``)."""
     if isinstance(out, Mapping):
         out = out.get("loss")

@@ -20,6 +20,8 @@ from labkit.train._events import STOP_FILE, EventLog
 from labkit.train.fit_options import FitOptions
 
 if TYPE_CHECKING:
+    import lightning.pytorch as pl
+
     from labkit.train.lab import Lab
 
 _PRECISION: dict[str, Any] = {"32": "32-true", "bf16-mixed": "bf16-mixed", "16-mixed": "16-mixed"}
@@ -61,7 +63,7 @@ def lab_callbacks(
     *,
     ckpt: str | None,
     logdir: Path,
-    module: Any,
+    module: pl.LightningModule | None,
     sink: EventLog,
 ) -> tuple[Any, Any]:
     """labkit's callbacks as one :class:`CallbackGroup`, and the rank progress (fork)."""

@@ -26,9 +26,9 @@ import argparse
 import inspect
 import os
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 
@@ -49,6 +49,9 @@ if TYPE_CHECKING:
 
     from labkit.optimize.recipe import Recipe
     from labkit.trace.model import Trace
+    from labkit.train.scaling import Scaling
+
+V = TypeVar("V")  # a view linked to the fit: returned as given
 
 
 class Lab:
@@ -101,7 +104,7 @@ class Lab:
         lr: float = 1e-3,
         optimizer_kwargs: Mapping[str, Any] | None = None,
         metrics: Mapping[str, Callable[[Any, Any], Any]] | None = None,
-        recipe: Any = None,
+        recipe: Recipe | Mapping[str, Any] | None = None,
         step: Callable[[torch.nn.Module, Any], tuple[Any, Any]] | None = None,
         batch_size: int = 32,
         num_workers: int = 0,
@@ -193,7 +196,7 @@ class Lab:
         return self._loaders.datamodule(seed)
 
     @exploration
-    def check(self, dm: Any = None) -> None:
+    def check(self, dm: pl.LightningDataModule | None = None) -> None:
         """One-batch dry run (train and val batch) that names the module and shapes on a mismatch.
 
         Raises:
@@ -216,7 +219,7 @@ class Lab:
         return trace
 
     # ------------------------------------------------------------------ fit
-    def fit(self, options: FitOptions | None = None, /, **overrides: Any) -> Run:
+    def fit(self, options: FitOptions | None = None, /, **overrides: object) -> Run:
         """Train with a real ``lightning.Trainer`` and the Recipe applied.
 
         The same call works in a notebook, in a script and under ``torchrun``:
@@ -301,7 +304,7 @@ class Lab:
 
     # ------------------------------------------------------------------ live views
     @exploration
-    def link(self, view: Any) -> Any:
+    def link(self, view: V) -> V:
         """Re-colour ``view`` (a GraphView/ProfileView) with each trace sampled while fitting.
 
         Sampling is set with ``fit(trace_every=N)``. Returns ``view``.
@@ -352,7 +355,9 @@ class Lab:
         return finder
 
     @exploration
-    def scaling(self, *, devices: Any = (1, 2), steps: int = 30, **kwargs: Any) -> Any:
+    def scaling(
+        self, *, devices: Sequence[int] = (1, 2), steps: int = 30, **kwargs: Any
+    ) -> Scaling:
         """Short fits at each process count in ``devices``: throughput, efficiency, comm share.
 
         See :func:`labkit.train.scaling.scaling` (``accelerator``, ``logdir``, ``threads``
