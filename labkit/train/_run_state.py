@@ -103,21 +103,31 @@ def observe(folder: Path, meta: dict[str, Any] | None) -> Observed:
     torn_note = f"; {torn} torn line(s) of {EVENTS_FILE} skipped" if torn else ""
     if record["status"] in ENDED:  # its end event came; the record is being saved (or failed to be)
         note = f"{record['status']} (read from {EVENTS_FILE}: no final run.json yet){torn_note}"
-        return Observed(state=record["status"], note=note, record=record, last_step=step,
-                        last_epoch=epoch, last_time=t)  # fmt: skip
+        return Observed(
+            state=record["status"],
+            note=note,
+            record=record,
+            last_step=step,
+            last_epoch=epoch,
+            last_time=t,
+        )
     if lock is not None and lock[0] == "running":
         state, note = "running", f"running: {lock[1]}; {where} so far{torn_note}"
         record["status"] = "running"
     else:
         why = lock[1] if lock is not None else f"no {LOCK_FILE} and no run.json"
         ckpt = folder / CHECKPOINTS / LAST
-        resume = (f"; its last checkpoint {ckpt} resumes it (Lab.fit(resume=True))"
-                  if ckpt.is_file() else "")  # fmt: skip
+        resume = (
+            f"; its last checkpoint {ckpt} resumes it (Lab.fit(resume=True))"
+            if ckpt.is_file()
+            else ""
+        )
         state = "crashed"
         note = f"crashed: {why}, without ending its run; {where}{resume}{torn_note}"
         record["status"] = "crashed"
-    return Observed(state=state, note=note, record=record, last_step=step, last_epoch=epoch,
-                    last_time=t)  # fmt: skip
+    return Observed(
+        state=state, note=note, record=record, last_step=step, last_epoch=epoch, last_time=t
+    )
 
 
 def _final(meta: dict[str, Any], lock: tuple[str, str, float | None] | None) -> bool:
@@ -198,8 +208,12 @@ def read_event_record(folder: Path) -> tuple[dict[str, Any], int]:
             while len(_TAILS) > _TAILS_KEPT:
                 _TAILS.popitem(last=False)
         record = tail.run.to_dict()
-        record.update(steps=list(record["steps"]), epochs=list(record["epochs"]),
-                      config=dict(record["config"]), _last_t=tail.last_t)  # fmt: skip
+        record.update(
+            steps=list(record["steps"]),
+            epochs=list(record["epochs"]),
+            config=dict(record["config"]),
+            _last_t=tail.last_t,
+        )
         return record, tail.torn
 
 
@@ -261,8 +275,11 @@ def _newest_mtime(folder: Path) -> float | None:
 
 
 def _where(step: int | None, epoch: int | None, t: float | None) -> str:
-    what = (f"last step {step}" + (f" (epoch {epoch})" if epoch is not None else "")
-            if step is not None else "no step recorded")  # fmt: skip
+    what = (
+        f"last step {step}" + (f" (epoch {epoch})" if epoch is not None else "")
+        if step is not None
+        else "no step recorded"
+    )
     if t is None:
         return what
     when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))

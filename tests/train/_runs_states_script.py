@@ -25,8 +25,13 @@ def slow_step(model, batch):  # type: ignore[no-untyped-def]
 
 def main(logdir: str, epochs: int) -> None:
     lab = Lab(mlp(), datasets(64), loss=LOSS, batch_size=8, step=slow_step, logdir=logdir)
-    lab.fit(max_epochs=epochs, seed=0, dashboard=False, dry_run=False,
-            trainer_kwargs={"enable_progress_bar": False})  # fmt: skip
+    lab.fit(
+        max_epochs=epochs,
+        seed=0,
+        dashboard=False,
+        dry_run=False,
+        trainer_kwargs={"enable_progress_bar": False},
+    )
 
 
 if __name__ == "__main__":

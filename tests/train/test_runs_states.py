@@ -35,10 +35,19 @@ def _start(logdir: Path, go: Path, epochs: int) -> subprocess.Popen[bytes]:
     logdir.mkdir(parents=True, exist_ok=True)
     with open(logdir.parent / f"{logdir.name}.log", "ab") as log:
         return subprocess.Popen(
-            [sys.executable, "-m", "tests.train._runs_states_script", str(logdir), str(go),
-             str(epochs)],
-            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "tests.train._runs_states_script",
+                str(logdir),
+                str(go),
+                str(epochs),
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
 
 
 def _log(logdir: Path) -> str:
@@ -60,16 +69,20 @@ def _row_when(root: Path, name: str, proc: subprocess.Popen[bytes], ok, what: st
         if proc.poll() is not None and (row is None or not ok(row)):
             break
         time.sleep(0.05)
-    raise AssertionError(f"{what}: never seen; states seen {sorted(set(seen))}; "
-                         f"process rc {proc.poll()}\n{_log(root / name)}")  # fmt: skip
+    raise AssertionError(
+        f"{what}: never seen; states seen {sorted(set(seen))}; "
+        f"process rc {proc.poll()}\n{_log(root / name)}"
+    )
 
 
 def _finished_beside(root: Path) -> None:
     """A finished run in the same root, written as a fit writes it (Run.save)."""
     run = Run(logdir=str(root / "done"), config={"lr": 0.1, "source": "lab"})
-    for ev in ({"type": "start", "t": 1.0}, {"type": "steps", "steps": [
-            {"step": 1, "epoch": 0, "loss": 0.5, "t": 2.0}]},
-            {"type": "end", "status": "finished", "t": 3.0}):  # fmt: skip
+    for ev in (
+        {"type": "start", "t": 1.0},
+        {"type": "steps", "steps": [{"step": 1, "epoch": 0, "loss": 0.5, "t": 2.0}]},
+        {"type": "end", "status": "finished", "t": 3.0},
+    ):
         run.add_event(ev)
     run.save()
 
@@ -82,8 +95,10 @@ def fits(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict[
     root = tmp_path_factory.mktemp("states")
     _finished_beside(root)
     go = root / "go"
-    procs = {"live": _start(root / "live", go, epochs=4),
-             "killed": _start(root / "killed", root / "never", epochs=1000)}  # fmt: skip
+    procs = {
+        "live": _start(root / "live", go, epochs=4),
+        "killed": _start(root / "killed", root / "never", epochs=1000),
+    }
     yield root, {"go": go, **procs}
     go.touch()
     for proc in procs.values():
@@ -98,9 +113,13 @@ def test_a_fit_in_another_process_is_listed_running_then_finished(
     tmp_path, started = fits
     go, proc = started["go"], started["live"]
     try:
-        row = _row_when(tmp_path, "live", proc,
-                        lambda r: r.state == "running" and (r.last_step or 0) >= 2,
-                        "a running row with steps")  # fmt: skip
+        row = _row_when(
+            tmp_path,
+            "live",
+            proc,
+            lambda r: r.state == "running" and (r.last_step or 0) >= 2,
+            "a running row with steps",
+        )
         assert row.status == "running" and row.steps >= 2 and row.last_epoch == 0
         assert row.state_note.startswith(f"running: held by pid {proc.pid} on ")
         assert f"last step {row.last_step} (epoch 0)" in row.state_note
@@ -125,8 +144,13 @@ def test_a_sigkilled_fit_is_listed_crashed_naming_its_last_step_epoch_and_time(
     tmp_path, started = fits
     proc = started["killed"]
     try:
-        _row_when(tmp_path, "killed", proc, lambda r: (r.last_epoch or 0) >= 1,
-                  "a step of the second epoch")  # fmt: skip
+        _row_when(
+            tmp_path,
+            "killed",
+            proc,
+            lambda r: (r.last_epoch or 0) >= 1,
+            "a step of the second epoch",
+        )
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
@@ -135,8 +159,11 @@ def test_a_sigkilled_fit_is_listed_crashed_naming_its_last_step_epoch_and_time(
     rs = runs(tmp_path)
     assert not rs.skipped and [r.name for r in rs][:2] == ["done", "killed"]
     row = rs["killed"]
-    events = [json.loads(line) for line in (folder / EVENTS_FILE).read_text().splitlines()
-              if line.endswith("}")]  # fmt: skip
+    events = [
+        json.loads(line)
+        for line in (folder / EVENTS_FILE).read_text().splitlines()
+        if line.endswith("}")
+    ]
     steps = [s for e in events if e["type"] == "steps" for s in e["steps"]]
     assert row.state == "crashed" and row.status == "crashed"
     assert (row.last_step, row.last_epoch) == (steps[-1]["step"], steps[-1]["epoch"])
@@ -157,7 +184,9 @@ def test_a_sigkilled_fit_is_listed_crashed_naming_its_last_step_epoch_and_time(
 
     payload = rows_payload(rs)
     assert [(p["state"], p["state_note"]) for p in payload][:2] == [
-        ("finished", ""), ("crashed", row.state_note)]  # fmt: skip
+        ("finished", ""),
+        ("crashed", row.state_note),
+    ]
 
 
 def test_torn_event_lines_are_skipped_and_counted(tmp_path: Path) -> None:
@@ -165,8 +194,15 @@ def test_torn_event_lines_are_skipped_and_counted(tmp_path: Path) -> None:
     folder.mkdir()
     log = EventLog(folder / EVENTS_FILE)
     log({"type": "start", "t": 10.0})
-    log({"type": "steps", "steps": [{"step": 1, "epoch": 0, "loss": 0.9, "t": 11.0},
-                                    {"step": 2, "epoch": 0, "loss": 0.8, "t": 12.0}]})  # fmt: skip
+    log(
+        {
+            "type": "steps",
+            "steps": [
+                {"step": 1, "epoch": 0, "loss": 0.9, "t": 11.0},
+                {"step": 2, "epoch": 0, "loss": 0.8, "t": 12.0},
+            ],
+        }
+    )
     log.close()
     with open(folder / EVENTS_FILE, "a") as fh:  # a kill in the middle of a write
         fh.write('{"type":"steps","steps":[{"step":3,"ep')
