@@ -352,6 +352,10 @@ def advice(r: dict[str, Any], *, share: float = 0.25) -> list[str]:
     return out
 
 
+PARTS = ("step_time", "data_time", "forward_time", "backward_time", "optimizer_time")
+MAX_KEPT = 4096  # per-step figures kept per part between two gatherings (then thinned)
+
+
 class StepClock:
     """Per-rank step breakdown for training labkit does not drive (a plain loop, a Trainer).
 
@@ -362,8 +366,16 @@ class StepClock:
     on the user's own DDP model (it could never be taken off), so the all-reduce wait is
     estimated at each gathering: synchronous DDP makes every rank wait in backward for the
     slowest, so a rank's backward beyond the fastest rank's backward is its ``comm_wait``
-    (``comm_wait_estimated`` in the event). With gradient accumulation the forward part
-    runs from the first forward to the last one's end (the backwards between included).
+    (``comm_wait_estimated`` in the event). Each part is its median over the steps (the
+    ``ranks`` event's per-step figures), so one slow step on a busy machine does not move
+    it; the parts then need not add up to the step exactly. With gradient accumulation the
+    forward part runs from the first forward to the last one's end (the backwards between
+    included).
+    A collective before the hooked forward makes every rank wait there for the slowest
+    one's data: the data wait is then every rank's, and no straggler is named by it. A
+    Hugging Face ``Trainer`` has two: its token-count gather
+    (``average_tokens_across_devices``, for a model taking loss keywords) and, as its
+    callbacks see the model DDP wraps, DDP's buffer broadcast (``ddp_broadcast_buffers``).
 
     Args:
         sink: Receives the ``ranks`` events (rank 0 only).
@@ -391,7 +403,7 @@ class StepClock:
         self.margin = margin
         self.min_s = min_s
         self.skip = skip
-        self._sums = dict.fromkeys(SUMS, 0.0)
+        self._parts: list[list[float]] = [[] for _ in PARTS]
         self.steps = 0
         self._seen = 0
         self._prev = time.perf_counter()
@@ -425,24 +437,30 @@ class StepClock:
         self._seen += 1
         if self._seen <= self.skip:
             return
-        s = self._sums
-        s["step_time"] += now - prev
-        s["data_time"] += start - prev
-        s["forward_time"] += before_bwd - start
-        s["backward_time"] += max(0.0, before_opt - before_bwd)
-        s["optimizer_time"] += now - before_opt
+        for kept, value in zip(self._parts, (now - prev, start - prev, before_bwd - start,
+                                             max(0.0, before_opt - before_bwd),
+                                             now - before_opt), strict=True):  # fmt: skip
+            kept.append(value)
+            if len(kept) > MAX_KEPT:
+                del kept[::2]  # thinned: a long epoch keeps a spread of its steps
         self.steps += 1
 
     def gather(self, epoch: int, step: int) -> None:
         """One ``all_gather`` of every rank's sums (a collective: every rank calls it)."""
         import torch.distributed as dist
 
-        vec = torch.tensor([float(self.steps), 0.0, *self._sums.values()], dtype=torch.float64,
+        # each part's median step, times the steps: per_rank's means are then medians (a
+        # busy machine's odd slow step does not move them)
+        n = self.steps
+        sums = dict.fromkeys(SUMS, 0.0)
+        for name, kept in zip(PARTS, self._parts, strict=True):
+            sums[name] = statistics.median(kept) * n if kept else 0.0
+        vec = torch.tensor([float(n), 0.0, *sums.values()], dtype=torch.float64,
                            device=self.device)  # fmt: skip
         parts = [torch.empty_like(vec) for _ in range(self.world)]
         dist.all_gather(parts, vec)
         rows = torch.stack(parts).cpu().tolist()
-        self._sums = dict.fromkeys(SUMS, 0.0)
+        self._parts = [[] for _ in PARTS]
         self.steps = 0
         if not any(row[0] for row in rows):
             return  # no step since the last gathering, on any rank
