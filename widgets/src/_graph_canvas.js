@@ -147,7 +147,19 @@ export function canvasIndex(S) {
     }
     edgeBox.set([x0, y0, x1, y1], 4 * i);
   }
-  return { grid: gridOf(S.layout, [...S.vis.boxes, ...S.vis.groups]), isGroup, edgeBox, ...columnsOf(S) };
+  /** @type {Map<number, number[]> | null} */
+  let grid = null;
+  return {
+    // made when first hit-tested (or when the page is idle after a paint): a toggle at
+    // 100,000 nodes paints without building it first
+    get grid() {
+      grid ||= gridOf(S.layout, [...S.vis.boxes, ...S.vis.groups]);
+      return grid;
+    },
+    isGroup,
+    edgeBox,
+    ...columnsOf(S),
+  };
 }
 
 /**
@@ -243,7 +255,11 @@ export function makeCanvasView(host, view) {
   /** @param {CanvasState | null} state */
   function setState(state) {
     S = state;
-    index = S ? canvasIndex(S) : null;
+    const made = S ? canvasIndex(S) : null;
+    index = made;
+    // the hit grid once the page is idle (before the pointer needs it, after the paint)
+    const idle = globalThis.requestIdleCallback || ((/** @type {() => void} */ f) => setTimeout(f, 50));
+    if (made) idle(() => made.grid);
   }
 
   function paint() {
