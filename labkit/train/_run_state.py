@@ -161,6 +161,8 @@ def _lock_state(folder: Path) -> tuple[str, str, float | None] | None:
     stale = _stale(info, me)
     if stale is not None:
         return "crashed", f"its lock was left by {stale}", taken
+    if isinstance(info.get("pid"), int) and _zombie(info["pid"]):
+        return "crashed", f"its lock was left by {who}, which has exited (not yet reaped)", taken
     return "running", f"held by {who}", taken
 
 
@@ -178,6 +180,16 @@ class _Tail:
 _TAILS: OrderedDict[str, _Tail] = OrderedDict()
 _TAILS_KEPT = 16  # events files whose record is kept between calls (the latest read)
 _TAILS_LOCK = threading.Lock()
+
+
+def _zombie(pid: int) -> bool:
+    """Whether ``pid`` has exited but its parent has not collected it yet (state ``Z`` in
+    ``/proc/<pid>/stat``): it still answers ``kill(pid, 0)`` but holds nothing."""
+    try:
+        data = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return False
+    return data[data.rfind(b")") + 2 : data.rfind(b")") + 3] == b"Z"
 
 
 def read_event_record(folder: Path) -> tuple[dict[str, Any], int]:

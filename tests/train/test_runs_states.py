@@ -270,3 +270,29 @@ def test_reading_while_the_record_is_replaced_never_fails(tmp_path: Path) -> Non
     finally:
         stop.set()
         th.join()
+
+
+def test_a_lock_held_by_an_exited_process_not_yet_reaped_is_crashed(tmp_path: Path) -> None:
+    folder = tmp_path / "zombie"
+    folder.mkdir()
+    code = (
+        "import os, sys\nfrom labkit.train._lock import LogdirLock\n"
+        "LogdirLock.acquire(sys.argv[1])\nos._exit(0)\n"  # exits holding the lock
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code, str(folder)], cwd=ROOT)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (folder / LOCK_FILE).exists():
+            time.sleep(0.02)
+        while time.monotonic() < deadline:  # exited, not waited for: a zombie
+            stat = Path(f"/proc/{proc.pid}/stat").read_bytes()
+            if stat[stat.rfind(b")") + 2 :].startswith(b"Z"):
+                break
+            time.sleep(0.02)
+        row = runs(tmp_path)["zombie"]
+        assert row.state == "crashed", row.state_note
+        assert f"pid {proc.pid} on " in row.state_note and "not yet reaped" in row.state_note
+    finally:
+        proc.wait()
+    row = runs(tmp_path)["zombie"]  # reaped: gone
+    assert row.state == "crashed" and "a fit that no longer runs" in row.state_note
