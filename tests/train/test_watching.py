@@ -214,3 +214,22 @@ def test_trace_and_histogram_sampling(tmp_path):
     acc.Reload()
     assert [e.step for e in acc.Histograms("grads/0.weight")] == [3, 6]
     assert not model._forward_hooks and not model._forward_pre_hooks
+
+
+@pytest.mark.parametrize(
+    ("call", "what"),
+    [
+        (lambda run: run.step(loss=torch.tensor(0.5)), "run.step"),
+        (lambda run: run.log(val_loss=0.5), "run.log"),
+        (lambda run: run.stop(), "run.stop"),
+    ],
+)
+def test_calls_after_the_block_are_refused_and_change_nothing(tmp_path, call, what):
+    with labkit.watch(mlp(), logdir=tmp_path, dashboard=False) as run:
+        run.step(loss=0.25)
+    written = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
+    with pytest.raises(RunClosedError, match=rf"{what} after the watched loop ended \(finished\)"
+                       r".*labkit\.watch\(model, optimizer\)"):  # fmt: skip
+        call(run)
+    assert run.status == "finished" and run.losses == [0.25]
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == written
