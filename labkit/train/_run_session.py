@@ -22,6 +22,10 @@ from labkit.train._events import EVENTS_FILE, STOP_FILE, EventLog
 from labkit.train.run import Run
 
 SOURCES = ("lab", "loop", "lightning", "transformers")
+DASH_THROTTLE_S = 1.0
+"""Seconds between two dashboard updates of a watched run: each update recomputes the
+curves and sends them (about a millisecond on a 2-core machine, taken from the training
+thread's time), so four a second cost the loop several times what one does."""
 
 
 def global_rank() -> int:
@@ -141,7 +145,8 @@ class RunSession:
         # server extension, which creates the stop file the loop polls
         view = _display.view("train.dashboard")
         dash = view(on_stop=self.stop_event.set, stop_file=self.stop_file,
-                    earlier=earlier_runs(self.logdir), compare_with=self.compare_with)  # fmt: skip
+                    earlier=earlier_runs(self.logdir), compare_with=self.compare_with,
+                    throttle=DASH_THROTTLE_S)  # fmt: skip
         if _launch.in_notebook():
             from IPython.display import display
 
