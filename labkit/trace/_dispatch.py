@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import importlib
 import re
+import threading
 import time
 from collections.abc import Callable, Collection
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, suppress
 from typing import TYPE_CHECKING
 
 import torch
@@ -390,9 +391,52 @@ def _unpack(t: torch.Tensor) -> torch.Tensor:
     return t
 
 
+STACK_BYTES = 112 << 20
+"""The C stack a recording may use (the soft ``RLIMIT_STACK`` raised to it, then put back).
+
+Autograd frees a graph's nodes iteratively, unless Python wrappers of them were made (the
+backward segment hooks are registered on them): then freeing the output of a chain of N
+calls recurses N deep in C++, and 100,000 ``Linear`` calls in a loop overflowed Linux's
+default 8 MiB (a segmentation fault where the step drops its output). 64 MiB held
+100,000; 112 MiB stays under the 128 MiB the kernel keeps free below the main thread's
+stack whatever the limit was at start."""
+
+
+class _BigStack:
+    """Raise the soft stack limit of the process to :data:`STACK_BYTES` while entered (on
+    the main thread of a platform with ``resource``; elsewhere nothing)."""
+
+    def __init__(self) -> None:
+        self.old: tuple[int, int] | None = None
+
+    def __enter__(self) -> None:
+        try:
+            import resource
+        except ImportError:  # Windows
+            return
+        if threading.current_thread() is not threading.main_thread():
+            return  # a thread's stack is fixed when it starts
+        soft, hard = resource.getrlimit(resource.RLIMIT_STACK)
+        want = STACK_BYTES if hard == resource.RLIM_INFINITY else min(hard, STACK_BYTES)
+        if soft != resource.RLIM_INFINITY and soft < want:
+            try:
+                resource.setrlimit(resource.RLIMIT_STACK, (want, hard))
+            except (ValueError, OSError):
+                return
+            self.old = (soft, hard)
+
+    def __exit__(self, *exc: object) -> None:
+        old, self.old = self.old, None
+        if old is not None:
+            import resource
+
+            with suppress(ValueError, OSError):
+                resource.setrlimit(resource.RLIMIT_STACK, old)
+
+
 def contexts(inst: Instrumentation) -> list[AbstractContextManager[object]]:
     """The modes and hooks one recording enters, outermost first."""
-    out: list[AbstractContextManager[object]] = []
+    out: list[AbstractContextManager[object]] = [_BigStack()]
     obs = inst.observers
     if inst.ops:
         out.append(_FunctionMode(inst))

@@ -12,6 +12,7 @@ the same figures as copying it eagerly.
 from __future__ import annotations
 
 import gc
+import sys
 import time
 from collections.abc import Callable
 
@@ -125,3 +126,25 @@ def test_the_peak_breakdown_is_not_copied_per_module_call() -> None:
         copies[n] = _Counting.copies
     # each Linear's output raises the peak; a copy per peak was 8x the copies at 8x the calls
     assert copies[400] <= copies[50] + 2, copies
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="no RLIMIT_STACK on Windows")
+def test_a_recording_raises_the_stack_limit_and_puts_it_back() -> None:
+    # freeing the output of 100,000 hooked Linear calls recursed past Linux's 8 MiB stack
+    import resource
+
+    from labkit.trace._dispatch import STACK_BYTES
+    from labkit.trace.instrument import Instrumentation, Observer
+
+    seen: list[int] = []
+
+    class Stack(Observer):
+        def start(self, inst: Instrumentation) -> None:
+            seen.append(resource.getrlimit(resource.RLIMIT_STACK)[0])
+
+    before = resource.getrlimit(resource.RLIMIT_STACK)
+    record_step(Step(Chain(3), (torch.randn(4, 2),)), mode="timing", observers=[Stack()])
+    assert resource.getrlimit(resource.RLIMIT_STACK) == before
+    soft, hard = before
+    want = STACK_BYTES if hard == resource.RLIM_INFINITY else min(hard, STACK_BYTES)
+    assert seen == [max(soft, want) if soft != resource.RLIM_INFINITY else soft]
