@@ -19,7 +19,7 @@ import { COL_GAP } from "./_layout.js";
  *   the heat colour of its hottest box, null for the theme's own
  * @property {(g: number) => string | null} frameInkOf the ink on that colour, null for the theme's own
  * @property {(items: number[]) => string | null} spanFillOf a column drawn as one box zoomed
- *   out: the heat colour of its hottest item, null for the theme's own
+ *   out: the mean heat colour of its items (HeatLook), null for the theme's own
  * @property {Set<number>} selected drawn boxes of the selection
  * @property {Set<number>} matches drawn boxes matching the search
  */
@@ -115,10 +115,10 @@ export function hitIn(grid, layout, isGroup, hasKids, x, y) {
 /** @typedef {{graph: import("./_graphcore.js").GraphPayload, vis: import("./_graph_draw.js").Vis, layout: DrawLayout, rolled: import("./_graphcore.js").Rolled, edges: Int32Array, marks: Map<number, import("./_graph_marks.js").Mark>}} CanvasState */
 /** @typedef {{lod: number, labels: number, blocks: number, heated: number, aggregates: number}} PaintStats */
 
-/** Zoomed out, a wrapped column whose items are closer than this on screen (px, on
- * average) is drawn as one aggregate box: its items are under a pixel or two each and
- * would paint as texture. */
-export const AGGREGATE_PX = 2.5;
+/** Zoomed out, a wrapped column whose items are under this many screen px in either
+ * direction (the column's width, or an item's share of its height) is drawn as one
+ * aggregate box: its items would paint as texture (100,000 nodes at Fit: 3 x 6 px each). */
+export const AGGREGATE_PX = 4;
 
 /**
  * The lookups a canvas drawing of one layout needs: hit grid, frames, edge bounds and the
@@ -213,7 +213,7 @@ export function columnsOf(S) {
 
 /**
  * The wrapped columns drawn as one aggregate box at scale k: those whose items are under
- * AGGREGATE_PX apart on screen, on average. Pure.
+ * AGGREGATE_PX on screen, across (the column's width) or down (their mean height). Pure.
  * @param {ArrayLike<number>} cols the layout's columns (x, y, w, h, first, last each)
  * @param {Int32Array} colCount items per column
  * @param {number} k
@@ -221,7 +221,10 @@ export function columnsOf(S) {
  */
 export function aggregatedAt(cols, colCount, k) {
   const out = new Uint8Array(colCount.length);
-  for (let c = 0; c < colCount.length; c++) if (colCount[c] > 1 && (cols[6 * c + 3] / colCount[c]) * k < AGGREGATE_PX) out[c] = 1;
+  for (let c = 0; c < colCount.length; c++) {
+    const small = Math.min(cols[6 * c + 2], cols[6 * c + 3] / colCount[c]) * k < AGGREGATE_PX;
+    if (colCount[c] > 1 && small) out[c] = 1;
+  }
   return out;
 }
 

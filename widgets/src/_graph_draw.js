@@ -209,13 +209,13 @@ export function edgesSvg(layout, arrowId) {
  * @property {(k: number) => string | null} inkOf
  * @property {(g: number) => string | null} frameFillOf a frame drawn as one block: its hottest box's colour
  * @property {(g: number) => string | null} frameInkOf
- * @property {(items: number[]) => string | null} spanFillOf a column drawn as one box: its hottest item's colour
+ * @property {(items: number[]) => string | null} spanFillOf a column drawn as one box: the mean of its items' hottest boxes
  */
 
 /**
  * The canvas's colours for one metric and scale: each box's colour worked out when first
- * painted and kept (a toggle, a pan: no recolouring); frames and columns drawn as one
- * block take their hottest box's colour. Pure (no DOM).
+ * painted and kept (a toggle, a pan: no recolouring); a frame drawn as one block takes
+ * its hottest box's colour, a column drawn as one box the mean of its items'. Pure (no DOM).
  * @param {string} key what the colours depend on (metric and scale)
  * @param {ArrayLike<number>} values the metric per payload node
  * @param {{color: (v: number) => string}} scale colorScale's
@@ -268,9 +268,12 @@ export function heatLook(key, values, scale, drawing, inkFor, neutral) {
   };
   /** @param {number[]} items */
   const spanFillOf = (items) => {
+    // the mean of its items' hottest boxes: columns differ where the cost does (the
+    // hottest of thousands of calls is near the top of the scale in every column)
     const h = hottest();
-    let v = 0;
-    for (const k of items) v = Math.max(v, h[k] > 0 ? h[k] : values[k] || 0);
+    let sum = 0;
+    for (const k of items) sum += h[k] > 0 ? h[k] : values[k] || 0;
+    const v = items.length ? sum / items.length : 0;
     return v > 0 ? scale.color(v) : null;
   };
   return {

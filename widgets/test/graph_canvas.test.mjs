@@ -149,3 +149,15 @@ test("zoomed far out, columns of sub-pixel calls are drawn as one box each, not 
   assert.equal(st2.aggregates, 0);
   assert.equal(st2.blocks, 3000);
 });
+
+test("a column aggregates when its items are under AGGREGATE_PX across or down", () => {
+  // two columns: 175 wide, 62 items in 22,290 units; 175 wide, 19 items in 7,890
+  const cols = [0, 0, 175, 22290, 0, 1, 300, 0, 175, 7890, 2, 3];
+  const count = new Int32Array([62, 19]);
+  // 100,000 nodes at Fit (k 0.0167): 3 px wide, 6 px tall each: one box per column
+  assert.deepEqual(Array.from(aggregatedAt(cols, count, 0.0167)), [1, 1]);
+  // 10,000 nodes at Fit (k 0.053): 9 px wide, 22 px tall: every block drawn
+  assert.deepEqual(Array.from(aggregatedAt(cols, count, 0.053)), [0, 0]);
+  // a single item is never an aggregate
+  assert.deepEqual(Array.from(aggregatedAt(cols, new Int32Array([1, 1]), 0.001)), [0, 0]);
+});

@@ -110,6 +110,7 @@ test("heatLook: a box's colour once per box, frames and columns by their hottest
   assert.equal(look.inkOf(4), null);
   assert.equal(look.frameFillOf(1), "heat9"); // its hottest box
   assert.equal(look.frameFillOf(0), "heat9");
-  assert.equal(look.spanFillOf([1, 4]), "heat9"); // a column holding frame 1 and box 4
+  assert.equal(look.spanFillOf([1, 4]), "heat4.5"); // a column of frame 1 (9) and box 4 (0): the mean
+  assert.equal(look.spanFillOf([1, 3]), "heat9");
   assert.equal(look.spanFillOf([4]), null);
 });
