@@ -48,6 +48,7 @@ def _cpu(fn: Callable[[], object], runs: int = 2) -> float:
     return best
 
 
+@pytest.mark.slow
 def test_a_full_recording_costs_the_same_per_module_call_at_4x_the_modules() -> None:
     x = torch.randn(4, 2)
     labkit.trace(Chain(3), x, repeat=0)  # one-time costs (imports) before the clock
