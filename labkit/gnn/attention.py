@@ -11,9 +11,12 @@ node's own in-edges, the one before for their in-edges, ...). Both are pure data
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torch import nn
+
+if TYPE_CHECKING:
+    from torch_geometric.data import Data
 
 
 @dataclass(frozen=True)
@@ -78,7 +81,7 @@ class AttentionMap:
         )
 
 
-def attention_map(model: nn.Module, data: Any) -> AttentionMap:
+def attention_map(model: nn.Module, data: Data) -> AttentionMap:
     """Run ``model`` once on ``data`` and collect every layer's attention coefficients.
 
     Args:

@@ -11,18 +11,23 @@ batches is exactly the single-process batch.
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterable, Sequence, Sized
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import lightning.pytorch as pl
 import torch
 from torch import Tensor
-from torch.utils.data import DataLoader, DistributedSampler
+from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
 from labkit.gnn.validate import validate_graph
 
+if TYPE_CHECKING:
+    from torch_geometric.data import Data
 
-def node_step(net: torch.nn.Module, batch: Any) -> tuple[Tensor, Tensor]:
+T = TypeVar("T")
+
+
+def node_step(net: torch.nn.Module, batch: Data) -> tuple[Tensor, Tensor]:
     """``(logits, labels)`` of the nodes a node-classification batch is about.
 
     Args:
@@ -43,19 +48,16 @@ def node_step(net: torch.nn.Module, batch: Any) -> tuple[Tensor, Tensor]:
     return out[sel], batch.y[sel]
 
 
-def _first(items: list[Any]) -> Any:
+def _first(items: list[T]) -> T:
     return items[0]
 
 
-def _as_graph(data: Any) -> Any:
+def _as_graph(data: object) -> Data:
     """A single ``Data`` from a ``Data`` or a one-graph PyG dataset."""
     if hasattr(data, "edge_index") and hasattr(data, "x"):
         return data
-    try:
-        n = len(data)
-    except TypeError:
-        n = None
-    if n == 1:
+    n = len(data) if isinstance(data, Sized) else None
+    if n == 1 and isinstance(data, Sequence | Dataset):
         return data[0]
     raise TypeError(
         f"node classification needs one graph (a PyG Data or a dataset of one "
@@ -96,7 +98,7 @@ class GraphDataModule(pl.LightningDataModule):
 
     def __init__(
         self,
-        data: Any,
+        data: object,
         *,
         batch_size: int | None = None,
         num_neighbors: Sequence[int] = (10, 10),
@@ -145,7 +147,7 @@ class GraphDataModule(pl.LightningDataModule):
         )
         return DataLoader([graph], batch_size=1, sampler=sampler, collate_fn=_first)  # type: ignore[arg-type]
 
-    def train_dataloader(self) -> Any:
+    def train_dataloader(self) -> Iterable[Data]:
         if self.full_batch:
             return self._masked(self.data.train_mask)
         from labkit.gnn.sampler import neighbor_loader
@@ -171,11 +173,11 @@ class GraphDataModule(pl.LightningDataModule):
                                batch_size=batch_size // world, sampler=sampler,
                                drop_last=self.drop_last)  # fmt: skip
 
-    def val_dataloader(self) -> Any:
+    def val_dataloader(self) -> Iterable[Data]:
         mask = getattr(self.data, "val_mask", None)
         return [] if mask is None else self._masked(mask)
 
-    def test_dataloader(self) -> Any:
+    def test_dataloader(self) -> Iterable[Data]:
         mask = getattr(self.data, "test_mask", None)
         return [] if mask is None else self._masked(mask)
 
@@ -191,7 +193,7 @@ class GraphDataModule(pl.LightningDataModule):
         return f"GraphDataModule({', '.join(parts)})"
 
 
-def is_node_graph(data: Any) -> bool:
+def is_node_graph(data: object) -> bool:
     """Whether ``data`` is one PyG graph with a ``train_mask`` (or a dataset of one such graph)."""
     mod = type(data).__module__
     if not mod.startswith("torch_geometric."):
@@ -203,7 +205,7 @@ def is_node_graph(data: Any) -> bool:
     return getattr(graph, "train_mask", None) is not None
 
 
-def for_lab(data: Any) -> Any:
+def for_lab(data: object) -> object:
     """What ``labkit.Lab`` trains on for PyG data: a :class:`GraphDataModule` for one graph
     with a ``train_mask`` (checked now, before training), anything else unchanged.
 

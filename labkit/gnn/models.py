@@ -9,7 +9,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 
-def _check_edges(model: str, edge_index: Any) -> None:
+def _check_edges(model: str, edge_index: object) -> None:
     """The shape of a dense ``edge_index`` (metadata only: no device sync)."""
     if not isinstance(edge_index, Tensor) or edge_index.layout != torch.strided:
         return  # a SparseTensor / adjacency: PyG checks those itself

@@ -11,10 +11,15 @@ project uses). :class:`TorchNeighborSampler` is a drop-in subclass whose homogen
 from __future__ import annotations
 
 import warnings
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
+
+if TYPE_CHECKING:
+    from torch_geometric.data import Data
+    from torch_geometric.loader import NeighborLoader
+    from torch_geometric.sampler import SamplerOutput
 
 
 def _sampler_base() -> type:
@@ -111,7 +116,7 @@ class TorchNeighborSampler(_sampler_base()):  # type: ignore[misc]  # PyG base, 
         >>> NeighborLoader(data, [10, 10], neighbor_sampler=s, batch_size=64)  # doctest: +SKIP
     """
 
-    def __init__(self, data: Any, num_neighbors: list[int], **kwargs: Any) -> None:
+    def __init__(self, data: Data, num_neighbors: list[int], **kwargs: object) -> None:
         for key in ("time_attr", "weight_attr"):
             if kwargs.get(key) is not None:
                 raise ValueError(f"TorchNeighborSampler: {key} needs pyg-lib")
@@ -124,7 +129,9 @@ class TorchNeighborSampler(_sampler_base()):  # type: ignore[misc]  # PyG base, 
         if isinstance(getattr(self, "num_nodes", None), dict):
             raise ValueError("TorchNeighborSampler: heterogeneous graphs need pyg-lib")
 
-    def _sample(self, seed: Any, seed_time: Any = None, **kwargs: Any) -> Any:
+    def _sample(
+        self, seed: Tensor, seed_time: Tensor | None = None, **kwargs: object
+    ) -> SamplerOutput:
         from torch_geometric.sampler import SamplerOutput
 
         if isinstance(seed, dict) or seed_time is not None:
@@ -153,7 +160,7 @@ class TorchNeighborSampler(_sampler_base()):  # type: ignore[misc]  # PyG base, 
         )
 
 
-def neighbor_loader(data: Any, num_neighbors: list[int], **kwargs: Any) -> Any:
+def neighbor_loader(data: Data, num_neighbors: list[int], **kwargs: object) -> NeighborLoader:
     """PyG's ``NeighborLoader``, sampling with pyg-lib/torch-sparse when present, else in torch.
 
     Args:

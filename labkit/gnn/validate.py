@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, NoReturn
+from typing import NoReturn
 
 import torch
 from torch import Tensor
@@ -19,7 +19,7 @@ def _fail(where: str, msg: str) -> NoReturn:
 
 
 def validate_graph(  # noqa: C901 - one flat check per field, each naming what to fix
-    data: Any, *, name: str = "data", require_train_mask: bool = True
+    data: object, *, name: str = "data", require_train_mask: bool = True
 ) -> None:
     """Check the tensors of a node-classification graph; raise before training if one is bad.
 
@@ -95,7 +95,7 @@ def validate_graph(  # noqa: C901 - one flat check per field, each naming what t
             _fail(where, f"selects no nodes (all {num_nodes} entries are False)")
 
 
-def _check_edge_index(ei: Any, num_nodes: int, where: str) -> None:
+def _check_edge_index(ei: object, num_nodes: int, where: str) -> None:
     if not isinstance(ei, Tensor):
         _fail(where, f"must be a tensor, got {type(ei).__name__}")
     if ei.dtype != torch.long:
