@@ -486,7 +486,6 @@ class RunsViewTraits(TypedDict):
     rank_note: str  #: which runs are drawn first and why, as the view says it
 
 
-#: Each view's bundle (``widgets/src/<name>.js``) -> its traits.
 class DiffRow(TypedDict):
     """One ranked row of a diff (``TraceDiff.explain``), its figures written as text."""
 
@@ -530,6 +529,7 @@ class DiffViewTraits(TypedDict):
     height: int  #: pixels
 
 
+#: Each view's bundle (``widgets/src/<name>.js``) -> its traits.
 VIEW_TRAITS: dict[str, Any] = {
     "graph": GraphViewTraits,
     "profile": ProfileViewTraits,
@@ -538,5 +538,5 @@ VIEW_TRAITS: dict[str, Any] = {
     "optimize_panel": OptimizePanelTraits,
     "attention": AttentionViewTraits,
     "runs": RunsViewTraits,
-}
     "diff": DiffViewTraits,
+}

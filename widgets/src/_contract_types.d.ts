@@ -457,8 +457,6 @@ export interface RunsViewTraits {
   rank_note: string;
 }
 
-/** Each view's bundle name -> its traits (``VIEW_TRAITS``). */
-export interface ViewTraits {
 /** One ranked row of a diff (``TraceDiff.explain``), its figures written as text. */
 export interface DiffRow {
   /** module path (the base trace's; the other's for an added module) */
@@ -527,6 +525,8 @@ export interface DiffViewTraits {
   height: number;
 }
 
+/** Each view's bundle name -> its traits (``VIEW_TRAITS``). */
+export interface ViewTraits {
   graph: GraphViewTraits;
   profile: ProfileViewTraits;
   memory: MemoryTimelineTraits;
@@ -534,9 +534,9 @@ export interface DiffViewTraits {
   optimize_panel: OptimizePanelTraits;
   attention: AttentionViewTraits;
   runs: RunsViewTraits;
+  diff: DiffViewTraits;
 }
 
-  diff: DiffViewTraits;
 export type ViewName = "graph" | "profile" | "memory" | "dashboard" | "optimize_panel" | "attention" | "runs" | "diff";
 
 /** Every change event of a view's traits (``model.on("change:<trait>", ...)``). */
