@@ -17,11 +17,9 @@ import ts from "typescript";
 
 export const MAX_LINES = 150;
 
-/** Over-long functions not yet split, "file:name" -> lines when listed (issue 40: the graph
- * view's, the dashboard's and the diff view's, to be split by their owners). */
-export const ALLOWED = new Map([
-  ["diff.js:render", 249],
-]);
+/** Over-long functions not yet split, "file:name" -> lines when listed (issue 40: only the diff view
+ * render is left: its skeleton is split out, the wiring is next). */
+export const ALLOWED = new Map([["diff.js:render", 216]]);
 
 /**
  * The name a function goes by: its own, else the variable, property or method it is

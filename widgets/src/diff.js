@@ -40,10 +40,12 @@ const SVG_DIFF = `
 `;
 
 /** @param {import("./_contract_types").RenderContext<Traits>} ctx anywidget's model and element */
-function render({ model, el }) {
-  ensureStyles();
-  const hatchId = uid("lk-hatch");
-  const arrowId = uid("lk-arrow");
+/**
+ * The view's elements (toolbar with a button per metric, canvas, table, pages, notes), not yet wired.
+ * @param {any} model
+ * @param {string} hatchId
+ */
+function skeleton(model, hatchId) {
   const root = h("div", { class: "lk-view lk-diff" });
   const css = h("style", {}, DIFF_CSS);
   const head = h("div", { class: "lk-diff-head" });
@@ -60,7 +62,6 @@ function render({ model, el }) {
     bar.append(b);
   }
   const fitBtn = h("button", { title: "the whole graph" }, "Fit");
-  fitBtn.addEventListener("click", () => fit());
   const legend = h("div", { class: "lk-diff-legend" });
   bar.append(fitBtn, h("span", { class: "lk-spacer" }), legend);
   const canvas = h("div", { class: "lk-canvas" });
@@ -83,6 +84,18 @@ function render({ model, el }) {
   const pages = h("div", { class: "lk-diff-pages" });
   const notes = h("div", { class: "lk-diff-notes" });
   root.append(css, head, bar, canvas, tableWrap, pages, notes);
+  return { root, head, buttons, fitBtn, legend, canvas, viewport, gEdges, gGroups, gNodes, tableWrap, pages, notes };
+}
+
+function render({ model, el }) {
+  ensureStyles();
+  const hatchId = uid("lk-hatch");
+  const arrowId = uid("lk-arrow");
+  const { root, head, buttons, fitBtn, legend, canvas, viewport, gEdges, gGroups, gNodes, tableWrap, pages, notes } = skeleton(
+    model,
+    hatchId,
+  );
+  fitBtn.addEventListener("click", () => fit());
   el.appendChild(root);
 
   const graph = /** @type {import("./_contract_types").GraphPayload} */ (unpacked(model.get("graph")));
