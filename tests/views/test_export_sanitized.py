@@ -125,6 +125,6 @@ def test_the_pictures_are_the_views(executed: nbformat.NotebookNode) -> None:
     assert "ranked by best val_loss" in outputs["RunsView"].data["text/plain"]
     assert "Attention into node 0" in outputs["AttentionView"].data["text/plain"]
     assert "channels_last" in outputs["OptimizePanel"].data["text/plain"]
-    assert "step 4/4" in outputs["Dashboard"].data["text/plain"]
+    assert "step 4 of 4" in outputs["Dashboard"].data["text/plain"]
     assert "image/svg+xml" in outputs["ProfileView"].data  # a small chart: SVG too
     assert outputs["GraphView"].metadata["image/png"]["width"] > 100  # 2x, shown at 1x
