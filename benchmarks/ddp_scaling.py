@@ -47,8 +47,9 @@ CLOCKS = ("wall", "thread CPU")
 
 def mlp() -> nn.Module:
     torch.manual_seed(0)
-    return nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(),
-                         nn.Linear(256, 10))  # fmt: skip
+    return nn.Sequential(
+        nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 10)
+    )
 
 
 def data(n: int) -> TensorDataset:
@@ -73,8 +74,10 @@ class StepClock(pl.Callback):
 
 def _gaps(path: Path) -> dict[str, float]:
     starts = json.loads(path.read_text())[SKIP:]
-    return {clock: statistics.median(b[i] - a[i] for a, b in itertools.pairwise(starts))
-            for i, clock in enumerate(CLOCKS)}  # fmt: skip
+    return {
+        clock: statistics.median(b[i] - a[i] for a, b in itertools.pairwise(starts))
+        for i, clock in enumerate(CLOCKS)
+    }
 
 
 def overhead(steps: int, rounds: int, root: Path) -> dict[str, dict[str, list[float]]]:
@@ -84,11 +87,17 @@ def overhead(steps: int, rounds: int, root: Path) -> dict[str, dict[str, list[fl
     for i in range(rounds):
         for name in ("off", "on") if i % 2 == 0 else ("on", "off"):
             clock = root / f"clock_{name}_{i}.json"
-            run = lab.fit(max_steps=steps, devices=2, accelerator="cpu", dashboard=False,
-                          dry_run=False, limit_val_batches=0, rank_stats=name == "on",
-                          logdir=str(root / f"{name}_{i}"),
-                          trainer_kwargs={"enable_progress_bar": False,
-                                          "callbacks": [StepClock(clock)]})  # fmt: skip
+            run = lab.fit(
+                max_steps=steps,
+                devices=2,
+                accelerator="cpu",
+                dashboard=False,
+                dry_run=False,
+                limit_val_batches=0,
+                rank_stats=name == "on",
+                logdir=str(root / f"{name}_{i}"),
+                trainer_kwargs={"enable_progress_bar": False, "callbacks": [StepClock(clock)]},
+            )
             assert bool(run.ranks) == (name == "on"), "rank_stats did not take effect"
             for c, v in _gaps(clock).items():
                 samples[c][name].append(v)
@@ -121,8 +130,7 @@ def _hook_worker(rank: int, port: int, steps: int, out: str) -> None:
     import torch.distributed as dist
 
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                            world_size=2)  # fmt: skip
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
     try:
         cpu = _hook_steps(steps)  # the DDP models are gone before the group is destroyed
         if rank == 0:
@@ -140,18 +148,23 @@ def hook_cost(steps: int, root: Path) -> dict[str, float]:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     out = root / "hook_cost.json"
-    mp.start_processes(_hook_worker, args=(port, steps, str(out)), nprocs=2,
-                       start_method="fork")  # fmt: skip
+    mp.start_processes(_hook_worker, args=(port, steps, str(out)), nprocs=2, start_method="fork")
     return json.loads(out.read_text())
 
 
-def bench(*, steps: int, rounds: int, scaling_steps: int,
-          hook_steps: int = 200) -> tuple[BenchResult, object]:  # fmt: skip
+def bench(
+    *, steps: int, rounds: int, scaling_steps: int, hook_steps: int = 200
+) -> tuple[BenchResult, object]:
     threads = torch.get_num_threads()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        lab = Lab(mlp(), data(2 * BS * scaling_steps), loss=F.cross_entropy, batch_size=BS,
-                  logdir=root / "scaling")  # fmt: skip
+        lab = Lab(
+            mlp(),
+            data(2 * BS * scaling_steps),
+            loss=F.cross_entropy,
+            batch_size=BS,
+            logdir=root / "scaling",
+        )
         scale = lab.scaling(devices=[1, 2], steps=scaling_steps, threads=1)
         (root / "overhead").mkdir()
         torch.set_num_threads(1)  # as lab.scaling: one intra-op thread per process
@@ -164,13 +177,19 @@ def bench(*, steps: int, rounds: int, scaling_steps: int,
     for clock, by in samples.items():
         off = statistics.median(by["off"])
         for k, v in by.items():
-            rows.append(Row(name=f"2 processes, rank_stats {k} ({clock})",
-                            median_s=statistics.median(v), min_s=min(v), max_s=max(v),
-                            ratio=statistics.median(v) / off, samples=len(v),
-                            anchor="1.00x" if k == "off" else "<= 1.02x"))  # fmt: skip
+            rows.append(
+                Row(
+                    name=f"2 processes, rank_stats {k} ({clock})",
+                    median_s=statistics.median(v),
+                    min_s=min(v),
+                    max_s=max(v),
+                    ratio=statistics.median(v) / off,
+                    samples=len(v),
+                    anchor="1.00x" if k == "off" else "<= 1.02x",
+                )
+            )
         pairs = [a / b for a, b in zip(by["on"], by["off"], strict=True)]
-        ratios[clock] = {"paired": statistics.median(pairs),
-                         "best": min(by["on"]) / min(by["off"])}  # fmt: skip
+        ratios[clock] = {"paired": statistics.median(pairs), "best": min(by["on"]) / min(by["off"])}
     two = scale.point(2)  # type: ignore[attr-defined]
     meta = {
         "on_off": ratios,
@@ -191,19 +210,26 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="fewer steps and rounds")
     args = ap.parse_args()
     steps, rounds, scaling_steps, hook_steps = (20, 3, 20, 60) if args.quick else (60, 8, 80, 300)
-    result, scale = bench(steps=steps, rounds=rounds, scaling_steps=scaling_steps,
-                          hook_steps=hook_steps)  # fmt: skip
+    result, scale = bench(
+        steps=steps, rounds=rounds, scaling_steps=scaling_steps, hook_steps=hook_steps
+    )
     print(scale.summary())  # type: ignore[attr-defined]
-    print(f"anchor: {result.meta['anchor']}; here: {result.meta['efficiency_2']:.0%} with "
-          f"{result.meta['comm_share_2']:.0%} of the step waiting in the all-reduce")  # fmt: skip
+    print(
+        f"anchor: {result.meta['anchor']}; here: {result.meta['efficiency_2']:.0%} with "
+        f"{result.meta['comm_share_2']:.0%} of the step waiting in the all-reduce"
+    )
     report(result)
     for clock, r in result.meta["on_off"].items():
-        print(f"rank_stats on / off ({clock}): paired {r['paired']:.3f}x, best {r['best']:.3f}x "
-              "(target <= 1.02x)")  # fmt: skip
+        print(
+            f"rank_stats on / off ({clock}): paired {r['paired']:.3f}x, best {r['best']:.3f}x "
+            "(target <= 1.02x)"
+        )
     h = result.meta["hook_cost_thread_cpu_s"]
-    print(f"forward + backward, rank 0 thread CPU: built-in all-reduce "
-          f"{1e3 * h['built-in']:.3f} ms, labkit's timed hook {1e3 * h['labkit hook']:.3f} ms "
-          f"({1e3 * (h['labkit hook'] - h['built-in']):+.3f} ms per step)")  # fmt: skip
+    print(
+        f"forward + backward, rank 0 thread CPU: built-in all-reduce "
+        f"{1e3 * h['built-in']:.3f} ms, labkit's timed hook {1e3 * h['labkit hook']:.3f} ms "
+        f"({1e3 * (h['labkit hook'] - h['built-in']):+.3f} ms per step)"
+    )
 
 
 if __name__ == "__main__":

@@ -82,8 +82,9 @@ def _loop(data, epochs: int, minibatch: bool) -> list[float]:  # type: ignore[no
     opt = torch.optim.Adam(model.parameters(), lr=5e-3)
     loader = None
     if minibatch:
-        loader = neighbor_loader(data, FANOUT, input_nodes=data.train_mask, batch_size=BATCH,
-                                 shuffle=True)  # fmt: skip
+        loader = neighbor_loader(
+            data, FANOUT, input_nodes=data.train_mask, batch_size=BATCH, shuffle=True
+        )
     ends = []
     for _ in range(epochs):
         model.train()
@@ -113,8 +114,13 @@ def _lab(data, epochs: int, minibatch: bool, devices: int) -> list[float]:  # ty
     dm = GraphDataModule(data, batch_size=BATCH if minibatch else None, num_neighbors=FANOUT)
     with tempfile.TemporaryDirectory() as d:
         lab = Lab(_model(), dm, loss=F.cross_entropy, lr=5e-3, logdir=d)
-        run = lab.fit(max_epochs=epochs, devices=devices, accelerator="cpu", dashboard=False,
-                      trainer_kwargs={"enable_progress_bar": False})  # fmt: skip
+        run = lab.fit(
+            max_epochs=epochs,
+            devices=devices,
+            accelerator="cpu",
+            dashboard=False,
+            trainer_kwargs={"enable_progress_bar": False},
+        )
     assert run.status == "finished", run.error
     return [e["t"] for e in run.epochs]
 
@@ -144,16 +150,37 @@ def one(variant: str, epochs: int, threads: int) -> dict[str, float]:
         ends = _lab(data, epochs, minibatch, devices)
     _, peak = _rss()
     gaps = [b - a for a, b in itertools.pairwise(ends)]
-    return {"epoch_s": statistics.median(gaps), "peak_rss": peak, "rss_before": rss0,
-            "edges": data.num_edges}  # fmt: skip
+    return {
+        "epoch_s": statistics.median(gaps),
+        "peak_rss": peak,
+        "rss_before": rss0,
+        "edges": data.num_edges,
+    }
 
 
 def _sample(variant: str, epochs: int, threads: int) -> dict[str, float]:
-    cmd = [sys.executable, "-W", "ignore", "-m", "benchmarks.gnn", "--one", variant,
-           "--epochs", str(epochs), "--threads", str(threads)]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-W",
+        "ignore",
+        "-m",
+        "benchmarks.gnn",
+        "--one",
+        variant,
+        "--epochs",
+        str(epochs),
+        "--threads",
+        str(threads),
+    ]
     env = dict(os.environ, PYTHONWARNINGS="ignore")
-    out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False,
-                         cwd=Path(__file__).resolve().parents[1])  # fmt: skip
+    out = subprocess.run(
+        cmd,
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        cwd=Path(__file__).resolve().parents[1],
+    )
     if out.returncode != 0:
         raise RuntimeError(f"{variant} failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -164,9 +191,17 @@ def _rows(samples, key, base, anchors, scale=1.0):  # type: ignore[no-untyped-de
     for name, vals in samples.items():
         xs = [v[key] * scale for v in vals]
         med = statistics.median(xs)
-        rows.append(Row(name=name, median_s=med, min_s=min(xs), max_s=max(xs),
-                        ratio=med / statistics.median(x[key] * scale for x in samples[base]),
-                        anchor=anchors.get(name, ""), samples=len(xs)))  # fmt: skip
+        rows.append(
+            Row(
+                name=name,
+                median_s=med,
+                min_s=min(xs),
+                max_s=max(xs),
+                ratio=med / statistics.median(x[key] * scale for x in samples[base]),
+                anchor=anchors.get(name, ""),
+                samples=len(xs),
+            )
+        )
     return tuple(rows)
 
 
@@ -174,10 +209,12 @@ def _memory_table(kind: str, base: str, samples, meta) -> None:  # type: ignore[
     """Peak RSS and its rise over the pre-training RSS, in MiB, as ratios to the loop."""
     mib = 2**20
     figures = {
-        n: (statistics.median(s["peak_rss"] for s in v) / mib,
-            statistics.median(s["peak_rss"] - s["rss_before"] for s in v) / mib)
+        n: (
+            statistics.median(s["peak_rss"] for s in v) / mib,
+            statistics.median(s["peak_rss"] - s["rss_before"] for s in v) / mib,
+        )
         for n, v in samples.items()
-    }  # fmt: skip
+    }
     b_peak, b_rise = figures[base]
     print(f"\n### gnn_memory_{kind} (baseline: {base})\n")
     print("| variant | peak RSS | ratio | rise during training | ratio | anchor |")
@@ -185,13 +222,25 @@ def _memory_table(kind: str, base: str, samples, meta) -> None:  # type: ignore[
     rows = []
     for n, (peak, rise) in figures.items():
         anchor = "1.00x" if n == base else "<= 1.05x loop (target)"
-        print(f"| {n} | {peak:.0f} MiB | {peak / b_peak:.2f}x | {rise:.0f} MiB | "
-              f"{rise / b_rise:.2f}x | {anchor} |")  # fmt: skip
-        rows.append(Row(name=n, median_s=peak, min_s=rise, max_s=rise, ratio=peak / b_peak,
-                        anchor=anchor, samples=len(samples[n])))  # fmt: skip
+        print(
+            f"| {n} | {peak:.0f} MiB | {peak / b_peak:.2f}x | {rise:.0f} MiB | "
+            f"{rise / b_rise:.2f}x | {anchor} |"
+        )
+        rows.append(
+            Row(
+                name=n,
+                median_s=peak,
+                min_s=rise,
+                max_s=rise,
+                ratio=peak / b_peak,
+                anchor=anchor,
+                samples=len(samples[n]),
+            )
+        )
     note = {"unit": "MiB: median_s = peak RSS, min_s = max_s = rise during training"}
-    path = BenchResult(name=f"gnn_memory_{kind}", baseline=base, rows=tuple(rows),
-                       meta={**meta, **note}).save()  # fmt: skip
+    path = BenchResult(
+        name=f"gnn_memory_{kind}", baseline=base, rows=tuple(rows), meta={**meta, **note}
+    ).save()
     print(f"\nwrote {path}")
 
 
@@ -212,10 +261,19 @@ def main() -> None:
         for v in VARIANTS:
             samples[v].append(_sample(v, epochs, a.threads))
     edges = samples["loop full-batch"][0]["edges"]
-    meta = {"nodes": NODES, "edges": edges, "features": FEATURES, "classes": CLASSES,
-            "model": "GAT(64, 8, 8, heads=8)", "batch_size": BATCH, "fanout": FANOUT,
-            "epochs": epochs, "rounds": rounds, "threads_per_process": a.threads,
-            "cpus": os.cpu_count()}  # fmt: skip
+    meta = {
+        "nodes": NODES,
+        "edges": edges,
+        "features": FEATURES,
+        "classes": CLASSES,
+        "model": "GAT(64, 8, 8, heads=8)",
+        "batch_size": BATCH,
+        "fanout": FANOUT,
+        "epochs": epochs,
+        "rounds": rounds,
+        "threads_per_process": a.threads,
+        "cpus": os.cpu_count(),
+    }
     groups = {
         "full-batch": ["loop full-batch", "Lab full-batch"],
         "NeighborLoader": [
@@ -227,8 +285,14 @@ def main() -> None:
     for kind, names in groups.items():
         base = names[0]
         sub = {n: samples[n] for n in names}
-        report(BenchResult(name=f"gnn_epoch_{kind}", baseline=base,
-                           rows=_rows(sub, "epoch_s", base, VARIANTS), meta=meta))  # fmt: skip
+        report(
+            BenchResult(
+                name=f"gnn_epoch_{kind}",
+                baseline=base,
+                rows=_rows(sub, "epoch_s", base, VARIANTS),
+                meta=meta,
+            )
+        )
         measured = {n: v for n, v in sub.items() if "DDP" not in n}
         _memory_table(kind, base, measured, meta)
     ddp = statistics.median(s["epoch_s"] for s in samples["Lab NeighborLoader DDP x2"])

@@ -45,10 +45,16 @@ def models(device: str):
     enc = nn.Sequential(nn.TransformerEncoder(layer, 4, enable_nested_tensor=False))
     yield "encoder", enc, torch.randn(32, 64, 128), None
     cnn = nn.Sequential(
-        nn.Conv2d(3, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(),
-        nn.Conv2d(32, 64, 3, stride=2, padding=1), nn.BatchNorm2d(64), nn.ReLU(),
-        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, 10),
-    )  # fmt: skip
+        nn.Conv2d(3, 32, 3, padding=1),
+        nn.BatchNorm2d(32),
+        nn.ReLU(),
+        nn.Conv2d(32, 64, 3, stride=2, padding=1),
+        nn.BatchNorm2d(64),
+        nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(64, 10),
+    )
     yield "cnn+bn", cnn, torch.randn(32, 3, 64, 64), None
     gpt = GPT(vocab=2000, d=128, layers=4, heads=4, ctx=256)
     yield "gpt (tied)", gpt, torch.randint(0, 2000, (8, 256)), lm_loss
@@ -95,15 +101,24 @@ def accuracy(device: str) -> list[dict]:
                 base = torch.cuda.memory_allocated()
             rep = labkit.memory(model, batch, loss=loss, optimizer=opt)
             err = (plan.peak_bytes - rep.peak_bytes) / rep.peak_bytes
-            line = (f"{name:<12} {oname:<6} {plan.peak_bytes:>12,} {rep.peak_bytes:>12,} "
-                    f"{err:>+8.3%}")  # fmt: skip
+            line = (
+                f"{name:<12} {oname:<6} {plan.peak_bytes:>12,} {rep.peak_bytes:>12,} {err:>+8.3%}"
+            )
             if cuda:
                 real = torch.cuda.max_memory_allocated() - base
                 line += f" {real:>12,} {(plan.peak_bytes - real) / real:>+8.3%}"
             print(f"{line}   {secs:6.2f}  {exact}")
-            rows.append({"model": name, "optimizer": oname, "predicted": plan.peak_bytes,
-                         "measured": rep.peak_bytes, "error": err, "plan_s": secs,
-                         "flops": exact})  # fmt: skip
+            rows.append(
+                {
+                    "model": name,
+                    "optimizer": oname,
+                    "predicted": plan.peak_bytes,
+                    "measured": rep.peak_bytes,
+                    "error": err,
+                    "plan_s": secs,
+                    "flops": exact,
+                }
+            )
             model.zero_grad(set_to_none=True)
             del opt
     print("anchor: within 5% of the measured peak (issue 19); FLOPs equal FlopCounterMode's")
@@ -124,16 +139,23 @@ def gpt2(device: str) -> dict:
     secs = time.perf_counter() - t0
     grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - rss0
     print(f"GPT-2-like {n / 1e6:.0f}M parameters, batch 8 x 1024, AdamW, planned for {device}:")
-    print(f"  predicted peak {plan.peak_bytes / 2**30:.2f} GiB in {plan.peak_phase} "
-          f"({plan.peak_where}); FLOPs {plan.total_flops / 1e12:.2f} T")  # fmt: skip
+    print(
+        f"  predicted peak {plan.peak_bytes / 2**30:.2f} GiB in {plan.peak_phase} "
+        f"({plan.peak_where}); FLOPs {plan.total_flops / 1e12:.2f} T"
+    )
     print(f"  planning time {secs:.2f} s   (anchor: <= 5 s)")
     print(
         f"  peak RSS grew {grown / 2**20:.1f} MiB = {grown / plan.peak_bytes:.3%} of the "
         "predicted peak   (anchor: < 1%)"
     )
     print("  " + "\n  ".join(plan.summary(top=5).splitlines()[3:12]) + "\n")
-    return {"params": n, "predicted": plan.peak_bytes, "plan_s": secs, "rss_grown": grown,
-            "flops": plan.total_flops}  # fmt: skip
+    return {
+        "params": n,
+        "predicted": plan.peak_bytes,
+        "plan_s": secs,
+        "rss_grown": grown,
+        "flops": plan.total_flops,
+    }
 
 
 def main() -> None:

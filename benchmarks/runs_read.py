@@ -42,21 +42,44 @@ def make_runs(root: Path, n_runs: int, steps: int) -> None:
         loss = 2.0 * np.exp(-step / (steps / (2 + i % 5))) + 0.05 * rng.standard_normal(steps)
         loss[rng.integers(steps)] += 5.0  # a spike the downsampling must keep
         cols = {
-            "step": step, "epoch": (step - 1) // 1000, "loss": loss,
+            "step": step,
+            "epoch": (step - 1) // 1000,
+            "loss": loss,
             "compute_time": 0.01 + 0.001 * rng.random(steps),
-            "data_time": 0.001 * rng.random(steps), "samples": np.full(steps, 32.0),
+            "data_time": 0.001 * rng.random(steps),
+            "samples": np.full(steps, 32.0),
             "t": t0 + 0.011 * step,
-        }  # fmt: skip
-        epochs = [{"epoch": e, "step": (e + 1) * 1000, "t": t0 + 11.0 * (e + 1),
-                   "val_loss": float(loss[(e + 1) * 1000 - 1]), "val_acc": 0.5 + e / 400}
-                  for e in range(steps // 1000)]  # fmt: skip
+        }
+        epochs = [
+            {
+                "epoch": e,
+                "step": (e + 1) * 1000,
+                "t": t0 + 11.0 * (e + 1),
+                "val_loss": float(loss[(e + 1) * 1000 - 1]),
+                "val_acc": 0.5 + e / 400,
+            }
+            for e in range(steps // 1000)
+        ]
         meta = {
-            "schema": "labkit.run", "version": 1, "logdir": str(root / f"run{i:03d}"),
-            "config": {"lr": 10 ** -(1 + i % 4), "seed": i, "max_epochs": steps // 1000,
-                       "recipe": {"precision": "32"}},
-            "status": "finished", "epochs": epochs, "checkpoints": [], "traces": [],
-            "error": None, "notes": [], "ranks": [], "started": t0, "ended": t0 + 0.011 * steps,
-        }  # fmt: skip
+            "schema": "labkit.run",
+            "version": 1,
+            "logdir": str(root / f"run{i:03d}"),
+            "config": {
+                "lr": 10 ** -(1 + i % 4),
+                "seed": i,
+                "max_epochs": steps // 1000,
+                "recipe": {"precision": "32"},
+            },
+            "status": "finished",
+            "epochs": epochs,
+            "checkpoints": [],
+            "traces": [],
+            "error": None,
+            "notes": [],
+            "ranks": [],
+            "started": t0,
+            "ended": t0 + 0.011 * steps,
+        }
         folder = root / f"run{i:03d}"
         folder.mkdir()
         write_columns(meta, cols, folder, n_steps=steps)
@@ -83,25 +106,32 @@ def main() -> None:
         t = time.perf_counter()
         make_runs(root, args.runs, args.steps)
         size = sum(f.stat().st_size for f in root.rglob(SERIES_FILE))
-        print(f"wrote {args.runs} runs x {args.steps} steps ({size / 2**20:.0f} MiB) in "
-              f"{time.perf_counter() - t:.1f} s")  # fmt: skip
+        print(
+            f"wrote {args.runs} runs x {args.steps} steps ({size / 2**20:.0f} MiB) in "
+            f"{time.perf_counter() - t:.1f} s"
+        )
         rs = runs(root, points=args.points)
         longest = max(len(c["loss"]["x"]) for c in rs.curves.values())
         spikes = sum(max(c["loss"]["y"]) > 4.0 for c in rs.curves.values())
-        print(f"read {len(rs)} runs; loss curves cut to <= {longest} points; the spike kept in "
-              f"{spikes}/{len(rs)}")  # fmt: skip
+        print(
+            f"read {len(rs)} runs; loss curves cut to <= {longest} points; the spike kept in "
+            f"{spikes}/{len(rs)}"
+        )
         bench = Bench("runs_read", baseline="columns only", warmup=1, rounds=args.rounds)
         bench.add("columns only", lambda: columns_only(root), anchor="1.00x (reading floor)")
-        bench.add("labkit.runs", lambda: runs(root, points=args.points),
-                  anchor="<= 2 s (issue 30)")  # fmt: skip
-        bench.add("labkit.runs, 2 metrics",
-                  lambda: runs(root, metrics=["loss", "val_acc"], points=args.points),
-                  anchor="<= 2 s")  # fmt: skip
+        bench.add("labkit.runs", lambda: runs(root, points=args.points), anchor="<= 2 s (issue 30)")
+        bench.add(
+            "labkit.runs, 2 metrics",
+            lambda: runs(root, metrics=["loss", "val_acc"], points=args.points),
+            anchor="<= 2 s",
+        )
         result = bench.run()
         print(result.to_markdown())
         full = result.row("labkit.runs").median_s
-        print(f"labkit.runs: {full:.2f} s for {args.runs} runs x {args.steps} steps "
-              f"({'meets' if full <= 2.0 else 'MISSES'} the 2 s target)")  # fmt: skip
+        print(
+            f"labkit.runs: {full:.2f} s for {args.runs} runs x {args.steps} steps "
+            f"({'meets' if full <= 2.0 else 'MISSES'} the 2 s target)"
+        )
         result.save()
 
 

@@ -70,34 +70,108 @@ def synthetic_trace(n_nodes: int, *, seed: int = 0) -> Trace:
     prev = 0
     for b in range((n_nodes - 3) // 5):
         i, p = len(nodes), str(b)
-        times = {"fwd_time": r() * 1e-4, "bwd_time": r() * 1e-4, "fwd_iqr": r() * 1e-6,
-                 "bwd_iqr": r() * 1e-6}  # fmt: skip
+        times = {
+            "fwd_time": r() * 1e-4,
+            "bwd_time": r() * 1e-4,
+            "fwd_iqr": r() * 1e-6,
+            "bwd_iqr": r() * 1e-6,
+        }
         flops = {"flops_fwd": 262144, "flops_bwd": 524288}
         nodes += [
-            Node(i, f"{p}#0", "module", p, "Sequential", parent=1, module=p, inputs=(x,),
-                 outputs=(y,), **times),
-            Node(i + 1, f"{p}.0#0", "module", f"{p}.0", "Linear", parent=i, module=f"{p}.0",
-                 inputs=(x,), outputs=(y,), bwd_self_time=r() * 1e-5, saved_bytes=8192,
-                 **times, **flops),
-            Node(i + 2, f"{p}.0#0/linear#0", "op", "linear", "linear", parent=i + 1, inputs=w,
-                 outputs=(y,), bwd_self_time=r() * 1e-5, **times, **flops),
-            Node(i + 3, f"{p}.1#0", "module", f"{p}.1", "ReLU", parent=i, module=f"{p}.1",
-                 inputs=(x,), outputs=(y,), bwd_self_time=r() * 1e-5, saved_bytes=8192, **times),
-            Node(i + 4, f"{p}.1#0/relu#0", "op", "relu", "relu", parent=i + 3, inputs=(y,),
-                 outputs=(y,), bwd_self_time=r() * 1e-5, **times),
-        ]  # fmt: skip
+            Node(
+                i,
+                f"{p}#0",
+                "module",
+                p,
+                "Sequential",
+                parent=1,
+                module=p,
+                inputs=(x,),
+                outputs=(y,),
+                **times,
+            ),
+            Node(
+                i + 1,
+                f"{p}.0#0",
+                "module",
+                f"{p}.0",
+                "Linear",
+                parent=i,
+                module=f"{p}.0",
+                inputs=(x,),
+                outputs=(y,),
+                bwd_self_time=r() * 1e-5,
+                saved_bytes=8192,
+                **times,
+                **flops,
+            ),
+            Node(
+                i + 2,
+                f"{p}.0#0/linear#0",
+                "op",
+                "linear",
+                "linear",
+                parent=i + 1,
+                inputs=w,
+                outputs=(y,),
+                bwd_self_time=r() * 1e-5,
+                **times,
+                **flops,
+            ),
+            Node(
+                i + 3,
+                f"{p}.1#0",
+                "module",
+                f"{p}.1",
+                "ReLU",
+                parent=i,
+                module=f"{p}.1",
+                inputs=(x,),
+                outputs=(y,),
+                bwd_self_time=r() * 1e-5,
+                saved_bytes=8192,
+                **times,
+            ),
+            Node(
+                i + 4,
+                f"{p}.1#0/relu#0",
+                "op",
+                "relu",
+                "relu",
+                parent=i + 3,
+                inputs=(y,),
+                outputs=(y,),
+                bwd_self_time=r() * 1e-5,
+                **times,
+            ),
+        ]
         edges += [Edge(prev, i + 2, (32, 64), "float32"), Edge(i + 2, i + 4, (32, 64), "float32")]
         prev = i + 4
         modules += [
             ModuleInfo(p, "Sequential", 1, calls=1, library=container),
-            ModuleInfo(f"{p}.0", "Linear", 2, params=4160, param_bytes=16640, trainable=4160,
-                       calls=1, library=lib + "linear"),
+            ModuleInfo(
+                f"{p}.0",
+                "Linear",
+                2,
+                params=4160,
+                param_bytes=16640,
+                trainable=4160,
+                calls=1,
+                library=lib + "linear",
+            ),
             ModuleInfo(f"{p}.1", "ReLU", 2, calls=1, library=lib + "activation"),
-        ]  # fmt: skip
+        ]
     nodes.append(Node(len(nodes), "output:output", "output", "output", "Tensor", inputs=(y,)))
     edges.append(Edge(prev, len(nodes) - 1, (32, 64), "float32"))
-    meta = TraceMeta("Sequential", "full", backward=True, forward_time=1.0, backward_time=2.0,
-                     timing="synthetic (benchmarks/trace_io.py)", notes=("synthetic",))  # fmt: skip
+    meta = TraceMeta(
+        "Sequential",
+        "full",
+        backward=True,
+        forward_time=1.0,
+        backward_time=2.0,
+        timing="synthetic (benchmarks/trace_io.py)",
+        notes=("synthetic",),
+    )
     return Trace(meta, tuple(modules), tuple(nodes), tuple(edges))
 
 
@@ -170,12 +244,20 @@ def measure(n_nodes: int, folder: Path, rounds: int) -> dict[str, Any]:
         return figures["seconds"]
 
     interleaved(list(reads), sample, warmup=0, rounds=rounds)
-    med = {how: {k: statistics.median(f[k] for f in fs) for k in fs[0]}
-           for how, fs in reads.items()}  # fmt: skip
+    med = {
+        how: {k: statistics.median(f[k] for f in fs) for k in fs[0]} for how, fs in reads.items()
+    }
     times = {how: [f["seconds"] for f in fs] for how, fs in reads.items()}
     path.unlink()
-    return {"nodes": nodes, "bytes": size, "build_s": built, "save_s": saved,
-            "save_rise": save_rise, "median": med, "times": times}  # fmt: skip
+    return {
+        "nodes": nodes,
+        "bytes": size,
+        "build_s": built,
+        "save_s": saved,
+        "save_rise": save_rise,
+        "median": med,
+        "times": times,
+    }
 
 
 def report(results: list[dict[str, Any]]) -> BenchResult:
@@ -184,28 +266,38 @@ def report(results: list[dict[str, Any]]) -> BenchResult:
         "| nodes | file | save | save peak rise | json.loads (floor) | CPU | floor peak rise "
         "| Trace.load | CPU | ratio | per node | load peak rise | x file | kept | anchor |"
     )
-    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
-          "| ---: | ---: | --- |")  # fmt: skip
+    print(
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+        "| ---: | ---: | --- |"
+    )
     rows = []
     anchor = f"<= {TARGET_S:.0f} s, <= {TARGET_X:.0f}x file (issue 35: 150 s, +1.8 GiB)"
     for r in results:
         floor, load, size = r["median"]["json.loads"], r["median"]["Trace.load"], r["bytes"]
-        print(f"| {r['nodes']:,} | {size / MIB:.1f} MiB | {r['save_s']:.2f} s | "
-              f"{r['save_rise'] / MIB:.0f} MiB | {floor['seconds']:.2f} s | "
-              f"{floor['cpu']:.2f} s | {floor['rise'] / MIB:.0f} MiB "
-              f"({floor['rise'] / size:.1f}x) | "
-              f"{load['seconds']:.2f} s | {load['cpu']:.2f} s | "
-              f"{load['seconds'] / floor['seconds']:.2f}x | "
-              f"{load['seconds'] / r['nodes'] * 1e6:.1f} us | {load['rise'] / MIB:.0f} MiB | "
-              f"{load['rise'] / size:.2f}x | {load['kept'] / MIB:.0f} MiB | "
-              f"{anchor if r['nodes'] >= 300_000 else ''} |")  # fmt: skip
+        print(
+            f"| {r['nodes']:,} | {size / MIB:.1f} MiB | {r['save_s']:.2f} s | "
+            f"{r['save_rise'] / MIB:.0f} MiB | {floor['seconds']:.2f} s | "
+            f"{floor['cpu']:.2f} s | {floor['rise'] / MIB:.0f} MiB "
+            f"({floor['rise'] / size:.1f}x) | "
+            f"{load['seconds']:.2f} s | {load['cpu']:.2f} s | "
+            f"{load['seconds'] / floor['seconds']:.2f}x | "
+            f"{load['seconds'] / r['nodes'] * 1e6:.1f} us | {load['rise'] / MIB:.0f} MiB | "
+            f"{load['rise'] / size:.2f}x | {load['kept'] / MIB:.0f} MiB | "
+            f"{anchor if r['nodes'] >= 300_000 else ''} |"
+        )
         for how, figures in r["median"].items():
             ts = r["times"][how]
-            rows.append(Row(name=f"{how} {r['nodes']}", median_s=figures["seconds"],
-                            min_s=min(ts), max_s=max(ts),
-                            ratio=figures["seconds"] / floor["seconds"],
-                            anchor="1.00x (reading floor)" if how == "json.loads" else anchor,
-                            samples=len(ts)))  # fmt: skip
+            rows.append(
+                Row(
+                    name=f"{how} {r['nodes']}",
+                    median_s=figures["seconds"],
+                    min_s=min(ts),
+                    max_s=max(ts),
+                    ratio=figures["seconds"] / floor["seconds"],
+                    anchor="1.00x (reading floor)" if how == "json.loads" else anchor,
+                    samples=len(ts),
+                )
+            )
     big = max(results, key=lambda r: r["nodes"])
     load = big["median"]["Trace.load"]
     ok_t, ok_m = load["seconds"] <= TARGET_S, load["rise"] <= TARGET_X * big["bytes"]
@@ -213,25 +305,36 @@ def report(results: list[dict[str, Any]]) -> BenchResult:
         f"\nload average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs (wall times "
         "include waiting for a CPU; CPU times do not)"
     )
-    print(f"{big['nodes']:,} nodes ({big['bytes'] / MIB:.0f} MiB): Trace.load "
-          f"{load['seconds']:.2f} s ({load['cpu']:.2f} s CPU; {'meets' if ok_t else 'MISSES'} "
-          f"the {TARGET_S:.0f} s target), peak RSS rise {load['rise'] / big['bytes']:.2f}x the "
-          f"file ({'meets' if ok_m else 'MISSES'} <= {TARGET_X:.0f}x)")  # fmt: skip
+    print(
+        f"{big['nodes']:,} nodes ({big['bytes'] / MIB:.0f} MiB): Trace.load "
+        f"{load['seconds']:.2f} s ({load['cpu']:.2f} s CPU; {'meets' if ok_t else 'MISSES'} "
+        f"the {TARGET_S:.0f} s target), peak RSS rise {load['rise'] / big['bytes']:.2f}x the "
+        f"file ({'meets' if ok_m else 'MISSES'} <= {TARGET_X:.0f}x)"
+    )
     small = min(results, key=lambda r: r["nodes"])
     if small is not big:
         per = [x["median"]["Trace.load"]["cpu"] / x["nodes"] for x in (small, big)]
-        print(f"CPU time per node, {big['nodes']:,} / {small['nodes']:,} nodes: "
-              f"{per[1] / per[0]:.2f}x (1.00x: linear in the size)")  # fmt: skip
-    meta = {"sizes": [{k: r[k] for k in ("nodes", "bytes", "build_s", "save_s", "save_rise")}
-                      | {"load_cpu": r["median"]["Trace.load"]["cpu"],
-                         "load_rise": r["median"]["Trace.load"]["rise"],
-                         "load_kept": r["median"]["Trace.load"]["kept"],
-                         "floor_rise": r["median"]["json.loads"]["rise"]}
-                      for r in results],
-            "unit": "seconds (wall) per read; RSS in bytes in meta.sizes",
-            "python": sys.version.split()[0], "cpus": os.cpu_count(),
-            "load_average": os.getloadavg()[0],
-            "time": time.strftime("%Y-%m-%dT%H:%M:%S%z")}  # fmt: skip
+        print(
+            f"CPU time per node, {big['nodes']:,} / {small['nodes']:,} nodes: "
+            f"{per[1] / per[0]:.2f}x (1.00x: linear in the size)"
+        )
+    meta = {
+        "sizes": [
+            {k: r[k] for k in ("nodes", "bytes", "build_s", "save_s", "save_rise")}
+            | {
+                "load_cpu": r["median"]["Trace.load"]["cpu"],
+                "load_rise": r["median"]["Trace.load"]["rise"],
+                "load_kept": r["median"]["Trace.load"]["kept"],
+                "floor_rise": r["median"]["json.loads"]["rise"],
+            }
+            for r in results
+        ],
+        "unit": "seconds (wall) per read; RSS in bytes in meta.sizes",
+        "python": sys.version.split()[0],
+        "cpus": os.cpu_count(),
+        "load_average": os.getloadavg()[0],
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
     return BenchResult(name="trace_io", baseline="json.loads", rows=tuple(rows), meta=meta)
 
 
@@ -249,8 +352,11 @@ def main() -> None:
         for n in args.sizes:
             r = measure(n, Path(tmp), args.rounds)
             mib = r["bytes"] / MIB
-            print(f"{r['nodes']:,} nodes: built in {r['build_s']:.1f} s, {mib:.1f} MiB saved "
-                  f"in {r['save_s']:.2f} s", flush=True)  # fmt: skip
+            print(
+                f"{r['nodes']:,} nodes: built in {r['build_s']:.1f} s, {mib:.1f} MiB saved "
+                f"in {r['save_s']:.2f} s",
+                flush=True,
+            )
             results.append(r)
     result = report(results)
     print(f"wrote {result.save()}")

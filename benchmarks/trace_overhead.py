@@ -44,10 +44,14 @@ class Block(nn.Module):
 def residual_cnn() -> tuple[nn.Module, torch.Tensor]:
     c = 64
     model = nn.Sequential(
-        nn.Conv2d(3, c, 3, padding=1), nn.BatchNorm2d(c), nn.ReLU(),
+        nn.Conv2d(3, c, 3, padding=1),
+        nn.BatchNorm2d(c),
+        nn.ReLU(),
         *[Block(c) for _ in range(4)],
-        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(c, 10),
-    )  # fmt: skip
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(c, 10),
+    )
     return model, torch.randn(16, 3, 32, 32)
 
 
@@ -61,8 +65,9 @@ class MixerBlock(nn.Module):
     def __init__(self, tokens: int = 32, c: int = 64) -> None:
         super().__init__()
         self.norm1 = nn.LayerNorm(c)
-        self.tokens = nn.Sequential(nn.Linear(tokens, 2 * tokens), nn.GELU(),
-                                    nn.Linear(2 * tokens, tokens))  # fmt: skip
+        self.tokens = nn.Sequential(
+            nn.Linear(tokens, 2 * tokens), nn.GELU(), nn.Linear(2 * tokens, tokens)
+        )
         self.norm2 = nn.LayerNorm(c)
         self.channels = nn.Sequential(nn.Linear(c, 4 * c), nn.GELU(), nn.Linear(4 * c, c))
 
@@ -127,10 +132,16 @@ def bench_model(
     bench.add(
         "labkit timing", recorded(timing), anchor=f"<= {1.10 if cuda else 1.05:.2f}x (target)"
     )
-    bench.add("labkit timing pass (what labkit.trace repeats)", recorded(passes),
-              anchor=f"<= {1.10 if cuda else 1.05:.2f}x (target)")  # fmt: skip
-    bench.add("labkit full", recorded(full),
-              anchor=f"<= {1.30 if cuda else 1.25:.2f}x and < torch.profiler (target)")  # fmt: skip
+    bench.add(
+        "labkit timing pass (what labkit.trace repeats)",
+        recorded(passes),
+        anchor=f"<= {1.10 if cuda else 1.05:.2f}x (target)",
+    )
+    bench.add(
+        "labkit full",
+        recorded(full),
+        anchor=f"<= {1.30 if cuda else 1.25:.2f}x and < torch.profiler (target)",
+    )
     bench.add("attached, disabled", stepper(disabled.model), anchor="<= 1.01x (target)")
     bench.add("torch.profiler shapes+memory+stack", profiled, anchor="~1.6x on a CNN (ANCHORS)")
     bench.add("FlopCounterMode", flops, anchor="FLOPs reference")
@@ -200,15 +211,19 @@ def main() -> None:
         # labkit times with the wall clock, so the untraced reference does too
         for key, name, build in (
             ("mixer", "40-block MLP-mixer, tokens=32, batch 16", mixer),
-            ("small_mixer", "40-block MLP-mixer, tokens=16, channels=64, batch 32 (issue 27)",
-             small_call_mixer),
+            (
+                "small_mixer",
+                "40-block MLP-mixer, tokens=16, channels=64, batch 32 (issue 27)",
+                small_call_mixer,
+            ),
             ("transformer", "4-layer transformer encoder (d=256, batch 16x64)", transformer),
-        ):  # fmt: skip
+        ):
             if key not in args.shown.split(","):
                 continue
             model, x = build()
-            shown_forward(name, model.to(device), x.to(device), max(args.rounds // 3, 3),
-                          time.perf_counter)  # fmt: skip
+            shown_forward(
+                name, model.to(device), x.to(device), max(args.rounds // 3, 3), time.perf_counter
+            )
     if "observer_cost" in names:
         observer_cost(device, args.rounds)
 

@@ -121,8 +121,10 @@ def run_one(kind: str, n: int, rounds: int) -> dict[str, float]:
     """One measurement in a fresh Python process; its figures."""
     proc = subprocess.run(
         [sys.executable, "-c", _CHILD, kind, str(n), str(rounds)],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     for line in proc.stdout.splitlines():
         if line.startswith("RESULT "):
             return dict(json.loads(line[7:]))
@@ -144,8 +146,10 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
         ap.error(f"--only takes {','.join(KINDS)}, got {','.join(sorted(unknown))}")
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     cpu = platform.processor() or platform.machine()
-    print(f"trace_scale: Chain(N) of Linear(2, 2), batch 4; CPU seconds per call "
-          f"(load {load:.2f} at start, {os.cpu_count()} CPUs, {cpu})")  # fmt: skip
+    print(
+        f"trace_scale: Chain(N) of Linear(2, 2), batch 4; CPU seconds per call "
+        f"(load {load:.2f} at start, {os.cpu_count()} CPUs, {cpu})"
+    )
     rows: list[dict[str, object]] = []
     for n in sizes:
         step = run_one("step", n, args.rounds)
@@ -153,19 +157,30 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
         for kind in kinds:  # side by side at each size
             r = run_one(kind, n, args.rounds)
             net_ms = (r["cpu"] - step["cpu"]) / n * 1e3
-            row[kind] = {"cpu_s": r["cpu"], "wall_s": r["wall"], "nodes": r["nodes"],
-                         "per_call_ms": net_ms, "x_step": r["cpu"] / max(step["cpu"], 1e-9),
-                         "per_node_ms": r["cpu"] / r["nodes"] * 1e3,
-                         "peak_gib": r["peak_kib"] * 1024 / GIB}  # fmt: skip
+            row[kind] = {
+                "cpu_s": r["cpu"],
+                "wall_s": r["wall"],
+                "nodes": r["nodes"],
+                "per_call_ms": net_ms,
+                "x_step": r["cpu"] / max(step["cpu"], 1e-9),
+                "per_node_ms": r["cpu"] / r["nodes"] * 1e3,
+                "peak_gib": r["peak_kib"] * 1024 / GIB,
+            }
         rows.append(row)
         _print_row(row, kinds)
     _print_slopes(rows, kinds)
     end_load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"load {end_load:.2f} at the end; targets: <= {TARGET_MS} ms a module call over "
-          f"the step (trace, plan), recording <= 10x step + {TARGET_NODE_MS} ms a node, "
-          f"<= 6 GiB at {BIG:,}")  # fmt: skip
-    result: dict[str, object] = {"rows": rows, "load": [load, end_load], "cpus": os.cpu_count(),
-                                 "date": time.strftime("%Y-%m-%d")}  # fmt: skip
+    print(
+        f"load {end_load:.2f} at the end; targets: <= {TARGET_MS} ms a module call over "
+        f"the step (trace, plan), recording <= 10x step + {TARGET_NODE_MS} ms a node, "
+        f"<= 6 GiB at {BIG:,}"
+    )
+    result: dict[str, object] = {
+        "rows": rows,
+        "load": [load, end_load],
+        "cpus": os.cpu_count(),
+        "date": time.strftime("%Y-%m-%d"),
+    }
     if args.save:
         path = Path(__file__).resolve().parent / "results" / "trace_scale.json"
         tmp = path.with_suffix(".json.tmp")

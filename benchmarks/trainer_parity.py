@@ -44,16 +44,22 @@ SKIP = 5  # warm-up steps dropped from each sample
 
 
 def mlp() -> nn.Module:
-    return nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(),
-                         nn.Linear(256, 10))  # fmt: skip
+    return nn.Sequential(
+        nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 10)
+    )
 
 
 def cnn() -> nn.Module:
     return nn.Sequential(
-        nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Flatten(), nn.Linear(32 * 8 * 8, 10),
-    )  # fmt: skip
+        nn.Conv2d(3, 16, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(16, 32, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(32 * 8 * 8, 10),
+    )
 
 
 def data(kind: str, steps: int, bs: int) -> TensorDataset:
@@ -126,9 +132,16 @@ def raw(make, ds) -> dict[str, float]:  # type: ignore[no-untyped-def]
 def lightning(make, ds, log: bool = True) -> dict[str, float]:  # type: ignore[no-untyped-def]
     timer = IterTimer()
     with _quiet_lightning():
-        trainer = pl.Trainer(max_epochs=1, accelerator="cpu", devices=1, logger=False,
-                             enable_checkpointing=False, enable_progress_bar=False,
-                             enable_model_summary=False, callbacks=[timer])  # fmt: skip
+        trainer = pl.Trainer(
+            max_epochs=1,
+            accelerator="cpu",
+            devices=1,
+            logger=False,
+            enable_checkpointing=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+            callbacks=[timer],
+        )
         trainer.fit(PlainModule(make(), log), DataLoader(ds, batch_size=BS))
     return _median_gap(timer.starts)
 
@@ -141,8 +154,14 @@ def labkit_fit(make, ds, *, dashboard: bool, name: str, guard: bool = True) -> d
     with tempfile.TemporaryDirectory() as d:
         lab = Lab(make(), DataLoader(ds, batch_size=BS), loss=F.cross_entropy, logdir=d)
         t0 = time.perf_counter()
-        lab.fit(max_epochs=1, accelerator="cpu", dashboard=dashboard, dry_run=True, guard=guard,
-                trainer_kwargs={"callbacks": [timer], "enable_progress_bar": False})  # fmt: skip
+        lab.fit(
+            max_epochs=1,
+            accelerator="cpu",
+            dashboard=dashboard,
+            dry_run=True,
+            guard=guard,
+            trainer_kwargs={"callbacks": [timer], "enable_progress_bar": False},
+        )
         wall = time.perf_counter() - t0
         if dashboard:
             SENT.setdefault(name, []).append((lab.dashboard.sends, wall))
@@ -161,14 +180,20 @@ def bench(kind: str, steps: int, rounds: int) -> dict[str, BenchResult]:
         "plain Lightning": (lambda: lightning(make, ds), ""),
         # attribution: Lightning's own loop without any self.log
         "bare Lightning (no self.log)": (lambda: lightning(make, ds, log=False), ""),
-        "labkit (dashboard off)": (lambda: labkit_fit(make, ds, dashboard=False, name=kind),
-                                   "<= 1.05x raw, <= 1.02x Lightning"),
-        "labkit (dashboard on)": (lambda: labkit_fit(make, ds, dashboard=True, name=kind),
-                                  "<= 1.02x dashboard off"),
+        "labkit (dashboard off)": (
+            lambda: labkit_fit(make, ds, dashboard=False, name=kind),
+            "<= 1.05x raw, <= 1.02x Lightning",
+        ),
+        "labkit (dashboard on)": (
+            lambda: labkit_fit(make, ds, dashboard=True, name=kind),
+            "<= 1.02x dashboard off",
+        ),
         # attribution: what the NaN/Inf guard (a finiteness check of every gradient) costs
         "labkit (dashboard off, guard off)": (
-            lambda: labkit_fit(make, ds, dashboard=False, name=kind, guard=False), ""),
-    }  # fmt: skip
+            lambda: labkit_fit(make, ds, dashboard=False, name=kind, guard=False),
+            "",
+        ),
+    }
     samples: dict[str, list[dict[str, float]]] = {k: [] for k in variants}
     for fn, _ in variants.values():
         fn()  # warm-up round
@@ -179,29 +204,48 @@ def bench(kind: str, steps: int, rounds: int) -> dict[str, BenchResult]:
         for name in order if r % 2 == 0 else order[::-1]:
             samples[name].append(variants[name][0]())
     sent = SENT.get(kind, [(0, 1.0)])
-    meta = {"model": kind, "steps": steps, "batch_size": BS, "rounds": rounds,
-            "threads": torch.get_num_threads(),
-            "dashboard_messages": statistics.median(n for n, _ in sent),
-            "dashboard_fit_s": statistics.median(w for _, w in sent)}  # fmt: skip
+    meta = {
+        "model": kind,
+        "steps": steps,
+        "batch_size": BS,
+        "rounds": rounds,
+        "threads": torch.get_num_threads(),
+        "dashboard_messages": statistics.median(n for n, _ in sent),
+        "dashboard_fit_s": statistics.median(w for _, w in sent),
+    }
     results = {}
     for clock in CLOCKS:
         per = {k: [s[clock] for s in v] for k, v in samples.items()}
         medians = {k: statistics.median(v) for k, v in per.items()}
         base = medians["raw loop"]
         rows = tuple(
-            Row(name=k, median_s=medians[k], min_s=min(v), max_s=max(v),
-                ratio=medians[k] / base, anchor=variants[k][1], samples=len(v))
+            Row(
+                name=k,
+                median_s=medians[k],
+                min_s=min(v),
+                max_s=max(v),
+                ratio=medians[k] / base,
+                anchor=variants[k][1],
+                samples=len(v),
+            )
             for k, v in per.items()
-        )  # fmt: skip
+        )
         paired = {f"{a} / {b}": paired_ratio(per[a], per[b]) for a, b, _ in COMPARISONS}
         best = {f"{a} / {b}": min(per[a]) / min(per[b]) for a, b, _ in COMPARISONS}
         extra = {f"{a} - {b} (us/step)": 1e6 * (medians[a] - medians[b]) for a, b in EXTRA}
         suffix = "" if clock == "wall" else "_" + clock.replace(" CPU", "_cpu")
         results[clock] = BenchResult(
-            name=f"trainer_parity_{kind}{suffix}", baseline="raw loop", rows=rows,
-            meta={**meta, "clock": clock, "paired_ratios": paired, "best_ratios": best,
-                  "added_us_per_step": extra},
-        )  # fmt: skip
+            name=f"trainer_parity_{kind}{suffix}",
+            baseline="raw loop",
+            rows=rows,
+            meta={
+                **meta,
+                "clock": clock,
+                "paired_ratios": paired,
+                "best_ratios": best,
+                "added_us_per_step": extra,
+            },
+        )
     return results
 
 
@@ -216,10 +260,13 @@ COMPARISONS = (
     ("bare Lightning (no self.log)", "raw loop", "Lightning's floor"),
     (LAB, "bare Lightning (no self.log)", "labkit's own work"),
     (LAB, LAB_NOGUARD, "the NaN/Inf guard"),
-)  # fmt: skip
+)
 # absolute cost per step of one variant over another, from the medians
-EXTRA = (("bare Lightning (no self.log)", "raw loop"), (LAB, "bare Lightning (no self.log)"),
-         ("plain Lightning", "bare Lightning (no self.log)"))  # fmt: skip
+EXTRA = (
+    ("bare Lightning (no self.log)", "raw loop"),
+    (LAB, "bare Lightning (no self.log)"),
+    ("plain Lightning", "bare Lightning (no self.log)"),
+)
 
 
 def paired_ratio(a: list[float], b: list[float]) -> float:
@@ -247,17 +294,21 @@ def main() -> None:
                 " (fastest round of each: contention on a shared machine only adds time)"
             )
             for (num, den, target), paired, best in zip(
-                COMPARISONS, result.meta["paired_ratios"].values(),
-                result.meta["best_ratios"].values(), strict=True,
-            ):  # fmt: skip
+                COMPARISONS,
+                result.meta["paired_ratios"].values(),
+                result.meta["best_ratios"].values(),
+                strict=True,
+            ):
                 print(f"  {num} / {den}: {paired:.3f}x | {best:.3f}x ({target})")
             for name, us in result.meta["added_us_per_step"].items():
                 print(f"  {name}: {us:+.0f}")
             print()
         meta = results["wall"].meta
-        print(f"dashboard sent {meta['dashboard_messages']:.0f} messages in a "
-              f"{meta['dashboard_fit_s']:.2f} s fit (throttle: the first at once, then at most "
-              "one per 0.25 s, and the final state when the fit ends)\n")  # fmt: skip
+        print(
+            f"dashboard sent {meta['dashboard_messages']:.0f} messages in a "
+            f"{meta['dashboard_fit_s']:.2f} s fit (throttle: the first at once, then at most "
+            "one per 0.25 s, and the final state when the fit ends)\n"
+        )
 
 
 if __name__ == "__main__":

@@ -65,14 +65,16 @@ def cases(device: str) -> dict[str, tuple[nn.Module, tuple[Any, ...], Any, Any, 
     }
 
 
-def binding_budget(model: nn.Module, batch: tuple[Any, ...], loss: Any, opt: Any, blocks: str,
-                   biggest: int) -> int:  # fmt: skip
+def binding_budget(
+    model: nn.Module, batch: tuple[Any, ...], loss: Any, opt: Any, blocks: str, biggest: int
+) -> int:
     """Halfway between the largest batch's planned peak with and without checkpointing."""
     n = batch[0].shape[0]
     big = tuple(torch.cat([t] * (biggest // n)) for t in batch)
     plain = labkit.plan(model, big, loss=loss, optimizer=opt).peak_bytes
-    ckpt = labkit.plan(model, big, loss=loss, optimizer=opt,
-                       recipe=Recipe(checkpoint=(blocks,))).peak_bytes  # fmt: skip
+    ckpt = labkit.plan(
+        model, big, loss=loss, optimizer=opt, recipe=Recipe(checkpoint=(blocks,))
+    ).peak_bytes
     return (plain + ckpt) // 2
 
 
@@ -87,8 +89,10 @@ def main() -> None:
     a = ap.parse_args()
     if a.threads:
         torch.set_num_threads(a.threads)
-    print(f"labkit.tune on {a.device}, torch {torch.__version__}, "
-          f"{torch.get_num_threads()} threads, budget_s={a.budget_s:g}")  # fmt: skip
+    print(
+        f"labkit.tune on {a.device}, torch {torch.__version__}, "
+        f"{torch.get_num_threads()} threads, budget_s={a.budget_s:g}"
+    )
     for name, (model, batch, loss, opt, blocks) in cases(a.device).items():
         if name not in a.models.split(","):
             continue
@@ -102,18 +106,31 @@ def main() -> None:
             budget = binding_budget(model, batch, loss, opt, blocks, sizes[-1])
         space = {"precision": ["32", "bf16-mixed"], "checkpoint": ["none", "auto", "blocks"]}
         t0 = time.perf_counter()
-        choice = labkit.tune(model, batch, budget, loss=loss, optimizer=opt, space=space,
-                             batch_sizes=sizes, budget_s=a.budget_s, plan_s=a.plan_s,
-                             progress=True)  # fmt: skip
+        choice = labkit.tune(
+            model,
+            batch,
+            budget,
+            loss=loss,
+            optimizer=opt,
+            space=space,
+            batch_sizes=sizes,
+            budget_s=a.budget_s,
+            plan_s=a.plan_s,
+            progress=True,
+        )
         took = time.perf_counter() - t0
-        print(f"\n== {name}: {sum(p.numel() for p in model.parameters()):,} parameters, "
-              f"batch {n}, sizes {sizes}")  # fmt: skip
+        print(
+            f"\n== {name}: {sum(p.numel() for p in model.parameters()):,} parameters, "
+            f"batch {n}, sizes {sizes}"
+        )
         print(choice.summary())
         m = choice.measured_peak
         kept = m is not None and m <= choice.budget
-        print(f"\n{name}: picked {choice.label} in {fmt_time(took)} (budget_s {a.budget_s:g}); "
-              f"measured peak {fmt_bytes(m) if m is not None else '-'} <= budget "
-              f"{fmt_bytes(choice.budget)}: {kept}")  # fmt: skip
+        print(
+            f"\n{name}: picked {choice.label} in {fmt_time(took)} (budget_s {a.budget_s:g}); "
+            f"measured peak {fmt_bytes(m) if m is not None else '-'} <= budget "
+            f"{fmt_bytes(choice.budget)}: {kept}"
+        )
 
 
 if __name__ == "__main__":

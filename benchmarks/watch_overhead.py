@@ -51,8 +51,9 @@ def mlp_case() -> tuple[Callable[[], nn.Module], Callable[[nn.Module], Any]]:
 
     def make() -> nn.Module:
         torch.manual_seed(0)
-        return nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(),
-                             nn.Linear(512, 10))  # fmt: skip
+        return nn.Sequential(
+            nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10)
+        )
 
     return make, lambda m: F.cross_entropy(m(x), y)
 
@@ -70,8 +71,9 @@ def gpt_case() -> tuple[Callable[[], nn.Module], Callable[[nn.Module], Any]]:
     return make, lambda m: m(x, y)[1]
 
 
-def measure(name: str, case: Any, *, steps: int, warmup: int, rounds: int,
-            root: Path) -> dict[str, Any]:  # fmt: skip
+def measure(
+    name: str, case: Any, *, steps: int, warmup: int, rounds: int, root: Path
+) -> dict[str, Any]:
     make, loss_of = case()
     setups = {}
     for k, v in enumerate(VARIANTS):
@@ -98,15 +100,18 @@ def measure(name: str, case: Any, *, steps: int, warmup: int, rounds: int,
             cpu[v].append(thread / steps)
         return wall / steps
 
-    wall = dict(zip(VARIANTS, interleaved(VARIANTS, sample, warmup=warmup, rounds=rounds),
-                    strict=True))  # fmt: skip
+    wall = dict(
+        zip(VARIANTS, interleaved(VARIANTS, sample, warmup=warmup, rounds=rounds), strict=True)
+    )
     for _, _, run in setups.values():
         if run is not None:
             run.close()
     out: dict[str, Any] = {"step_ms": 1e3 * sorted(wall["unwatched"])[len(wall["unwatched"]) // 2]}
     for v in VARIANTS[1:]:
-        out[v] = {"wall": ratio_interval(wall[v], wall["unwatched"]),
-                  "cpu": ratio_interval(cpu[v], cpu["unwatched"])}  # fmt: skip
+        out[v] = {
+            "wall": ratio_interval(wall[v], wall["unwatched"]),
+            "cpu": ratio_interval(cpu[v], cpu["unwatched"]),
+        }
     return out
 
 
@@ -130,14 +135,17 @@ def main() -> None:
     print("| --- | --- | --- | --- | --- | --- |")
     with tempfile.TemporaryDirectory() as tmp:
         for name, case in (("mlp", mlp_case), ("nanogpt-tiny", gpt_case)):
-            res = measure(name, case, steps=args.steps, warmup=warmup, rounds=rounds,
-                          root=Path(tmp))  # fmt: skip
+            res = measure(
+                name, case, steps=args.steps, warmup=warmup, rounds=rounds, root=Path(tmp)
+            )
             for v in VARIANTS[1:]:
                 w, c = res[v]["wall"], res[v]["cpu"]
                 target = "<= 1.02x" if v.startswith("watched") else "1 (noise)"
-                print(f"| {name} | {res['step_ms']:.2f} ms | {v} | {w.estimate:.3f}x "
-                      f"[{w.low:.3f}, {w.high:.3f}] | {c.estimate:.3f}x [{c.low:.3f}, "
-                      f"{c.high:.3f}] | {target} |")  # fmt: skip
+                print(
+                    f"| {name} | {res['step_ms']:.2f} ms | {v} | {w.estimate:.3f}x "
+                    f"[{w.low:.3f}, {w.high:.3f}] | {c.estimate:.3f}x [{c.low:.3f}, "
+                    f"{c.high:.3f}] | {target} |"
+                )
 
 
 if __name__ == "__main__":

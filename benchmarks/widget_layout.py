@@ -60,19 +60,39 @@ def synthetic_trace(n: int, seed: int = 0) -> Trace:
     def call(path: str, type_: str, parent: int, depth: int, params: int = 0) -> int:
         k = len(nodes)
         nodes.append(
-            Node(k, path, "module", path, type_, parent=parent, module=path, inputs=(t,),
-                 outputs=(t,), fwd_time=rng.uniform(1e-4, 1e-2), flops_fwd=rng.randint(1, 10**7))
-        )  # fmt: skip
+            Node(
+                k,
+                path,
+                "module",
+                path,
+                type_,
+                parent=parent,
+                module=path,
+                inputs=(t,),
+                outputs=(t,),
+                fwd_time=rng.uniform(1e-4, 1e-2),
+                flops_fwd=rng.randint(1, 10**7),
+            )
+        )
         modules.append(ModuleInfo(path, type_, depth, params=params, calls=1))
         return k
 
     def op(name: str, parent: int) -> int:
         k = len(nodes)
         nodes.append(
-            Node(k, f"{nodes[parent].name}/{name}{k}", "op", name, name, parent=parent,
-                 inputs=(t,), outputs=(t,), fwd_time=rng.uniform(1e-5, 1e-3),
-                 flops_fwd=rng.randint(0, 10**6))
-        )  # fmt: skip
+            Node(
+                k,
+                f"{nodes[parent].name}/{name}{k}",
+                "op",
+                name,
+                name,
+                parent=parent,
+                inputs=(t,),
+                outputs=(t,),
+                fwd_time=rng.uniform(1e-5, 1e-3),
+                flops_fwd=rng.randint(0, 10**6),
+            )
+        )
         return k
 
     for b in range((n - 3) // 7):
@@ -304,8 +324,9 @@ def main() -> BenchResult:
             bench = Bench("widget_layout", warmup=1, rounds=3)
             for i, n in enumerate(SIZES, start=1):
                 anchor = f"<= {TARGETS_S[n]:g} s" if n in TARGETS_S else ""
-                bench.add(f"{n} nodes", lambda i=i, n=n: front[n].append(run_cell(page, i)),
-                          anchor=anchor)  # fmt: skip
+                bench.add(
+                    f"{n} nodes", lambda i=i, n=n: front[n].append(run_cell(page, i)), anchor=anchor
+                )
             result = bench.run()
             browser.close()
     finally:

@@ -110,19 +110,26 @@ def _kind(mode: int) -> str | None:
     """What a non-regular file is, in words (``None`` for a regular file)."""
     if stat.S_ISREG(mode):
         return None
-    kinds = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
-             (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
-             (stat.S_ISBLK, "a block device"))  # fmt: skip
+    kinds = (
+        (stat.S_ISDIR, "a folder"),
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    )
     return next((word for test, word in kinds if test(mode)), "not a regular file")
 
 
-def _check_kind_and_size(st: os.stat_result, path: Path, what: str, max_bytes: int,
-                         limit_hint: str) -> None:  # fmt: skip
+def _check_kind_and_size(
+    st: os.stat_result, path: Path, what: str, max_bytes: int, limit_hint: str
+) -> None:
     kind = _kind(st.st_mode)
     if kind is not None:
-        raise InputFileError(f"the {what} {path} is {kind}, not a regular file; labkit reads "
-                             "only regular files (reading it could hang or never end)",
-                             path)  # fmt: skip
+        raise InputFileError(
+            f"the {what} {path} is {kind}, not a regular file; labkit reads "
+            "only regular files (reading it could hang or never end)",
+            path,
+        )
     if st.st_size > max_bytes:
         raise InputFileError(
             f"the {what} {path} is {fmt_bytes(st.st_size)} ({st.st_size} bytes); labkit reads "
@@ -131,8 +138,13 @@ def _check_kind_and_size(st: os.stat_result, path: Path, what: str, max_bytes: i
         )
 
 
-def open_input(path: str | os.PathLike[str], *, what: str = "file",
-               max_bytes: int = MAX_INPUT_BYTES, limit_hint: str = "") -> IO[bytes]:  # fmt: skip
+def open_input(
+    path: str | os.PathLike[str],
+    *,
+    what: str = "file",
+    max_bytes: int = MAX_INPUT_BYTES,
+    limit_hint: str = "",
+) -> IO[bytes]:
     """Open ``path`` for reading (binary) once it is known to be a regular, small-enough file.
 
     The kind and size are checked with ``stat`` before opening, and again on the open
@@ -174,8 +186,13 @@ def open_input(path: str | os.PathLike[str], *, what: str = "file",
         raise
 
 
-def read_input(path: str | os.PathLike[str], *, what: str = "file",
-               max_bytes: int = MAX_INPUT_BYTES, limit_hint: str = "") -> bytes:  # fmt: skip
+def read_input(
+    path: str | os.PathLike[str],
+    *,
+    what: str = "file",
+    max_bytes: int = MAX_INPUT_BYTES,
+    limit_hint: str = "",
+) -> bytes:
     """The bytes of ``path``, checked as :func:`open_input` does (a file that grows past
     ``max_bytes`` while being read is refused too).
 
@@ -198,8 +215,9 @@ def read_input(path: str | os.PathLike[str], *, what: str = "file",
         except OSError as exc:
             raise InputFileError(f"cannot read the {what} {p}: {_reason(exc)}", p) from exc
     if len(data) > max_bytes:
-        raise InputFileError(f"the {what} {p} grew past {fmt_bytes(max_bytes)} while it was "
-                             f"read{limit_hint}", p)  # fmt: skip
+        raise InputFileError(
+            f"the {what} {p} grew past {fmt_bytes(max_bytes)} while it was read{limit_hint}", p
+        )
     return data
 
 
@@ -259,8 +277,9 @@ def _short(text: str) -> str:
     return text if len(text) <= 80 else f"{text[:38]}...{text[-38:]}"
 
 
-def check_folder(folder: str | os.PathLike[str], *, what: str = "folder",
-                 create: bool = True) -> Path:  # fmt: skip
+def check_folder(
+    folder: str | os.PathLike[str], *, what: str = "folder", create: bool = True
+) -> Path:
     """Make sure ``folder`` exists (created with its parents when ``create``) and is writable.
 
     Writability is probed by creating and removing a file, which also catches a read-only
@@ -279,33 +298,45 @@ def check_folder(folder: str | os.PathLike[str], *, what: str = "folder",
     """
     folder = check_name(folder, what=what)
     if folder.exists() and not folder.is_dir():
-        raise OutputPathError(f"the {what} {folder} is a file, not a folder; "
-                              "choose another path or move the file", folder)  # fmt: skip
+        raise OutputPathError(
+            f"the {what} {folder} is a file, not a folder; choose another path or move the file",
+            folder,
+        )
     if not folder.exists():
         if not create:
-            raise OutputPathError(f"the {what} {folder} does not exist; create it first "
-                                  "(mkdir -p) or choose another path", folder)  # fmt: skip
+            raise OutputPathError(
+                f"the {what} {folder} does not exist; create it first "
+                "(mkdir -p) or choose another path",
+                folder,
+            )
         try:
             folder.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             above = _existing_ancestor(folder)
             reason = f"{above} is a file" if not above.is_dir() else _reason(exc)
-            raise OutputPathError(f"cannot create the {what} {folder}: {reason}; "
-                                  "choose a writable path", folder) from exc  # fmt: skip
+            raise OutputPathError(
+                f"cannot create the {what} {folder}: {reason}; choose a writable path", folder
+            ) from exc
     try:
         fd, probe = tempfile.mkstemp(prefix=".labkit-write-check.", dir=folder)
         os.close(fd)
         os.unlink(probe)
     except OSError as exc:
-        raise OutputPathError(f"the {what} {folder} is not writable: {_reason(exc)}; "
-                              "choose a writable path", folder) from exc  # fmt: skip
+        raise OutputPathError(
+            f"the {what} {folder} is not writable: {_reason(exc)}; choose a writable path", folder
+        ) from exc
     return folder
 
 
-def check_output_file(path: str | os.PathLike[str], *, force: bool = False,
-                      what: str = "output", create_folder: bool = False,
-                      force_hint: str = "pass --force (force=True)",
-                      file_name: str = "name") -> Path:  # fmt: skip
+def check_output_file(
+    path: str | os.PathLike[str],
+    *,
+    force: bool = False,
+    what: str = "output",
+    create_folder: bool = False,
+    force_hint: str = "pass --force (force=True)",
+    file_name: str = "name",
+) -> Path:
     """Check that ``path`` can be written as a file: before any work that produces it.
 
     Args:
@@ -325,8 +356,9 @@ def check_output_file(path: str | os.PathLike[str], *, force: bool = False,
     """
     path = check_name(path, what=what)
     if path.is_dir():
-        raise OutputPathError(f"the {what} {path} is a folder; give a file name "
-                              f"(e.g. {path / file_name})", path)  # fmt: skip
+        raise OutputPathError(
+            f"the {what} {path} is a folder; give a file name (e.g. {path / file_name})", path
+        )
     if path.exists() and not force:
         raise OutputPathError(f"the {what} {path} exists; {force_hint} to overwrite it", path)
     check_folder(path.parent, what=f"folder of the {what}", create=create_folder)
@@ -363,13 +395,21 @@ def _disk_full(path: Path, needed: int | None, free: int, what: str) -> DiskFull
     return DiskFullError(
         f"no space left for the {what} {path}: it {need}, {fmt_bytes(free)} ({free} bytes) "
         "free on that filesystem; free some space or choose another path",
-        path, needed or 0, free,
-    )  # fmt: skip
+        path,
+        needed or 0,
+        free,
+    )
 
 
 @contextlib.contextmanager
-def atomic_writer(path: str | os.PathLike[str], mode: str = "w", *, what: str = "file",
-                  needed: int | None = None, fsync: bool = True) -> Iterator[IO[Any]]:  # fmt: skip
+def atomic_writer(
+    path: str | os.PathLike[str],
+    mode: str = "w",
+    *,
+    what: str = "file",
+    needed: int | None = None,
+    fsync: bool = True,
+) -> Iterator[IO[Any]]:
     """Open a temporary sibling of ``path`` for writing; on success it replaces ``path``.
 
     The new file gets :func:`file_mode` permissions. On any error the temporary file is
@@ -389,8 +429,9 @@ def atomic_writer(path: str | os.PathLike[str], mode: str = "w", *, what: str = 
     """
     path = check_name(path, what=what)
     if path.is_dir():
-        raise OutputPathError(f"the {what} {path} is a folder; remove it or choose "
-                              "another path", path)  # fmt: skip
+        raise OutputPathError(
+            f"the {what} {path} is a folder; remove it or choose another path", path
+        )
     if needed is not None:
         check_free_space(path, needed, what=what)
     try:
@@ -415,8 +456,9 @@ def atomic_writer(path: str | os.PathLike[str], mode: str = "w", *, what: str = 
         raise error from exc
 
 
-def _write_error(exc: BaseException, path: Path, tmp: Path, what: str,
-                 needed: int | None) -> OutputPathError | None:  # fmt: skip
+def _write_error(
+    exc: BaseException, path: Path, tmp: Path, what: str, needed: int | None
+) -> OutputPathError | None:
     """The error to raise for a failed write (``None``: re-raise ``exc`` as it is)."""
     if isinstance(exc, OutputPathError):
         return None
@@ -450,6 +492,9 @@ def _translate(exc: OSError, path: Path, what: str, needed: int | None) -> Outpu
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
         return _disk_full(path, needed, free_bytes(path), what)
     if not path.parent.is_dir():
-        return OutputPathError(f"cannot write the {what} {path}: its folder {path.parent} "
-                               "does not exist; create it first", path)  # fmt: skip
+        return OutputPathError(
+            f"cannot write the {what} {path}: its folder {path.parent} "
+            "does not exist; create it first",
+            path,
+        )
     return OutputPathError(f"cannot write the {what} {path}: {_reason(exc)}", path)

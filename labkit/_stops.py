@@ -28,8 +28,14 @@ import re
 import secrets
 from pathlib import Path
 
-__all__ = ["StopRequestError", "UnknownStopToken", "register", "registry_dir", "request",
-           "unregister"]  # fmt: skip
+__all__ = [
+    "StopRequestError",
+    "UnknownStopToken",
+    "register",
+    "registry_dir",
+    "request",
+    "unregister",
+]
 
 _TOKEN = re.compile(r"^[A-Za-z0-9_-]{16,64}$")
 STOP_NAME = "STOP"  # labkit.train._events.STOP_FILE (not imported: the server stays light)

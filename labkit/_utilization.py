@@ -83,8 +83,10 @@ def utilization(
     if not flops or not seconds:
         return None, None, "no FLOPs counted for the step (no op FlopCounterMode counts)"
     rate = flops / seconds
-    how = (f"achieved {fmt_count(rate)}FLOP/s: {fmt_count(flops)} FLOPs counted in {counted} "
-           f"(FlopCounterMode's formulas{note}) over {over}")  # fmt: skip
+    how = (
+        f"achieved {fmt_count(rate)}FLOP/s: {fmt_count(flops)} FLOPs counted in {counted} "
+        f"(FlopCounterMode's formulas{note}) over {over}"
+    )
     if not device.startswith("cuda"):
         return rate, None, how + f"; no MFU on {device} (peaks are tabled for CUDA devices only)"
     top = peak(device_name, dtype)

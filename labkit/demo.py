@@ -52,9 +52,13 @@ def build_model() -> Any:
     from torch import nn
 
     return nn.Sequential(
-        nn.Linear(64, 128), nn.ReLU(), nn.Dropout(0.1),
-        nn.Linear(128, 64), nn.ReLU(), nn.Linear(64, 10),
-    )  # fmt: skip
+        nn.Linear(64, 128),
+        nn.ReLU(),
+        nn.Dropout(0.1),
+        nn.Linear(128, 64),
+        nn.ReLU(),
+        nn.Linear(64, 10),
+    )
 
 
 def accuracy(out: Any, target: Any) -> Any:
@@ -196,18 +200,29 @@ def run(out: Path, *, epochs: int = 5, seed: int = 0) -> dict[str, Any]:
     mem = labkit.memory(model, batch[0], loss=loss_fn, optimizer=opt)
 
     recipes = {name: Recipe.from_dict(r) for name, r in RECIPES.items()}
-    comparison = labkit.compare(model, batch[0], recipes, loss=loss_fn, steps=6, warmup=2,
-                                val=(x_va, y_va), seed=seed)  # fmt: skip
+    comparison = labkit.compare(
+        model, batch[0], recipes, loss=loss_fn, steps=6, warmup=2, val=(x_va, y_va), seed=seed
+    )
 
     model = build_model()  # train from fresh weights (the memory step took one Adam step)
     lab = labkit.Lab(
-        model, (TensorDataset(x_tr, y_tr), TensorDataset(x_va, y_va)),
-        loss=F.cross_entropy, optimizer="adam", lr=1e-3, batch_size=64,
-        metrics={"acc": accuracy}, logdir=out / "run",
-    )  # fmt: skip
+        model,
+        (TensorDataset(x_tr, y_tr), TensorDataset(x_va, y_va)),
+        loss=F.cross_entropy,
+        optimizer="adam",
+        lr=1e-3,
+        batch_size=64,
+        metrics={"acc": accuracy},
+        logdir=out / "run",
+    )
     t0 = time.perf_counter()
-    fit = lab.fit(max_epochs=epochs, seed=seed, accelerator="cpu", dashboard=False,
-                  trainer_kwargs={"enable_progress_bar": False})  # fmt: skip
+    fit = lab.fit(
+        max_epochs=epochs,
+        seed=seed,
+        accelerator="cpu",
+        dashboard=False,
+        trainer_kwargs={"enable_progress_bar": False},
+    )
     train_s = time.perf_counter() - t0
     if fit.status != "finished":
         raise RuntimeError(f"training did not finish: {fit.status} {fit.error or ''}")

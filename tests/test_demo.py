@@ -13,8 +13,11 @@ def test_demo_writes_trace_summary_html_report_and_tensorboard(tmp_path: Path) -
     out = tmp_path / "demo"
     proc = subprocess.run(
         [sys.executable, "-m", "labkit.demo", "--out", str(out), "--epochs", "3"],
-        capture_output=True, text=True, timeout=240, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     report = json.loads((out / "report.json").read_text())
     assert report["val_accuracy"] > 0.85  # digits are easy: a 3-epoch MLP gets >0.9

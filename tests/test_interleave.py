@@ -102,14 +102,24 @@ def test_rounds_stop_at_the_target_or_the_budget():
         return None if v == "broken" else 1.0
 
     times, why = interleaved_until(
-        ["a", "broken"], sample, warmup=1, rounds=4, narrow=lambda t: len(t[0]) >= 6,
-        budget_s=100.0, clock=clock,
-    )  # fmt: skip
+        ["a", "broken"],
+        sample,
+        warmup=1,
+        rounds=4,
+        narrow=lambda t: len(t[0]) >= 6,
+        budget_s=100.0,
+        clock=clock,
+    )
     assert why == "target" and len(times[0]) == 6 and times[1] == [None] * 6
     times, why = interleaved_until(
-        ["a", "b"], sample, warmup=0, rounds=2, narrow=lambda t: False, budget_s=10.0,
+        ["a", "b"],
+        sample,
+        warmup=0,
+        rounds=2,
+        narrow=lambda t: False,
+        budget_s=10.0,
         clock=clock,
-    )  # fmt: skip
+    )
     assert why == "budget" and len(times[0]) == 5  # 5 rounds x 2 samples = the 10 s budget
     times, why = interleaved_until(["a"], sample, warmup=0, rounds=3)
     assert why == "rounds" and len(times[0]) == 3

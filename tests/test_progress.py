@@ -148,8 +148,12 @@ def _x() -> torch.Tensor:
 CALLS: dict[str, tuple[Callable[..., Any], list[str]]] = {
     "trace": (
         lambda **kw: labkit.trace(_model(), _x(), warmup=1, repeat=2, **kw),
-        ["labkit.trace: recording the step", "labkit.trace: warm-up pass 1 of 1",
-         "labkit.trace: timing pass 2 of 2", "labkit.trace: op timing pass 2 of 2"],
+        [
+            "labkit.trace: recording the step",
+            "labkit.trace: warm-up pass 1 of 1",
+            "labkit.trace: timing pass 2 of 2",
+            "labkit.trace: op timing pass 2 of 2",
+        ],
     ),
     "memory": (
         lambda **kw: labkit.memory(_model(), _x(), **kw),
@@ -165,19 +169,32 @@ CALLS: dict[str, tuple[Callable[..., Any], list[str]]] = {
     ),
     "compare": (
         lambda **kw: labkit.compare(
-            _model(), _x(), [labkit.Recipe(matmul_precision="high")], steps=2, warmup=0,
-            target=None, memory=False, drift=False, **kw,
+            _model(),
+            _x(),
+            [labkit.Recipe(matmul_precision="high")],
+            steps=2,
+            warmup=0,
+            target=None,
+            memory=False,
+            drift=False,
+            **kw,
         ),
         ["compare: applying recipes", "compare: round 2"],
     ),
     "tune": (
         lambda **kw: labkit.tune(
-            _model(), _x(), budget=200_000, batch_sizes=[8, 16], space={"precision": ["32"]},
-            budget_s=1, steps=2, **kw,
+            _model(),
+            _x(),
+            budget=200_000,
+            batch_sizes=[8, 16],
+            space={"precision": ["32"]},
+            budget_s=1,
+            steps=2,
+            **kw,
         ),
         ["labkit.tune: planning fp32 at batch 8", "labkit.tune: running the pick once"],
     ),
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("name", list(CALLS))
@@ -274,8 +291,17 @@ def test_ctrl_c_in_compare_says_where_it_stopped(capsys) -> None:
     x = _x()
     before = x.clone()
     with pytest.raises(KeyboardInterrupt):
-        labkit.compare(_model(), x, [labkit.Recipe(matmul_precision="high")], loss=loss,
-                       steps=3, warmup=1, target=None, memory=False, drift=False)  # fmt: skip
+        labkit.compare(
+            _model(),
+            x,
+            [labkit.Recipe(matmul_precision="high")],
+            loss=loss,
+            steps=3,
+            warmup=1,
+            target=None,
+            memory=False,
+            drift=False,
+        )
     err = capsys.readouterr().err
     assert "compare: stopped by Ctrl-C during " in err
     assert "the model was not run; the inputs and RNG are as they were" in err

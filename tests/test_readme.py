@@ -32,9 +32,13 @@ def test_quickstart_runs_as_written(tmp_path: Path) -> None:
     script = tmp_path / "quickstart.py"
     script.write_text(quickstart(), encoding="utf-8")
     done = subprocess.run(
-        [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True,
-        timeout=240, check=False,
-    )  # fmt: skip
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
     assert done.returncode == 0, f"quickstart failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     assert "Linear" in done.stdout  # the per-layer table
     assert "peak" in done.stdout  # the memory summary
@@ -56,9 +60,13 @@ def test_own_loop_block_runs_as_written(tmp_path: Path) -> None:
     script = tmp_path / "own_loop.py"
     script.write_text(own_loop(), encoding="utf-8")
     done = subprocess.run(
-        [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True,
-        timeout=240, check=False,
-    )  # fmt: skip
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
     assert done.returncode == 0, f"own loop failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     assert "status='finished', steps=8" in done.stdout
     run = tmp_path / "runs" / "own-loop"

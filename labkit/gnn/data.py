@@ -169,9 +169,14 @@ class GraphDataModule(pl.LightningDataModule):
             seed=self.seed,
             drop_last=self.drop_last,
         )
-        return neighbor_loader(self.data, self.num_neighbors, input_nodes=seeds,
-                               batch_size=batch_size // world, sampler=sampler,
-                               drop_last=self.drop_last)  # fmt: skip
+        return neighbor_loader(
+            self.data,
+            self.num_neighbors,
+            input_nodes=seeds,
+            batch_size=batch_size // world,
+            sampler=sampler,
+            drop_last=self.drop_last,
+        )
 
     def val_dataloader(self) -> Iterable[Data]:
         mask = getattr(self.data, "val_mask", None)

@@ -169,9 +169,13 @@ def sbm(
     x = centroids[y] + torch.randn(num_nodes, num_features, generator=g)
     train_mask, val_mask, test_mask = random_split(num_nodes, train=train, val=val, generator=g)
     return Data(
-        x=x, y=y, edge_index=edge_index,
-        train_mask=train_mask, val_mask=val_mask, test_mask=test_mask,
-    )  # fmt: skip
+        x=x,
+        y=y,
+        edge_index=edge_index,
+        train_mask=train_mask,
+        val_mask=val_mask,
+        test_mask=test_mask,
+    )
 
 
 def fake(

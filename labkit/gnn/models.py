@@ -18,8 +18,10 @@ def _check_edges(model: str, edge_index: object) -> None:
     shape = tuple(edge_index.shape)
     if edge_index.dim() != 2 or shape[0] != 2:
         hint = " (an [E, 2] list of pairs? pass edge_index.t())" if shape[-1:] == (2,) else ""
-        raise GraphDataError(f"{model}(x, edge_index): edge_index must have shape [2, E] "
-                             f"(source row, target row), got {list(shape)}{hint}")  # fmt: skip
+        raise GraphDataError(
+            f"{model}(x, edge_index): edge_index must have shape [2, E] "
+            f"(source row, target row), got {list(shape)}{hint}"
+        )
 
 
 def _conv_class(v2: bool) -> type[nn.Module]:

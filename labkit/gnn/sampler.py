@@ -94,8 +94,7 @@ def sample_neighbors(
         n_nodes.append(fresh.numel())
         n_edges.append(pos.numel())
         frontier_g, frontier_l = fresh, local[fresh]
-    return (torch.cat(nodes), torch.cat(rows), torch.cat(cols), torch.cat(edges),
-            n_nodes, n_edges)  # fmt: skip
+    return (torch.cat(nodes), torch.cat(rows), torch.cat(cols), torch.cat(edges), n_nodes, n_edges)
 
 
 class TorchNeighborSampler(_sampler_base()):  # type: ignore[misc]  # PyG base, found at run time

@@ -101,8 +101,10 @@ def allocator_lines(a: dict[str, Any]) -> list[str]:
         " at peak (inactive split bytes / reserved: free pieces of split blocks)",
     ]
     if a.get("alloc_retries") or a.get("ooms"):
-        lines.append(f"    retries {a.get('alloc_retries', 0)} (cudaMalloc failed, cache flushed "
-                     f"and retried), OOMs {a.get('ooms', 0)}")  # fmt: skip
+        lines.append(
+            f"    retries {a.get('alloc_retries', 0)} (cudaMalloc failed, cache flushed "
+            f"and retried), OOMs {a.get('ooms', 0)}"
+        )
     return lines
 
 

@@ -164,16 +164,20 @@ class MemoryReport:
         rows.sort(key=lambda r: (-r["bytes"], r["module"]))
         return rows if top is None else rows[:top]
 
-    def live_between(self, start: float | None = None, end: float | None = None,
-                     top: int = 10) -> list[dict[str, Any]]:  # fmt: skip
+    def live_between(
+        self, start: float | None = None, end: float | None = None, top: int = 10
+    ) -> list[dict[str, Any]]:
         """The largest storages alive at some moment of ``[start, end]`` (seconds since the
         recording began; default: at the peak), with category, module, op and the Python
         line when recorded with stacks. Drawn from the recording's biggest storages.
         """
         lo = self.meta.peak_time if start is None else start
         hi = lo if end is None else end
-        rows = [r for r in self.meta.largest
-                if r["start"] <= hi and (r["end"] is None or r["end"] >= lo)]  # fmt: skip
+        rows = [
+            r
+            for r in self.meta.largest
+            if r["start"] <= hi and (r["end"] is None or r["end"] >= lo)
+        ]
         return [dict(r) for r in rows[:top]]
 
     def saved_by_module(self) -> dict[str, int]:
@@ -212,8 +216,9 @@ class MemoryReport:
         lines.append("  at the peak, by module (self):")
         for r in self.by_module(top):
             cats = ", ".join(f"{c} {fmt_bytes(r[c])}" for c in CATEGORIES if r.get(c))
-            lines.append(f"    {r['module'] or '(outside modules)':<24} {fmt_bytes(r['bytes']):>12}"
-                         f"  {cats}")  # fmt: skip
+            lines.append(
+                f"    {r['module'] or '(outside modules)':<24} {fmt_bytes(r['bytes']):>12}  {cats}"
+            )
         if m.allocator:
             from labkit.memory._cuda import allocator_lines
 
@@ -221,9 +226,11 @@ class MemoryReport:
         live = self.live_between(top=5)
         if live:
             lines.append("  largest storages live at the peak:")
-            lines += [f"    {fmt_bytes(r['bytes']):>12}  {r['category']:<12} "
-                      f"{r['module'] or '(outside modules)'} {r['op']} {r['site']}".rstrip()
-                      for r in live]  # fmt: skip
+            lines += [
+                f"    {fmt_bytes(r['bytes']):>12}  {r['category']:<12} "
+                f"{r['module'] or '(outside modules)'} {r['op']} {r['site']}".rstrip()
+                for r in live
+            ]
         if m.error:
             lines.append(f"  ended by {m.error} in '{m.failed_module}'")
         line = sparkline(self.samples)

@@ -91,14 +91,20 @@ class GrowthReport:
 
     def __str__(self) -> str:
         if not self.growing:
-            return (f"no growth: live memory after each step "
-                    f"{', '.join(fmt_bytes(b) for b in self.live_after_step)}")  # fmt: skip
-        lines = [f"live memory grows {fmt_bytes(self.bytes_per_step)} per step "
-                 f"({' -> '.join(fmt_bytes(b) for b in self.live_after_step)})"]  # fmt: skip
+            return (
+                f"no growth: live memory after each step "
+                f"{', '.join(fmt_bytes(b) for b in self.live_after_step)}"
+            )
+        lines = [
+            f"live memory grows {fmt_bytes(self.bytes_per_step)} per step "
+            f"({' -> '.join(fmt_bytes(b) for b in self.live_after_step)})"
+        ]
         for s in self.sites[:8]:
             mod = f"in '{s.module}'" if s.module else "outside modules"
-            lines.append(f"  {fmt_bytes(s.bytes):>11} {s.category} made by {s.op} {mod} at "
-                         f"{s.where}: {s.code}")  # fmt: skip
+            lines.append(
+                f"  {fmt_bytes(s.bytes):>11} {s.category} made by {s.op} {mod} at "
+                f"{s.where}: {s.code}"
+            )
         lines.append(f"fix: {self.fix}")
         return "\n".join(lines)
 
@@ -138,8 +144,9 @@ def find_growth(
     """
     check_model(model, "find_growth")
     if warmup < 0 or steps < warmup + 2:
-        raise ValueError(f"need steps >= warmup + 2 and warmup >= 0, got steps={steps}, "
-                         f"warmup={warmup}")  # fmt: skip
+        raise ValueError(
+            f"need steps >= warmup + 2 and warmup >= 0, got steps={steps}, warmup={warmup}"
+        )
     tracker = MemoryTracker(model, stacks=True)
     rec = Recorder(model, mode="timing", observers=[tracker])
     after: list[int] = []

@@ -273,8 +273,9 @@ class MemoryTracker(MemoryObserver):
             self._by_sid = {}
 
     # ------------------------------------------------------------ accounting
-    def dispatch(self, func: OpOverload, args: tuple[object, ...], kwargs: dict[str, object],
-                 out: object) -> None:  # fmt: skip
+    def dispatch(
+        self, func: OpOverload, args: tuple[object, ...], kwargs: dict[str, object], out: object
+    ) -> None:
         if self.active:
             self.observe(func, out)
 
@@ -314,8 +315,9 @@ class MemoryTracker(MemoryObserver):
             module = (stack[-1].module or "") if stack else ""
         else:
             module = inst.module_now()
-        rec = _Rec(n, TEMPS, module, phase, t.dtype is _F32, not t.is_cpu, sid, self.step, n,
-                   func.__name__)  # fmt: skip
+        rec = _Rec(
+            n, TEMPS, module, phase, t.dtype is _F32, not t.is_cpu, sid, self.step, n, func.__name__
+        )
         ref = rec.ref = weakref.ref(st, self._on_free)
         self._recs[id(ref)] = rec
         self._by_sid[sid] = rec
@@ -352,8 +354,16 @@ class MemoryTracker(MemoryObserver):
             self._move(rec, cat, module)
         return rec
 
-    def _add(self, st: torch.UntypedStorage, cat: int, module: str, phase: str, fp32: bool,
-             n: int | None = None, dev: bool = False) -> _Rec | None:  # fmt: skip
+    def _add(
+        self,
+        st: torch.UntypedStorage,
+        cat: int,
+        module: str,
+        phase: str,
+        fp32: bool,
+        n: int | None = None,
+        dev: bool = False,
+    ) -> _Rec | None:
         snb = st.nbytes()
         n = snb if n is None else n
         if snb == 0:
@@ -385,13 +395,18 @@ class MemoryTracker(MemoryObserver):
         out = []
         for n, _, r in sorted(self._big, key=lambda item: (-item[0], item[1])):
             site = f"{r.site[0]}:{r.site[1]}" if r.site else ""
-            out.append({
-                "bytes": n, "category": CATEGORIES[r.category], "module": r.module, "op": r.op,
-                "phase": r.phase,
-                "start": round(ev[r.born_event][0], 9) if r.born_event < len(ev) else 0.0,
-                "end": round(ev[r.freed_event][0], 9) if 0 <= r.freed_event < len(ev) else None,
-                "site": site,
-            })  # fmt: skip
+            out.append(
+                {
+                    "bytes": n,
+                    "category": CATEGORIES[r.category],
+                    "module": r.module,
+                    "op": r.op,
+                    "phase": r.phase,
+                    "start": round(ev[r.born_event][0], 9) if r.born_event < len(ev) else 0.0,
+                    "end": round(ev[r.freed_event][0], 9) if 0 <= r.freed_event < len(ev) else None,
+                    "site": site,
+                }
+            )
         return out
 
     def _count(self, rec: _Rec, n: int, phase: str | None = None, module: str = "") -> None:
@@ -537,8 +552,13 @@ class MemoryTracker(MemoryObserver):
     def saved(self, t: torch.Tensor) -> None:
         self.on_saved(t)
 
-    def call(self, node: RawNode, module: torch.nn.Module, args: tuple[object, ...],
-             kwargs: dict[str, object]) -> None:  # fmt: skip
+    def call(
+        self,
+        node: RawNode,
+        module: torch.nn.Module,
+        args: tuple[object, ...],
+        kwargs: dict[str, object],
+    ) -> None:
         if not self.active or node.parent is not None:  # only the root call's inputs count
             return
         for _, t in (*named_tensors(args), *named_tensors(kwargs)):

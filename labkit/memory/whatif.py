@@ -88,10 +88,16 @@ class WhatIf:
         """Text table: change, saving, peak after, extra compute (time when known, FLOPs)."""
         rows = [f"{'change':<36} {'saving':>11} {'peak after':>11} {'extra compute':>14}"]
         for e in self.estimates:
-            extra = (fmt_time(e.extra_time) if e.extra_time else
-                     f"{fmt_count(e.extra_flops)}FLOP" if e.extra_flops else "-")  # fmt: skip
-            rows.append(f"{e.name:<36} {fmt_bytes(e.saving):>11} {fmt_bytes(e.peak_after):>11} "
-                        f"{extra:>14}")  # fmt: skip
+            extra = (
+                fmt_time(e.extra_time)
+                if e.extra_time
+                else f"{fmt_count(e.extra_flops)}FLOP"
+                if e.extra_flops
+                else "-"
+            )
+            rows.append(
+                f"{e.name:<36} {fmt_bytes(e.saving):>11} {fmt_bytes(e.peak_after):>11} {extra:>14}"
+            )
         return "\n".join(rows)
 
 
@@ -133,17 +139,33 @@ def whatif(trace: Trace, blocks: list[str] | None = None) -> WhatIf:
         per.append((saving, inner))
         extra = sum(c.fwd_time for c in calls)
         flops = int(sum(trace.total(c.id, "flops_fwd") for c in calls))
-        out.append(Estimate(f"checkpoint '{path}'", "checkpoint", saving, peak - saving, extra,
-                            flops, f"saves {fmt_bytes(inner)} for backward, keeps its input "
-                            f"{fmt_bytes(kept)}"))  # fmt: skip
+        out.append(
+            Estimate(
+                f"checkpoint '{path}'",
+                "checkpoint",
+                saving,
+                peak - saving,
+                extra,
+                flops,
+                f"saves {fmt_bytes(inner)} for backward, keeps its input {fmt_bytes(kept)}",
+            )
+        )
     if len(per) > 1:
         total = sum(s for s, _ in per) - max(i for _, i in per)
         total = max(0, min(total, acts_at_peak)) if lowers else 0
         extra = sum(e.extra_time for e in out)
         flops = sum(e.extra_flops for e in out)
-        out.append(Estimate(f"checkpoint all {len(per)} blocks", "checkpoint", total,
-                            peak - total, extra, flops,
-                            "one block's activations are rebuilt at a time"))  # fmt: skip
+        out.append(
+            Estimate(
+                f"checkpoint all {len(per)} blocks",
+                "checkpoint",
+                total,
+                peak - total,
+                extra,
+                flops,
+                "one block's activations are rebuilt at a time",
+            )
+        )
     fp32 = meta.peak_fp32_by_category
     halved = (fp32.get("activations", 0) + fp32.get("temporaries", 0)) // 2 if lowers else 0
     weights = sum(m.param_bytes for m in trace.modules if m.type in _CAST_TYPES and m.calls)

@@ -83,8 +83,11 @@ def select(model: torch.nn.Module, patterns: tuple[str, ...]) -> tuple[list[str]
     for path, mod in model.named_modules():
         if not path:
             continue
-        hit = [p for p in patterns
-               if path == p or fnmatch.fnmatchcase(path, p) or type(mod).__name__ == p]  # fmt: skip
+        hit = [
+            p
+            for p in patterns
+            if path == p or fnmatch.fnmatchcase(path, p) or type(mod).__name__ == p
+        ]
         for pat in hit:  # every pattern that names the module counts as matching
             hits[pat] += 1
         if hit:
@@ -110,8 +113,9 @@ def nearest_paths(model: torch.nn.Module, pattern: str, n: int = 4) -> list[str]
             names[type(mod).__name__] = None
     plain = pattern.replace("*", "").replace("?", "").strip(".") or pattern
     near = difflib.get_close_matches(pattern, list(names), n=n, cutoff=0.5)
-    near += [p for p in difflib.get_close_matches(plain, list(names), n=n, cutoff=0.5)
-             if p not in near]  # fmt: skip
+    near += [
+        p for p in difflib.get_close_matches(plain, list(names), n=n, cutoff=0.5) if p not in near
+    ]
     return near[:n]
 
 

@@ -25,8 +25,10 @@ def batch_dim(args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
     n = batch_size((args, kwargs))
     if n is not None and n > 0:
         return int(n)
-    found = [f"{name or 'batch'}: {type(t).__name__} {list(t.shape)}"
-             for name, t in named_tensors((args, kwargs))][:4]  # fmt: skip
+    found = [
+        f"{name or 'batch'}: {type(t).__name__} {list(t.shape)}"
+        for name, t in named_tensors((args, kwargs))
+    ][:4]
     what = "; ".join(found) if found else "no tensor at all (" + _kinds(args, kwargs) + ")"
     raise ValueError(
         "tune cannot find the batch dimension of the batch: it is the first dimension of the "

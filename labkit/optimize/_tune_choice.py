@@ -152,8 +152,14 @@ class Choice:
     def rows(self) -> list[list[str]]:
         """The table as text cells, header first: set-up, batch, predicted peak, samples/s
         with its interval, FLOP/s, verdict. Sizes skipped for one reason share a row."""
-        head = ["set-up", "batch", "predicted peak", f"samples/s [{self.level:.0%}]", "FLOP/s",
-                "verdict"]  # fmt: skip
+        head = [
+            "set-up",
+            "batch",
+            "predicted peak",
+            f"samples/s [{self.level:.0%}]",
+            "FLOP/s",
+            "verdict",
+        ]
         out = [head]
         skipped: dict[tuple[str, str], list[str]] = {}  # one row per set-up and reason
         for c in self.candidates:
@@ -166,8 +172,7 @@ class Choice:
             peak = fmt_bytes(c.predicted_peak) if c.predicted_peak is not None else "-"
             if c.measured == "measured" and c.predicted_peak is not None:
                 peak += " (measured)"
-            out.append([c.label, str(c.batch_size or "-"), peak, _speed(c), _flops(c),
-                        _verdict(c)])  # fmt: skip
+            out.append([c.label, str(c.batch_size or "-"), peak, _speed(c), _flops(c), _verdict(c)])
         for row in out[1:]:
             if not row[1]:
                 row[1] = ",".join(skipped[(row[0], row[5].split(": ", 1)[1])])
@@ -178,10 +183,12 @@ class Choice:
         table = self.rows()
         widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
         lines = [
-            "  ".join(c.ljust(w) if i in (0, 5) else c.rjust(w)
-                      for i, (c, w) in enumerate(zip(r, widths, strict=True))).rstrip()
+            "  ".join(
+                c.ljust(w) if i in (0, 5) else c.rjust(w)
+                for i, (c, w) in enumerate(zip(r, widths, strict=True))
+            ).rstrip()
             for r in table
-        ]  # fmt: skip
+        ]
         lines.insert(1, "-" * max(len(x) for x in lines))
         measured = "not run" if self.measured_peak is None else fmt_bytes(self.measured_peak)
         head = (

@@ -14,8 +14,9 @@ from collections.abc import Sequence
 from typing import Any
 
 
-def heats(recipes: Sequence[Any], held: Sequence[int], peaks: Sequence[int], cap: int,
-          *, shared: bool) -> list[list[int]]:  # fmt: skip
+def heats(
+    recipes: Sequence[Any], held: Sequence[int], peaks: Sequence[int], cap: int, *, shared: bool
+) -> list[list[int]]:
     """Candidate indices grouped into heats.
 
     Args:

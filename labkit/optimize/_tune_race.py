@@ -64,8 +64,9 @@ class RaceResult:
     rounds: int
 
 
-def race(entries: Sequence[Entry], *, warmup: int, rounds: int, budget_s: float,
-         level: float) -> RaceResult:  # fmt: skip
+def race(
+    entries: Sequence[Entry], *, warmup: int, rounds: int, budget_s: float, level: float
+) -> RaceResult:
     """Time ``entries`` interleaved, dropping the measurably slower, until one is left."""
     live = [e for e in entries if not e.error]
 
@@ -98,8 +99,9 @@ def race(entries: Sequence[Entry], *, warmup: int, rounds: int, budget_s: float,
             _fixed(e, sample, warmup, rounds)
         return RaceResult(live[0].key if live else None, "one candidate", rounds if live else 0)
     try:
-        _, why = interleaved_until(live, sample, warmup=warmup, rounds=rounds,
-                                   narrow=narrow, budget_s=budget_s)  # fmt: skip
+        _, why = interleaved_until(
+            live, sample, warmup=warmup, rounds=rounds, narrow=narrow, budget_s=budget_s
+        )
         ended = "separated" if why == "target" else why
     except KeyboardInterrupt:
         ended = "interrupted"  # each entry keeps its finished rounds
@@ -111,8 +113,9 @@ def race(entries: Sequence[Entry], *, warmup: int, rounds: int, budget_s: float,
     return RaceResult(lead.key if lead is not None else None, ended, n)
 
 
-def _fixed(e: Entry, sample: Callable[[Entry, int, bool], float | None], warmup: int,
-           rounds: int) -> None:  # fmt: skip
+def _fixed(
+    e: Entry, sample: Callable[[Entry, int, bool], float | None], warmup: int, rounds: int
+) -> None:
     for i in range(warmup):
         sample(e, i, False)
     for i in range(rounds):
@@ -121,8 +124,9 @@ def _fixed(e: Entry, sample: Callable[[Entry, int, bool], float | None], warmup:
 
 def leader(entries: Sequence[Entry]) -> Entry | None:
     """The entry with the lowest median seconds per sample (failed and dropped ones left out)."""
-    timed = [(m, e.key, e) for e in entries
-             if not (e.error or e.out) and (m := e.median()) is not None]  # fmt: skip
+    timed = [
+        (m, e.key, e) for e in entries if not (e.error or e.out) and (m := e.median()) is not None
+    ]
     return min(timed, key=lambda x: (x[0], x[1]))[2] if timed else None
 
 
@@ -133,8 +137,11 @@ def versus(lead: Entry, other: Entry, level: float) -> Interval | None:
     """``other``'s median seconds per sample over ``lead``'s, on the rounds both ran, with
     its paired-bootstrap interval (above 1: the leader is faster); None under
     :data:`MIN_PAIRS` rounds."""
-    pairs = [(o, a) for o, a in zip(other.times, lead.times, strict=False)
-             if o is not None and a is not None]  # fmt: skip
+    pairs = [
+        (o, a)
+        for o, a in zip(other.times, lead.times, strict=False)
+        if o is not None and a is not None
+    ]
     if len(pairs) < MIN_PAIRS:
         return None
     o, a = zip(*pairs, strict=True)

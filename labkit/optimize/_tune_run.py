@@ -80,8 +80,13 @@ class Runner:
         loss: ``loss(output) -> scalar``.
     """
 
-    def __init__(self, model: torch.nn.Module, recipe: Recipe, optimizer: Any,
-                 loss: Callable[[Any], torch.Tensor] | None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        recipe: Recipe,
+        optimizer: Any,
+        loss: Callable[[Any], torch.Tensor] | None,
+    ) -> None:
         self.recipe = recipe
         self.model = apply(model, recipe)
         self.model.train()
@@ -107,12 +112,22 @@ def channels_last(args: tuple[Any, ...], recipe: Recipe) -> tuple[Any, ...]:
     """4-D inputs in channels-last order for a ``channels_last`` Recipe (as compare does)."""
     if not recipe.channels_last:
         return args
-    return tuple(a.contiguous(memory_format=torch.channels_last)
-                 if isinstance(a, torch.Tensor) and a.dim() == 4 else a for a in args)  # fmt: skip
+    return tuple(
+        a.contiguous(memory_format=torch.channels_last)
+        if isinstance(a, torch.Tensor) and a.dim() == 4
+        else a
+        for a in args
+    )
 
 
-def measured_peak(model: torch.nn.Module, recipe: Recipe, optimizer: Any, loss: Any,
-                  args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[int, str]:  # fmt: skip
+def measured_peak(
+    model: torch.nn.Module,
+    recipe: Recipe,
+    optimizer: Any,
+    loss: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> tuple[int, str]:
     """``(bytes, how)``: the peak of one real step of ``recipe`` on a fresh copy.
 
     CPU: labkit's memory tracker, the figure ``labkit.memory`` reports (live tensor
@@ -139,9 +154,15 @@ def measured_peak(model: torch.nn.Module, recipe: Recipe, optimizer: Any, loss: 
     return int(rep.peak_bytes), "labkit's memory tracker, as labkit.memory" + how
 
 
-def _cuda_peak(model: torch.nn.Module, recipe: Recipe, optimizer: Any, loss: Any,
-               args: tuple[Any, ...], kwargs: dict[str, Any],
-               device: torch.device) -> int:  # fmt: skip
+def _cuda_peak(
+    model: torch.nn.Module,
+    recipe: Recipe,
+    optimizer: Any,
+    loss: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    device: torch.device,
+) -> int:
     import gc
 
     gc.collect()

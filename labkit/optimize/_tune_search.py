@@ -95,8 +95,14 @@ class Search:
         args, kwargs = self.make(n)
         if not self.unplannable:
             try:
-                p = plan(self.model, args if args else None, loss=self.loss, recipe=recipe,
-                         optimizer=plan_optimizer(self.optimizer), model_kwargs=kwargs)  # fmt: skip
+                p = plan(
+                    self.model,
+                    args if args else None,
+                    loss=self.loss,
+                    recipe=recipe,
+                    optimizer=plan_optimizer(self.optimizer),
+                    model_kwargs=kwargs,
+                )
                 self.plans[key] = (p.peak_bytes, p)
                 return self.plans[key]
             except PlanError as exc:
@@ -127,8 +133,9 @@ class Search:
                 "planning stopped early: it had used its plan_s (default half of budget_s); "
                 "the sizes not planned are listed as skipped (raise plan_s to plan them)"
             )
-        return Draft(label, n, recipe, status="skipped",
-                     reason="not planned: planning used its plan_s")  # fmt: skip
+        return Draft(
+            label, n, recipe, status="skipped", reason="not planned: planning used its plan_s"
+        )
 
     def held(self, d: Draft) -> int:
         """Bytes ``d``'s copy holds between steps: its planned step's end (weights,
@@ -240,9 +247,17 @@ class Search:
             _, p = self.peak(s.recipe, n)
             if p is None or p.peak_phase not in ("forward", "backward"):
                 where = "the optimizer step" if p is not None else "a measured step"
-                yield [Draft(s.label, n, None, base.peak, "over budget",
-                             f"over budget by {fmt_bytes(base.peak - self.cap)} at its peak "
-                             f"in {where}: checkpointing cannot lower it")]  # fmt: skip
+                yield [
+                    Draft(
+                        s.label,
+                        n,
+                        None,
+                        base.peak,
+                        "over budget",
+                        f"over budget by {fmt_bytes(base.peak - self.cap)} at its peak "
+                        f"in {where}: checkpointing cannot lower it",
+                    )
+                ]
                 return
             blocks = _tune_ckpt.ranked(p.trace, p.saved_by_module(), self.times())
             d = self._verify(s, n, blocks, base.peak - self.cap)
@@ -273,8 +288,16 @@ class Search:
             args, kwargs = self.make(self.n0)
             work = apply(self.model)
             work.train()
-            t = trace(work, *args, loss=self.loss, mode="timing", warmup=1, repeat=3,
-                      time_budget=2.0, model_kwargs=kwargs)  # fmt: skip
+            t = trace(
+                work,
+                *args,
+                loss=self.loss,
+                mode="timing",
+                warmup=1,
+                repeat=3,
+                time_budget=2.0,
+                model_kwargs=kwargs,
+            )
             self._times = {}
             for m in t.modules:
                 if m.path:
@@ -292,8 +315,13 @@ class _NotTried(Exception):
 
 
 def _skipped(label: str, recipe: Recipe, n: int, over: int) -> Draft:
-    return Draft(label, n, recipe, status="over budget",
-                 reason=f"not planned: batch {over} is already over budget")  # fmt: skip
+    return Draft(
+        label,
+        n,
+        recipe,
+        status="over budget",
+        reason=f"not planned: batch {over} is already over budget",
+    )
 
 
 def _plan_failure(exc: BaseException, n: int, n0: int) -> str:

@@ -110,9 +110,12 @@ def _product(space: Mapping[str, Any]) -> tuple[list[SetUp], list[tuple[str, str
 
 def _values(v: Any, name: str) -> list[Any]:
     if isinstance(v, (list, tuple, set, frozenset)) and not (
-        name == "checkpoint" and isinstance(v, tuple) and all(isinstance(x, str) for x in v)
-        and v and v[0] not in CKPT_MODES
-    ):  # fmt: skip
+        name == "checkpoint"
+        and isinstance(v, tuple)
+        and all(isinstance(x, str) for x in v)
+        and v
+        and v[0] not in CKPT_MODES
+    ):
         return list(v)
     return [v]
 

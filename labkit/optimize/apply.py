@@ -159,8 +159,12 @@ def apply_structure(model: torch.nn.Module, recipe: Recipe) -> torch.nn.Module:
     Returns:
         The changed copy.
     """
-    return apply(model, dataclasses.replace(recipe, precision="32", matmul_precision="highest",
-                                            compile=None, export=None))  # fmt: skip
+    return apply(
+        model,
+        dataclasses.replace(
+            recipe, precision="32", matmul_precision="highest", compile=None, export=None
+        ),
+    )
 
 
 def wrap_forward(
@@ -181,8 +185,9 @@ def wrap_forward(
     dtype = _runtime.AUTOCAST_DTYPES.get(recipe.precision)
     if dtype is None and recipe.matmul_precision == "highest":
         return forward
-    return _runtime.RecipeForward(forward, device_type=device_type, dtype=dtype,
-                                  matmul_precision=recipe.matmul_precision)  # fmt: skip
+    return _runtime.RecipeForward(
+        forward, device_type=device_type, dtype=dtype, matmul_precision=recipe.matmul_precision
+    )
 
 
 def applied(model: torch.nn.Module) -> Applied:

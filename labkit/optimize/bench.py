@@ -160,9 +160,17 @@ class Bench:
     def _new_run(self, label: str, recipe: Recipe) -> _Run:
         o = self.options
         return _Run(
-            label, recipe, self.base_model, o.mode, self.args, self.kwargs, o.loss, o.lr, o.seed,
+            label,
+            recipe,
+            self.base_model,
+            o.mode,
+            self.args,
+            self.kwargs,
+            o.loss,
+            o.lr,
+            o.seed,
             o.loss_steps,
-        )  # fmt: skip
+        )
 
     def _measure(self, named: dict[str, Recipe], report: Progress) -> None:
         o = self.options
@@ -192,9 +200,13 @@ class Bench:
 
         narrow = self._narrow if o.target is not None and runs else None
         times, self._ended_by = interleaved_until(
-            everyone, sample, warmup=o.warmup, rounds=o.steps, narrow=narrow,
+            everyone,
+            sample,
+            warmup=o.warmup,
+            rounds=o.steps,
+            narrow=narrow,
             budget_s=o.budget_s if narrow is not None else None,
-        )  # fmt: skip
+        )
         self._per_batch(everyone, report)
         for run in everyone if first_time else runs:
             report(0.75, f"{run.label}: controlled pass (dropout off)")
@@ -243,9 +255,16 @@ class Bench:
         assert self._base is not None
         o = self.options
         row = run.result(
-            self._base, pairs, o.memory, o.drift, o.tolerance, o.val, self._metric,
-            self.base_model, o.level,
-        )  # fmt: skip
+            self._base,
+            pairs,
+            o.memory,
+            o.drift,
+            o.tolerance,
+            o.val,
+            self._metric,
+            self.base_model,
+            o.level,
+        )
         if row.error is not None or row.step_time is None:
             return row
         self._counted[run.label] = _measure.step_flops(run, run.recipe.replace(compile=None))

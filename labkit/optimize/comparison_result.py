@@ -281,8 +281,13 @@ class Comparison:
             f"compare ({self.mode}, {self._rounds_text()} after {self.warmup} warm-up, "
             f"device {self.device}, drift tolerance {self.tolerance:g})"
         )
-        head_notes = (self.intervals(), self.ranking(), self.randomness, self.flops_note(),
-                      *self.notes)  # fmt: skip
+        head_notes = (
+            self.intervals(),
+            self.ranking(),
+            self.randomness,
+            self.flops_note(),
+            *self.notes,
+        )
         notes = [f"- {n}" for n in head_notes if n]
         for r in self.results:
             notes += [f"- {r.label}: {n}" for n in r.notes]

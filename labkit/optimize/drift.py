@@ -171,9 +171,16 @@ class _Outputs(Observer):
             self.on_output(path, module, output)
 
 
-def module_outputs(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any],
-                   on_output: OnOutput, *, skip: tuple[str, ...] = (), seed: int = 0,
-                   hold_random: bool = True) -> None:  # fmt: skip
+def module_outputs(
+    model: torch.nn.Module,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    on_output: OnOutput,
+    *,
+    skip: tuple[str, ...] = (),
+    seed: int = 0,
+    hold_random: bool = True,
+) -> None:
     """Run ``model`` forward once as a drift check does, passing each module call's output.
 
     One forward pass under ``torch.no_grad()``, seeded, with dropout held off, recorded by
@@ -197,8 +204,9 @@ def module_outputs(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[s
 
     held = held_randomness(model) if hold_random else contextlib.nullcontext()
     step = Step(model, tuple(args), dict(kwargs), backward=False, forward=forward)
-    record_step(step, mode="timing", observers=[_Outputs(on_output, skip)],
-                contexts=[held, torch.no_grad()])  # fmt: skip
+    record_step(
+        step, mode="timing", observers=[_Outputs(on_output, skip)], contexts=[held, torch.no_grad()]
+    )
 
 
 def first_drift(rows: list[LayerDrift], tolerance: float) -> LayerDrift | None:

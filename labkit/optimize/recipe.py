@@ -167,10 +167,13 @@ class Recipe:
     def _validate_export_kwargs(self) -> None:
         kw = self.export_kwargs
         ok = isinstance(kw, tuple) and all(
-            isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], str) and p[0].isidentifier()
+            isinstance(p, tuple)
+            and len(p) == 2
+            and isinstance(p[0], str)
+            and p[0].isidentifier()
             and (p[1] is None or isinstance(p[1], (bool, int, float, str)))
             for p in kw
-        )  # fmt: skip
+        )
         if not ok:
             raise RecipeError(
                 "Recipe.export_kwargs must be a dict of keyword name -> plain value (bool, int, "

@@ -171,8 +171,22 @@ def tune(
     try:
         with bar:
             timing = (budget_s, plan_s, steps, warmup, level)
-            choice = _tune(model, make, n0, sizes, setups, refused, cap, how, device, loss,
-                           optimizer, timing, t0, bar)  # fmt: skip
+            choice = _tune(
+                model,
+                make,
+                n0,
+                sizes,
+                setups,
+                refused,
+                cap,
+                how,
+                device,
+                loss,
+                optimizer,
+                timing,
+                t0,
+                bar,
+            )
             if choice.ended_by == "interrupted" and not bar.quiet:
                 bar.stopped(after="the pick is from the rounds finished (ended_by='interrupted')")
             return choice
@@ -180,15 +194,28 @@ def tune(
         state.restore()
 
 
-def _tune(model: torch.nn.Module, make: Any, n0: int, sizes: list[int], setups: Any,
-          refused: list[tuple[str, str]], cap: int, how: str, device: torch.device, loss: Any,
-          optimizer: Any, timing: tuple[float, float, int, int, float], t0: float,
-          report: Progress) -> Choice:  # fmt: skip
+def _tune(
+    model: torch.nn.Module,
+    make: Any,
+    n0: int,
+    sizes: list[int],
+    setups: Any,
+    refused: list[tuple[str, str]],
+    cap: int,
+    how: str,
+    device: torch.device,
+    loss: Any,
+    optimizer: Any,
+    timing: tuple[float, float, int, int, float],
+    t0: float,
+    report: Progress,
+) -> Choice:
     budget_s, plan_s, steps, warmup, level = timing
     search = Search(model, make, n0, loss, optimizer, cap, report, deadline=t0 + plan_s)
     drafts: dict[tuple[Any, int], Draft] = {}
-    others: list[Draft] = [Draft(label, 0, None, status="refused", reason=why)
-                           for label, why in refused]  # fmt: skip
+    others: list[Draft] = [
+        Draft(label, 0, None, status="refused", reason=why) for label, why in refused
+    ]
     for d in search.every(setups, sizes):
         if d.recipe is None:
             others.append(d)
@@ -202,8 +229,13 @@ def _tune(model: torch.nn.Module, make: Any, n0: int, sizes: list[int], setups: 
     planned = sum(1 for _, p in search.plans.values() if p is not None)
     report(0.3, f"timing {len(fitting)} set-ups that fit")
     held = [search.held(d) for d in fitting]
-    groups = heats([d.recipe for d in fitting], held, [d.peak or 0 for d in fitting], cap,
-                   shared=device.type == "cuda")  # fmt: skip
+    groups = heats(
+        [d.recipe for d in fitting],
+        held,
+        [d.peak or 0 for d in fitting],
+        cap,
+        shared=device.type == "cuda",
+    )
     runners: dict[Any, Runner] = {}
     entries: dict[int, Entry] = {}
     verdicts: dict[int, Verdict] = {}
@@ -218,8 +250,13 @@ def _tune(model: torch.nn.Module, make: Any, n0: int, sizes: list[int], setups: 
         heat = f"timing heat {h + 1} of {len(groups)}: {len(members)} set-ups"
         report(0.3 + 0.6 * h / len(groups), heat)
         left = (budget_s - (time.perf_counter() - t0)) / (len(groups) - h)
-        result = race([entries[k] for k in members], warmup=warmup, rounds=steps,
-                      budget_s=max(1e-3, left), level=level)  # fmt: skip
+        result = race(
+            [entries[k] for k in members],
+            warmup=warmup,
+            rounds=steps,
+            budget_s=max(1e-3, left),
+            level=level,
+        )
         verdicts.update(_verdicts([entries[k] for k in members], result.leader, level))
         champion = result.leader if result.leader is not None else champion
         ended, rounds = result.ended_by, rounds + result.rounds
@@ -246,8 +283,9 @@ def _tune(model: torch.nn.Module, make: Any, n0: int, sizes: list[int], setups: 
     runners.clear()
     for e in entries.values():
         e.run = _released  # the copies go before the pick is run for its peak
-    pick, measured, notes = _measure_pick(champion, entries, fitting, model, make, optimizer,
-                                          loss, cap, ended)  # fmt: skip
+    pick, measured, notes = _measure_pick(
+        champion, entries, fitting, model, make, optimizer, loss, cap, ended
+    )
     if pick is None:
         cands = _candidates(fitting, entries, verdicts, None, level, cap) + _rest(drafts, others)
         raise TuneError(
@@ -256,29 +294,53 @@ def _tune(model: torch.nn.Module, make: Any, n0: int, sizes: list[int], setups: 
             tuple(cands),
         )
     cands = _candidates(fitting, entries, verdicts, pick, level, cap) + _rest(drafts, others)
-    return _choice(pick, entries[pick], fitting[pick], measured, cands, cap, how, device,
-                   time.perf_counter() - t0, ended, level, [*search.notes, *notes])  # fmt: skip
+    return _choice(
+        pick,
+        entries[pick],
+        fitting[pick],
+        measured,
+        cands,
+        cap,
+        how,
+        device,
+        time.perf_counter() - t0,
+        ended,
+        level,
+        [*search.notes, *notes],
+    )
 
 
 def _undominated(fitting: list[Draft]) -> list[Draft]:
     """The fitting set-ups worth timing: a checkpointed one is left out (``"skipped"``) where
     the same Recipe without checkpointing fits at the same batch size, since checkpointing
     only adds recompute to the same step."""
-    plain = {(d.recipe, d.batch_size): d for d in fitting
-             if d.recipe is not None and not d.recipe.checkpoint}  # fmt: skip
+    plain = {
+        (d.recipe, d.batch_size): d
+        for d in fitting
+        if d.recipe is not None and not d.recipe.checkpoint
+    }
     for d in fitting:
         if d.recipe is None or not d.recipe.checkpoint:
             continue
         twin = plain.get((d.recipe.replace(checkpoint=()), d.batch_size))
         if twin is not None:
             d.status = "skipped"
-            d.reason = (f"not timed: {twin.label} fits at batch {d.batch_size} without "
-                        "checkpointing, and checkpointing only adds recompute")  # fmt: skip
+            d.reason = (
+                f"not timed: {twin.label} fits at batch {d.batch_size} without "
+                "checkpointing, and checkpointing only adds recompute"
+            )
     return [d for d in fitting if d.fits]
 
 
-def _entry(k: int, d: Draft, model: torch.nn.Module, make: Any, optimizer: Any, loss: Any,
-           runners: dict[Any, Runner]) -> Entry:  # fmt: skip
+def _entry(
+    k: int,
+    d: Draft,
+    model: torch.nn.Module,
+    make: Any,
+    optimizer: Any,
+    loss: Any,
+    runners: dict[Any, Runner],
+) -> Entry:
     assert d.recipe is not None
     e = Entry(k, d.batch_size, lambda: 0.0)
     try:
@@ -298,24 +360,38 @@ def _released() -> float:
     raise RuntimeError("this set-up's copy of the model was released after its heat")
 
 
-def _measure_pick(lead: int | None, entries: dict[int, Entry], fitting: list[Draft],
-                  model: torch.nn.Module, make: Any, optimizer: Any, loss: Any, cap: int,
-                  ended_by: str) -> tuple[int | None, Measured, list[str]]:  # fmt: skip
+def _measure_pick(
+    lead: int | None,
+    entries: dict[int, Entry],
+    fitting: list[Draft],
+    model: torch.nn.Module,
+    make: Any,
+    optimizer: Any,
+    loss: Any,
+    cap: int,
+    ended_by: str,
+) -> tuple[int | None, Measured, list[str]]:
     """The pick and its measured peak: the fastest whose measured peak fits the budget."""
     notes: list[str] = []
-    order = sorted((e for e in entries.values() if not e.error and e.median() is not None),
-                   key=lambda e: (e.key != lead, e.median(), e.key))  # fmt: skip
+    order = sorted(
+        (e for e in entries.values() if not e.error and e.median() is not None),
+        key=lambda e: (e.key != lead, e.median(), e.key),
+    )
     if not order:
         ok = [e.key for e in entries.values() if not e.error]
         if not ok:
             return None, (None, ""), notes
         best = max(ok, key=lambda k: (fitting[k].batch_size, -k))  # nothing timed: the largest
-        notes.append("timing was interrupted before any round: the pick is the largest batch "
-                     "that fits, untimed")  # fmt: skip
+        notes.append(
+            "timing was interrupted before any round: the pick is the largest batch "
+            "that fits, untimed"
+        )
         order = [entries[best]]
     if ended_by == "interrupted":
-        notes.append("interrupted: the figures are those of the rounds finished; the pick was "
-                     "not run for its peak")  # fmt: skip
+        notes.append(
+            "interrupted: the figures are those of the rounds finished; the pick was "
+            "not run for its peak"
+        )
         return order[0].key, (None, ""), notes
     for e in order[:3]:
         d = fitting[e.key]
@@ -329,8 +405,10 @@ def _measure_pick(lead: int | None, entries: dict[int, Entry], fitting: list[Dra
         if peak <= cap:
             return e.key, (peak, how), notes
         d.status = "over budget"
-        d.reason = (f"measured peak {fmt_bytes(peak)} is over budget by {fmt_bytes(peak - cap)} "
-                    f"(predicted {fmt_bytes(d.peak or 0)})")  # fmt: skip
+        d.reason = (
+            f"measured peak {fmt_bytes(peak)} is over budget by {fmt_bytes(peak - cap)} "
+            f"(predicted {fmt_bytes(d.peak or 0)})"
+        )
         notes.append(f"{d.label} @ batch {d.batch_size}: {d.reason}; the next fastest was run")
     return None, (None, ""), notes
 
@@ -350,8 +428,11 @@ def _verdicts(members: list[Entry], lead: int | None, level: float) -> dict[int,
             continue
         iv = versus(leader, e, level)
         if iv is None and e.timed():
-            out[e.key] = ("within noise", f"too few rounds side by side to tell "
-                          f"({len(e.timed())}; {MIN_PAIRS} needed)", None)  # fmt: skip
+            out[e.key] = (
+                "within noise",
+                f"too few rounds side by side to tell ({len(e.timed())}; {MIN_PAIRS} needed)",
+                None,
+            )
             continue
         if iv is None:
             out[e.key] = ("not timed", "fits; timing ended before it ran", None)
@@ -360,13 +441,22 @@ def _verdicts(members: list[Entry], lead: int | None, level: float) -> dict[int,
         if iv.low > 1.0:
             out[e.key] = ("slower", f"{what}: outside noise", (iv.estimate, iv.low, iv.high))
         else:
-            out[e.key] = ("within noise", f"{what}: the interval spans 1, within noise",
-                          (iv.estimate, iv.low, iv.high))  # fmt: skip
+            out[e.key] = (
+                "within noise",
+                f"{what}: the interval spans 1, within noise",
+                (iv.estimate, iv.low, iv.high),
+            )
     return out
 
 
-def _candidates(fitting: list[Draft], entries: dict[int, Entry], verdicts: dict[int, Verdict],
-                pick: int | None, level: float, cap: int) -> list[Candidate]:  # fmt: skip
+def _candidates(
+    fitting: list[Draft],
+    entries: dict[int, Entry],
+    verdicts: dict[int, Verdict],
+    pick: int | None,
+    level: float,
+    cap: int,
+) -> list[Candidate]:
     out: list[Candidate] = []
     for k, d in enumerate(fitting):
         e = entries.get(k)
@@ -383,11 +473,23 @@ def _candidates(fitting: list[Draft], entries: dict[int, Entry], verdicts: dict[
         else:
             status, reason = "not timed", "fits; timing ended before it ran"
         median, low, high = speed if speed is not None else (None, None, None)
-        out.append(Candidate(
-            d.label, d.batch_size, d.recipe, d.peak, status, reason, samples_per_s=median,
-            samples_per_s_low=low, samples_per_s_high=high, slower_by=slower, flops=d.flops,
-            rounds=len(e.timed()) if e is not None else 0, measured=d.measured,
-        ))  # fmt: skip
+        out.append(
+            Candidate(
+                d.label,
+                d.batch_size,
+                d.recipe,
+                d.peak,
+                status,
+                reason,
+                samples_per_s=median,
+                samples_per_s_low=low,
+                samples_per_s_high=high,
+                slower_by=slower,
+                flops=d.flops,
+                rounds=len(e.timed()) if e is not None else 0,
+                measured=d.measured,
+            )
+        )
     order = {s: i for i, s in enumerate(STATUSES)}
     out.sort(key=lambda c: (order.get(c.status, 99), -(c.samples_per_s or 0.0)))
     return out
@@ -397,13 +499,35 @@ def _rest(drafts: dict[tuple[Any, int], Draft], others: list[Draft]) -> list[Can
     rows = [d for d in drafts.values() if not d.fits and d.status != "picked"] + others
     order = {s: i for i, s in enumerate(STATUSES)}
     rows.sort(key=lambda d: (order.get(d.status, 99), d.label, d.batch_size))
-    return [Candidate(d.label, d.batch_size, d.recipe, d.peak, d.status, d.reason, flops=d.flops,
-                      measured=d.measured) for d in rows]  # fmt: skip
+    return [
+        Candidate(
+            d.label,
+            d.batch_size,
+            d.recipe,
+            d.peak,
+            d.status,
+            d.reason,
+            flops=d.flops,
+            measured=d.measured,
+        )
+        for d in rows
+    ]
 
 
-def _choice(pick: int, e: Entry, d: Draft, measured: tuple[int | None, str],
-            cands: list[Candidate], cap: int, how: str, device: torch.device, seconds: float,
-            ended_by: str, level: float, notes: list[str]) -> Choice:  # fmt: skip
+def _choice(
+    pick: int,
+    e: Entry,
+    d: Draft,
+    measured: tuple[int | None, str],
+    cands: list[Candidate],
+    cap: int,
+    how: str,
+    device: torch.device,
+    seconds: float,
+    ended_by: str,
+    level: float,
+    notes: list[str],
+) -> Choice:
     assert d.recipe is not None and d.peak is not None
     speed = speed_interval(e, level)
     peak, peak_how = measured
@@ -425,20 +549,42 @@ def _choice(pick: int, e: Entry, d: Draft, measured: tuple[int | None, str],
     if peak is not None:
         notes.append(f"measured peak of the pick: {peak_how}; step time {fmt_time(step)}")
     return Choice(
-        recipe=d.recipe, batch_size=d.batch_size, predicted_peak=d.peak, measured_peak=peak,
+        recipe=d.recipe,
+        batch_size=d.batch_size,
+        predicted_peak=d.peak,
+        measured_peak=peak,
         samples_per_s=speed[0] if speed else None,
         samples_per_s_low=speed[1] if speed else None,
         samples_per_s_high=speed[2] if speed else None,
-        budget=cap, budget_how=how, candidates=tuple(cands), flops_per_s=rate, mfu=mfu,
-        utilization=util, device=str(device), seconds=seconds, ended_by=ended_by, level=level,
+        budget=cap,
+        budget_how=how,
+        candidates=tuple(cands),
+        flops_per_s=rate,
+        mfu=mfu,
+        utilization=util,
+        device=str(device),
+        seconds=seconds,
+        ended_by=ended_by,
+        level=level,
         notes=tuple(notes),
-    )  # fmt: skip
+    )
 
 
 def _nothing_fits(drafts: list[Draft], cap: int, how: str) -> TuneError:
     planned = [d for d in drafts if d.peak is not None]
-    cands = tuple(Candidate(d.label, d.batch_size, d.recipe, d.peak, d.status, d.reason,
-                            flops=d.flops, measured=d.measured) for d in drafts)  # fmt: skip
+    cands = tuple(
+        Candidate(
+            d.label,
+            d.batch_size,
+            d.recipe,
+            d.peak,
+            d.status,
+            d.reason,
+            flops=d.flops,
+            measured=d.measured,
+        )
+        for d in drafts
+    )
     if not planned:
         why = "; ".join(f"{d.label} @ batch {d.batch_size}: {d.reason}" for d in drafts[:4])
         return TuneError(f"tune: no set-up could be planned or measured: {why}", cands)

@@ -13,8 +13,11 @@ def spread(times: Any) -> dict[str, float | int | None]:
     times = [float(x) for x in times]
     if not times:
         return {"step_median": None, "step_q1": None, "step_q3": None, "step_n": 0}
-    q1, med, q3 = statistics.quantiles(times, n=4, method="inclusive") if len(times) > 1 else (
-        times[0], times[0], times[0])  # fmt: skip
+    q1, med, q3 = (
+        statistics.quantiles(times, n=4, method="inclusive")
+        if len(times) > 1
+        else (times[0], times[0], times[0])
+    )
     return {"step_median": med, "step_q1": q1, "step_q3": q3, "step_n": len(times)}
 
 

@@ -90,11 +90,19 @@ def fields() -> list[dict[str, Any]]:
         {**_select("export", EXPORTS, ("inference",)), "sets_mode": "inference"},
         {"name": "channels_last", "kind": "check", "modes": list(MODES)},
         {"name": "fuse_conv_bn", "kind": "check", "modes": ["inference"]},
-        {"name": "checkpoint", "kind": "list", "modes": ["train"],
-         "placeholder": "module paths, globs or types"},
-        {"name": "export_kwargs", "kind": "kwargs", "modes": ["inference"],
-         "placeholder": "use_cache=False"},
-    ]  # fmt: skip
+        {
+            "name": "checkpoint",
+            "kind": "list",
+            "modes": ["train"],
+            "placeholder": "module paths, globs or types",
+        },
+        {
+            "name": "export_kwargs",
+            "kind": "kwargs",
+            "modes": ["inference"],
+            "placeholder": "use_cache=False",
+        },
+    ]
     default = Recipe().to_dict()
     for f in out:
         f["label"] = f["name"].replace("_", " ")
@@ -203,10 +211,25 @@ def without_export_clash(state: dict[str, Any], specs: list[dict[str, Any]]) -> 
 
 
 _KEYS = (
-    "label", "step_time", "speedup", "speedup_low", "speedup_high", "within_noise", "rounds",
-    "throughput", "compile_time", "break_even", "export_time",
-    "peak_memory", "max_abs", "rel", "cosine", "loss", "drift_path", "drift_rel",
-)  # fmt: skip
+    "label",
+    "step_time",
+    "speedup",
+    "speedup_low",
+    "speedup_high",
+    "within_noise",
+    "rounds",
+    "throughput",
+    "compile_time",
+    "break_even",
+    "export_time",
+    "peak_memory",
+    "max_abs",
+    "rel",
+    "cosine",
+    "loss",
+    "drift_path",
+    "drift_rel",
+)
 
 
 def rows(cmp: Any) -> list[dict[str, Any]]:
@@ -255,8 +278,10 @@ def ended(cmp: Any, took: float | None = None, label: str | None = None) -> str:
     if cmp.ended_by == "target":
         why = f"{rounds} rounds: every interval within +-{cmp.target * 100:g}%, the target{spent}"
     elif cmp.ended_by == "budget":
-        why = (f"{rounds} rounds: the {cmp.budget_s:g} s budget of timed rounds{spent} ran out "
-               f"before every interval was within +-{cmp.target * 100:g}%")  # fmt: skip
+        why = (
+            f"{rounds} rounds: the {cmp.budget_s:g} s budget of timed rounds{spent} ran out "
+            f"before every interval was within +-{cmp.target * 100:g}%"
+        )
     else:
         why = f"{rounds or cmp.steps} rounds: steps={cmp.steps}, no interval target{spent}"
     if took is not None:

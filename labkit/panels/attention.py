@@ -14,8 +14,18 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 #: Node colours by class (``PALETTE`` in widgets/src/attention.js).
-PALETTE = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#b07aa1", "#76b7b2", "#edc948",
-           "#ff9da7", "#9c755f", "#bab0ac"]  # fmt: skip
+PALETTE = [
+    "#4e79a7",
+    "#f28e2b",
+    "#59a14f",
+    "#e15759",
+    "#b07aa1",
+    "#76b7b2",
+    "#edc948",
+    "#ff9da7",
+    "#9c755f",
+    "#bab0ac",
+]
 
 
 class AttentionView(KeepsPicture, anywidget.AnyWidget):
@@ -76,9 +86,13 @@ class AttentionView(KeepsPicture, anywidget.AnyWidget):
         hops = min(hops, amap.num_layers)
         self._check(node, hops, head, amap)
         super().__init__(
-            num_nodes=amap.num_nodes, max_hops=amap.num_layers, node=node, hops=hops,
-            head=head, height=height,
-        )  # fmt: skip
+            num_nodes=amap.num_nodes,
+            max_hops=amap.num_layers,
+            node=node,
+            hops=hops,
+            head=head,
+            height=height,
+        )
         self._refresh()
         self.observe(self._on_change, names=["node", "hops"])
 
@@ -155,8 +169,14 @@ class AttentionView(KeepsPicture, anywidget.AnyWidget):
             color = (1 - 0.14 * rel, 0.92 - 0.78 * rel, 0.86 - 0.74 * rel)
             (x0, y0), (x1, y1) = pos[e["src"]], pos[e["dst"]]
             if e["src"] != e["dst"]:
-                ax.plot([x0, x1], [y0, y1], color=color, lw=0.4 + 3 * rel, zorder=1,
-                        alpha=1.0 if e["hop"] == 1 else 0.55)  # fmt: skip
+                ax.plot(
+                    [x0, x1],
+                    [y0, y1],
+                    color=color,
+                    lw=0.4 + 3 * rel,
+                    zorder=1,
+                    alpha=1.0 if e["hop"] == 1 else 0.55,
+                )
         from labkit.views import ink_on
 
         classes: set[int] = set()
@@ -167,28 +187,59 @@ class AttentionView(KeepsPicture, anywidget.AnyWidget):
             if label is not None:
                 classes.add(label)
             size = 420 if n == v["node"] else 240
-            ax.scatter([x], [y], s=size, color=fill, edgecolors="#222" if n == v["node"] else
-                       "white", zorder=2)  # fmt: skip
+            ax.scatter(
+                [x],
+                [y],
+                s=size,
+                color=fill,
+                edgecolors="#222" if n == v["node"] else "white",
+                zorder=2,
+            )
             r, g, b = (int(fill[k : k + 2], 16) / 255 for k in (1, 3, 5))
-            ax.text(x, y, str(n), ha="center", va="center", fontsize=8, zorder=3,
-                    color=ink_on((r, g, b)))  # fmt: skip
+            ax.text(
+                x,
+                y,
+                str(n),
+                ha="center",
+                va="center",
+                fontsize=8,
+                zorder=3,
+                color=ink_on((r, g, b)),
+            )
         head = "mean over heads" if self.head < 0 else f"head {self.head}"
         ax.set_title(f"{self._amap.model}: attention into node {v['node']} ({head})", fontsize=9)
         lim = max((math.hypot(x, y) for x, y in pos.values()), default=1.0) + 0.6
         ax.set_xlim(-lim, lim)
         ax.set_ylim(-lim, lim)
-        handles = [Line2D([], [], ls="", marker="o", ms=8, color=PALETTE[c % len(PALETTE)],
-                          label=f"class {c}") for c in sorted(classes)]  # fmt: skip
+        handles = [
+            Line2D(
+                [], [], ls="", marker="o", ms=8, color=PALETTE[c % len(PALETTE)], label=f"class {c}"
+            )
+            for c in sorted(classes)
+        ]
         if handles:
-            ax.legend(handles=handles, title="node class", fontsize=7, title_fontsize=7,
-                      loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)  # fmt: skip
+            ax.legend(
+                handles=handles,
+                title="node class",
+                fontsize=7,
+                title_fontsize=7,
+                loc="upper left",
+                bbox_to_anchor=(1.0, 1.0),
+                frameon=False,
+            )
         ends = [(1.0, 0.92, 0.86), (0.86, 0.14, 0.12)]  # the edges' light-to-dark scale above
         cmap = LinearSegmentedColormap.from_list("attention", ends)
         from matplotlib.cm import ScalarMappable
         from matplotlib.colors import Normalize
 
-        bar = fig.colorbar(ScalarMappable(Normalize(0, top), cmap), ax=ax, orientation="horizontal",
-                           fraction=0.04, pad=0.02, shrink=0.6)  # fmt: skip
+        bar = fig.colorbar(
+            ScalarMappable(Normalize(0, top), cmap),
+            ax=ax,
+            orientation="horizontal",
+            fraction=0.04,
+            pad=0.02,
+            shrink=0.6,
+        )
         bar.set_label("edge attention weight (width and colour)", fontsize=7)
         bar.ax.tick_params(labelsize=7)
         return fig
@@ -220,8 +271,9 @@ class AttentionView(KeepsPicture, anywidget.AnyWidget):
         v = self.view
         heads = v["heads"][0] if v["heads"] else 0
         incoming = sorted((e for e in v["edges"] if e["hop"] == 1), key=lambda e: -e["mean"])
-        rows = [(e["src"], *(f"{w:.3f}" for w in e["weights"]), f"{e['mean']:.3f}")
-                for e in incoming]  # fmt: skip
+        rows = [
+            (e["src"], *(f"{w:.3f}" for w in e["weights"]), f"{e['mean']:.3f}") for e in incoming
+        ]
         head = ("from", *(f"head {h}" for h in range(heads)), "mean")
         return f"Attention into node {v['node']} ({self._amap.model})\n{text_table(head, rows)}"
 

@@ -361,9 +361,16 @@ class OptimizePanel(KeepsPicture, anywidget.AnyWidget):
             if self.budget_s is not None:
                 extra["budget_s"] = self.budget_s
             self._bench = Bench(
-                self.model, self.batch, loss=self.loss, mode=mode, steps=self.steps,
-                warmup=self.warmup, batch_sizes=sizes, target=self.speedup_target, **extra,
-            )  # fmt: skip
+                self.model,
+                self.batch,
+                loss=self.loss,
+                mode=mode,
+                steps=self.steps,
+                warmup=self.warmup,
+                batch_sizes=sizes,
+                target=self.speedup_target,
+                **extra,
+            )
             self._bench_key = key
         return self._bench
 
@@ -383,9 +390,14 @@ class OptimizePanel(KeepsPicture, anywidget.AnyWidget):
             try:
                 args, kwargs = split_batch(self.batch)
                 t = trace(
-                    self.model, *args, loss=self.loss, backward=mode == "train",
-                    repeat=1, time_budget=2.0, model_kwargs=kwargs or None,
-                )  # fmt: skip
+                    self.model,
+                    *args,
+                    loss=self.loss,
+                    backward=mode == "train",
+                    repeat=1,
+                    time_budget=2.0,
+                    model_kwargs=kwargs or None,
+                )
                 self._advice[mode] = (t, list(advise(t, inference=mode == "inference")))
             except Exception as exc:  # advice is a help, never a failure of Measure
                 return f"(no suggestion: {type(exc).__name__}: {first_line(str(exc))})"

@@ -31,8 +31,9 @@ def fake_tensor(t: torch.Tensor, mode: FakeTensorMode, device: torch.device) -> 
     return out.requires_grad_(t.requires_grad) if t.is_leaf and t.requires_grad else out
 
 
-def fake_model(model: torch.nn.Module, mode: FakeTensorMode, device: torch.device,
-               memo: dict[int, Any]) -> torch.nn.Module:  # fmt: skip
+def fake_model(
+    model: torch.nn.Module, mode: FakeTensorMode, device: torch.device, memo: dict[int, Any]
+) -> torch.nn.Module:
     """A copy of ``model`` whose parameters and buffers are fake (``memo``: real id -> fake)."""
     for t in (*model.parameters(), *model.buffers()):
         if id(t) in memo:
@@ -73,8 +74,10 @@ def meta_copy(model: torch.nn.Module) -> tuple[torch.nn.Module, dict[int, Any]]:
 
 def named_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     """Every parameter and buffer by path, tied ones under each of their names."""
-    return {**dict(model.named_parameters(remove_duplicate=False)),
-            **dict(model.named_buffers(remove_duplicate=False))}  # fmt: skip
+    return {
+        **dict(model.named_parameters(remove_duplicate=False)),
+        **dict(model.named_buffers(remove_duplicate=False)),
+    }
 
 
 def fake_batch(batch: Any, mode: FakeTensorMode, device: torch.device) -> Any:
@@ -97,8 +100,13 @@ def fake_batch(batch: Any, mode: FakeTensorMode, device: torch.device) -> Any:
     return batch
 
 
-def fake_optimizer(optimizer: Any, fmodel: torch.nn.Module, mode: FakeTensorMode,
-                   device: torch.device, memo: dict[int, Any]) -> Any:  # fmt: skip
+def fake_optimizer(
+    optimizer: Any,
+    fmodel: torch.nn.Module,
+    mode: FakeTensorMode,
+    device: torch.device,
+    memo: dict[int, Any],
+) -> Any:
     """The optimizer for the fake model: a factory is called on its parameters (or, failing
     that, on the fake model: ``lambda m: m.configure_optimizers(...)``); an optimizer is
     rebuilt with the same class, param groups and hyperparameters (and fake state)."""

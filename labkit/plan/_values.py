@@ -31,8 +31,14 @@ _DEVICE = torch.ops.prim.device.default
 _VALUE_ERRORS = (DataDependentOutputException, DynamicOutputShapeException)
 _aten = torch.ops.aten
 # ops taking a list of index tensors, where a boolean mask's shape depends on its values
-_INDEX_OPS = frozenset({_aten.index.Tensor, _aten.index_put.default, _aten.index_put_.default,
-                        _aten._index_put_impl_.default})  # fmt: skip
+_INDEX_OPS = frozenset(
+    {
+        _aten.index.Tensor,
+        _aten.index_put.default,
+        _aten.index_put_.default,
+        _aten._index_put_impl_.default,
+    }
+)
 
 
 def _indexlike(t: Any) -> bool:

@@ -19,8 +19,15 @@ from labkit.plan.api import plan
 from labkit.trace.entry import StepOptions
 
 # batch_size and resize are the batch-dimension rule labkit.tune makes other batch sizes by
-__all__ = ["DEFAULT_MARGIN", "BatchSearch", "batch_size", "max_batch_size", "resize",
-           "resolve_budget", "search"]  # fmt: skip
+__all__ = [
+    "DEFAULT_MARGIN",
+    "BatchSearch",
+    "batch_size",
+    "max_batch_size",
+    "resize",
+    "resolve_budget",
+    "search",
+]
 
 DEFAULT_MARGIN = 0.08  # of CUDA free memory: the allocator's rounding and cache, kernels' workspace
 
@@ -82,9 +89,15 @@ def resolve_budget(budget: int | None, device: str, margin: float) -> tuple[int,
     )
 
 
-def search(replan: Callable[[int], Any], budget: int | None, device: str, *,
-           margin: float = DEFAULT_MARGIN, limit: int = 1 << 20,
-           report: Callable[[float, str], None] | None = None) -> BatchSearch:  # fmt: skip
+def search(
+    replan: Callable[[int], Any],
+    budget: int | None,
+    device: str,
+    *,
+    margin: float = DEFAULT_MARGIN,
+    limit: int = 1 << 20,
+    report: Callable[[float, str], None] | None = None,
+) -> BatchSearch:
     """Bisection over ``replan(n).peak_bytes`` (assumed to grow with ``n``); ``report(share,
     message)`` hears of each plan before it is made."""
     cap, how = resolve_budget(budget, device, margin)
@@ -135,12 +148,22 @@ def search(replan: Callable[[int], Any], budget: int | None, device: str, *,
     return BatchSearch(lo, peak(lo), cap, how, tried)
 
 
-def max_batch_size(model: torch.nn.Module, batch: Any, budget: int | None = None, *,
-                   loss: Any = None, optimizer: Any = None, recipe: Any = None,
-                   device: str | torch.device | None = None, margin: float = DEFAULT_MARGIN,
-                   limit: int = 1 << 20, verify: bool = False, keep_output: bool = True,
-                   inputs: dict[str, Any] | None = None,
-                   progress: ProgressOption = StepOptions.progress) -> BatchSearch:  # fmt: skip
+def max_batch_size(
+    model: torch.nn.Module,
+    batch: Any,
+    budget: int | None = None,
+    *,
+    loss: Any = None,
+    optimizer: Any = None,
+    recipe: Any = None,
+    device: str | torch.device | None = None,
+    margin: float = DEFAULT_MARGIN,
+    limit: int = 1 << 20,
+    verify: bool = False,
+    keep_output: bool = True,
+    inputs: dict[str, Any] | None = None,
+    progress: ProgressOption = StepOptions.progress,
+) -> BatchSearch:
     """The largest batch whose predicted training-step peak fits a memory budget.
 
     Plans the step (:func:`labkit.plan`) at a few batch sizes: two give the line the peak
@@ -183,8 +206,16 @@ def max_batch_size(model: torch.nn.Module, batch: Any, budget: int | None = None
 
     def replan(n: int) -> Any:
         b, kw = _split(make(n), callable(batch))
-        return plan(model, b, loss=loss, optimizer=optimizer, recipe=recipe, device=dev,
-                    keep_output=keep_output, model_kwargs=kw)  # fmt: skip
+        return plan(
+            model,
+            b,
+            loss=loss,
+            optimizer=optimizer,
+            recipe=recipe,
+            device=dev,
+            keep_output=keep_output,
+            model_kwargs=kw,
+        )
 
     with progress_of("labkit.plan.max_batch_size", progress) as bar:
         result = search(replan, budget, str(dev), margin=margin, limit=limit, report=bar)

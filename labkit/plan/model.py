@@ -59,8 +59,9 @@ class Plan(MemoryReport):
         >>> p.max_batch_size(budget=8 * 2**30)                 # doctest: +SKIP
     """
 
-    def __init__(self, trace: Trace, *, seconds: float = 0.0,
-                 request: PlanRequest | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, trace: Trace, *, seconds: float = 0.0, request: PlanRequest | None = None
+    ) -> None:
         if trace.meta.mode != "plan":
             raise ValueError(
                 f"this trace was measured (mode={trace.meta.mode!r}), not planned: wrap it in "
@@ -96,8 +97,10 @@ class Plan(MemoryReport):
         for n in t.nodes:
             if n.kind == "module":
                 f, b = out.get(n.module or "", (0, 0))
-                out[n.module or ""] = (f + int(t.total(n.id, "flops_fwd")),
-                                       b + int(t.total(n.id, "flops_bwd")))  # fmt: skip
+                out[n.module or ""] = (
+                    f + int(t.total(n.id, "flops_fwd")),
+                    b + int(t.total(n.id, "flops_bwd")),
+                )
         return out
 
     def summary(self, top: int = 8) -> str:
@@ -137,12 +140,15 @@ class Plan(MemoryReport):
         for what, (pred, real, err) in self.compare(measured).items():
             lines.append(f"{what:<12} {fmt_bytes(pred):>12} {fmt_bytes(real):>12} {err:>+8.2%}")
         m = measured.meta
-        lines.append(f"peak where   predicted {self.peak_where}; measured "
-                     f"{m.peak_where or m.peak_module or m.peak_phase}")  # fmt: skip
+        lines.append(
+            f"peak where   predicted {self.peak_where}; measured "
+            f"{m.peak_where or m.peak_module or m.peak_phase}"
+        )
         return "\n".join(lines)
 
-    def max_batch_size(self, budget: int | None = None, *, margin: float = 0.08,
-                       limit: int = 1 << 20) -> int:  # fmt: skip
+    def max_batch_size(
+        self, budget: int | None = None, *, margin: float = 0.08, limit: int = 1 << 20
+    ) -> int:
         """The largest batch whose predicted peak fits ``budget``: this plan's model, batch
         and options given to :func:`labkit.plan.max_batch_size`."""
         if self.request is None:
@@ -155,8 +161,9 @@ class Plan(MemoryReport):
 
         r = self.request
         args, kwargs = r.batch
-        return max_batch_size(r.model, args, budget, margin=margin, limit=limit, inputs=kwargs,
-                              **r.options).batch  # fmt: skip
+        return max_batch_size(
+            r.model, args, budget, margin=margin, limit=limit, inputs=kwargs, **r.options
+        ).batch
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> Plan:

@@ -27,9 +27,18 @@ import ast
 from collections.abc import Iterable, Iterator
 from collections.abc import Set as AbstractSet
 
-__all__ = ["MODULE_METHODS", "PURE_FUNCTIONS", "PURE_METHODS", "RANDOM_FUNCTIONS",
-           "RANDOM_METHODS", "call_effect", "calls_in", "data_uses", "is_data",
-           "qualname"]  # fmt: skip
+__all__ = [
+    "MODULE_METHODS",
+    "PURE_FUNCTIONS",
+    "PURE_METHODS",
+    "RANDOM_FUNCTIONS",
+    "RANDOM_METHODS",
+    "call_effect",
+    "calls_in",
+    "data_uses",
+    "is_data",
+    "qualname",
+]
 
 PURE_FUNCTIONS = frozenset(
     {
@@ -98,16 +107,25 @@ MODULE_METHODS = frozenset(
 )
 # methods only data has (a module has none of them): what they are called on, and what
 # they return, is data
-DATA_METHODS = (PURE_METHODS - MODULE_METHODS - frozenset(
-    {
-        *("keys", "values", "items", "get", "index", "format", "join", "upper", "lower"),
-        *("strip", "split", "replace", "startswith", "endswith", "rjust", "ljust", "center"),
-        *("zfill", "copy", "count", "head", "tail", "describe", "parameters"),
-        *("named_parameters", "buffers", "named_buffers", "modules", "named_modules"),
-        *("children", "named_children", "state_dict", "extra_repr"),
+DATA_METHODS = (
+    PURE_METHODS
+    - MODULE_METHODS
+    - frozenset(
+        {
+            *("keys", "values", "items", "get", "index", "format", "join", "upper", "lower"),
+            *("strip", "split", "replace", "startswith", "endswith", "rjust", "ljust", "center"),
+            *("zfill", "copy", "count", "head", "tail", "describe", "parameters"),
+            *("named_parameters", "buffers", "named_buffers", "modules", "named_modules"),
+            *("children", "named_children", "state_dict", "extra_repr"),
+        }
+    )
+) | (
+    RANDOM_METHODS
+    & {
+        *("normal_", "uniform_", "bernoulli_", "random_", "bernoulli"),
+        *("exponential_", "geometric_", "cauchy_", "log_normal_"),
     }
-)) | (RANDOM_METHODS & {*("normal_", "uniform_", "bernoulli_", "random_", "bernoulli"),
-                          *("exponential_", "geometric_", "cauchy_", "log_normal_")})  # fmt: skip
+)
 DATA_ATTRIBUTES = frozenset({"grad", "data", "T", "mT", "H", "real", "imag"})
 _DATA_BUILTINS = frozenset(
     {

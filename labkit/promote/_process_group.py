@@ -73,9 +73,14 @@ def run_in_group(
     """
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(
-            list(cmd), cwd=cwd, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-            start_new_session=True, env=None if env is None else dict(env),
-        )  # fmt: skip
+            list(cmd),
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=err,
+            start_new_session=True,
+            env=None if env is None else dict(env),
+        )
         try:
             ended = _wait_unreaped(proc, timeout)
         finally:

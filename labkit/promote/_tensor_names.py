@@ -53,8 +53,9 @@ def _bindings(node: ast.AST, values: dict[str, list[ast.expr | None]]) -> None:
             values.setdefault(current.name, []).append(None)
             todo += current.decorator_list
             continue
-        if isinstance(current, ast.Lambda | ast.ListComp | ast.SetComp | ast.DictComp
-                      | ast.GeneratorExp):  # fmt: skip
+        if isinstance(
+            current, ast.Lambda | ast.ListComp | ast.SetComp | ast.DictComp | ast.GeneratorExp
+        ):
             continue  # their names are their own
         if isinstance(current, ast.Assign):
             for target in current.targets:

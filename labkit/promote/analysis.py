@@ -329,9 +329,11 @@ def _plan_cell(
         # a figure written to a file: the plot statements that draw it are kept with it
         statements = [_keep_plot(s, ctx) for s in statements]
         ctx.tainted = before | {
-            n for s in statements if s.role == "explore" and s.reason != TAGGED
+            n
+            for s in statements
+            if s.role == "explore" and s.reason != TAGGED
             for n in s.names.defines
-        }  # fmt: skip
+        }
     if statements and statements[-1].node is body[-1] and _displayed(cell, code, body[-1]):
         last = statements[-1]
         if last.role == "explore" and last.reason == NO_EFFECT:
@@ -342,9 +344,16 @@ def _plan_cell(
     if magic_names:
         # names assigned from a shell escape (``files = !ls``) exist only in the kernel
         statements.append(
-            Statement(cell, "", 0, "explore", MAGIC,
-                      StatementNames(magic_names, frozenset(), frozenset()), ast.Pass())
-        )  # fmt: skip
+            Statement(
+                cell,
+                "",
+                0,
+                "explore",
+                MAGIC,
+                StatementNames(magic_names, frozenset(), frozenset()),
+                ast.Pass(),
+            )
+        )
     cell_reason = reason
     if not cell_reason and not any(s.role in ("code", "fit") for s in statements):
         if EXPLORE_TAG in cell.tags:

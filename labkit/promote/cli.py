@@ -6,6 +6,10 @@ import argparse
 import re
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from labkit.promote.pipeline import Promoted
 
 __all__ = [
     "add_parameter_argument",
@@ -129,15 +133,19 @@ def promote_command(args: argparse.Namespace) -> int:
     from labkit.promote.pipeline import check_script_path
 
     if args.verify and args.dry_run:
-        print("labkit promote: error: --verify runs the written script; drop --dry-run",
-              file=sys.stderr)  # fmt: skip
+        print(
+            "labkit promote: error: --verify runs the written script; drop --dry-run",
+            file=sys.stderr,
+        )
         return 2
     for pattern in args.ignore:
         try:
             re.compile(pattern)
         except re.error as exc:
-            print(f"labkit promote: error: --ignore {pattern!r} is not a regular expression "
-                  f"({exc})", file=sys.stderr)  # fmt: skip
+            print(
+                f"labkit promote: error: --ignore {pattern!r} is not a regular expression ({exc})",
+                file=sys.stderr,
+            )
             return 2
     try:
         parameters = parameters_of(args)
@@ -146,17 +154,26 @@ def promote_command(args: argparse.Namespace) -> int:
                 Path(args.output), Path(args.notebook), force=args.force, what="script (-o)"
             )
         result = promote(
-            args.notebook, args.output, force=args.force, check_run=args.check,
-            dry_run=args.dry_run, fabric=args.fabric,
+            args.notebook,
+            args.output,
+            force=args.force,
+            check_run=args.check,
+            dry_run=args.dry_run,
+            fabric=args.fabric,
             show_results=args.show_results or args.show_result,
-        )  # fmt: skip
+        )
     except PromoteError as exc:
         for problem in exc.problems:
             print(f"labkit promote: {problem}", file=sys.stderr)
         print(f"labkit promote: {args.notebook}: nothing written", file=sys.stderr)
         return 1
-    except (NotebookError, TargetExistsError, FileNotFoundError, OutputPathError,
-            ParameterError) as exc:  # fmt: skip
+    except (
+        NotebookError,
+        TargetExistsError,
+        FileNotFoundError,
+        OutputPathError,
+        ParameterError,
+    ) as exc:
         print(f"labkit promote: error: {exc}", file=sys.stderr)
         return 1
     for line in result.warnings:
@@ -174,26 +191,36 @@ def promote_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def _verify(args: argparse.Namespace, result: object, parameters: dict[str, object]) -> int:
+def _verify(args: argparse.Namespace, result: Promoted, parameters: dict[str, object]) -> int:
     """``--verify``: run both, print the outcome; 1 when they differ or one fails."""
     from labkit.promote import NotebookRunError
     from labkit.promote.verification import verify
 
-    printed = frozenset(d.number for d in result.report.printed)  # type: ignore[attr-defined]
+    printed = frozenset(d.number for d in result.report.printed)
+    if result.script is None:  # a dry run wrote no script
+        print("labkit promote: verify: no script was written (drop --dry-run)", file=sys.stderr)
+        return 1
     try:
         found = verify(
-            result.notebook, result.script, parameters=parameters,  # type: ignore[attr-defined]
-            timeout=args.timeout, rtol=args.rtol, atol=args.atol, results_of=printed,
-            fit=result.analysis is not None and result.analysis.fit is not None,  # type: ignore[attr-defined]
+            result.notebook,
+            result.script,
+            parameters=parameters,
+            timeout=args.timeout,
+            rtol=args.rtol,
+            atol=args.atol,
+            results_of=printed,
+            fit=result.analysis is not None and result.analysis.fit is not None,
             ignore=args.ignore,
-        )  # fmt: skip
+        )
     except NotebookRunError as exc:
-        print(f"labkit promote: verify: the notebook fails under Restart & Run All: {exc}",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"labkit promote: verify: the notebook fails under Restart & Run All: {exc}",
+            file=sys.stderr,
+        )
         from labkit.promote import read_notebook
         from labkit.promote.verification import hidden_state
 
-        for line in hidden_state(read_notebook(result.notebook)):  # type: ignore[attr-defined]
+        for line in hidden_state(read_notebook(result.notebook)):
             print(f"labkit promote: verify: hidden state: {line}", file=sys.stderr)
         return 1
     except (RuntimeError, OSError) as exc:

@@ -254,8 +254,15 @@ def run_notebook(
         >>> run_notebook("train.ipynb", {"epochs": 1})             # doctest: +SKIP
         PosixPath('train.run.ipynb')
     """
-    return execute_notebook(notebook, parameters, output, timeout=timeout,
-                            kernel_name=kernel_name, progress=progress, force=force)  # fmt: skip
+    return execute_notebook(
+        notebook,
+        parameters,
+        output,
+        timeout=timeout,
+        kernel_name=kernel_name,
+        progress=progress,
+        force=force,
+    )
 
 
 def execute_notebook(
@@ -283,8 +290,12 @@ def execute_notebook(
     out = Path(output) if output is not None else default_run_output(path)
     if out.resolve() == path.resolve():
         raise ParameterError(f"{out}: the executed copy would replace the notebook; choose -o")
-    check_output_file(out, force=force or output is None, what="output notebook",
-                      file_name=path.with_suffix(".run.ipynb").name)  # fmt: skip
+    check_output_file(
+        out,
+        force=force or output is None,
+        what="output notebook",
+        file_name=path.with_suffix(".run.ipynb").name,
+    )
     nb = nbformat.reads(read_notebook_text(path), as_version=4)
     injected = inject_parameters(nb, dict(parameters or {}), path=path)
     name = kernel_name or nb.metadata.get("kernelspec", {}).get("name") or "python3"

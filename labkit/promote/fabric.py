@@ -223,8 +223,9 @@ def plan_fabric(  # noqa: C901 - finds each piece of the loop, each with its own
         edits, inserts, problems = _rank_and_device_edits(s, aliases, pairs)
         if any(s is loop for loop, _ in loops):
             calls = next(c for loop, c in loops if loop is s)
-            edits += [(c, f"fabric.backward({', '.join(_call_args(s, c, receiver=True))})")
-                      for c in calls]  # fmt: skip
+            edits += [
+                (c, f"fabric.backward({', '.join(_call_args(s, c, receiver=True))})") for c in calls
+            ]
         plan.problems += problems
         if edits or inserts:
             plan.texts[id(s)] = s.prefix + _rewrite(s, edits, inserts) + s.suffix
@@ -232,8 +233,13 @@ def plan_fabric(  # noqa: C901 - finds each piece of the loop, each with its own
 
 
 _VAL_LOSS = re.compile(r"^(val|valid|validation|dev|test|eval)_?loss$|^loss_?(val|valid|dev|test)$")
-_CLIP = frozenset({"torch.nn.utils.clip_grad_norm_", "torch.nn.utils.clip_grad_value_",
-                   "torch.nn.utils.clip_grad.clip_grad_norm_"})  # fmt: skip
+_CLIP = frozenset(
+    {
+        "torch.nn.utils.clip_grad_norm_",
+        "torch.nn.utils.clip_grad_value_",
+        "torch.nn.utils.clip_grad.clip_grad_norm_",
+    }
+)
 
 
 def _rank_and_device_edits(
@@ -263,8 +269,9 @@ def _rank_and_device_edits(
             and _is_device(node.args[0])
         ):
             edits.append((node, f"fabric.to_device({_segment(s, func.value)})"))
-    inserts = [(stmt, f"{name} = _mean_over_processes({name})")
-               for stmt, name in _val_losses(s.node)]  # fmt: skip
+    inserts = [
+        (stmt, f"{name} = _mean_over_processes({name})") for stmt, name in _val_losses(s.node)
+    ]
     # an edit inside another edit's call (print(x.to(device))): keep the outer one only
     outer = []
     for call, text in edits:
@@ -286,9 +293,12 @@ def _clip(s: Statement, call: ast.Call, pairs: dict[str, str]) -> str | Problem 
     ):
         model = first.func.value.id
     if model is None or model not in pairs:
-        return _error(s, "clip the gradients of the model the optimizer was built on "
-                         "(`clip_grad_norm_(model.parameters(), max_norm)`), so Fabric can "
-                         "clip them across processes")  # fmt: skip
+        return _error(
+            s,
+            "clip the gradients of the model the optimizer was built on "
+            "(`clip_grad_norm_(model.parameters(), max_norm)`), so Fabric can "
+            "clip them across processes",
+        )
     value = "clip_grad_value_" in ast.unparse(call.func)
     limit = call.args[1] if len(call.args) > 1 else None
     rest = []
@@ -323,8 +333,12 @@ def _val_losses(node: ast.stmt) -> list[tuple[ast.stmt, str]]:
     out: list[tuple[ast.stmt, str]] = []
 
     def has_backward(n: ast.AST) -> bool:
-        return any(isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
-                   and c.func.attr == "backward" for c in ast.walk(n))  # fmt: skip
+        return any(
+            isinstance(c, ast.Call)
+            and isinstance(c.func, ast.Attribute)
+            and c.func.attr == "backward"
+            for c in ast.walk(n)
+        )
 
     def visit(stmt: ast.stmt, eval_loop: ast.stmt | None) -> None:
         names = []
@@ -413,8 +427,10 @@ def _call_args(s: Statement, call: ast.Call, *, receiver: bool = False) -> list[
     """The arguments of ``call`` as written (``x.backward(g)`` with ``receiver``: x, g)."""
     args = [_segment(s, call.func.value)] if receiver else []  # type: ignore[attr-defined]  # x.method
     args += [_segment(s, a) for a in call.args]
-    args += [f"{k.arg}={_segment(s, k.value)}" if k.arg else f"**{_segment(s, k.value)}"
-             for k in call.keywords]  # fmt: skip
+    args += [
+        f"{k.arg}={_segment(s, k.value)}" if k.arg else f"**{_segment(s, k.value)}"
+        for k in call.keywords
+    ]
     return args
 
 

@@ -50,8 +50,13 @@ class Dropped:
 
     def to_dict(self) -> dict[str, object]:
         """JSON-ready form (the server sends these)."""
-        return {"cell": self.number, "label": self.cell, "line": self.line,
-                "source": self.source, "reason": self.reason}  # fmt: skip
+        return {
+            "cell": self.number,
+            "label": self.cell,
+            "line": self.line,
+            "source": self.source,
+            "reason": self.reason,
+        }
 
 
 @dataclass(frozen=True)

@@ -45,8 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Difference", "Verification", "VerifyTimeout", "compare_lines", "hidden_state",
-           "verify"]  # fmt: skip
+__all__ = ["Difference", "Verification", "VerifyTimeout", "compare_lines", "hidden_state", "verify"]
 
 RTOL, ATOL = 1e-5, 1e-8
 _NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf)\b")
@@ -236,8 +235,7 @@ def verify(
         shutil.rmtree(copy, ignore_errors=True)  # room for the script's copy
         copy = working_copy(folder, tmp / "script")
         extra = ["--logdir", str(tmp / "script-run")] if fit else []
-        got, where = _run_script(_in_copy(script, folder, copy), copy, params, tmp, timeout,
-                                 extra)  # fmt: skip
+        got, where = _run_script(_in_copy(script, folder, copy), copy, params, tmp, timeout, extra)
         if fit:
             got += _loss_lines(tmp / "script-run" / "run.json")
     hidden = hidden_state(read_notebook(notebook))
@@ -298,8 +296,15 @@ def compare_lines(
         if a is not None and b is not None and _close(a, b, rtol, atol):
             close += 1
             continue
-        return Verification("different", len(expected), close, Difference(number + 1, a, b),
-                            rtol, atol, note=_timing_note(expected, got, rtol, atol))  # fmt: skip
+        return Verification(
+            "different",
+            len(expected),
+            close,
+            Difference(number + 1, a, b),
+            rtol,
+            atol,
+            note=_timing_note(expected, got, rtol, atol),
+        )
     outcome = "identical" if close == 0 else "within tolerance"
     return Verification(outcome, len(expected), close, None, rtol, atol)
 
@@ -349,8 +354,11 @@ def hidden_state(notebook: Any) -> tuple[str, ...]:
     ran = [c for c in code if c.execution_count is not None]
     out = []
     order = sorted(ran, key=lambda c: c.execution_count or 0)
-    moved = [c.label for c, d in zip(order, sorted(ran, key=lambda c: c.number), strict=True)
-             if c is not d]  # fmt: skip
+    moved = [
+        c.label
+        for c, d in zip(order, sorted(ran, key=lambda c: c.number), strict=True)
+        if c is not d
+    ]
     if moved:
         out.append(
             f"the saved outputs come from running cells out of file order ({', '.join(moved)}"
@@ -402,8 +410,9 @@ def _magics_only(source: str) -> bool:
     return bool(stripped) and all(x.startswith("#") for x in rest)
 
 
-def _printed_lines(nb: Any, results_of: frozenset[int] = frozenset(),
-                   kept: frozenset[int] | None = None) -> list[str]:  # fmt: skip
+def _printed_lines(
+    nb: Any, results_of: frozenset[int] = frozenset(), kept: frozenset[int] | None = None
+) -> list[str]:
     """What the notebook's cells printed (stdout; the displayed result of ``results_of``
     cells too), in file order, without progress-bar lines. ``results_of`` and ``kept``
     number cells as the notebook before ``labkit run`` injected its parameters cell.
@@ -422,8 +431,9 @@ def _printed_lines(nb: Any, results_of: frozenset[int] = frozenset(),
         if INJECTED_TAG in cell.tags:
             continue
         number += 1
-        if not cell.is_code or (kept is not None and number not in kept
-                                and _magics_only(cell.source)):  # fmt: skip
+        if not cell.is_code or (
+            kept is not None and number not in kept and _magics_only(cell.source)
+        ):
             continue
         timed = _TIME_MAGIC.search(cell.source)
         for out in cell.outputs:
@@ -437,8 +447,7 @@ def _printed_lines(nb: Any, results_of: frozenset[int] = frozenset(),
                 continue
             part = "".join(part) if isinstance(part, list) else str(part)
             if timed:
-                part = "".join(x for x in part.splitlines(keepends=True)
-                               if not _TIME_LINE.match(x))  # fmt: skip
+                part = "".join(x for x in part.splitlines(keepends=True) if not _TIME_LINE.match(x))
             text += part
     return [line for line in text.splitlines() if not _PROGRESS.search(line)]
 
@@ -512,8 +521,15 @@ def _run_script(
     runner, record = tmp / "runner.py", tmp / "writes.json"
     runner.write_text(_RUNNER)
     path = str(script.resolve())
-    cmd = [sys.executable, str(runner), path, str(record), str(cwd), *_options(params),
-           *(extra or [])]  # fmt: skip
+    cmd = [
+        sys.executable,
+        str(runner),
+        path,
+        str(record),
+        str(cwd),
+        *_options(params),
+        *(extra or []),
+    ]
     try:
         done = run_in_group(cmd, cwd=cwd, timeout=timeout)
     except GroupTimeout:
@@ -568,10 +584,13 @@ def _statement_at(script: Path, lineno: int) -> str:
     if lineno > len(lines):
         return ""
     cell = next(
-        (lines[i].strip()[5:].split(":")[0] for i in range(lineno - 1, -1, -1)
-         if lines[i].strip().startswith("# %% ")),
+        (
+            lines[i].strip()[5:].split(":")[0]
+            for i in range(lineno - 1, -1, -1)
+            if lines[i].strip().startswith("# %% ")
+        ),
         "",
-    )  # fmt: skip
+    )
     text = lines[lineno - 1].strip()
     return f"{cell + ', ' if cell else ''}script line {lineno}: {text}"
 

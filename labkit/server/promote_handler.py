@@ -156,5 +156,4 @@ def _verified(result: Any, root: Path) -> dict[str, Any]:
     except (NotebookRunError, RuntimeError, OSError) as exc:
         hidden = hidden_state(read_notebook(result.notebook))
         text = _relative(first_line(str(exc)) or type(exc).__name__, root)
-        return {"outcome": "failed", "summary": f"could not verify: {text}",
-                "hidden": list(hidden)}  # fmt: skip
+        return {"outcome": "failed", "summary": f"could not verify: {text}", "hidden": list(hidden)}

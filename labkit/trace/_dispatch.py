@@ -127,17 +127,27 @@ def op_name(func: Callable[..., object]) -> str:
     return name
 
 
-def _sdpa_cpu_flop(query_shape: torch.Size, key_shape: torch.Size, value_shape: torch.Size,
-                   *args: object, out_shape: torch.Size | None = None,
-                   **kwargs: object) -> int:  # fmt: skip
+def _sdpa_cpu_flop(
+    query_shape: torch.Size,
+    key_shape: torch.Size,
+    value_shape: torch.Size,
+    *args: object,
+    out_shape: torch.Size | None = None,
+    **kwargs: object,
+) -> int:
     """CPU flash attention: torch's SDPA formula (its two matmuls), as for the CUDA kernels."""
     return int(sdpa_flop_count(query_shape, key_shape, value_shape))
 
 
-def _sdpa_cpu_backward_flop(grad_out_shape: torch.Size, query_shape: torch.Size,
-                            key_shape: torch.Size, value_shape: torch.Size, *args: object,
-                            out_shape: torch.Size | None = None,
-                            **kwargs: object) -> int:  # fmt: skip
+def _sdpa_cpu_backward_flop(
+    grad_out_shape: torch.Size,
+    query_shape: torch.Size,
+    key_shape: torch.Size,
+    value_shape: torch.Size,
+    *args: object,
+    out_shape: torch.Size | None = None,
+    **kwargs: object,
+) -> int:
     """Its backward: torch's SDPA backward formula (the gradients' matmuls and the scores'
     recomputation), as for the CUDA kernels."""
     return int(sdpa_backward_flop_count(grad_out_shape, query_shape, key_shape, value_shape))
@@ -159,8 +169,19 @@ _COMPUTE = re.compile(
     r"cudnn|miopen|fft|embedding_bag|quantized|int4|int8|fp8"
 )
 # namespaces of ops that are not computation (profiling, collectives, compiler plumbing)
-_NOT_COMPUTE_NS = frozenset({"profiler", "c10d", "_c10d_functional", "_c10d_functional_autograd",
-                             "_dtensor", "inductor", "prim", "prims", "debugprims"})  # fmt: skip
+_NOT_COMPUTE_NS = frozenset(
+    {
+        "profiler",
+        "c10d",
+        "_c10d_functional",
+        "_c10d_functional_autograd",
+        "_dtensor",
+        "inductor",
+        "prim",
+        "prims",
+        "debugprims",
+    }
+)
 _UNCOUNTED: dict[OpOverload, bool] = {}
 
 

@@ -73,8 +73,9 @@ class FlopObserver(Observer):
         if owner is not None:
             entry[2].setdefault(id(owner), owner)
 
-    def dispatch(self, func: OpOverload, args: tuple[object, ...], kwargs: dict[str, object],
-                 out: object) -> None:  # fmt: skip
+    def dispatch(
+        self, func: OpOverload, args: tuple[object, ...], kwargs: dict[str, object], out: object
+    ) -> None:
         formula = flop_formula(func)
         if formula is None:
             if uncounted(func):

@@ -135,8 +135,12 @@ class ModuleGlobals:
         ([], [])
     """
 
-    def __init__(self, model: torch.nn.Module, functions: Iterable[object] = (),
-                 restored: Callable[[torch.Tensor], bool] = lambda t: False) -> None:  # fmt: skip
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        functions: Iterable[object] = (),
+        restored: Callable[[torch.Tensor], bool] = lambda t: False,
+    ) -> None:
         self._restored = restored
         code = [_forward_of(type(m)) for m in model.modules()] + [
             f for f in functions if f is not None

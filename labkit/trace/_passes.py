@@ -32,8 +32,16 @@ from labkit.trace.recorder import Recorder
 RunStep = Callable[[list[str]], None]
 
 
-def time_step(model: torch.nn.Module, step: RunStep, base: Trace, *, mode: str, warmup: int,
-              repeat: int, budget: float | None = None) -> Trace:  # fmt: skip
+def time_step(
+    model: torch.nn.Module,
+    step: RunStep,
+    base: Trace,
+    *,
+    mode: str,
+    warmup: int,
+    repeat: int,
+    budget: float | None = None,
+) -> Trace:
     """``base`` (one recording of ``step``) with its times from timing-only passes of ``step``.
 
     Args:
@@ -59,8 +67,11 @@ def time_step(model: torch.nn.Module, step: RunStep, base: Trace, *, mode: str, 
         cost = None if cuda else calibrate()
         passes = _step_passes(model, step, warmup, repeat, budget, plain=not cuda)
         # op times are host times around each op: meaningful on the CPU only
-        ops = (_step_passes(model, step, 0, repeat, budget, plain=False, mode="ops").steps
-               if mode == "full" and not cuda else [])  # fmt: skip
+        ops = (
+            _step_passes(model, step, 0, repeat, budget, plain=False, mode="ops").steps
+            if mode == "full" and not cuda
+            else []
+        )
     return _with_times(base, passes, ops, warmup, cost)
 
 
@@ -74,8 +85,16 @@ class _Passes:
     plain_bwd: list[list[float]] = dataclasses.field(default_factory=list)
 
 
-def _step_passes(model: torch.nn.Module, step: RunStep, warmup: int, repeat: int,
-                 budget: float | None, *, plain: bool, mode: str = "step") -> _Passes:  # fmt: skip
+def _step_passes(
+    model: torch.nn.Module,
+    step: RunStep,
+    warmup: int,
+    repeat: int,
+    budget: float | None,
+    *,
+    plain: bool,
+    mode: str = "step",
+) -> _Passes:
     """Hooked passes of ``mode`` (``"step"``: module hooks and the timing observer, every
     call's figures; ``"ops"``: op times), interleaved with hook-free ones when ``plain``
     (plain, hooked, plain, hooked, ...).
@@ -164,14 +183,17 @@ def _median(values: list[float]) -> float:
     return statistics.median(values) if values else 0.0
 
 
-def _with_times(base: Trace, passes: _Passes, ops: list[Trace], warmup: int,
-                cost: HookCost | None) -> Trace:  # fmt: skip
+def _with_times(
+    base: Trace, passes: _Passes, ops: list[Trace], warmup: int, cost: HookCost | None
+) -> Trace:
     steps = passes.steps
     calls, op_times = _by_key(steps, "module"), _by_key(ops, "op")
     cost = cost or HookCost()
     inside = _descendants(steps[0])
-    segs = {k: _median([float(s.get(k, 0)) for s in passes.segments])
-            for k in {k for s in passes.segments for k in s}}  # fmt: skip
+    segs = {
+        k: _median([float(s.get(k, 0)) for s in passes.segments])
+        for k in {k for s in passes.segments for k in s}
+    }
     if cost != HookCost():
         cost = _on_model(cost, calls, passes, steps[0], inside, segs)
 
@@ -184,8 +206,14 @@ def _with_times(base: Trace, passes: _Passes, ops: list[Trace], warmup: int,
         _, bwd_iqr = _stats(d["bwd"])
         bwd_self, _ = _stats(d["bwd_self"])
         # a module call's figures are still hooked here: _net_of_hooks takes the cost off
-        return dataclasses.replace(n, fwd_time=fwd, fwd_iqr=fwd_iqr, bwd_time=bwd_self,
-                                   bwd_iqr=bwd_iqr, bwd_self_time=bwd_self)  # fmt: skip
+        return dataclasses.replace(
+            n,
+            fwd_time=fwd,
+            fwd_iqr=fwd_iqr,
+            bwd_time=bwd_self,
+            bwd_iqr=bwd_iqr,
+            bwd_self_time=bwd_self,
+        )
 
     nodes, floored = _net_of_hooks([timed(n) for n in base.nodes], calls, cost, inside, segs)
     # a call's backward is its own median plus its children's, so the figures add up
@@ -193,11 +221,13 @@ def _with_times(base: Trace, passes: _Passes, ops: list[Trace], warmup: int,
     for n in reversed(nodes):  # children come after parents
         if n.parent is not None and n.kind == "module":
             inclusive[n.parent] += inclusive[n.id]
-    nodes = [dataclasses.replace(n, bwd_time=inclusive[n.id]) if n.kind == "module" else n
-             for n in nodes]  # fmt: skip
+    nodes = [
+        dataclasses.replace(n, bwd_time=inclusive[n.id]) if n.kind == "module" else n for n in nodes
+    ]
 
-    outside = max(0.0, _stats([t.meta.outside_bwd_time for t in steps])[0]
-                  - segs.get("", 0.0) * cost.segment)  # fmt: skip
+    outside = max(
+        0.0, _stats([t.meta.outside_bwd_time for t in steps])[0] - segs.get("", 0.0) * cost.segment
+    )
     fwd, fwd_iqr = _stats([t.meta.forward_time for t in steps])
     bwd, bwd_iqr = _stats([t.meta.backward_time for t in steps])
     roots = [n for n in nodes if n.kind == "module" and n.parent is None]
@@ -209,23 +239,47 @@ def _with_times(base: Trace, passes: _Passes, ops: list[Trace], warmup: int,
         nodes, fwd, fwd_iqr, root_bwd = _plain_roots(nodes, roots, passes, cost)
         if root_bwd is not None:
             bwd, bwd_iqr = root_bwd[0] + outside, root_bwd[1]
-    clock = "CUDA events (GPU time)" if "CUDA events" in steps[0].meta.timing else (
-        "host clock, labkit's hook cost subtracted")  # fmt: skip
-    how = (f"median (IQR) of {len(steps)} timing-only passes after {warmup} warm-up; {clock}"
-           + (f"; the model's forward and backward from {len(passes.plain_fwd)} hook-free "
-              "passes interleaved with them" if plain else "")
-           + (f"; {cost.describe()}" if cost != HookCost() else "")
-           + (f"; {_floored_words(floored)}" if floored.fwd or floored.bwd else "")
-           + (f"; op times from {len(ops)} op-only passes" if ops else
-              "; op nodes untimed (on CUDA only module times are GPU times)"
-              if "CUDA" in clock and base.meta.mode == "full" else ""))  # fmt: skip
-    missing = _missing_shares(base.meta.no_flop_formula, nodes, fwd + bwd) if ops else (
-        base.meta.no_flop_formula)  # fmt: skip
-    meta = dataclasses.replace(base.meta, forward_time=fwd, backward_time=bwd,
-                               outside_bwd_time=outside, forward_iqr=fwd_iqr,
-                               backward_iqr=bwd_iqr, timing=how, no_flop_formula=missing,
-                               hook_cost=cost.as_dict() if cost != HookCost() else {},
-                               fwd_floored=floored.fwd, bwd_floored=floored.bwd)  # fmt: skip
+    clock = (
+        "CUDA events (GPU time)"
+        if "CUDA events" in steps[0].meta.timing
+        else ("host clock, labkit's hook cost subtracted")
+    )
+    how = (
+        f"median (IQR) of {len(steps)} timing-only passes after {warmup} warm-up; {clock}"
+        + (
+            f"; the model's forward and backward from {len(passes.plain_fwd)} hook-free "
+            "passes interleaved with them"
+            if plain
+            else ""
+        )
+        + (f"; {cost.describe()}" if cost != HookCost() else "")
+        + (f"; {_floored_words(floored)}" if floored.fwd or floored.bwd else "")
+        + (
+            f"; op times from {len(ops)} op-only passes"
+            if ops
+            else "; op nodes untimed (on CUDA only module times are GPU times)"
+            if "CUDA" in clock and base.meta.mode == "full"
+            else ""
+        )
+    )
+    missing = (
+        _missing_shares(base.meta.no_flop_formula, nodes, fwd + bwd)
+        if ops
+        else (base.meta.no_flop_formula)
+    )
+    meta = dataclasses.replace(
+        base.meta,
+        forward_time=fwd,
+        backward_time=bwd,
+        outside_bwd_time=outside,
+        forward_iqr=fwd_iqr,
+        backward_iqr=bwd_iqr,
+        timing=how,
+        no_flop_formula=missing,
+        hook_cost=cost.as_dict() if cost != HookCost() else {},
+        fwd_floored=floored.fwd,
+        bwd_floored=floored.bwd,
+    )
     return base.replace(meta=meta, nodes=tuple(nodes))
 
 
@@ -266,9 +320,13 @@ def _bounded(measured: float, off: float, inside: float) -> tuple[float, float]:
     return (est, 0.0) if est >= floor else (floor, floor - est)
 
 
-def _net_of_hooks(nodes: list[Node], calls: dict[str, dict[str, list[float]]], cost: HookCost,
-                  inside: dict[str, int], segs: dict[str, float]
-                  ) -> tuple[list[Node], _Floored]:  # fmt: skip
+def _net_of_hooks(
+    nodes: list[Node],
+    calls: dict[str, dict[str, list[float]]],
+    cost: HookCost,
+    inside: dict[str, int],
+    segs: dict[str, float],
+) -> tuple[list[Node], _Floored]:
     """Module calls' forward and own backward net of what the hooks still cost, bounded below
     (:data:`FLOOR`); per-pass figures net alike. Children before parents, so a call's floor
     holds its children's net figures."""
@@ -289,10 +347,13 @@ def _net_of_hooks(nodes: list[Node], calls: dict[str, dict[str, list[float]]], c
             bwd_floored.append(n.key)
         eff_f, eff_b = n.fwd_time - fwd, n.bwd_self_time - bwd  # what was taken off
         nodes[n.id] = dataclasses.replace(
-            n, fwd_time=fwd, bwd_time=bwd, bwd_self_time=bwd,
+            n,
+            fwd_time=fwd,
+            bwd_time=bwd,
+            bwd_self_time=bwd,
             fwd_pass_times=tuple(max(t - eff_f, FLOOR * t) for t in d["fwd"]),
             bwd_pass_times=tuple(max(t - eff_b, FLOOR * t) for t in d["bwd_self"]),
-        )  # fmt: skip
+        )
         if n.parent is not None:
             kids[n.parent] += fwd
     return nodes, _Floored(tuple(reversed(fwd_floored)), tuple(reversed(bwd_floored)))
@@ -300,8 +361,11 @@ def _net_of_hooks(nodes: list[Node], calls: dict[str, dict[str, list[float]]], c
 
 def _floored_words(floored: _Floored) -> str:
     """The timing line's words for figures at their floor."""
-    parts = [f"{len(keys)} {what}" for what, keys in (("forward", floored.fwd),
-             ("backward", floored.bwd)) if keys]  # fmt: skip
+    parts = [
+        f"{len(keys)} {what}"
+        for what, keys in (("forward", floored.fwd), ("backward", floored.bwd))
+        if keys
+    ]
     return (
         f"{' and '.join(parts)} module figure(s) at their floor, marked ~ (the hook-cost "
         f"estimate would have left less than the calls inside them or {FLOOR:.0%} of the "
@@ -309,8 +373,9 @@ def _floored_words(floored: _Floored) -> str:
     )
 
 
-def _missing_shares(missing: tuple[dict[str, Any], ...], nodes: list[Node],
-                    step: float) -> tuple[dict[str, Any], ...]:  # fmt: skip
+def _missing_shares(
+    missing: tuple[dict[str, Any], ...], nodes: list[Node], step: float
+) -> tuple[dict[str, Any], ...]:
     """Ops without a FLOP formula, with the measured time of the op nodes that ran them
     (forward + backward) and its share of the step; left without when a module ran them."""
     ops = {n.key: n for n in nodes if n.kind == "op"}
@@ -324,8 +389,14 @@ def _missing_shares(missing: tuple[dict[str, Any], ...], nodes: list[Node],
     return tuple(out)
 
 
-def _on_model(cost: HookCost, calls: dict[str, dict[str, list[float]]], passes: _Passes,
-              step: Trace, inside: dict[str, int], segs: dict[str, float]) -> HookCost:  # fmt: skip
+def _on_model(
+    cost: HookCost,
+    calls: dict[str, dict[str, list[float]]],
+    passes: _Passes,
+    step: Trace,
+    inside: dict[str, int],
+    segs: dict[str, float],
+) -> HookCost:
     """The forward hook cost per call as this model shows it: the hooked passes' root time
     over the hook-free passes' (interleaved, same step), per module call inside the root;
     never below the probe's figure, never above what the calls leave room for."""
@@ -367,8 +438,9 @@ def _room(calls: dict[str, dict[str, list[float]]], step: Trace) -> float:
     return statistics.quantiles(room, n=4, method="inclusive")[0] if len(room) > 1 else room[0]
 
 
-def _plain_roots(nodes: list[Node], roots: list[Node], passes: _Passes, cost: HookCost
-                 ) -> tuple[list[Node], float, float, tuple[float, float] | None]:  # fmt: skip
+def _plain_roots(
+    nodes: list[Node], roots: list[Node], passes: _Passes, cost: HookCost
+) -> tuple[list[Node], float, float, tuple[float, float] | None]:
     """Root calls' forward (and, for one call, backward) from the hook-free passes.
 
     Returns:
@@ -385,6 +457,7 @@ def _plain_roots(nodes: list[Node], roots: list[Node], passes: _Passes, cost: Ho
     root = nodes[roots[0].id]
     b, b_iqr = _stats([sum(b) for b in passes.plain_bwd])
     kids = root.bwd_time - root.bwd_self_time
-    nodes[root.id] = dataclasses.replace(root, bwd_time=b, bwd_self_time=max(0.0, b - kids),
-                                         bwd_iqr=b_iqr)  # fmt: skip
+    nodes[root.id] = dataclasses.replace(
+        root, bwd_time=b, bwd_self_time=max(0.0, b - kids), bwd_iqr=b_iqr
+    )
     return nodes, fwd, fwd_iqr, (b, b_iqr)

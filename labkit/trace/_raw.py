@@ -64,10 +64,29 @@ class RawNode:
     """A node while it is being recorded (mutable; becomes a :class:`Node`)."""
 
     __slots__ = (
-        "bwd_self", "call", "depth", "flops_bwd", "flops_fwd", "fwd_time", "id", "inputs", "key",
-        "kind", "leaf", "lost0", "module", "name", "outputs", "parent", "pending", "saved_bytes",
-        "seq0", "seq1", "t0", "type",
-    )  # fmt: skip
+        "bwd_self",
+        "call",
+        "depth",
+        "flops_bwd",
+        "flops_fwd",
+        "fwd_time",
+        "id",
+        "inputs",
+        "key",
+        "kind",
+        "leaf",
+        "lost0",
+        "module",
+        "name",
+        "outputs",
+        "parent",
+        "pending",
+        "saved_bytes",
+        "seq0",
+        "seq1",
+        "t0",
+        "type",
+    )
 
     def __init__(self, id: int, kind: str, name: str, type: str, parent: RawNode | None) -> None:
         self.id = id
@@ -157,9 +176,18 @@ def module_infos(model: torch.nn.Module, calls: dict[str, int]) -> tuple[ModuleI
             trainable += p.numel() if p.requires_grad else 0
         depth = 0 if not path else path.count(".") + 1
         out.append(
-            ModuleInfo(path, type(mod).__name__, depth, params, nbytes, trainable, shared,
-                       calls.get(path, 0), library_of(type(mod)))
-        )  # fmt: skip
+            ModuleInfo(
+                path,
+                type(mod).__name__,
+                depth,
+                params,
+                nbytes,
+                trainable,
+                shared,
+                calls.get(path, 0),
+                library_of(type(mod)),
+            )
+        )
     return tuple(out)
 
 
@@ -180,10 +208,15 @@ def library_of(cls: type) -> str:
     return _LIBRARY[cls]
 
 
-def build_trace(raw: list[RawNode], edges: list[tuple[int, int, Any, Any]], *,
-                model: torch.nn.Module, meta: dict[str, Any],
-                memory: Sequence[MemorySample] = (),
-                memory_meta: MemoryMeta | None = None) -> Trace:  # fmt: skip
+def build_trace(
+    raw: list[RawNode],
+    edges: list[tuple[int, int, Any, Any]],
+    *,
+    model: torch.nn.Module,
+    meta: dict[str, Any],
+    memory: Sequence[MemorySample] = (),
+    memory_meta: MemoryMeta | None = None,
+) -> Trace:
     """Freeze the recorded nodes into a :class:`Trace`."""
     ids = {r.id: i for i, r in enumerate(raw)}
     bwd_total = [r.bwd_self for r in raw]
@@ -219,5 +252,11 @@ def build_trace(raw: list[RawNode], edges: list[tuple[int, int, Any, Any]], *,
     for r in raw:
         if r.kind == "module":
             calls[r.module or ""] = calls.get(r.module or "", 0) + 1
-    return Trace(TraceMeta(**meta), module_infos(model, calls), nodes, frozen_edges,
-                 memory=tuple(memory), memory_meta=memory_meta)  # fmt: skip
+    return Trace(
+        TraceMeta(**meta),
+        module_infos(model, calls),
+        nodes,
+        frozen_edges,
+        memory=tuple(memory),
+        memory_meta=memory_meta,
+    )

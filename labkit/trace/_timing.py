@@ -49,8 +49,13 @@ class TimingObserver(Observer):
         self._inst = inst
 
     # ------------------------------------------------------------ forward
-    def call(self, node: RawNode, module: torch.nn.Module, args: tuple[object, ...],
-             kwargs: dict[str, object]) -> None:  # fmt: skip
+    def call(
+        self,
+        node: RawNode,
+        module: torch.nn.Module,
+        args: tuple[object, ...],
+        kwargs: dict[str, object],
+    ) -> None:
         if self.cuda:
             ev = torch.cuda.Event(enable_timing=True)
             ev.record()

@@ -58,11 +58,21 @@ _NON_NEGATIVE = re.compile(
     r"time|bytes|flops|params|trainable|calls|count|depth|events|shape|id$|^parent$|^src$|"
     r"^dst$|median|spread|iqr|std|runs|repeat|samples|peak|_by_"
 )
-_SECTIONS = {"meta": TraceMeta, "modules": ModuleInfo, "nodes": Node, "edges": Edge,
-             "memory": MemorySample, "memory_meta": MemoryMeta}  # fmt: skip
+_SECTIONS = {
+    "meta": TraceMeta,
+    "modules": ModuleInfo,
+    "nodes": Node,
+    "edges": Edge,
+    "memory": MemorySample,
+    "memory_meta": MemoryMeta,
+}
 _REQUIRED_TOP = ("meta", "modules", "nodes", "edges")
-LIST_SECTIONS: dict[str, type] = {"modules": ModuleInfo, "nodes": Node, "edges": Edge,
-                                  "memory": MemorySample}  # fmt: skip
+LIST_SECTIONS: dict[str, type] = {
+    "modules": ModuleInfo,
+    "nodes": Node,
+    "edges": Edge,
+    "memory": MemorySample,
+}
 """The sections that are lists of records, in the order a file has them."""
 
 
@@ -84,8 +94,9 @@ def too_deep(source: str) -> TraceFileError:
     )
 
 
-def explain(value: object, cls: type, where: str, source: str,
-            required: tuple[str, ...] = ()) -> None:  # fmt: skip
+def explain(
+    value: object, cls: type, where: str, source: str, required: tuple[str, ...] = ()
+) -> None:
     """Walk one record field by field and raise naming the first bad field and its value.
 
     Runs only after a compiled check (:class:`Readers`) refused ``value``, to name why.
@@ -121,20 +132,32 @@ def check_graph(nodes: Sequence[Node], edges: Sequence[Edge], source: str) -> No
     n = len(nodes)
     for i, node in enumerate(nodes):
         if node.id != i:
-            raise _error(source, f"nodes[{i}].id", f"is {node.id}; node ids must be their "
-                         f"positions 0..{n - 1}")  # fmt: skip
+            raise _error(
+                source,
+                f"nodes[{i}].id",
+                f"is {node.id}; node ids must be their positions 0..{n - 1}",
+            )
         if node.kind not in NODE_KINDS:
-            raise _error(source, f"nodes[{i}].kind", f"is {_show(node.kind)}; it must be one "
-                         f"of {', '.join(NODE_KINDS)}")  # fmt: skip
+            raise _error(
+                source,
+                f"nodes[{i}].kind",
+                f"is {_show(node.kind)}; it must be one of {', '.join(NODE_KINDS)}",
+            )
         parent = node.parent
         if parent is not None and not parent < i:
-            raise _error(source, f"nodes[{i}].parent", f"is {parent}; a parent must be an "
-                         f"earlier node (0..{i - 1})")  # fmt: skip
+            raise _error(
+                source,
+                f"nodes[{i}].parent",
+                f"is {parent}; a parent must be an earlier node (0..{i - 1})",
+            )
     for i, edge in enumerate(edges):
         for end, value in (("src", edge.src), ("dst", edge.dst)):
             if not value < n:
-                raise _error(source, f"edges[{i}].{end}", f"is {value}, but the trace has "
-                             f"{n} nodes (ids 0..{n - 1})")  # fmt: skip
+                raise _error(
+                    source,
+                    f"edges[{i}].{end}",
+                    f"is {value}, but the trace has {n} nodes (ids 0..{n - 1})",
+                )
 
 
 def _record(
@@ -358,26 +381,43 @@ class Readers:
         hints = _hints(cls)
         fields = dataclasses.fields(cls)
         names = tuple(f.name for f in fields)
-        needed = [f.name in required or (f.default is dataclasses.MISSING
-                                         and f.default_factory is dataclasses.MISSING)
-                  for f in fields]  # fmt: skip
+        needed = [
+            f.name in required
+            or (f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
+            for f in fields
+        ]
         first = max((i + 1 for i, n in enumerate(needed) if n), default=0)  # fields before: needed
         factory = object()
-        tails = [tuple(factory if f.default is dataclasses.MISSING else f.default
-                       for f in fields[n:]) for n in range(len(fields) + 1)]  # fmt: skip
+        tails = [
+            tuple(factory if f.default is dataclasses.MISSING else f.default for f in fields[n:])
+            for n in range(len(fields) + 1)
+        ]
         known = frozenset(names)
         env: dict[str, Any] = {
-            "BAD": INVALID, "MISSING": _MISSING, "INF": math.inf, "isfinite": math.isfinite,
-            "CLS": cls, "SD": self._strings.setdefault, "SHARED": {}, "N": len(fields),
-            "FIRST": first, "PREFIXES": [names[:n] for n in range(len(fields) + 1)],
-            "TAILS": tails, "FACTORY": factory,
-            "EXTRA": lambda v: all(_any_ok(x, _non_negative(k), 0) for k, x in v.items()
-                                   if k not in known),
-        }  # fmt: skip
+            "BAD": INVALID,
+            "MISSING": _MISSING,
+            "INF": math.inf,
+            "isfinite": math.isfinite,
+            "CLS": cls,
+            "SD": self._strings.setdefault,
+            "SHARED": {},
+            "N": len(fields),
+            "FIRST": first,
+            "PREFIXES": [names[:n] for n in range(len(fields) + 1)],
+            "TAILS": tails,
+            "FACTORY": factory,
+            "EXTRA": lambda v: all(
+                _any_ok(x, _non_negative(k), 0) for k, x in v.items() if k not in known
+            ),
+        }
         args = ", ".join(f"a{i}" for i in range(len(fields)))
-        lines = ["def read(v):", " if type(v) is not dict: return BAD", " n = len(v)",
-                 " if FIRST <= n <= N and tuple(v) == PREFIXES[n]:",
-                 f"  ({args},) = (*v.values(), *TAILS[n])"]  # fmt: skip
+        lines = [
+            "def read(v):",
+            " if type(v) is not dict: return BAD",
+            " n = len(v)",
+            " if FIRST <= n <= N and tuple(v) == PREFIXES[n]:",
+            f"  ({args},) = (*v.values(), *TAILS[n])",
+        ]
         for i, f in enumerate(fields):
             if f.default_factory is not dataclasses.MISSING:
                 env[f"F{i}"] = f.default_factory
@@ -402,10 +442,14 @@ class Readers:
         lines.append("  if k != n and not EXTRA(v): return BAD")
         if share:  # nested records (a tensor's meta): one object per distinct value
             lines += [f" key = ({args},)", " o = SHARED.get(key)", " if o is None:"]
-            lines += [f"  a{i} = SD(a{i}, a{i})" for i, f in enumerate(fields)
-                      if hints[f.name] is str]  # fmt: skip
-            lines += [f"  a{i} = SHAPES.setdefault(a{i}, a{i})" for i, f in enumerate(fields)
-                      if "SHAPES" in env and _is_shape(hints[f.name])]  # fmt: skip
+            lines += [
+                f"  a{i} = SD(a{i}, a{i})" for i, f in enumerate(fields) if hints[f.name] is str
+            ]
+            lines += [
+                f"  a{i} = SHAPES.setdefault(a{i}, a{i})"
+                for i, f in enumerate(fields)
+                if "SHAPES" in env and _is_shape(hints[f.name])
+            ]
             lines += [f"  o = SHARED[key] = CLS({args})", " return o"]
         elif _plain_init(cls):  # what its __init__ would do, at half the cost of the
             # frozen dataclass's object.__setattr__ per field (a third of a big file's time)
@@ -420,9 +464,15 @@ class Readers:
         return read
 
     def _field_code(
-        self, hint: Any, name: str, i: int, env: dict[str, Any], *, intern: bool = True,
+        self,
+        hint: Any,
+        name: str,
+        i: int,
+        env: dict[str, Any],
+        *,
+        intern: bool = True,
         x: str = "x",
-    ) -> list[str]:  # fmt: skip
+    ) -> list[str]:
         """Lines that check the value in variable ``x`` and leave it, converted, in ``a{i}``
         (or ``return BAD``)."""
         non_neg = _non_negative(name)
@@ -439,22 +489,30 @@ class Readers:
             return [f"if {test}: return BAD", *keep]
         if hint is float:
             if non_neg:
-                test = (f"not ((type({x}) is float and 0.0 <= {x} < INF) or "
-                        f"(type({x}) is int and {x} >= 0))")  # fmt: skip
+                test = (
+                    f"not ((type({x}) is float and 0.0 <= {x} < INF) or "
+                    f"(type({x}) is int and {x} >= 0))"
+                )
             else:
                 test = f"not (type({x}) is int or (type({x}) is float and isfinite({x})))"
             return [f"if {test}: return BAD", *keep]
         if hint is bool:
             return [f"if type({x}) is not bool: return BAD", *keep]
         if hint is str:
-            return [f"if type({x}) is not str: return BAD",
-                    *([f"{a} = SD({x}, {x})"] if intern else keep)]  # fmt: skip
+            return [
+                f"if type({x}) is not str: return BAD",
+                *([f"{a} = SD({x}, {x})"] if intern else keep),
+            ]
         if origin is tuple and args and args[0] is int and _hashable(hint):  # a shape, inline
             env.setdefault("SHAPES", self._shapes)
             test = "type(y) is not int" + (" or y < 0" if non_neg else "")
-            return [f"if type({x}) is not list: return BAD", f"for y in {x}:",
-                    f" if {test}: return BAD", f"{a} = tuple({x})",
-                    *([f"{a} = SHAPES.setdefault({a}, {a})"] if intern else [])]  # fmt: skip
+            return [
+                f"if type({x}) is not list: return BAD",
+                f"for y in {x}:",
+                f" if {test}: return BAD",
+                f"{a} = tuple({x})",
+                *([f"{a} = SHAPES.setdefault({a}, {a})"] if intern else []),
+            ]
         env[f"R{i}"] = self.value(hint, non_neg)
         return [f"{a} = R{i}({x})", f"if {a} is BAD: return BAD"]
 
@@ -565,8 +623,9 @@ def _any_ok(value: Any, non_neg: bool, depth: int) -> bool:
     if depth >= MAX_DEPTH:
         return False
     if t is dict:
-        return all(_any_ok(v, non_neg or _non_negative(str(k)), depth + 1)
-                   for k, v in value.items())  # fmt: skip
+        return all(
+            _any_ok(v, non_neg or _non_negative(str(k)), depth + 1) for k, v in value.items()
+        )
     if t is list:
         return all(_any_ok(v, non_neg, depth + 1) for v in value)
     return True

@@ -13,8 +13,15 @@ from labkit.trace.summary import module_rows
 if TYPE_CHECKING:
     from labkit.trace.explain import Explanation
 
-_FIGURES = ("fwd_time", "bwd_time", "flops_fwd", "flops_bwd", "activation_bytes",
-            "saved_bytes", "params")  # fmt: skip
+_FIGURES = (
+    "fwd_time",
+    "bwd_time",
+    "flops_fwd",
+    "flops_bwd",
+    "activation_bytes",
+    "saved_bytes",
+    "params",
+)
 
 
 @dataclass(frozen=True)
@@ -186,9 +193,13 @@ class TraceDiff:
             if r["status"] == "same" and not _big(r, min_rel):
                 continue
             parts = [f"{r['status']:8s} {r['path'] or '(root)'} ({r['type']})"]
-            for f, fmt in (("fwd_time", fmt_time), ("bwd_time", fmt_time),
-                           ("flops_fwd", fmt_count), ("activation_bytes", fmt_bytes),
-                           ("params", fmt_count)):  # fmt: skip
+            for f, fmt in (
+                ("fwd_time", fmt_time),
+                ("bwd_time", fmt_time),
+                ("flops_fwd", fmt_count),
+                ("activation_bytes", fmt_bytes),
+                ("params", fmt_count),
+            ):
                 if len(set(r[f])) > 1:
                     parts.append(f"{f} " + " -> ".join(fmt(v) for v in r[f]))
             if r["shapes"]:
@@ -325,8 +336,9 @@ def diff(*traces: Trace, base: int | str = 0, labels: tuple[str, ...] | None = N
     )
 
 
-def _keyed(matches: list[list[Match]], others: list[int], base: int,
-           n: int) -> tuple[dict[str, list[str | None]], dict[str, str]]:  # fmt: skip
+def _keyed(
+    matches: list[list[Match]], others: list[int], base: int, n: int
+) -> tuple[dict[str, list[str | None]], dict[str, str]]:
     """Each row's path in every trace (the base's modules, then added ones) and its rule."""
     keyed: dict[str, list[str | None]] = {}
     rules: dict[str, str] = {}

@@ -64,26 +64,39 @@ class Observer:
     def stop(self, inst: Instrumentation) -> None:
         """The recording ends (called on error too, before hooks are removed)."""
 
-    def top_call(self, module: torch.nn.Module, args: tuple[object, ...],
-                 kwargs: dict[str, object]) -> None:  # fmt: skip
+    def top_call(
+        self, module: torch.nn.Module, args: tuple[object, ...], kwargs: dict[str, object]
+    ) -> None:
         """A top-level call of the model is about to begin (before its node is made)."""
 
-    def call(self, node: RawNode, module: torch.nn.Module, args: tuple[object, ...],
-             kwargs: dict[str, object]) -> None:  # fmt: skip
+    def call(
+        self,
+        node: RawNode,
+        module: torch.nn.Module,
+        args: tuple[object, ...],
+        kwargs: dict[str, object],
+    ) -> None:
         """A module call began; ``node`` is on top of ``inst.stack``."""
 
     def ret(self, node: RawNode, module: torch.nn.Module, output: object) -> None:
         """A module call returned; ``node`` was just popped."""
 
-    def function(self, node: RawNode, func: Callable[..., object], args: tuple[object, ...],
-                 kwargs: dict[str, object], out: object) -> None:  # fmt: skip
+    def function(
+        self,
+        node: RawNode,
+        func: Callable[..., object],
+        args: tuple[object, ...],
+        kwargs: dict[str, object],
+        out: object,
+    ) -> None:
         """A torch-level op returned tensors; ``node`` is its op node."""
 
     def alias(self, src: object, out: object) -> None:
         """A property such as ``.T`` or ``.data`` returned ``out`` for ``src``."""
 
-    def dispatch(self, func: OpOverload, args: tuple[object, ...], kwargs: dict[str, object],
-                 out: object) -> None:  # fmt: skip
+    def dispatch(
+        self, func: OpOverload, args: tuple[object, ...], kwargs: dict[str, object], out: object
+    ) -> None:
         """An aten op ran (forward, backward or optimizer step)."""
 
     def saved(self, t: torch.Tensor) -> None:
@@ -130,8 +143,9 @@ class Instrumentation:
     _handles: list[RemovableHandle]
     _bwd_handles: list[RemovableHandle]
 
-    def __init__(self, model: torch.nn.Module, observers: Sequence[Observer] = (),
-                 *, ops: bool = False) -> None:  # fmt: skip
+    def __init__(
+        self, model: torch.nn.Module, observers: Sequence[Observer] = (), *, ops: bool = False
+    ) -> None:
         self.model = model
         self.observers = tuple(observers)
         self.ops = ops or any(o.needs_functions for o in self.observers)
@@ -324,8 +338,12 @@ class Instrumentation:
             raise
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:  # fmt: skip
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.failed = self.stack[-1] if (exc is not None and self.stack) else None
         self.error = exc
         try:
@@ -372,8 +390,9 @@ class Instrumentation:
         return node
 
     # ------------------------------------------------------------ module hooks
-    def _pre(self, module: torch.nn.Module, args: tuple[object, ...],
-             kwargs: dict[str, object]) -> None:  # fmt: skip
+    def _pre(
+        self, module: torch.nn.Module, args: tuple[object, ...], kwargs: dict[str, object]
+    ) -> None:
         if not self.enabled:
             return
         t_in = _perf()
@@ -404,8 +423,13 @@ class Instrumentation:
         node.t0 = t_out
         node.lost0 = self.lost
 
-    def _post(self, module: torch.nn.Module, args: tuple[object, ...], kwargs: dict[str, object],
-              output: object) -> None:  # fmt: skip
+    def _post(
+        self,
+        module: torch.nn.Module,
+        args: tuple[object, ...],
+        kwargs: dict[str, object],
+        output: object,
+    ) -> None:
         if not self.enabled:
             return
         t_in = _perf()
@@ -435,9 +459,16 @@ class Instrumentation:
         self.op = node
         return node
 
-    def end_op(self, node: RawNode, func: Callable[..., object], args: tuple[object, ...],
-               kwargs: dict[str, object], out: object, elapsed: float,
-               has_tensors: bool) -> None:  # fmt: skip
+    def end_op(
+        self,
+        node: RawNode,
+        func: Callable[..., object],
+        args: tuple[object, ...],
+        kwargs: dict[str, object],
+        out: object,
+        elapsed: float,
+        has_tensors: bool,
+    ) -> None:
         """Called by the function mode after the op; keeps the node when it made tensors."""
         self.op = None
         node.seq1 = _get_sequence_nr()
@@ -529,8 +560,9 @@ class Instrumentation:
         self.lost += _perf() - t_in
 
     # ------------------------------------------------------------ optimizer, grads
-    def _opt_pre(self, opt: torch.optim.Optimizer, args: tuple[object, ...],
-                 kwargs: dict[str, object]) -> None:  # fmt: skip
+    def _opt_pre(
+        self, opt: torch.optim.Optimizer, args: tuple[object, ...], kwargs: dict[str, object]
+    ) -> None:
         if self.enabled:
             self._last_phase = "optimizer"
             self.optimizer_name = type(opt).__name__
@@ -538,8 +570,9 @@ class Instrumentation:
                 o.optimizer(opt, True)
             self._in_opt += 1
 
-    def _opt_post(self, opt: torch.optim.Optimizer, args: tuple[object, ...],
-                  kwargs: dict[str, object]) -> None:  # fmt: skip
+    def _opt_post(
+        self, opt: torch.optim.Optimizer, args: tuple[object, ...], kwargs: dict[str, object]
+    ) -> None:
         if self.enabled:
             self._in_opt = max(0, self._in_opt - 1)
             for o in self.observers:

@@ -267,8 +267,9 @@ class _Reader:
         obj = self.readers.record(cls, required=required)(value)
         return self._explained(value, cls, where, required) if obj is INVALID else obj
 
-    def _explained(self, value: object, cls: type, where: str,
-                   required: tuple[str, ...] = ()) -> object:  # fmt: skip
+    def _explained(
+        self, value: object, cls: type, where: str, required: tuple[str, ...] = ()
+    ) -> object:
         _validate.explain(value, cls, where, self.source, required)  # raises, naming the field
         raise TraceFileError(f"{self.source}: field {where} is malformed")  # not reached
 
@@ -287,9 +288,15 @@ class _Reader:
             memory_meta = self.record(memory_meta, MemoryMeta, "memory_meta")
         _validate.explain_unknown(data, source)
         _validate.check_graph(data["nodes"], data["edges"], source)
-        return Trace(meta=meta, modules=data["modules"], nodes=data["nodes"],
-                     edges=data["edges"], memory=data.get("memory", ()),
-                     version=data["version"], memory_meta=memory_meta)  # fmt: skip
+        return Trace(
+            meta=meta,
+            modules=data["modules"],
+            nodes=data["nodes"],
+            edges=data["edges"],
+            memory=data.get("memory", ()),
+            version=data["version"],
+            memory_meta=memory_meta,
+        )
 
 
 # ------------------------------------------------------------------ the text, streamed
@@ -325,8 +332,9 @@ def _walk(text: str, pos: int, reader: _Reader | None) -> None:
     else:
         while True:
             if not text.startswith('"', pos):
-                raise json.JSONDecodeError("Expecting property name enclosed in double quotes",
-                                           text, pos)  # fmt: skip
+                raise json.JSONDecodeError(
+                    "Expecting property name enclosed in double quotes", text, pos
+                )
             key, pos = _DECODE(text, pos)
             pos = _skip(text, pos)
             if not text.startswith(":", pos):

@@ -7,8 +7,13 @@ import dataclasses
 from labkit.trace.model import Edge, ModuleInfo, Node, Trace
 
 _MEANS = ("fwd_time", "bwd_time", "bwd_self_time", "flops_fwd", "flops_bwd", "saved_bytes")
-_META_MEANS = ("forward_time", "backward_time", "outside_flops_fwd", "outside_flops_bwd",
-               "outside_bwd_time")  # fmt: skip
+_META_MEANS = (
+    "forward_time",
+    "backward_time",
+    "outside_flops_fwd",
+    "outside_flops_bwd",
+    "outside_bwd_time",
+)
 
 
 def merge(*traces: Trace) -> Trace:
@@ -46,16 +51,18 @@ def merge(*traces: Trace) -> Trace:
                 acc[a] += getattr(n, a) * w
             if n.key in nodes:
                 old = nodes[n.key]
-                nodes[n.key] = dataclasses.replace(old, count=old.count + n.count,
-                                                   runs=old.runs + n.runs)  # fmt: skip
+                nodes[n.key] = dataclasses.replace(
+                    old, count=old.count + n.count, runs=old.runs + n.runs
+                )
             else:
-                nodes[n.key] = dataclasses.replace(n, id=len(nodes), parent=parent,
-                                                   fwd_iqr=0.0, bwd_iqr=0.0)  # fmt: skip
+                nodes[n.key] = dataclasses.replace(
+                    n, id=len(nodes), parent=parent, fwd_iqr=0.0, bwd_iqr=0.0
+                )
     for key, n in nodes.items():
         acc = sums[key]
-        nodes[key] = dataclasses.replace(n, **{
-            a: (type(getattr(n, a))(acc[a] / total_runs)) for a in _MEANS
-        })  # fmt: skip
+        nodes[key] = dataclasses.replace(
+            n, **{a: (type(getattr(n, a))(acc[a] / total_runs)) for a in _MEANS}
+        )
         for e in t.edges:
             edges.setdefault((t.nodes[e.src].key, t.nodes[e.dst].key, e.shape, e.dtype))
     merged_edges = tuple(Edge(nodes[s].id, nodes[d].id, shape, dt) for s, d, shape, dt in edges)

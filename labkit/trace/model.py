@@ -49,10 +49,21 @@ class TensorMeta:
 
 
 _DTYPE_BYTES = {
-    "float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4,
-    "int16": 2, "int8": 1, "uint8": 1, "bool": 1, "complex64": 8, "complex128": 16,
-    "float8_e4m3fn": 1, "float8_e5m2": 1,
-}  # fmt: skip
+    "float64": 8,
+    "float32": 4,
+    "float16": 2,
+    "bfloat16": 2,
+    "int64": 8,
+    "int32": 4,
+    "int16": 2,
+    "int8": 1,
+    "uint8": 1,
+    "bool": 1,
+    "complex64": 8,
+    "complex128": 16,
+    "float8_e4m3fn": 1,
+    "float8_e5m2": 1,
+}
 
 
 @dataclass(frozen=True)
@@ -485,11 +496,23 @@ class Trace:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Trace):
             return NotImplemented
-        return (self.version, self.meta, self.modules, self.nodes, self.edges, self.memory,
-                self.memory_meta) == (
-            other.version, other.meta, other.modules, other.nodes, other.edges, other.memory,
+        return (
+            self.version,
+            self.meta,
+            self.modules,
+            self.nodes,
+            self.edges,
+            self.memory,
+            self.memory_meta,
+        ) == (
+            other.version,
+            other.meta,
+            other.modules,
+            other.nodes,
+            other.edges,
+            other.memory,
             other.memory_meta,
-        )  # fmt: skip
+        )
 
     def __repr__(self) -> str:
         calls = sum(1 for n in self.nodes if n.kind == "module")

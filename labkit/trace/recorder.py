@@ -117,9 +117,14 @@ class Recorder:
         True
     """
 
-    def __init__(self, model: torch.nn.Module, *, mode: str = "full",
-                 observers: tuple[Observer, ...] | list[Observer] = (),
-                 memory: MemoryObserver | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        *,
+        mode: str = "full",
+        observers: tuple[Observer, ...] | list[Observer] = (),
+        memory: MemoryObserver | None = None,
+    ) -> None:
         check_model(model, "Recorder")
         if mode not in _PASS_MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
@@ -128,8 +133,11 @@ class Recorder:
         self.trace: Trace | None = None
         self.notes: list[str] = []
         self.extra = tuple(observers)
-        self.graph = GraphObserver(ops=mode == "full", saved=mode == "full") if mode in (
-            "timing", "full") else None  # fmt: skip
+        self.graph = (
+            GraphObserver(ops=mode == "full", saved=mode == "full")
+            if mode in ("timing", "full")
+            else None
+        )
         self.flops = FlopObserver() if mode == "full" else None
         self.memory: MemoryObserver | None = None
         if mode == "full":
@@ -137,8 +145,9 @@ class Recorder:
         elif memory is not None:
             raise ValueError("memory= is for mode='full'; pass the tracker in observers=")
         per_op = any(o.needs_dispatch for o in self.extra)
-        self.timing = TimingObserver(cuda=_on_cuda(model)) if (
-            mode != "full" and not per_op) else None  # fmt: skip
+        self.timing = (
+            TimingObserver(cuda=_on_cuda(model)) if (mode != "full" and not per_op) else None
+        )
         obs = [o for o in (self.timing, self.graph, self.flops, self.memory) if o is not None]
         self.inst = Instrumentation(model, [*obs, *self.extra], ops=mode in ("full", "ops"))
 
@@ -188,8 +197,12 @@ class Recorder:
         self.inst.__enter__()  # attaches first when needed, and detaches again on exit
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:  # fmt: skip
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         failing = self.inst.stack[-1] if self.inst.stack else None
         self.inst.__exit__(exc_type, exc, tb)
         self.trace = self._build()
@@ -239,15 +252,17 @@ class Recorder:
         else:
             memory, memory_meta = (), None
         edges = self.graph.edges if self.graph is not None else []
-        return build_trace(inst.nodes, edges, model=self.model, meta=meta, memory=memory,
-                           memory_meta=memory_meta)  # fmt: skip
+        return build_trace(
+            inst.nodes, edges, model=self.model, meta=meta, memory=memory, memory_meta=memory_meta
+        )
 
     def _failure_message(self, node: RawNode, exc: BaseException) -> str:
         where = f"module '{node.module}'" if node.module else "the root module"
         metas = [freeze_meta(m) for m in node.inputs]
-        ins = ", ".join(
-            f"{m.name or 'arg'}: {m.dtype}{fmt_shape(m.shape)}" for m in metas
-        ) or "no tensors"  # fmt: skip
+        ins = (
+            ", ".join(f"{m.name or 'arg'}: {m.dtype}{fmt_shape(m.shape)}" for m in metas)
+            or "no tensors"
+        )
         return (
             f"{type(self.model).__name__} failed in {where} ({node.type}) called with "
             f"inputs ({ins}): {type(exc).__name__}: {exc}"

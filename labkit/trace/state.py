@@ -119,10 +119,19 @@ def _watched(v: object) -> bool:
         return True
     return (
         hasattr(v, "__dict__")
-        and not isinstance(v, (torch.nn.Module, torch.Tensor, type, types.FunctionType,
-                               types.MethodType, types.ModuleType))
+        and not isinstance(
+            v,
+            (
+                torch.nn.Module,
+                torch.Tensor,
+                type,
+                types.FunctionType,
+                types.MethodType,
+                types.ModuleType,
+            ),
+        )
         and not callable(v)
-    )  # fmt: skip
+    )
 
 
 def _contents(v: object) -> Contents:
@@ -159,9 +168,10 @@ class _Attrs:
         self.tensors = [
             _Saved(v)
             for v in self.names.values()
-            if isinstance(v, torch.Tensor) and not isinstance(v, torch.nn.Parameter)
+            if isinstance(v, torch.Tensor)
+            and not isinstance(v, torch.nn.Parameter)
             and _has_values(v)
-        ]  # fmt: skip
+        ]
         watched = [k for k, v in self.names.items() if _watched(v)]
         self.contents = {k: _contents(self.names[k]) for k in watched}
         self.nested = {k: _nested(self.names[k]) for k in watched}
@@ -214,9 +224,15 @@ class StepState:
         (True, True)
     """
 
-    def __init__(self, model: torch.nn.Module | None, inputs: object = None, *,
-                 optimizers: Iterable[torch.optim.Optimizer] = (),
-                 scalers: Iterable[Any] = (), rng: bool = True) -> None:  # fmt: skip
+    def __init__(
+        self,
+        model: torch.nn.Module | None,
+        inputs: object = None,
+        *,
+        optimizers: Iterable[torch.optim.Optimizer] = (),
+        scalers: Iterable[Any] = (),
+        rng: bool = True,
+    ) -> None:
         self.model = model
         modules = list(model.named_modules(remove_duplicate=True)) if model is not None else []
         self._training = [(m, m.training) for _, m in modules]
@@ -235,11 +251,12 @@ class StepState:
         self._grads: list[tuple[torch.Tensor, torch.Tensor | None, _Saved | None]] = [
             (p, p.grad, _Saved(p.grad) if p.grad is not None and _has_values(p.grad) else None)
             for p in (model.parameters() if model is not None else ())
-        ]  # fmt: skip
+        ]
         self._attrs = [
-            _Attrs(m, path, _MODULE_INTERNALS) for path, m in modules
+            _Attrs(m, path, _MODULE_INTERNALS)
+            for path, m in modules
             if not isinstance(m, torch.jit.ScriptModule)
-        ]  # fmt: skip
+        ]
         for _, t in named_tensors(inputs):
             if id(t) not in seen and _has_values(t):
                 _save(t, seen)
@@ -276,8 +293,11 @@ class StepState:
         for a in self._attrs:
             for k in a.changed():
                 v = a.names[k]
-                kind = (f"a {type(v).__name__}" if isinstance(v, (list, dict, set, deque))
-                        else f"a {type(v).__name__} object")  # fmt: skip
+                kind = (
+                    f"a {type(v).__name__}"
+                    if isinstance(v, (list, dict, set, deque))
+                    else f"a {type(v).__name__} object"
+                )
                 where = f"module '{a.where}'" if a.where else "the root module"
                 out.append(f"{where} ({type(a.obj).__name__}): .{k} ({kind})")
         return out
@@ -315,13 +335,17 @@ class _OptState:
         self.group_items = [dict(g) for g in opt.param_groups]
         self.state = {p: (s, dict(s)) for p, s in opt.state.items()}
         self.tensors = [
-            _Saved(v) for _, items in self.state.values() for v in items.values()
+            _Saved(v)
+            for _, items in self.state.values()
+            for v in items.values()
             if isinstance(v, torch.Tensor) and _has_values(v)
-        ]  # fmt: skip
+        ]
         self.group_tensors = [
-            _Saved(v) for g in self.group_items for k, v in g.items()
+            _Saved(v)
+            for g in self.group_items
+            for k, v in g.items()
             if k != "params" and isinstance(v, torch.Tensor) and _has_values(v)
-        ]  # fmt: skip
+        ]
         self.attrs = _Attrs(opt, type(opt).__name__, _OPT_INTERNALS | _hook_names(opt))
 
     def restore(self) -> None:

@@ -81,8 +81,9 @@ def default_loss(out: object) -> torch.Tensor | None:
     return total
 
 
-def backward_target(out: object, loss: Callable[[Any], Any] | None,
-                    notes: list[str]) -> torch.Tensor | None:  # fmt: skip
+def backward_target(
+    out: object, loss: Callable[[Any], Any] | None, notes: list[str]
+) -> torch.Tensor | None:
     """The scalar to call ``backward()`` on: ``loss(out)``, or :func:`default_loss` (the sum
     of the floating-point outputs' means); ``None`` (with a note saying why) when there is
     none."""
@@ -188,10 +189,11 @@ class Step:
     def state(self) -> StepState:
         """What this step can touch, saved now (see :class:`StepState`)."""
         return StepState(
-            self.model, (self.args, self.kwargs),
+            self.model,
+            (self.args, self.kwargs),
             optimizers=[self.optimizer] if self.optimizer is not None else [],
             scalers=[self.scaler] if self.scaler is not None else [],
-        )  # fmt: skip
+        )
 
 
 OnError = Callable[[BaseException, Recorder], None]
@@ -278,8 +280,15 @@ def record_step(
             kept = step.state()
         if repeat:
             with _deep_enough(step.model), passes.timing():
-                base = time_step(step.model, step, base, mode=mode, warmup=warmup,
-                                 repeat=repeat, budget=time_budget)  # fmt: skip
+                base = time_step(
+                    step.model,
+                    step,
+                    base,
+                    mode=mode,
+                    warmup=warmup,
+                    repeat=repeat,
+                    budget=time_budget,
+                )
     finally:
         (kept or state).restore()
     # after the snapshot is put back: what differs now stays with the user
@@ -455,17 +464,20 @@ def _with_notes(trace: Trace, step: Step, changed: list[str], globals_: list[str
         more.append(KEEP_OUTPUT_NOTE if step.keep_output else FREE_OUTPUT_NOTE)
     if changed:
         more.append(
-            "the step changed what labkit cannot put back: " + "; ".join(changed)
+            "the step changed what labkit cannot put back: "
+            + "; ".join(changed)
             + f" (in place; the recording and timing passes ran the step {step.calls} "
-            + ("time" if step.calls == 1 else "times") + ")"
-        )  # fmt: skip
+            + ("time" if step.calls == 1 else "times")
+            + ")"
+        )
     if globals_:
         more.append(
             "module-level state changed by the step and not put back (labkit restores the "
-            "model, inputs, optimizer and RNGs, not module globals): " + ", ".join(globals_)
+            "model, inputs, optimizer and RNGs, not module globals): "
+            + ", ".join(globals_)
             + f"; the recording and timing passes ran the step {step.calls} "
             + ("time" if step.calls == 1 else "times")
-        )  # fmt: skip
+        )
     return add_notes(trace, *more)
 
 
@@ -526,8 +538,12 @@ def check_inputs(what: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> No
             )
 
 
-def check_keywords(what: str, model: torch.nn.Module, given: dict[str, tuple[Any, Any]],
-                   model_kwargs: dict[str, Any] | None) -> None:  # fmt: skip
+def check_keywords(
+    what: str,
+    model: torch.nn.Module,
+    given: dict[str, tuple[Any, Any]],
+    model_kwargs: dict[str, Any] | None,
+) -> None:
     """Raise a TypeError when one of ``what``'s own options was given a value and the model's
     forward takes an argument of that name: it would be labkit's, silently.
 

@@ -11,10 +11,21 @@ if TYPE_CHECKING:
     from labkit.trace.model import Trace
 
 _SUMMED = (
-    "calls", "fwd_time", "fwd_self_time", "bwd_time", "bwd_self_time", "flops_fwd",
-    "flops_bwd", "flops_fwd_self", "flops_bwd_self", "activation_bytes", "saved_bytes",
-    "saved_bytes_self", "fwd_iqr", "bwd_iqr",
-)  # fmt: skip
+    "calls",
+    "fwd_time",
+    "fwd_self_time",
+    "bwd_time",
+    "bwd_self_time",
+    "flops_fwd",
+    "flops_bwd",
+    "flops_fwd_self",
+    "flops_bwd_self",
+    "activation_bytes",
+    "saved_bytes",
+    "saved_bytes_self",
+    "fwd_iqr",
+    "bwd_iqr",
+)
 
 
 NOISY = 0.5
@@ -216,8 +227,10 @@ def summarize(
         f"{fmt_bytes(sum(m.param_bytes for m in trace.modules))}; mode={trace.meta.mode}"
     )
     if trace.meta.runs > 1:
-        out.append(f"Merged: {trace.meta.runs} runs; figures are per-run means; Runs = in how "
-                   "many runs the module ran")  # fmt: skip
+        out.append(
+            f"Merged: {trace.meta.runs} runs; figures are per-run means; Runs = in how "
+            "many runs the module ran"
+        )
     if any(c in _TIMES for c in columns):
         out.append(f"Times: {trace.meta.timing or 'as recorded'} ({trace.meta.device})")
     if any(_NOISY_MARK in str(cell) for cell in [*(c for b in body for c in b), *total]):

@@ -90,10 +90,16 @@ class LabCallback(pl.Callback):
         self.stopped = False
         self._writer = writer
         self._log_every = log_every
-        self.recorder = StepRecorder(sink, flush_interval=flush_interval, stop=self.poll,
-                                     logdir=self.logdir, trace_every=trace_every,
-                                     histogram_every=histogram_every, writer=writer,
-                                     log_every=log_every)  # fmt: skip
+        self.recorder = StepRecorder(
+            sink,
+            flush_interval=flush_interval,
+            stop=self.poll,
+            logdir=self.logdir,
+            trace_every=trace_every,
+            histogram_every=histogram_every,
+            writer=writer,
+            log_every=log_every,
+        )
         self._t_end = 0.0
         self._t_start = 0.0
         self._flops: _StepFlops | None = None  # counting the first step's FLOPs (rank 0)
@@ -137,9 +143,11 @@ class LabCallback(pl.Callback):
         total = trainer.estimated_stepping_batches
         self.recorder.start(
             total_steps=int(total) if total != float("inf") else None,
-            max_epochs=trainer.max_epochs, world_size=trainer.world_size,
-            start_step=trainer.global_step, resumed_from=self.resumed_from,
-        )  # fmt: skip
+            max_epochs=trainer.max_epochs,
+            world_size=trainer.world_size,
+            start_step=trainer.global_step,
+            resumed_from=self.resumed_from,
+        )
 
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         writer = self.recorder.writer if trainer.is_global_zero else None
@@ -164,8 +172,9 @@ class LabCallback(pl.Callback):
             self.recorder.learning_rate(optimizer, trainer.global_step)
             self.recorder.histograms(self._net(pl_module), trainer.global_step)
 
-    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: Any, outputs: Any, batch: Any,
-                           i: int) -> None:  # fmt: skip
+    def on_train_batch_end(
+        self, trainer: pl.Trainer, pl_module: Any, outputs: Any, batch: Any, i: int
+    ) -> None:
         now = time.perf_counter()
         step = trainer.global_step  # already counts this step
         self.recorder.end_step(step)
@@ -211,8 +220,14 @@ class LabCallback(pl.Callback):
                 metrics[k.removesuffix("_epoch")] = v
             elif not k.startswith("train_"):  # train_* without _epoch are last-step values
                 metrics[k] = v
-        self.recorder.emit({"type": "epoch", "epoch": trainer.current_epoch,
-                            "step": trainer.global_step, **metrics})  # fmt: skip
+        self.recorder.emit(
+            {
+                "type": "epoch",
+                "epoch": trainer.current_epoch,
+                "step": trainer.global_step,
+                **metrics,
+            }
+        )
 
     def on_fit_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.recorder.end("stopped" if self.stopped else "finished", trainer.global_step)
@@ -221,8 +236,7 @@ class LabCallback(pl.Callback):
         if self._flops is not None:  # the counted step failed: its counter goes, nothing sent
             self._flops.abandon()
             self._flops = None
-        self.recorder.end("failed", trainer.global_step,
-                          f"{type(exception).__name__}: {exception}")  # fmt: skip
+        self.recorder.end("failed", trainer.global_step, f"{type(exception).__name__}: {exception}")
 
     def _detach(self) -> None:
         self.recorder.detach()
@@ -248,13 +262,16 @@ class _StepFlops:
         self.mode.__enter__()
 
     @classmethod
-    def start(cls, hparams: dict[str, Any], trainer: pl.Trainer,
-              recorder: StepRecorder) -> _StepFlops | None:  # fmt: skip
+    def start(
+        cls, hparams: dict[str, Any], trainer: pl.Trainer, recorder: StepRecorder
+    ) -> _StepFlops | None:
         """Begin counting, or emit why not (a compiled model: its graphs are opaque to the
         counter, and counting would recompile it) and return None."""
         if str(hparams.get("recipe/compile", "none")) not in ("none", "False", ""):
-            why = ("no FLOPs counted: the model is compiled (FlopCounterMode cannot count "
-                   "inside compiled graphs without recompiling them)")  # fmt: skip
+            why = (
+                "no FLOPs counted: the model is compiled (FlopCounterMode cannot count "
+                "inside compiled graphs without recompiling them)"
+            )
             recorder.emit({"type": "flops", "flops": None, "how": why})
             return None
         from labkit._utilization import dtype_of
@@ -268,12 +285,18 @@ class _StepFlops:
     def stop(self, step: int, net: torch.nn.Module) -> None:
         """End counting after training step ``step`` and emit the ``flops`` event."""
         self.mode.__exit__(None, None, None)
-        self.recorder.emit({
-            "type": "flops", "step": step, "flops": int(self.mode.get_total_flops()),
-            "device": self.device, "device_name": self.name, "dtype": self.dtype,
-            "how": f"training step {step} (forward, backward and optimizer step of "
-                   f"{type(net).__name__}, one process)",
-        })  # fmt: skip
+        self.recorder.emit(
+            {
+                "type": "flops",
+                "step": step,
+                "flops": int(self.mode.get_total_flops()),
+                "device": self.device,
+                "device_name": self.name,
+                "dtype": self.dtype,
+                "how": f"training step {step} (forward, backward and optimizer step of "
+                f"{type(net).__name__}, one process)",
+            }
+        )
 
     def abandon(self) -> None:
         """Leave the counter (the step failed)."""
@@ -299,8 +322,14 @@ class LabCheckpoint(pl.Callback):
         keep_epochs: Also keep ``epoch=NNN.ckpt`` for every saved epoch.
     """
 
-    def __init__(self, sink: Sink, *, dirpath: str | os.PathLike[str], every_n_epochs: int = 1,
-                 keep_epochs: bool = False) -> None:  # fmt: skip
+    def __init__(
+        self,
+        sink: Sink,
+        *,
+        dirpath: str | os.PathLike[str],
+        every_n_epochs: int = 1,
+        keep_epochs: bool = False,
+    ) -> None:
         self._sink = sink
         self.dirpath = Path(dirpath)
         self.every_n_epochs = max(1, every_n_epochs)
@@ -315,14 +344,22 @@ class LabCheckpoint(pl.Callback):
         for path in paths:
             trainer.save_checkpoint(str(path))
             if trainer.is_global_zero:
-                self._sink({"type": "checkpoint", "path": str(path), "t": time.time(),
-                            "step": trainer.global_step,
-                            "epoch": trainer.current_epoch})  # fmt: skip
+                self._sink(
+                    {
+                        "type": "checkpoint",
+                        "path": str(path),
+                        "t": time.time(),
+                        "step": trainer.global_step,
+                        "epoch": trainer.current_epoch,
+                    }
+                )
 
     def __repr__(self) -> str:
-        return (f"LabCheckpoint(dirpath={str(self.dirpath)!r}, "
-                f"every_n_epochs={self.every_n_epochs}, "
-                f"keep_epochs={self.keep_epochs})")  # fmt: skip
+        return (
+            f"LabCheckpoint(dirpath={str(self.dirpath)!r}, "
+            f"every_n_epochs={self.every_n_epochs}, "
+            f"keep_epochs={self.keep_epochs})"
+        )
 
 
 class EpochSeed(pl.Callback):

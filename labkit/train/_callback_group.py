@@ -17,9 +17,10 @@ import lightning.pytorch as pl
 
 _BASE = pl.Callback
 HOOKS = tuple(
-    name for name, fn in vars(_BASE).items()
+    name
+    for name, fn in vars(_BASE).items()
     if callable(fn) and (name.startswith("on_") or name in ("setup", "teardown"))
-)  # fmt: skip
+)
 
 
 def _overrides(callback: pl.Callback, hook: str) -> bool:
@@ -58,9 +59,7 @@ class CallbackGroup(pl.Callback):
                 setattr(self, hook, _fan_out(methods))
 
     def state_dict(self) -> dict[str, Any]:
-        return {
-            cb.state_key: state for cb in self.callbacks if (state := cb.state_dict())
-        }  # fmt: skip
+        return {cb.state_key: state for cb in self.callbacks if (state := cb.state_dict())}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         for cb in self.callbacks:

@@ -92,8 +92,11 @@ def _open_append(path: Path) -> Any:
     try:
         fd = os.open(path, flags, 0o666)
     except OSError as exc:  # ENXIO: a FIFO nobody reads; EISDIR: a folder
-        raise OutputPathError(f"cannot write the events file {path}: {exc.strerror}; it must be "
-                              "a regular file: remove it", path) from None  # fmt: skip
+        raise OutputPathError(
+            f"cannot write the events file {path}: {exc.strerror}; it must be "
+            "a regular file: remove it",
+            path,
+        ) from None
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
         raise OutputPathError(f"the events file {path} is not a regular file; remove it", path)
@@ -109,8 +112,9 @@ class EventsFileError(ValueError):
     """The events file holds a line that is not a JSON event; names the file and line."""
 
 
-def read_events(path: str | os.PathLike[str], offset: int = 0, *,
-                limit: int = MAX_EVENTS_READ) -> tuple[list[dict[str, Any]], int]:  # fmt: skip
+def read_events(
+    path: str | os.PathLike[str], offset: int = 0, *, limit: int = MAX_EVENTS_READ
+) -> tuple[list[dict[str, Any]], int]:
     """Complete events after byte ``offset``; returns them and the offset to read from next.
 
     At most ``limit`` bytes are read per call. The file must be a regular file (a FIFO or
@@ -140,8 +144,10 @@ def read_events(path: str | os.PathLike[str], offset: int = 0, *,
             except ValueError:
                 event = None
             if not isinstance(event, dict):
-                raise EventsFileError(f"{path}: the line at byte {at} is not a JSON event "
-                                      f"({line[:60]!r}); the events file is corrupt")  # fmt: skip
+                raise EventsFileError(
+                    f"{path}: the line at byte {at} is not a JSON event "
+                    f"({line[:60]!r}); the events file is corrupt"
+                )
             events.append(_restore(event))
         at += len(line)
     return events, offset + end + 1

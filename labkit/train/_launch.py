@@ -45,8 +45,11 @@ class DDPWorkerError(RuntimeError):
 def under_launcher() -> bool:
     """Whether torchrun (torchelastic), SLURM or MPI already created this process's peers."""
     env = os.environ
-    return "TORCHELASTIC_RUN_ID" in env or ("LOCAL_RANK" in env and "WORLD_SIZE" in env) or (
-        "SLURM_NTASKS" in env and int(env.get("SLURM_NTASKS", "1")) > 1)  # fmt: skip
+    return (
+        "TORCHELASTIC_RUN_ID" in env
+        or ("LOCAL_RANK" in env and "WORLD_SIZE" in env)
+        or ("SLURM_NTASKS" in env and int(env.get("SLURM_NTASKS", "1")) > 1)
+    )
 
 
 def cuda_initialised() -> bool:
@@ -121,9 +124,12 @@ def plan(*, devices: Any, strategy: Any, num_nodes: int, launch: str = "auto") -
     if isinstance(strategy, str) and strategy not in ("auto", "ddp", "ddp_notebook", "ddp_fork"):
         return Plan("inline", n, f"strategy={strategy!r} launches its own processes")
     if cuda_initialised():
-        return Plan("subprocess", n,
-                    "CUDA is already initialised in this kernel, so its processes cannot be "
-                    "forked: the fit runs in a fresh subprocess instead")  # fmt: skip
+        return Plan(
+            "subprocess",
+            n,
+            "CUDA is already initialised in this kernel, so its processes cannot be "
+            "forked: the fit runs in a fresh subprocess instead",
+        )
     return Plan("fork", n, f"{n} processes forked from this one (ddp_notebook)")
 
 
@@ -181,12 +187,16 @@ def worker_error(exc: BaseException) -> DDPWorkerError | None:
             return hung
         return DDPWorkerError(
             f"DDP worker rank {exc.error_index} (pid {exc.error_pid}) failed: {last}\n"
-            f"--- its traceback ---\n{exc}", rank=exc.error_index)  # fmt: skip
+            f"--- its traceback ---\n{exc}",
+            rank=exc.error_index,
+        )
     if isinstance(exc, ProcessExitedException):
         how = f"signal {exc.signal_name}" if exc.signal_name else f"exit code {exc.exit_code}"
         return DDPWorkerError(
             f"DDP worker rank {exc.error_index} (pid {exc.error_pid}) died ({how}); the other "
-            "workers were stopped", rank=exc.error_index)  # fmt: skip
+            "workers were stopped",
+            rank=exc.error_index,
+        )
     return None
 
 
@@ -208,7 +218,9 @@ def _hung_rank(exc: Any, last: str) -> DDPWorkerError | None:
         f"DDP rank {names} did not arrive: rank {waited} waited in a collective at "
         f"{describe(progress, waited)} until ddp_timeout, while rank {first} was still at "
         f"{describe(progress, first)} (it hangs or is far slower there); rank {waited} "
-        f"reported: {last}\n--- rank {waited}'s traceback ---\n{exc}", rank=first)  # fmt: skip
+        f"reported: {last}\n--- rank {waited}'s traceback ---\n{exc}",
+        rank=first,
+    )
 
 
 # ---------------------------------------------------------------- subprocess mode

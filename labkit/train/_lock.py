@@ -83,8 +83,14 @@ def _boot_id() -> str | None:
 def _identity() -> dict[str, Any]:
     """What this process writes into a lock: pid, host, when, its start time and token."""
     pid = os.getpid()
-    return {"pid": pid, "host": socket.gethostname(), "started": time.time(),
-            "process_start": _process_start(pid), "boot": _boot_id(), "token": _TOKEN}  # fmt: skip
+    return {
+        "pid": pid,
+        "host": socket.gethostname(),
+        "started": time.time(),
+        "process_start": _process_start(pid),
+        "boot": _boot_id(),
+        "token": _TOKEN,
+    }
 
 
 def _earlier_process(info: dict[str, Any], me: dict[str, Any]) -> str | None:
@@ -99,16 +105,22 @@ def _earlier_process(info: dict[str, Any], me: dict[str, Any]) -> str | None:
         if now is not None and now == start:
             return None  # the very process that wrote it: it holds the lock
         if now is not None:
-            return (f"the process {pid} running now started at another time than its "
-                    "writer (pids repeat: a restarted kernel or container)")  # fmt: skip
+            return (
+                f"the process {pid} running now started at another time than its "
+                "writer (pids repeat: a restarted kernel or container)"
+            )
     if pid == me["pid"]:
         token = info.get("token")
         if token is None and start is None:
-            return ("it names this process's pid but has no process token, so an earlier "
-                    "labkit process with the same pid wrote it")  # fmt: skip
+            return (
+                "it names this process's pid but has no process token, so an earlier "
+                "labkit process with the same pid wrote it"
+            )
         if token is not None and token != me["token"]:
-            return ("it names this process's pid with another process token: an earlier "
-                    "process with this pid wrote it (a restarted kernel or container)")  # fmt: skip
+            return (
+                "it names this process's pid with another process token: an earlier "
+                "process with this pid wrote it (a restarted kernel or container)"
+            )
     return None
 
 
@@ -136,8 +148,11 @@ def _alive(pid: int) -> bool:
 
 def _describe(info: dict[str, Any]) -> str:
     since = info.get("started")
-    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(since)) if isinstance(
-        since, int | float) else "an unknown time"  # fmt: skip
+    when = (
+        time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(since))
+        if isinstance(since, int | float)
+        else "an unknown time"
+    )
     return f"pid {info.get('pid')} on {info.get('host')!r}, since {when}"
 
 
@@ -200,16 +215,16 @@ class LogdirLock:
             return
         self.held = False
         info = _read(self.path)
-        if info is None or (info.get("pid") == os.getpid()
-                            and info.get("token", _TOKEN) == _TOKEN):  # fmt: skip
+        if info is None or (info.get("pid") == os.getpid() and info.get("token", _TOKEN) == _TOKEN):
             with contextlib.suppress(OSError):
                 self.path.unlink()
 
     def __enter__(self) -> LogdirLock:
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:  # fmt: skip
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.release()
 
     def __repr__(self) -> str:
@@ -219,14 +234,20 @@ class LogdirLock:
 def _busy(logdir: Path, path: Path, info: dict[str, Any], me: dict[str, Any]) -> str:
     who = _describe(info)
     if info.get("pid") == me["pid"] and info.get("host") == me["host"]:
-        return (f"another fit in this process is still running in the logdir {logdir} "
-                f"({who}); wait for it (run.wait()) or stop it (lab.stop()) first, or fit "
-                "into another logdir")  # fmt: skip
+        return (
+            f"another fit in this process is still running in the logdir {logdir} "
+            f"({who}); wait for it (run.wait()) or stop it (lab.stop()) first, or fit "
+            "into another logdir"
+        )
     if info.get("host") != me["host"]:
-        return (f"the logdir {logdir} is held by a fit on another machine ({who}); if that "
-                f"fit is gone, delete {path}, or fit into another logdir")  # fmt: skip
-    return (f"the logdir {logdir} is held by another running fit ({who}); wait for it to "
-            "end, stop it, or fit into another logdir")  # fmt: skip
+        return (
+            f"the logdir {logdir} is held by a fit on another machine ({who}); if that "
+            f"fit is gone, delete {path}, or fit into another logdir"
+        )
+    return (
+        f"the logdir {logdir} is held by another running fit ({who}); wait for it to "
+        "end, stop it, or fit into another logdir"
+    )
 
 
 def _check_regular(path: Path, logdir: Path) -> None:
@@ -238,14 +259,20 @@ def _check_regular(path: Path, logdir: Path) -> None:
         return  # removed meanwhile: the next attempt creates it
     if stat.S_ISREG(mode):
         return
-    kinds = {stat.S_ISDIR: "a folder", stat.S_ISLNK: "a symbolic link",
-             stat.S_ISFIFO: "a FIFO (named pipe)", stat.S_ISSOCK: "a socket"}  # fmt: skip
+    kinds = {
+        stat.S_ISDIR: "a folder",
+        stat.S_ISLNK: "a symbolic link",
+        stat.S_ISFIFO: "a FIFO (named pipe)",
+        stat.S_ISSOCK: "a socket",
+    }
     kind = next((word for test, word in kinds.items() if test(mode)), "not a regular file")
     rm = f"rm -r {str(path)!r}" if stat.S_ISDIR(mode) else f"rm {str(path)!r}"
     raise OutputPathError(
         f"the lock path {path} is {kind}, not the lock file labkit writes there; if no fit "
         f"uses the logdir {logdir}, remove it ({rm}) and fit again, or fit into another "
-        "logdir", path)  # fmt: skip
+        "logdir",
+        path,
+    )
 
 
 def _read(path: Path) -> dict[str, Any] | None:

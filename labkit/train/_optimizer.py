@@ -33,8 +33,9 @@ def _held(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
     return [p for g in optimizer.param_groups for p in g["params"]]
 
 
-def bind(optimizer: torch.optim.Optimizer, original: torch.nn.Module,
-         trained: torch.nn.Module) -> torch.optim.Optimizer:  # fmt: skip
+def bind(
+    optimizer: torch.optim.Optimizer, original: torch.nn.Module, trained: torch.nn.Module
+) -> torch.optim.Optimizer:
     """``optimizer`` with every parameter of ``original`` it holds replaced by ``trained``'s.
 
     ``trained`` is a copy of ``original`` (same parameter names). Returns ``optimizer``
@@ -61,11 +62,14 @@ def bind(optimizer: torch.optim.Optimizer, original: torch.nn.Module,
             raise OptimizerCoverageError(
                 f"the optimizer holds the model's parameter {name!r}, which the Recipe "
                 "replaced in the trained copy; build the optimizer from the params the "
-                "factory is given (optimizer=lambda params: ...)")  # fmt: skip
+                "factory is given (optimizer=lambda params: ...)"
+            )
         mapping[id(p)] = target
     bound = copy.copy(optimizer)
-    bound.param_groups = [{**g, "params": [mapping.get(id(p), p) for p in g["params"]]}
-                          for g in optimizer.param_groups]  # fmt: skip
+    bound.param_groups = [
+        {**g, "params": [mapping.get(id(p), p) for p in g["params"]]}
+        for g in optimizer.param_groups
+    ]
     bound.state = defaultdict(dict, {mapping.get(id(p), p): s for p, s in optimizer.state.items()})
     return bound
 
@@ -100,13 +104,15 @@ def check_covers(optimizer: Any, trained: torch.nn.Module, *, where: str = "the 
             f"{where} holds {what} of the model's trainable parameters; it misses {shown}, "
             "which would never change. Build it from the model being trained (a factory "
             "optimizer=lambda params: ... gets them), or freeze what should not train "
-            "(p.requires_grad_(False))")  # fmt: skip
+            "(p.requires_grad_(False))"
+        )
     if foreign:
         shapes = ", ".join(str(list(p.shape)) for p in foreign[:5])
         raise OptimizerCoverageError(
             f"{where} holds {len(foreign)} parameter(s) that are not the trained model's "
             f"(shapes {shapes}): another model's, or a copy's. Build it from the model you "
-            "gave the Lab")  # fmt: skip
+            "gave the Lab"
+        )
 
 
 def _optimizers(value: Any) -> Iterable[torch.optim.Optimizer]:

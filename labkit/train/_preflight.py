@@ -27,9 +27,13 @@ FOLDERS = (CHECKPOINTS, TB_DIR, "traces")
 FILES = (f"{CHECKPOINTS}/{LAST}", "run.json", EVENTS_FILE, STOP_FILE)
 
 
-def check_logdir(logdir: str | os.PathLike[str], model: torch.nn.Module | None = None, *,
-                 optimizer: Any = None,
-                 optimizer_kwargs: Mapping[str, Any] | None = None) -> Path:  # fmt: skip
+def check_logdir(
+    logdir: str | os.PathLike[str],
+    model: torch.nn.Module | None = None,
+    *,
+    optimizer: Any = None,
+    optimizer_kwargs: Mapping[str, Any] | None = None,
+) -> Path:
     """Check (and create) a fit's logdir before any work; see the module docstring.
 
     Args:
@@ -52,7 +56,9 @@ def check_logdir(logdir: str | os.PathLike[str], model: torch.nn.Module | None =
         if path.exists() and not path.is_dir():
             raise OutputPathError(
                 f"the logdir {logdir} holds a file {name!r} where labkit keeps its {name} "
-                f"folder; move {path} away or choose another logdir", path)  # fmt: skip
+                f"folder; move {path} away or choose another logdir",
+                path,
+            )
         if path.is_dir():
             check_folder(path, what=f"{name} folder of the logdir", create=False)
     for name in FILES:
@@ -60,15 +66,22 @@ def check_logdir(logdir: str | os.PathLike[str], model: torch.nn.Module | None =
         if path.is_dir():
             raise OutputPathError(
                 f"the logdir {logdir} holds a folder {name!r} where labkit writes a file; "
-                f"move {path} away or choose another logdir", path)  # fmt: skip
+                f"move {path} away or choose another logdir",
+                path,
+            )
         if os.path.lexists(path) and not path.is_file():  # a FIFO would hang the fit
             raise OutputPathError(
                 f"the logdir {logdir} holds {_kind(path)} {name!r} where labkit reads and "
-                f"writes a regular file; remove {path} or choose another logdir", path)  # fmt: skip
+                f"writes a regular file; remove {path} or choose another logdir",
+                path,
+            )
     if model is not None:
         states = optimizer_states(optimizer, optimizer_kwargs or {})
-        check_free_space(logdir / CHECKPOINTS / LAST, first_checkpoint_bytes(model, states),
-                         what="first checkpoint")  # fmt: skip
+        check_free_space(
+            logdir / CHECKPOINTS / LAST,
+            first_checkpoint_bytes(model, states),
+            what="first checkpoint",
+        )
     return logdir
 
 
@@ -77,8 +90,12 @@ def _kind(path: Path) -> str:
         mode = path.stat().st_mode
     except OSError:
         return "a broken link"
-    for test, word in ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
-                       (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device")):  # fmt: skip
+    for test, word in (
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a device"),
+        (stat.S_ISBLK, "a device"),
+    ):
         if test(mode):
             return word
     return "a non-regular file"

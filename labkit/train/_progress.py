@@ -29,8 +29,9 @@ class RankProgress(pl.Callback):
 
     def __init__(self, world_size: int) -> None:
         self.world_size = world_size
-        self._slots: Any = multiprocessing.get_context("fork").Array("q", 2 * world_size,
-                                                                     lock=False)  # fmt: skip
+        self._slots: Any = multiprocessing.get_context("fork").Array(
+            "q", 2 * world_size, lock=False
+        )
 
     def _mark(self, trainer: pl.Trainer, phase: int) -> None:
         r = trainer.global_rank

@@ -41,8 +41,17 @@ from typing import Any
 import lightning.pytorch as pl
 import torch
 
-SUMS = ("step_time", "data_time", "forward_time", "backward_time", "optimizer_time",
-        "comm_wait", "comm_time", "buckets", "bucket_bytes")  # fmt: skip
+SUMS = (
+    "step_time",
+    "data_time",
+    "forward_time",
+    "backward_time",
+    "optimizer_time",
+    "comm_wait",
+    "comm_time",
+    "buckets",
+    "bucket_bytes",
+)
 MARGIN = 0.20  # a straggler's own work exceeds the others' median by 20% ...
 MIN_S = 0.005  # ... and by at least 5 ms per step (a busy shared CPU jitters by a few ms)
 SKIP = 1  # steps left out at a fit's start: DDP builds its buckets in the first
@@ -65,9 +74,15 @@ class RankStats(pl.Callback):
         RankStats(margin=0.2, min_s=0.005, skip=1)
     """
 
-    def __init__(self, sink: Callable[[dict[str, Any]], None], *, margin: float = MARGIN,
-                 min_s: float = MIN_S, skip: int = SKIP,
-                 logdir: str | os.PathLike[str] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        sink: Callable[[dict[str, Any]], None],
+        *,
+        margin: float = MARGIN,
+        min_s: float = MIN_S,
+        skip: int = SKIP,
+        logdir: str | os.PathLike[str] | None = None,
+    ) -> None:
         self.sink = sink
         self.logdir = Path(logdir) if logdir is not None else None
         self.margin = margin
@@ -202,8 +217,11 @@ class RankStats(pl.Callback):
             return
         own = statistics.median(self._own) if self._own else 0.0
         self._write_own(trainer, own)
-        vec = torch.tensor([float(self._n), own, *self._sums.values()], dtype=torch.float64,
-                           device=trainer.strategy.root_device)  # fmt: skip
+        vec = torch.tensor(
+            [float(self._n), own, *self._sums.values()],
+            dtype=torch.float64,
+            device=trainer.strategy.root_device,
+        )
         parts = [torch.empty_like(vec) for _ in range(trainer.world_size)]
         torch.distributed.all_gather(parts, vec)  # the one collective of the gathering
         rows = torch.stack(parts).cpu().tolist()
@@ -213,12 +231,19 @@ class RankStats(pl.Callback):
         if not trainer.is_global_zero:
             return
         ranks = [per_rank(r, row) for r, row in enumerate(rows)]
-        self.sink({
-            "type": "ranks", "t": time.time(), "epoch": trainer.current_epoch,
-            "step": trainer.global_step, "comm_hook": self.hooked,
-            "margin": self.margin, "min_s": self.min_s, "ranks": ranks,
-            "stragglers": stragglers(ranks, margin=self.margin, min_s=self.min_s),
-        })  # fmt: skip
+        self.sink(
+            {
+                "type": "ranks",
+                "t": time.time(),
+                "epoch": trainer.current_epoch,
+                "step": trainer.global_step,
+                "comm_hook": self.hooked,
+                "margin": self.margin,
+                "min_s": self.min_s,
+                "ranks": ranks,
+                "stragglers": stragglers(ranks, margin=self.margin, min_s=self.min_s),
+            }
+        )
 
     def _write_own(self, trainer: pl.Trainer, own: float) -> None:
         """This rank's figures, appended to its own file (one line per gathering)."""
@@ -229,8 +254,10 @@ class RankStats(pl.Callback):
         with contextlib.suppress(OSError):  # a full disk must not stop the fit here
             path.parent.mkdir(parents=True, exist_ok=True)
             with open(path, "a") as fh:
-                fh.write(json.dumps({"epoch": trainer.current_epoch,
-                                     "step": trainer.global_step, **row}) + "\n")  # fmt: skip
+                fh.write(
+                    json.dumps({"epoch": trainer.current_epoch, "step": trainer.global_step, **row})
+                    + "\n"
+                )
 
     def __repr__(self) -> str:
         return f"RankStats(margin={self.margin}, min_s={self.min_s}, skip={self.skip})"
@@ -248,8 +275,9 @@ def per_rank(rank: int, row: list[float]) -> dict[str, Any]:
     return d
 
 
-def stragglers(ranks: list[dict[str, Any]], *, margin: float = MARGIN,
-               min_s: float = MIN_S) -> list[dict[str, Any]]:  # fmt: skip
+def stragglers(
+    ranks: list[dict[str, Any]], *, margin: float = MARGIN, min_s: float = MIN_S
+) -> list[dict[str, Any]]:
     """Ranks whose own work per step exceeds the other ranks' median, with the cause.
 
     Args:
@@ -288,16 +316,27 @@ def stragglers(ranks: list[dict[str, Any]], *, margin: float = MARGIN,
         parts = {k: me[k] - med(k) for k in CAUSES}
         key = max(parts, key=parts.__getitem__)
         waited = [r["rank"] for r in others if r["comm_wait"] >= excess / 2]
-        text = (f"rank {me['rank']} is a straggler: {1e3 * own:.1f} ms/step of its own work vs "
-                f"{1e3 * base:.1f} ms on the others (median), +{1e3 * excess:.1f} ms, mostly "
-                f"{CAUSES[key]} (+{1e3 * parts[key]:.1f} ms)")  # fmt: skip
+        text = (
+            f"rank {me['rank']} is a straggler: {1e3 * own:.1f} ms/step of its own work vs "
+            f"{1e3 * base:.1f} ms on the others (median), +{1e3 * excess:.1f} ms, mostly "
+            f"{CAUSES[key]} (+{1e3 * parts[key]:.1f} ms)"
+        )
         if waited:
             w = ", ".join(str(r) for r in waited)
             ms = 1e3 * med("comm_wait", [r for r in others if r["rank"] in waited])
             who = f"ranks {w} wait" if len(waited) > 1 else f"rank {w} waits"
             text += f"; {who} for it in the all-reduce ({ms:.1f} ms/step)"
-        out.append({"rank": me["rank"], "cause": CAUSES[key], "excess": excess, "own": own,
-                    "others": base, "waited_by": waited, "text": text})  # fmt: skip
+        out.append(
+            {
+                "rank": me["rank"],
+                "cause": CAUSES[key],
+                "excess": excess,
+                "own": own,
+                "others": base,
+                "waited_by": waited,
+                "text": text,
+            }
+        )
     return out
 
 
@@ -310,8 +349,15 @@ def _own(r: dict[str, Any]) -> float:
 
 def table(ranks: list[dict[str, Any]]) -> str:
     """Per-rank means as a monospace table (milliseconds per step)."""
-    cols = ("step_time", "data_time", "forward_time", "backward_time", "comm_wait",
-            "optimizer_time", "comm_time")  # fmt: skip
+    cols = (
+        "step_time",
+        "data_time",
+        "forward_time",
+        "backward_time",
+        "comm_wait",
+        "optimizer_time",
+        "comm_time",
+    )
     heads = ("step", "data", "forward", "backward", "comm wait", "optimizer", "in flight")
     lines = ["rank " + " ".join(f"{h:>10}" for h in heads) + "    buckets       bytes"]
     for r in ranks:
@@ -343,12 +389,12 @@ def advice(r: dict[str, Any], *, share: float = 0.25) -> list[str]:
             "static_graph=True, ddp_comm_hook=default_hooks.bf16_compress_hook), fewer "
             "all-reduces through trainer_kwargs={'accumulate_grad_batches': k}, or a larger "
             "batch per process; find_unused_parameters=True adds a graph walk per step"
-        )  # fmt: skip
+        )
     if step and r.get("data_time", 0.0) / step > share:
         out.append(
             f"waiting for data is {r['data_time'] / step:.0%} of the step: load in workers "
             "(Lab(num_workers=N)) and pin memory for a GPU (DataLoader(pin_memory=True))"
-        )  # fmt: skip
+        )
     return out
 
 
@@ -391,10 +437,18 @@ class StepClock:
         0
     """
 
-    def __init__(self, sink: Callable[[dict[str, Any]], None], *, world: int, rank: int,
-                 device: torch.device, logdir: str | os.PathLike[str] | None = None,
-                 margin: float = MARGIN, min_s: float = MIN_S,
-                 skip: int = SKIP) -> None:  # fmt: skip
+    def __init__(
+        self,
+        sink: Callable[[dict[str, Any]], None],
+        *,
+        world: int,
+        rank: int,
+        device: torch.device,
+        logdir: str | os.PathLike[str] | None = None,
+        margin: float = MARGIN,
+        min_s: float = MIN_S,
+        skip: int = SKIP,
+    ) -> None:
         self.sink = sink
         self.world = world
         self.rank = rank
@@ -437,9 +491,17 @@ class StepClock:
         self._seen += 1
         if self._seen <= self.skip:
             return
-        for kept, value in zip(self._parts, (now - prev, start - prev, before_bwd - start,
-                                             max(0.0, before_opt - before_bwd),
-                                             now - before_opt), strict=True):  # fmt: skip
+        for kept, value in zip(
+            self._parts,
+            (
+                now - prev,
+                start - prev,
+                before_bwd - start,
+                max(0.0, before_opt - before_bwd),
+                now - before_opt,
+            ),
+            strict=True,
+        ):
             kept.append(value)
             if len(kept) > MAX_KEPT:
                 del kept[::2]  # thinned: a long epoch keeps a spread of its steps
@@ -455,8 +517,7 @@ class StepClock:
         sums = dict.fromkeys(SUMS, 0.0)
         for name, kept in zip(PARTS, self._parts, strict=True):
             sums[name] = statistics.median(kept) * n if kept else 0.0
-        vec = torch.tensor([float(n), 0.0, *sums.values()], dtype=torch.float64,
-                           device=self.device)  # fmt: skip
+        vec = torch.tensor([float(n), 0.0, *sums.values()], dtype=torch.float64, device=self.device)
         parts = [torch.empty_like(vec) for _ in range(self.world)]
         dist.all_gather(parts, vec)
         rows = torch.stack(parts).cpu().tolist()
@@ -468,12 +529,20 @@ class StepClock:
         self._write_own(ranks[self.rank], epoch, step)
         if self.rank != 0:
             return
-        self.sink({
-            "type": "ranks", "t": time.time(), "epoch": epoch, "step": step,
-            "comm_hook": False, "comm_wait_estimated": True, "margin": self.margin,
-            "min_s": self.min_s, "ranks": ranks,
-            "stragglers": stragglers(ranks, margin=self.margin, min_s=self.min_s),
-        })  # fmt: skip
+        self.sink(
+            {
+                "type": "ranks",
+                "t": time.time(),
+                "epoch": epoch,
+                "step": step,
+                "comm_hook": False,
+                "comm_wait_estimated": True,
+                "margin": self.margin,
+                "min_s": self.min_s,
+                "ranks": ranks,
+                "stragglers": stragglers(ranks, margin=self.margin, min_s=self.min_s),
+            }
+        )
 
     def _write_own(self, row: dict[str, Any], epoch: int, step: int) -> None:
         if self.logdir is None:

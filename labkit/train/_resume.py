@@ -35,8 +35,13 @@ class ResumeError(CheckpointError):
     """The checkpoint does not fit the fit resuming from it; names the file and the field."""
 
 
-def check_weights(ckpt: Mapping[str, Any], expected: Mapping[str, torch.Tensor], path: Path, *,
-                  strict_names: bool = True) -> None:  # fmt: skip
+def check_weights(
+    ckpt: Mapping[str, Any],
+    expected: Mapping[str, torch.Tensor],
+    path: Path,
+    *,
+    strict_names: bool = True,
+) -> None:
     """Refuse a checkpoint whose ``state_dict`` does not fit ``expected`` (names and shapes).
 
     Args:
@@ -51,11 +56,16 @@ def check_weights(ckpt: Mapping[str, Any], expected: Mapping[str, torch.Tensor],
     """
     state = ckpt.get("state_dict")
     if not isinstance(state, Mapping):
-        raise ResumeError(f"the checkpoint {path} has no state_dict: it was not written by "
-                          "Lightning or labkit")  # fmt: skip
-    wrong = [(k, tuple(state[k].shape), tuple(v.shape)) for k, v in expected.items()
-             if k in state and isinstance(state[k], torch.Tensor)
-             and tuple(state[k].shape) != tuple(v.shape)]  # fmt: skip
+        raise ResumeError(
+            f"the checkpoint {path} has no state_dict: it was not written by Lightning or labkit"
+        )
+    wrong = [
+        (k, tuple(state[k].shape), tuple(v.shape))
+        for k, v in expected.items()
+        if k in state
+        and isinstance(state[k], torch.Tensor)
+        and tuple(state[k].shape) != tuple(v.shape)
+    ]
     if wrong:
         rows = "; ".join(
             f"{_name(k)}: checkpoint {list(a)}, model {list(b)}" for k, a, b in wrong[:5]
@@ -64,7 +74,8 @@ def check_weights(ckpt: Mapping[str, Any], expected: Mapping[str, torch.Tensor],
         raise ResumeError(
             f"the checkpoint {path} does not fit the model: {rows}{more}. It was saved from a "
             "model of another shape: resume with the model it was trained with, or start "
-            "fresh (resume=False, or another logdir)")  # fmt: skip
+            "fresh (resume=False, or another logdir)"
+        )
     if not strict_names:
         return
     missing = [k for k in expected if k not in state]
@@ -75,8 +86,10 @@ def check_weights(ckpt: Mapping[str, Any], expected: Mapping[str, torch.Tensor],
             parts.append(f"the model's {_names(missing)} missing from it")
         if extra:
             parts.append(f"it holds {_names(extra)} the model does not have")
-        raise ResumeError(f"the checkpoint {path} does not fit the model: {' and '.join(parts)}; "
-                          "resume with the model it was trained with, or start fresh")  # fmt: skip
+        raise ResumeError(
+            f"the checkpoint {path} does not fit the model: {' and '.join(parts)}; "
+            "resume with the model it was trained with, or start fresh"
+        )
 
 
 def _name(key: str) -> str:
@@ -107,7 +120,8 @@ def check_optimizer(ckpt: Mapping[str, Any], optimizer: torch.optim.Optimizer, p
         raise ResumeError(
             f"the checkpoint {path} holds the state of a {theirs} optimizer, and this fit "
             f"uses {ours}: a {ours} cannot continue from {theirs}'s state. Resume with "
-            f"optimizer={theirs!r}, or start fresh (resume=False, or another logdir)")  # fmt: skip
+            f"optimizer={theirs!r}, or start fresh (resume=False, or another logdir)"
+        )
     groups = states[0].get("param_groups") or []
     sizes = [len(g.get("params", [])) for g in groups]
     ours_sizes = [len(g["params"]) for g in optimizer.param_groups]
@@ -115,7 +129,8 @@ def check_optimizer(ckpt: Mapping[str, Any], optimizer: torch.optim.Optimizer, p
         raise ResumeError(
             f"the checkpoint {path} holds {len(sizes)} optimizer param group(s) of "
             f"{sizes} parameters, and this fit's {ours} has {len(ours_sizes)} of {ours_sizes}; "
-            "resume with the optimizer it was trained with, or start fresh")  # fmt: skip
+            "resume with the optimizer it was trained with, or start fresh"
+        )
 
 
 _STATE_KEYS = {
@@ -139,12 +154,15 @@ def _guess(state: Mapping[str, Any]) -> str | None:
 
 def optimizer_record(optimizer: torch.optim.Optimizer) -> dict[str, Any]:
     """What a checkpoint keeps of the optimizer: its type and each group's lr."""
-    return {"type": type(optimizer).__name__,
-            "lr": [float(g.get("lr", float("nan"))) for g in optimizer.param_groups]}  # fmt: skip
+    return {
+        "type": type(optimizer).__name__,
+        "lr": [float(g.get("lr", float("nan"))) for g in optimizer.param_groups],
+    }
 
 
-def changes(ckpt: Mapping[str, Any], *, lr: float | None,
-            recipe: Mapping[str, Any] | None) -> list[str]:  # fmt: skip
+def changes(
+    ckpt: Mapping[str, Any], *, lr: float | None, recipe: Mapping[str, Any] | None
+) -> list[str]:
     """What differs between the Lab now and the checkpoint, one sentence each.
 
     Args:
@@ -162,8 +180,11 @@ def changes(ckpt: Mapping[str, Any], *, lr: float | None,
     old_recipe = record.get("recipe")
     if recipe is not None and isinstance(old_recipe, Mapping) and dict(old_recipe) != dict(recipe):
         keys = sorted(set(old_recipe) | set(recipe))
-        diff = [f"{k} {old_recipe.get(k)!r} -> {recipe.get(k)!r}" for k in keys
-                if old_recipe.get(k) != recipe.get(k)]  # fmt: skip
+        diff = [
+            f"{k} {old_recipe.get(k)!r} -> {recipe.get(k)!r}"
+            for k in keys
+            if old_recipe.get(k) != recipe.get(k)
+        ]
         out.append("Recipe: " + ", ".join(diff))
     return out
 
@@ -205,7 +226,8 @@ def apply_rule(diff: list[str], rule: str, path: Path, module: Any) -> list[str]
             raise ResumeError(
                 f"resuming from {path} with on_change='keep' cannot keep the checkpoint's "
                 f"Recipe ({listed}): set lab.recipe to the checkpoint's (recipe_of(load_checkpoint"
-                "(path))) or use on_change='apply'")  # fmt: skip
+                "(path))) or use on_change='apply'"
+            )
         return [f"resumed from {path} with the checkpoint's settings (on_change='keep'): {listed}"]
     lr = next((d for d in diff if d.startswith("lr:")), None)
     if lr is not None:

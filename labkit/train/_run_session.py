@@ -86,8 +86,9 @@ class RunSession:
         self.logdir = Path(logdir)
         self.rank = global_rank() if rank is None else rank
         self.stop_event = threading.Event()
-        self.run = Run(logdir=str(self.logdir), config={**config, "source": source},
-                       notes=list(notes or []))  # fmt: skip
+        self.run = Run(
+            logdir=str(self.logdir), config={**config, "source": source}, notes=list(notes or [])
+        )
         self.dashboard_wanted = dashboard
         self.compare_with = compare_with
         self.dash: Any = None
@@ -144,9 +145,13 @@ class RunSession:
         # labkit.views' Dashboard, found through the display registry; its Stop posts to the
         # server extension, which creates the stop file the loop polls
         view = _display.view("train.dashboard")
-        dash = view(on_stop=self.stop_event.set, stop_file=self.stop_file,
-                    earlier=earlier_runs(self.logdir), compare_with=self.compare_with,
-                    throttle=DASH_THROTTLE_S)  # fmt: skip
+        dash = view(
+            on_stop=self.stop_event.set,
+            stop_file=self.stop_file,
+            earlier=earlier_runs(self.logdir),
+            compare_with=self.compare_with,
+            throttle=DASH_THROTTLE_S,
+        )
         if _launch.in_notebook():
             from IPython.display import display
 

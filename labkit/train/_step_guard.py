@@ -93,8 +93,10 @@ def replay_locate(model: torch.nn.Module, forward: Callable[[], Any]) -> tuple[s
     buffers = [(b, b.detach().clone()) for b in model.buffers()]
     modes = [(m, m.training) for m in model.modules()]
     handles = [m.register_forward_hook(post) for m in model.modules()]
-    devices = sorted({b.device.index or 0 for b, _ in buffers if b.is_cuda} | {
-        p.device.index or 0 for p in model.parameters() if p.is_cuda})  # fmt: skip
+    devices = sorted(
+        {b.device.index or 0 for b, _ in buffers if b.is_cuda}
+        | {p.device.index or 0 for p in model.parameters() if p.is_cuda}
+    )
     try:
         with torch.random.fork_rng(devices=devices), torch.no_grad():
             forward()
@@ -153,8 +155,9 @@ class StepGuard:
         StepGuard(budget=0.005, check_grads=True)
     """
 
-    def __init__(self, model: torch.nn.Module, *, budget: float = 0.005,
-                 check_grads: bool = True) -> None:  # fmt: skip
+    def __init__(
+        self, model: torch.nn.Module, *, budget: float = 0.005, check_grads: bool = True
+    ) -> None:
         self.model = model
         self.budget = budget
         self.check_grads = check_grads
@@ -217,8 +220,7 @@ class StepGuard:
         if grads:
             total = float(torch.stack(torch._foreach_norm(grads)).sum())
             self.full_checks += 1
-            if not math.isfinite(total) and any(
-                    not bool(torch.isfinite(g).all()) for g in grads):  # fmt: skip
+            if not math.isfinite(total) and any(not bool(torch.isfinite(g).all()) for g in grads):
                 self.fail("gradient")
         self._cost = time.perf_counter() - now
         self._credit -= self._cost
@@ -258,11 +260,16 @@ class StepGuard:
             except Exception as exc:  # the diagnosis must not hide the report
                 note = f" (the replay of its forward failed: {type(exc).__name__}: {exc})"
         if found is None and what == "gradient":
-            bad = [n for n, p in self.model.named_parameters()
-                   if p.grad is not None and not bool(torch.isfinite(p.grad).all())]  # fmt: skip
+            bad = [
+                n
+                for n, p in self.model.named_parameters()
+                if p.grad is not None and not bool(torch.isfinite(p.grad).all())
+            ]
             if bad:
-                note = (f"; no forward output was non-finite on a replay, the first parameter "
-                        f"gradient that was (in backward order) is {bad[-1]!r}" + note)  # fmt: skip
+                note = (
+                    f"; no forward output was non-finite on a replay, the first parameter "
+                    f"gradient that was (in backward order) is {bad[-1]!r}" + note
+                )
         head = f"non-finite {what}" + (f" ({value})" if value is not None else "")
         where = what
         module = None
@@ -271,8 +278,10 @@ class StepGuard:
             where = "output"
             went = f"{what} {value}" if value is not None else what
             where_ = module or "<root>"
-            head = (f"non-finite forward output at step {step} (its {went} was non-finite): "
-                    f"first in module '{where_}', {detail}")  # fmt: skip
+            head = (
+                f"non-finite forward output at step {step} (its {went} was non-finite): "
+                f"first in module '{where_}', {detail}"
+            )
         else:
             head += f" at step {step}{note}"
         prev = step - 1  # every step before it passed the checks
@@ -280,14 +289,19 @@ class StepGuard:
             good = f"the last good step was {prev} (loss {self.last_good[1]:.6g})"
         else:
             good = f"the last good step was {prev}" if prev >= 1 else "it was the first step"
-        when = ("the weights are as before this step's update (stopped before optimizer.step)"
-                if what == "gradient" else "")  # fmt: skip
+        when = (
+            "the weights are as before this step's update (stopped before optimizer.step)"
+            if what == "gradient"
+            else ""
+        )
         raise NonFiniteError(
             f"{head}. Training stopped: {good}" + (f"; {when}" if when else "") + ". Lower "
             "the learning rate, check the inputs of that module, or use a mixed-precision "
             "recipe with a GradScaler",
-            step=step, module=module, where=where,
-        )  # fmt: skip
+            step=step,
+            module=module,
+            where=where,
+        )
 
     def __repr__(self) -> str:
         return f"StepGuard(budget={self.budget}, check_grads={self.check_grads})"

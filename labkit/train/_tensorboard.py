@@ -34,8 +34,9 @@ def hparams_of(recipe: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]
     return out
 
 
-def log_hparams(writer: Any, params: dict[str, Any],
-                metrics: tuple[str, ...] = ("val_loss", "train_loss_epoch")) -> None:  # fmt: skip
+def log_hparams(
+    writer: Any, params: dict[str, Any], metrics: tuple[str, ...] = ("val_loss", "train_loss_epoch")
+) -> None:
     """Write ``params`` to TensorBoard's HParams plugin, listing ``metrics`` (scalar tags)."""
     from torch.utils.tensorboard.summary import hparams
 
@@ -113,10 +114,12 @@ class ScalarFile:
         from tensorboard.compat.proto import summary_pb2
 
         for tag, value, step, wall in rows:
-            summary = summary_pb2.Summary(value=[summary_pb2.Summary.Value(
-                tag=tag, simple_value=float(value))])  # fmt: skip
-            self._records.write(self._event(wall_time=wall, step=int(step),
-                                            summary=summary).SerializeToString())  # fmt: skip
+            summary = summary_pb2.Summary(
+                value=[summary_pb2.Summary.Value(tag=tag, simple_value=float(value))]
+            )
+            self._records.write(
+                self._event(wall_time=wall, step=int(step), summary=summary).SerializeToString()
+            )
         self._records.flush()
 
     def close(self) -> None:

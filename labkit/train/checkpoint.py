@@ -74,8 +74,12 @@ MAX_CHECKPOINT_BYTES = 64 << 30
 """Largest checkpoint :func:`load_checkpoint` opens unless told otherwise (``max_bytes=``)."""
 
 
-def load_checkpoint(path: str | os.PathLike[str], map_location: Any = "cpu", *,
-                    max_bytes: int = MAX_CHECKPOINT_BYTES) -> dict[str, Any]:  # fmt: skip
+def load_checkpoint(
+    path: str | os.PathLike[str],
+    map_location: Any = "cpu",
+    *,
+    max_bytes: int = MAX_CHECKPOINT_BYTES,
+) -> dict[str, Any]:
     """Load a checkpoint with ``weights_only=True`` (a file cannot run code when loaded).
 
     The file must be a regular file (a FIFO or device is refused unopened) of at most
@@ -110,8 +114,10 @@ def load_checkpoint(path: str | os.PathLike[str], map_location: Any = "cpu", *,
         # weights_only=False would run whatever code a hostile file holds) is not chained
         raise CheckpointError(f"the checkpoint {p} cannot be loaded: {why}")
     if not isinstance(data, dict):
-        raise CheckpointError(f"the checkpoint {p} holds a {type(data).__name__}, not the dict "
-                              "of a Lightning checkpoint")  # fmt: skip
+        raise CheckpointError(
+            f"the checkpoint {p} holds a {type(data).__name__}, not the dict "
+            "of a Lightning checkpoint"
+        )
     return data
 
 
@@ -126,10 +132,12 @@ def _why(exc: Exception) -> str:
     text = str(exc)
     found = re.search(r"Unsupported global: GLOBAL ([\w.]+)", text)
     if found:
-        return (f"it holds a Python object of type {found.group(1)}, and labkit loads only "
-                "tensors and plain data (weights_only=True) so that opening a file never "
-                "runs code; save the checkpoint with tensors, numbers, strings, lists and "
-                "dicts only")  # fmt: skip
+        return (
+            f"it holds a Python object of type {found.group(1)}, and labkit loads only "
+            "tensors and plain data (weights_only=True) so that opening a file never "
+            "runs code; save the checkpoint with tensors, numbers, strings, lists and "
+            "dicts only"
+        )
     if "Weights only load failed" in text or "zip archive" in text or "magic number" in text:
         return _NOT_A_CHECKPOINT
     if isinstance(exc, EOFError | pickle.UnpicklingError | UnicodeDecodeError):

@@ -37,8 +37,10 @@ def register_adapter(
 
 
 def _is_pyg_dataset(data: Any) -> bool:
-    return any(c.__module__.startswith("torch_geometric.") and c.__name__ == "Dataset"
-               for c in type(data).__mro__)  # fmt: skip
+    return any(
+        c.__module__.startswith("torch_geometric.") and c.__name__ == "Dataset"
+        for c in type(data).__mro__
+    )
 
 
 class TrainDataModule(pl.LightningDataModule):
@@ -135,16 +137,22 @@ def resumable(loader: Any, seed: int) -> Any:
     if loader.sampler.generator is not None or loader.sampler.replacement:
         return loader  # the user chose the randomness: keep it
     return DataLoader(
-        loader.dataset, batch_size=loader.batch_size, drop_last=loader.drop_last,
+        loader.dataset,
+        batch_size=loader.batch_size,
+        drop_last=loader.drop_last,
         sampler=EpochShuffleSampler(len(loader.dataset), seed),  # type: ignore[arg-type]  # map-style: sized
         num_workers=loader.num_workers,
-        collate_fn=loader.collate_fn, pin_memory=loader.pin_memory, timeout=loader.timeout,
-        worker_init_fn=loader.worker_init_fn, persistent_workers=loader.persistent_workers,
-    )  # fmt: skip
+        collate_fn=loader.collate_fn,
+        pin_memory=loader.pin_memory,
+        timeout=loader.timeout,
+        worker_init_fn=loader.worker_init_fn,
+        persistent_workers=loader.persistent_workers,
+    )
 
 
-def _loader(obj: Any, *, batch_size: int, shuffle: bool, num_workers: int, pyg: bool,
-            seed: int) -> Any:  # fmt: skip
+def _loader(
+    obj: Any, *, batch_size: int, shuffle: bool, num_workers: int, pyg: bool, seed: int
+) -> Any:
     if isinstance(obj, DataLoader):
         return resumable(obj, seed) if shuffle else obj
     if obj is None or not isinstance(obj, Dataset | list):

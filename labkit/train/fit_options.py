@@ -231,19 +231,36 @@ _KINDS: dict[str, tuple[Any, str]] = {
     "bool": (lambda v: isinstance(v, bool), "True or False"),
     "bool | None": (lambda v: v is None or isinstance(v, bool), "True, False or None"),
     "int | str | list[int]": (
-        lambda v: _is_int(v) or isinstance(v, str)
-        or (isinstance(v, list | tuple) and all(map(_is_int, v))),
-        "a count, 'auto' or a list of device ids"),
+        lambda v: (
+            _is_int(v)
+            or isinstance(v, str)
+            or (isinstance(v, list | tuple) and all(map(_is_int, v)))
+        ),
+        "a count, 'auto' or a list of device ids",
+    ),
     "str | os.PathLike[str] | None": (lambda v: v is None or _is_path(v), "a path or None"),
-    "int | float | None": (lambda v: v is None or _is_number(v),
-                           "a count of batches, a fraction or None"),
-    "Mapping[str, Any] | None": (lambda v: v is None or isinstance(v, Mapping),
-                                 "a dict of Trainer arguments or None"),
-}  # fmt: skip
-_CHOICES = {"launch": ("auto", "inline", "fork", "subprocess"),
-            "on_change": ("refuse", "apply", "keep")}  # fmt: skip
-_AT_LEAST = {"max_epochs": -1, "max_steps": -1, "num_nodes": 1, "seed": 0, "trace_every": 0,
-             "histogram_every": 0, "log_every": 1}  # fmt: skip
+    "int | float | None": (
+        lambda v: v is None or _is_number(v),
+        "a count of batches, a fraction or None",
+    ),
+    "Mapping[str, Any] | None": (
+        lambda v: v is None or isinstance(v, Mapping),
+        "a dict of Trainer arguments or None",
+    ),
+}
+_CHOICES = {
+    "launch": ("auto", "inline", "fork", "subprocess"),
+    "on_change": ("refuse", "apply", "keep"),
+}
+_AT_LEAST = {
+    "max_epochs": -1,
+    "max_steps": -1,
+    "num_nodes": 1,
+    "seed": 0,
+    "trace_every": 0,
+    "histogram_every": 0,
+    "log_every": 1,
+}
 
 
 def check_types(options: FitOptions) -> None:
@@ -256,8 +273,9 @@ def check_types(options: FitOptions) -> None:
         value = getattr(options, f.name)
         kind = _KINDS.get(str(f.type))
         if kind is not None and not kind[0](value):
-            raise FitOptionError(f"fit option {f.name}={value!r} ({type(value).__name__}): "
-                                 f"{f.name} takes {kind[1]}")  # fmt: skip
+            raise FitOptionError(
+                f"fit option {f.name}={value!r} ({type(value).__name__}): {f.name} takes {kind[1]}"
+            )
         if f.name in _CHOICES and value not in _CHOICES[f.name]:
             raise FitOptionError(f"fit option {f.name}={value!r}: one of {_CHOICES[f.name]}")
         if f.name in _AT_LEAST and value < _AT_LEAST[f.name]:

@@ -110,8 +110,14 @@ def dry_run(
 _TORCH_SIZE_WARNING = "is different to the input size"  # F.mse_loss, l1_loss, huber, ...
 
 
-def _check_broadcast(loss: Callable[[Any, Any], Any], out: Any, target: Any, value: Any,
-                     caught: list[warnings.WarningMessage], stage: str) -> None:  # fmt: skip
+def _check_broadcast(
+    loss: Callable[[Any, Any], Any],
+    out: Any,
+    target: Any,
+    value: Any,
+    caught: list[warnings.WarningMessage],
+    stage: str,
+) -> None:
     """Refuse a loss that broadcast output against target; re-emit the other warnings."""
     size_warned = False
     for w in caught:
@@ -147,8 +153,11 @@ def _check_broadcast(loss: Callable[[Any, Any], Any], out: Any, target: Any, val
             return  # the loss lines them up itself
     name = getattr(loss, "__name__", type(loss).__name__)
     if out.dim() == target.dim() + 1 and out.shape[-1] == 1:
-        fix = (f"use loss=lambda out, y: {name}(out.squeeze(-1), y)" if name.isidentifier()
-               else "apply out.squeeze(-1) to the output inside the loss")  # fmt: skip
+        fix = (
+            f"use loss=lambda out, y: {name}(out.squeeze(-1), y)"
+            if name.isidentifier()
+            else "apply out.squeeze(-1) to the output inside the loss"
+        )
         fix += " (or end the model with .squeeze(-1))"
     elif target.dim() == out.dim() + 1 and target.shape[-1] == 1:
         fix = f"squeeze the target's last dimension (target.squeeze(-1)) so both are {_shape(out)}"
@@ -310,8 +319,9 @@ class NonFiniteGuard(pl.Callback):
         if any(not bool(torch.isfinite(g).all()) for g in grads):
             self._fail(trainer, pl_module, "gradient", math.nan)
 
-    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: Any, outputs: Any, batch: Any,
-                           i: int) -> None:  # fmt: skip
+    def on_train_batch_end(
+        self, trainer: pl.Trainer, pl_module: Any, outputs: Any, batch: Any, i: int
+    ) -> None:
         # user LightningModules have no last_loss: check what training_step returned
         if getattr(pl_module, "last_loss", None) is None and isinstance(outputs, dict):
             loss = outputs.get("loss")
@@ -325,8 +335,9 @@ class NonFiniteGuard(pl.Callback):
         net = getattr(pl_module, "net", pl_module)
         if self.step is not None and self.loss is not None and self._batch is not None:
             try:
-                module, where, detail = locate_nonfinite(net, self._batch, step=self.step,
-                                                         loss=self.loss)  # fmt: skip
+                module, where, detail = locate_nonfinite(
+                    net, self._batch, step=self.step, loss=self.loss
+                )
             except Exception as exc:  # the diagnosis must not hide the report
                 detail = f"(could not re-run the batch to locate it: {exc})"
         elif self._batch is not None and callable(getattr(pl_module, "training_step", None)):
@@ -334,14 +345,17 @@ class NonFiniteGuard(pl.Callback):
         head = f"non-finite {what}" + (f" ({value})" if what == "loss" else "")
         where_txt = (
             f"; first non-finite {where} in module '{module or '<root>'}': {detail}"
-            if module is not None else (f"; {detail}" if detail else "")
-        )  # fmt: skip
+            if module is not None
+            else (f"; {detail}" if detail else "")
+        )
         raise NonFiniteError(
             f"{head} at step {step} (epoch {trainer.current_epoch}){where_txt}. Training stopped; "
             "lower the learning rate, check the inputs of that module, or use a mixed-precision "
             "recipe with a GradScaler",
-            step=step, module=module, where=where,
-        )  # fmt: skip
+            step=step,
+            module=module,
+            where=where,
+        )
 
     def _replay_step(self, pl_module: Any) -> tuple[str | None, str, str]:
         """The first non-finite module output on a replay of the user's ``training_step``."""

@@ -65,8 +65,9 @@ def model_step(net: torch.nn.Module, batch: Any) -> tuple[Any, Any]:
     return net(batch), getattr(batch, "y", None)
 
 
-def dict_batch_note(batch: Any, step: StepFn | None,
-                    loss: Callable[[Any, Any], Any] | None) -> str | None:  # fmt: skip
+def dict_batch_note(
+    batch: Any, step: StepFn | None, loss: Callable[[Any, Any], Any] | None
+) -> str | None:
     """How a dict batch given without ``step=`` was used: which keys went to the model, which
     one is the target, which were left out (a sentence for the run's notes), or None when
     ``batch`` is not a dict or a ``step`` of the user's decides.
@@ -86,8 +87,10 @@ def dict_batch_note(batch: Any, step: StepFn | None,
     target = next((k for k in TARGET_KEYS if k in batch), None)
     if step is model_step:
         metrics = f"; batch[{target!r}] is the target metrics get" if target is not None else ""
-        return (head + f"all of them went to the model as keyword arguments "
-                f"(model(**batch)); the loss is the one the model returned{metrics}")  # fmt: skip
+        return (
+            head + f"all of them went to the model as keyword arguments "
+            f"(model(**batch)); the loss is the one the model returned{metrics}"
+        )
     if target is None:
         return None  # default_step refuses it, naming the keys
     name = getattr(loss, "__name__", type(loss).__name__)
@@ -96,8 +99,10 @@ def dict_batch_note(batch: Any, step: StepFn | None,
         unused = [k for k in keys if k not in ("x", target)]
         note = head + f"batch['x'] went to the model as its input and {to_loss}"
         if unused:
-            note += (f"; not used: {', '.join(unused)} (pass step=lambda net, batch: "
-                     "(net(...), target) to Lab to use them)")  # fmt: skip
+            note += (
+                f"; not used: {', '.join(unused)} (pass step=lambda net, batch: "
+                "(net(...), target) to Lab to use them)"
+            )
         return note
     rest = [k for k in keys if k != target]
     return head + f"{', '.join(rest)} went to the model as keyword arguments and {to_loss}"
@@ -178,8 +183,11 @@ def _describe_output(out: Any) -> str:
         return f"a tensor {_shape(out)}"
     if isinstance(out, tuple | list) and len(out) <= 6:
         inner = ", ".join(
-            f"Tensor {_shape(v)}" if isinstance(v, torch.Tensor) else
-            ("None" if v is None else type(v).__name__) for v in out)  # fmt: skip
+            f"Tensor {_shape(v)}"
+            if isinstance(v, torch.Tensor)
+            else ("None" if v is None else type(v).__name__)
+            for v in out
+        )
         return f"({inner})" if isinstance(out, tuple) else f"[{inner}]"
     if isinstance(out, Mapping):
         return f"a {type(out).__name__} with keys {sorted(map(str, out))}"
@@ -213,8 +221,10 @@ def make_optimizer(
     if isinstance(optimizer, str):
         name = OPTIMIZERS.get(optimizer.lower())
         if name is None:
-            raise ValueError(f"unknown optimizer {optimizer!r}; one of {sorted(OPTIMIZERS)}, "
-                             "a torch.optim class or a callable params -> optimizer")  # fmt: skip
+            raise ValueError(
+                f"unknown optimizer {optimizer!r}; one of {sorted(OPTIMIZERS)}, "
+                "a torch.optim class or a callable params -> optimizer"
+            )
         optimizer = getattr(torch.optim, name)
     if isinstance(optimizer, type):
         return optimizer(params, lr=lr, **kwargs)
@@ -226,8 +236,10 @@ def make_optimizer(
     built = optimizer(params)
     if not isinstance(built, torch.optim.Optimizer):
         name = getattr(optimizer, "__name__", type(optimizer).__name__)
-        raise TypeError(f"the optimizer factory {name} returned {type(built).__name__}, not a "
-                        "torch.optim.Optimizer")  # fmt: skip
+        raise TypeError(
+            f"the optimizer factory {name} returned {type(built).__name__}, not a "
+            "torch.optim.Optimizer"
+        )
     return built
 
 
@@ -332,7 +344,8 @@ class LabModule(pl.LightningModule):
                             f"the metric {name!r} raised {type(exc).__name__}: {exc} on "
                             f"{stage} batch {batch_idx} of epoch {self.current_epoch} "
                             f"(output {_shape(out)}, target {_shape(target)}); fix "
-                            f"metrics[{name!r}] or remove it") from exc  # fmt: skip
+                            f"metrics[{name!r}] or remove it"
+                        ) from exc
                     values[name] = as_scalar(name, value, loss.device)
         self._means[stage].add(values, bs)
         if stage == "train":
@@ -378,8 +391,9 @@ class LabModule(pl.LightningModule):
         if step % every and not trainer.should_stop:
             return
         self._logged_step = step  # once per optimizer step (gradient accumulation)
-        metrics: dict[str, float] = dict(zip(
-            [f"train_{n}" for n in means.names], means.last.tolist(), strict=True))  # fmt: skip
+        metrics: dict[str, float] = dict(
+            zip([f"train_{n}" for n in means.names], means.last.tolist(), strict=True)
+        )
         metrics["epoch"] = self.current_epoch
         for logger in self.loggers:
             logger.log_metrics(metrics, step=step - 1)
@@ -404,8 +418,15 @@ class LabModule(pl.LightningModule):
         for name, value in self._means[stage].means(reduce).items():
             # after the reduction every process holds the same value; sync_dist with "max"
             # keeps it exactly (Lightning warns about epoch values logged without a sync)
-            self.log(f"{stage}_{name}{suffix}", value, on_step=False, on_epoch=True, batch_size=1,
-                     sync_dist=several, reduce_fx="max" if several else "mean")  # fmt: skip
+            self.log(
+                f"{stage}_{name}{suffix}",
+                value,
+                on_step=False,
+                on_epoch=True,
+                batch_size=1,
+                sync_dist=several,
+                reduce_fx="max" if several else "mean",
+            )
 
     def on_train_epoch_end(self) -> None:
         self.close_epoch("train")

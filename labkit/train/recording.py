@@ -105,8 +105,9 @@ class StopPoll:
         file: A path whose existence means Stop (the server extension creates it).
     """
 
-    def __init__(self, event: threading.Event | None = None,
-                 file: str | os.PathLike[str] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, event: threading.Event | None = None, file: str | os.PathLike[str] | None = None
+    ) -> None:
         self.event = event or threading.Event()
         self.file = Path(file) if file else None
         self.checked = -math.inf
@@ -198,8 +199,9 @@ class StepRecorder:
         Returns:
             The steps flushed now (read), or an empty list.
         """
-        self._pending.append((step, epoch, loss, compute_time, data_time, samples, time.time(),
-                              metrics))  # fmt: skip
+        self._pending.append(
+            (step, epoch, loss, compute_time, data_time, samples, time.time(), metrics)
+        )
         if time.perf_counter() - self._last_flush >= self.flush_interval:
             return self.flush()
         return []
@@ -218,10 +220,17 @@ class StepRecorder:
         read = read_values(values)
         # t: the wall clock at the step's end (the runs view's wall-time axis)
         steps = [
-            {"step": s, "epoch": e, "loss": loss, "compute_time": c, "data_time": d, "samples": n,
-             "t": round(w, 4)}
+            {
+                "step": s,
+                "epoch": e,
+                "loss": loss,
+                "compute_time": c,
+                "data_time": d,
+                "samples": n,
+                "t": round(w, 4),
+            }
             for (s, e, _, c, d, n, w, _m), loss in zip(pending, read, strict=False)
-        ]  # fmt: skip
+        ]
         for (i, k), v in zip(keys, read[len(pending) :], strict=True):
             steps[i][k] = v
         self.emit({"type": "steps", "steps": steps, "memory": memory_bytes()})
@@ -292,8 +301,9 @@ class StepRecorder:
         self._lr_sent = True
         lr = learning_rates(optimizer)
         if lr is not None:
-            self.emit({"type": "optimizer", "step": step, "lr": lr,
-                       "optimizer": type(optimizer).__name__})  # fmt: skip
+            self.emit(
+                {"type": "optimizer", "step": step, "lr": lr, "optimizer": type(optimizer).__name__}
+            )
 
     def end(self, status: str, step: int, error: str | None = None) -> None:
         """Flush, stop tracing, emit the ``end`` event (``finished``/``stopped``/``failed``)."""
@@ -368,6 +378,8 @@ class StepRecorder:
             self._recorder = None
 
     def __repr__(self) -> str:
-        return (f"StepRecorder(flush_interval={self.flush_interval}, "
-                f"trace_every={self.trace_every}, histogram_every={self.histogram_every}, "
-                f"log_every={self.log_every})")  # fmt: skip
+        return (
+            f"StepRecorder(flush_interval={self.flush_interval}, "
+            f"trace_every={self.trace_every}, histogram_every={self.histogram_every}, "
+            f"log_every={self.log_every})"
+        )

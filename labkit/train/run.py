@@ -31,13 +31,28 @@ MAX_RUN_BYTES = 256 << 20
 
 # each field of a run record and the JSON type it must have
 _TYPES: dict[str, tuple[type, ...]] = {
-    "logdir": (str,), "config": (dict,), "status": (str,), "steps": (list,),
-    "epochs": (list,), "checkpoints": (list,), "traces": (list,), "error": (str, type(None)),
-    "notes": (list,), "ranks": (list,), "started": (int, float, type(None)),
-    "ended": (int, float, type(None)), "flops": (dict,),
-}  # fmt: skip
-_ITEMS: dict[str, type] = {"steps": dict, "epochs": dict, "checkpoints": str, "traces": str,
-                           "notes": str, "ranks": dict}  # fmt: skip
+    "logdir": (str,),
+    "config": (dict,),
+    "status": (str,),
+    "steps": (list,),
+    "epochs": (list,),
+    "checkpoints": (list,),
+    "traces": (list,),
+    "error": (str, type(None)),
+    "notes": (list,),
+    "ranks": (list,),
+    "started": (int, float, type(None)),
+    "ended": (int, float, type(None)),
+    "flops": (dict,),
+}
+_ITEMS: dict[str, type] = {
+    "steps": dict,
+    "epochs": dict,
+    "checkpoints": str,
+    "traces": str,
+    "notes": str,
+    "ranks": dict,
+}
 
 
 class RunFileError(ValueError):
@@ -66,12 +81,15 @@ def read_json(path: Path, *, what: str, max_bytes: int) -> Any:
     except InputFileError as exc:
         raise RunFileError(str(exc)) from exc
     except UnicodeDecodeError as exc:
-        raise RunFileError(f"{path}: the {what} is not UTF-8 text ({exc.reason} at byte "
-                           f"{exc.start}); the file is corrupt") from None  # fmt: skip
+        raise RunFileError(
+            f"{path}: the {what} is not UTF-8 text ({exc.reason} at byte "
+            f"{exc.start}); the file is corrupt"
+        ) from None
     except json.JSONDecodeError as exc:
         raise RunFileError(
             f"{path}: the {what} is not valid JSON (line {exc.lineno}, column {exc.colno}: "
-            f"{exc.msg}); the file is truncated or corrupt") from None  # fmt: skip
+            f"{exc.msg}); the file is truncated or corrupt"
+        ) from None
     except RecursionError:
         raise RunFileError(f"{path}: the {what} nests too deeply to be one") from None
 
@@ -79,15 +97,20 @@ def read_json(path: Path, *, what: str, max_bytes: int) -> Any:
 def _fields(data: Any, source: str) -> dict[str, Any]:
     """The constructor arguments in a run record's data, each checked (unknown keys dropped)."""
     if not isinstance(data, dict):
-        raise RunFileError(f"{source}: a run record is a JSON object, this file holds a "
-                           f"{_json_type(data)}")  # fmt: skip
+        raise RunFileError(
+            f"{source}: a run record is a JSON object, this file holds a {_json_type(data)}"
+        )
     if data.get("schema") != RUN_SCHEMA:
-        raise RunFileError(f"{source}: not a labkit run record (field schema is "
-                           f"{data.get('schema')!r}, not {RUN_SCHEMA!r})")  # fmt: skip
+        raise RunFileError(
+            f"{source}: not a labkit run record (field schema is "
+            f"{data.get('schema')!r}, not {RUN_SCHEMA!r})"
+        )
     version = data.get("version")
     if type(version) is not int or version != RUN_VERSION:  # True == 1 but is no version
-        raise RunFileError(f"{source}: field version is {version!r}; this labkit reads run "
-                           f"records of version {RUN_VERSION}")  # fmt: skip
+        raise RunFileError(
+            f"{source}: field version is {version!r}; this labkit reads run "
+            f"records of version {RUN_VERSION}"
+        )
     out: dict[str, Any] = {}
     for name, types in _TYPES.items():
         if name not in data:
@@ -95,8 +118,10 @@ def _fields(data: Any, source: str) -> dict[str, Any]:
         value: Any = data[name]
         if not isinstance(value, types):
             want = " or ".join(_json_type(t()) if t is not type(None) else "null" for t in types)
-            raise RunFileError(f"{source}: field {name} is {_json_type(value)} {_cut(value)}; "
-                               f"a run record's {name} is {want}")  # fmt: skip
+            raise RunFileError(
+                f"{source}: field {name} is {_json_type(value)} {_cut(value)}; "
+                f"a run record's {name} is {want}"
+            )
         item = _ITEMS.get(name)
         if item is not None:
             items: list[Any] = data[name]
@@ -111,14 +136,23 @@ def _fields(data: Any, source: str) -> dict[str, Any]:
         raise RunFileError(f"{source}: field status is {out['status']!r}; one of {STATUSES}")
     for i, s in enumerate(out.get("steps", [])):
         if not isinstance(s.get("step"), int) or isinstance(s.get("step"), bool):
-            raise RunFileError(f"{source}: field steps[{i}].step is {s.get('step')!r}; "
-                               "each step has an integer step")  # fmt: skip
+            raise RunFileError(
+                f"{source}: field steps[{i}].step is {s.get('step')!r}; "
+                "each step has an integer step"
+            )
     return out
 
 
 def _json_type(value: Any) -> str:
-    names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean",
-             int: "a number", float: "a number", type(None): "null"}  # fmt: skip
+    names = {
+        dict: "an object",
+        list: "a list",
+        str: "a string",
+        bool: "a boolean",
+        int: "a number",
+        float: "a number",
+        type(None): "null",
+    }
     return names.get(type(value), type(value).__name__)
 
 
@@ -226,8 +260,10 @@ class Run:
         """The lr the optimizer really had at the first step (and its class)."""
         before = self.config.get("lr")
         if isinstance(before, int | float) and before != event["lr"]:
-            self.notes.append(f"the optimizer trained at lr={event['lr']} (its param groups at "
-                              f"the first step), not the lr argument {before}")  # fmt: skip
+            self.notes.append(
+                f"the optimizer trained at lr={event['lr']} (its param groups at "
+                f"the first step), not the lr argument {before}"
+            )
         self.config["lr"] = event["lr"]
         if self.config.get("optimizer") is None:
             self.config["optimizer"] = event.get("optimizer")
@@ -250,15 +286,22 @@ class Run:
             from labkit.train._ranks import advice, table
 
             last = self.ranks[-1]
-            lines += [f"per rank, epoch {last['epoch']} (to step {last['step']}):",
-                      table(last["ranks"])]  # fmt: skip
+            lines += [
+                f"per rank, epoch {last['epoch']} (to step {last['step']}):",
+                table(last["ranks"]),
+            ]
             lines += [s["text"] for s in last["stragglers"]] or [
                 f"no straggler (margin {last['margin']:.0%} of the others' median, at "
-                f"least {1e3 * last['min_s']:g} ms per step)"]  # fmt: skip
+                f"least {1e3 * last['min_s']:g} ms per step)"
+            ]
             if not last["stragglers"]:  # a straggler's peers wait for it, not for the network
                 rows = last["ranks"]
-                lines += advice({k: sum(r[k] for r in rows) / len(rows)
-                                 for k in ("step_time", "comm_wait", "data_time")})  # fmt: skip
+                lines += advice(
+                    {
+                        k: sum(r[k] for r in rows) / len(rows)
+                        for k in ("step_time", "comm_wait", "data_time")
+                    }
+                )
         util = self.utilization()[2]
         if util:
             lines.append(f"utilization: {util}")
@@ -276,8 +319,11 @@ class Run:
             return None, None, ""
         if not f.get("flops"):
             return None, None, str(f.get("how") or "no FLOPs counted for the step")
-        times = [s["compute_time"] for s in self.steps
-                 if s.get("step") != f.get("step") and s.get("compute_time")]  # fmt: skip
+        times = [
+            s["compute_time"]
+            for s in self.steps
+            if s.get("step") != f.get("step") and s.get("compute_time")
+        ]
         if not times:
             return None, None, "no FLOP/s: no step ran besides the one whose FLOPs were counted"
         from statistics import median
@@ -286,11 +332,14 @@ class Run:
 
         per = " per process" if int(self.config.get("processes") or 1) > 1 else ""
         return utilization(
-            int(f["flops"]), median(times), str(f.get("device", "cpu")),
-            str(f.get("device_name", "")), str(f.get("dtype", "fp32")),
+            int(f["flops"]),
+            median(times),
+            str(f.get("device", "cpu")),
+            str(f.get("device_name", "")),
+            str(f.get("dtype", "fp32")),
             counted=str(f.get("how", "one step")),
             over=f"the median compute time of {len(times)} other steps{per}",
-        )  # fmt: skip
+        )
 
     @property
     def last_checkpoint(self) -> str | None:
@@ -332,10 +381,12 @@ class Run:
             if self.config.get("source", "lab") == "loop":
                 raise RunClosedError(
                     f"{what} after the watched loop ended ({self.status}); start a new one "
-                    "with labkit.watch(model, optimizer) for more steps")  # fmt: skip
+                    "with labkit.watch(model, optimizer) for more steps"
+                )
             raise RunClosedError(
                 f"{what} is for a loop watched with labkit.watch(model, optimizer); this Run "
-                f"records a {self.config.get('source', 'lab')} run")  # fmt: skip
+                f"records a {self.config.get('source', 'lab')} run"
+            )
         return live
 
     @property
@@ -377,8 +428,9 @@ class Run:
         self._watch("with run")
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                 tb: Any) -> bool:  # fmt: skip
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any
+    ) -> bool:
         self.close(exc)
         return isinstance(exc, RunStopped)  # a Stop ends the block, not the program
 

@@ -87,8 +87,9 @@ def write_series(run: Any, folder: str | os.PathLike[str]) -> Path:
     return write_columns(meta, columns, folder, n_steps=len(steps))
 
 
-def write_columns(meta: dict[str, Any], columns: Columns, folder: str | os.PathLike[str], *,
-                  n_steps: int) -> Path:  # fmt: skip
+def write_columns(
+    meta: dict[str, Any], columns: Columns, folder: str | os.PathLike[str], *, n_steps: int
+) -> Path:
     """Write ``<folder>/series.bin`` from a record without steps and its step columns.
 
     The layout (little-endian): the 8 bytes ``LKSERIES``, a uint64 header length, the
@@ -119,8 +120,9 @@ def write_columns(meta: dict[str, Any], columns: Columns, folder: str | os.PathL
     # room for the offsets' digits (at most 20 each), then padded with spaces to 8 bytes
     start = -(-(16 + len(header(0)) + 20 * len(names)) // 8) * 8
     head = header(start).ljust(start - 16)
-    with atomic_writer(target, "wb", what="run series", needed=start + 8 * n_steps * len(names),
-                       fsync=False) as fh:  # fmt: skip
+    with atomic_writer(
+        target, "wb", what="run series", needed=start + 8 * n_steps * len(names), fsync=False
+    ) as fh:
         fh.write(_MAGIC + len(head).to_bytes(8, "little") + head)
         for k in names:
             fh.write(arrays[k].tobytes())
@@ -172,8 +174,9 @@ def read_series(
 
 def _read_bin(path: Path, columns: Sequence[str] | None) -> tuple[dict[str, Any], Columns]:
     def bad(why: str) -> RunsError:
-        return RunsError(f"{path}: not a labkit run series ({why}); delete it to read "
-                         "run.json instead")  # fmt: skip
+        return RunsError(
+            f"{path}: not a labkit run series ({why}); delete it to read run.json instead"
+        )
 
     try:
         with open_input(path, what="run series", max_bytes=MAX_SERIES_BYTES) as fh:
@@ -365,20 +368,38 @@ class Runs:
         from labkit._format import fmt_time
 
         vals = sorted({m for r in self.rows for m in r.best if m.startswith("val_")})[:3]
-        head = ["run", "source", "status", "steps", "wall", "loss",
-                *[f"best {m}" for m in vals], "lr", "recipe"]  # fmt: skip
+        head = [
+            "run",
+            "source",
+            "status",
+            "steps",
+            "wall",
+            "loss",
+            *[f"best {m}" for m in vals],
+            "lr",
+            "recipe",
+        ]
         lines = [head]
         for r in self.rows:
             recipe = ", ".join(f"{k}={v}" for k, v in _recipe_changes(r.recipe).items()) or "fp32"
-            lines.append([
-                r.name, r.source, r.state, str(r.steps),
-                fmt_time(r.wall_time) if r.wall_time is not None else "-",
-                _num(r.last.get("loss")), *[_num(r.best.get(m)) for m in vals],
-                _lr(r.options.get("lr")), recipe,
-            ])  # fmt: skip
+            lines.append(
+                [
+                    r.name,
+                    r.source,
+                    r.state,
+                    str(r.steps),
+                    fmt_time(r.wall_time) if r.wall_time is not None else "-",
+                    _num(r.last.get("loss")),
+                    *[_num(r.best.get(m)) for m in vals],
+                    _lr(r.options.get("lr")),
+                    recipe,
+                ]
+            )
         widths = [max(len(row[i]) for row in lines) for i in range(len(head))]
-        text = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
-                for row in lines]  # fmt: skip
+        text = [
+            "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+            for row in lines
+        ]
         text.insert(1, "  ".join("-" * w for w in widths))
         text += [f"{r.name}: {r.state_note}" for r in self.rows if r.state_note]
         skipped = f"; {len(self.skipped)} skipped: " + "; ".join(self.skipped)
@@ -391,10 +412,25 @@ class Runs:
 
         records = []
         for r in self.rows:
-            rec: dict[str, Any] = {k: getattr(r, k) for k in
-                                   ("name", "source", "state", "status", "steps", "epochs",
-                                    "wall_time", "started", "error", "last_step", "last_epoch",
-                                    "last_time", "state_note", "path")}  # fmt: skip
+            rec: dict[str, Any] = {
+                k: getattr(r, k)
+                for k in (
+                    "name",
+                    "source",
+                    "state",
+                    "status",
+                    "steps",
+                    "epochs",
+                    "wall_time",
+                    "started",
+                    "error",
+                    "last_step",
+                    "last_epoch",
+                    "last_time",
+                    "state_note",
+                    "path",
+                )
+            }
             rec.update({f"last_{k}": v for k, v in r.last.items()})
             rec.update({f"best_{k}": v for k, v in r.best.items()})
             rec.update({k: _cell(v) for k, v in r.options.items()})
@@ -403,8 +439,13 @@ class Runs:
             records.append(rec)
         return pd.DataFrame.from_records(records)
 
-    def show(self, metrics: Sequence[str] | None = None, runs: Sequence[str] | None = None,
-             *, x: str = "step") -> Any:  # fmt: skip
+    def show(
+        self,
+        metrics: Sequence[str] | None = None,
+        runs: Sequence[str] | None = None,
+        *,
+        x: str = "step",
+    ) -> Any:
         """The interactive view: chosen metrics of chosen runs overlaid, a table of runs.
 
         Args:
@@ -421,8 +462,12 @@ class Runs:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready plain data."""
-        return {"rows": [dataclasses.asdict(r) for r in self.rows], "curves": self.curves,
-                "points": self.points, "skipped": list(self.skipped)}  # fmt: skip
+        return {
+            "rows": [dataclasses.asdict(r) for r in self.rows],
+            "curves": self.curves,
+            "points": self.points,
+            "skipped": list(self.skipped),
+        }
 
     def __repr__(self) -> str:
         status: dict[str, int] = {}
@@ -464,8 +509,9 @@ def _is_run(folder: Path) -> bool:
     )
 
 
-def find_runs(source: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
-              max_depth: int = 4) -> list[tuple[str, Path]]:  # fmt: skip
+def find_runs(
+    source: str | os.PathLike[str] | Iterable[str | os.PathLike[str]], max_depth: int = 4
+) -> list[tuple[str, Path]]:
     """``(name, folder)`` of every run under ``source`` (a run folder, a root of run folders,
     a ``run.json`` or a list of those), sorted by name; names are relative to each root."""
     sources = [source] if isinstance(source, str | os.PathLike) else list(source)
@@ -484,16 +530,24 @@ def find_runs(source: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
             depth = len(here.relative_to(p).parts)
             if depth >= max_depth:
                 dirs[:] = []
-            dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in
-                             ("checkpoints", "tensorboard", "traces", "launch"))  # fmt: skip
+            dirs[:] = sorted(
+                d
+                for d in dirs
+                if not d.startswith(".")
+                and d not in ("checkpoints", "tensorboard", "traces", "launch")
+            )
             if here != p and _is_run(here):
                 found.setdefault(here.resolve(), str(here.relative_to(p)))
                 dirs[:] = []
     return sorted(((n, f) for f, n in found.items()), key=lambda nf: nf[0])
 
 
-def runs(source: str | os.PathLike[str] | Iterable[str | os.PathLike[str]], *,
-         metrics: Sequence[str] | None = None, points: int = 2000) -> Runs:  # fmt: skip
+def runs(
+    source: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+    *,
+    metrics: Sequence[str] | None = None,
+    points: int = 2000,
+) -> Runs:
     """Read every run under ``source`` into :class:`Runs` (plain data).
 
     Args:
@@ -525,8 +579,9 @@ def runs(source: str | os.PathLike[str] | Iterable[str | os.PathLike[str]], *,
     return Runs(rows=tuple(rows), curves=curves, points=points, skipped=tuple(skipped))
 
 
-def earlier_runs(logdir: str | os.PathLike[str], *, most: int = 5,
-                 points: int = 400) -> dict[str, dict[str, Curve]]:  # fmt: skip
+def earlier_runs(
+    logdir: str | os.PathLike[str], *, most: int = 5, points: int = 400
+) -> dict[str, dict[str, Curve]]:
     """Curves of the runs beside ``logdir`` (same root), for the live dashboard to overlay.
 
     The ``most`` latest finished or stopped runs under ``logdir``'s parent, other than
@@ -558,15 +613,19 @@ def earlier_runs(logdir: str | os.PathLike[str], *, most: int = 5,
     rows.sort(key=lambda r: -r[0])
     out: dict[str, dict[str, Curve]] = {}
     for _, name, curves in rows[:most]:
-        picked = {("train_loss" if k == "loss" else k): c for k, c in curves.items()
-                  if k == "loss" or k.startswith("val_")}  # fmt: skip
+        picked = {
+            ("train_loss" if k == "loss" else k): c
+            for k, c in curves.items()
+            if k == "loss" or k.startswith("val_")
+        }
         if picked:
             out[name] = picked
     return out
 
 
-def _read_one(name: str, folder: Path, want: list[str] | None,
-              points: int) -> tuple[RunRow, dict[str, Curve]]:  # fmt: skip
+def _read_one(
+    name: str, folder: Path, want: list[str] | None, points: int
+) -> tuple[RunRow, dict[str, Curve]]:
     step_cols = None if want is None else [*_X_KEYS, *(m for m in want if m not in _X_KEYS)]
     final = (folder / SERIES_FILE).is_file() or (folder / RUN_FILE).is_file()
     meta: dict[str, Any] | None = None
@@ -586,8 +645,11 @@ def _read_one(name: str, folder: Path, want: list[str] | None,
         raise error or RunsError(f"{folder}: no run record")
     started = meta.get("started")
     t = cols.get("t")
-    t0 = started if isinstance(started, int | float) else (
-        float(t[0]) if t is not None and len(t) else None)  # fmt: skip
+    t0 = (
+        started
+        if isinstance(started, int | float)
+        else (float(t[0]) if t is not None and len(t) else None)
+    )
     out: dict[str, Curve] = {}
     last: dict[str, float] = {}
     best: dict[str, float] = {}
@@ -618,10 +680,13 @@ def _read_one(name: str, folder: Path, want: list[str] | None,
             continue
         ey = np.asarray([e[metric] for e in pts], dtype=np.float64)
         _extremes(metric, ey, last, best)
-        ets = [float(e["t"]) - t0 if isinstance(e.get("t"), int | float) and t0 is not None
-              else None for e in pts]  # fmt: skip
-        out.setdefault(metric, {"x": [float(e["step"]) for e in pts], "t": ets,
-                                "y": [float(v) for v in ey]})  # fmt: skip
+        ets = [
+            float(e["t"]) - t0 if isinstance(e.get("t"), int | float) and t0 is not None else None
+            for e in pts
+        ]
+        out.setdefault(
+            metric, {"x": [float(e["step"]) for e in pts], "t": ets, "y": [float(v) for v in ey]}
+        )
     config = dict(meta.get("config") or {})
     recipe = config.pop("recipe", None) or {}
     versions = config.pop("versions", None) or {}
@@ -630,16 +695,26 @@ def _read_one(name: str, folder: Path, want: list[str] | None,
     end = ended if isinstance(ended, int | float) else t_last
     wall = end - t0 if end is not None and t0 is not None else None
     row = RunRow(
-        name=name, path=str(folder), status=str(meta.get("status", "created")),
-        steps=int(meta.get("n_steps", 0)), epochs=len(epochs), wall_time=wall,
-        last=last, best=best, recipe=dict(recipe), options=config,
+        name=name,
+        path=str(folder),
+        status=str(meta.get("status", "created")),
+        steps=int(meta.get("n_steps", 0)),
+        epochs=len(epochs),
+        wall_time=wall,
+        last=last,
+        best=best,
+        recipe=dict(recipe),
+        options=config,
         versions={str(k): str(v) for k, v in dict(versions).items()},
-        started=float(t0) if t0 is not None else None, error=meta.get("error"),
-        source=str(config.get("source", "lab")), state=seen.state, state_note=seen.note,
+        started=float(t0) if t0 is not None else None,
+        error=meta.get("error"),
+        source=str(config.get("source", "lab")),
+        state=seen.state,
+        state_note=seen.note,
         last_step=seen.last_step if seen.record is not None else _last_int(cols, "step"),
         last_epoch=seen.last_epoch if seen.record is not None else _last_int(cols, "epoch"),
         last_time=seen.last_time if seen.record is not None else _last_float(meta, cols),
-    )  # fmt: skip
+    )
     return row, out
 
 

@@ -100,8 +100,10 @@ class Scaling:
 
     def summary(self) -> str:
         """The points as a monospace table, then the notes."""
-        head = (f"{'processes':>9} {'step ms':>9} {'samples/s':>10} {'efficiency':>10} "
-                f"{'comm wait':>9} {'in flight':>9} {'data wait':>9} {'MB/step':>8}")  # fmt: skip
+        head = (
+            f"{'processes':>9} {'step ms':>9} {'samples/s':>10} {'efficiency':>10} "
+            f"{'comm wait':>9} {'in flight':>9} {'data wait':>9} {'MB/step':>8}"
+        )
         lines = [head]
         for p in self.points:
             eff = f"{p.efficiency:.0%}" if p.efficiency is not None else "-"
@@ -110,7 +112,7 @@ class Scaling:
                 f"{p.processes:>9} {1e3 * p.step_time:>9.2f} {p.samples_per_s:>10,.0f} "
                 f"{eff:>10} {share[0]:>9} {share[1]:>9} "
                 f"{share[2]:>9} {p.bucket_bytes / 2**20:>8.2f}"
-            )  # fmt: skip
+            )
         return "\n".join([*lines, *self.notes])
 
     def to_dict(self) -> dict[str, Any]:
@@ -118,8 +120,10 @@ class Scaling:
         return asdict(self)
 
     def __repr__(self) -> str:
-        return (f"Scaling(processes={self._counts()}, batch_size={self.batch_size}, "
-                f"device={self.device!r})")  # fmt: skip
+        return (
+            f"Scaling(processes={self._counts()}, batch_size={self.batch_size}, "
+            f"device={self.device!r})"
+        )
 
 
 class _Threads(pl.Callback):
@@ -148,24 +152,35 @@ def _point(run: Any, processes: int) -> dict[str, Any]:
     ranks = [r for g in run.ranks for r in g["ranks"] if r["steps"]]
     steps = run.steps[SKIP:]
     if (processes > 1 and not ranks) or (processes == 1 and not steps):
-        raise RuntimeError(f"the {processes}-process fit in {run.logdir} recorded no step "
-                           f"after warm-up ({run.status}: {run.error})")  # fmt: skip
+        raise RuntimeError(
+            f"the {processes}-process fit in {run.logdir} recorded no step "
+            f"after warm-up ({run.status}: {run.error})"
+        )
     if processes > 1:  # weighted by the steps each gathering holds, mean over ranks
         n = sum(r["steps"] for r in ranks)
 
         def avg(key: str) -> float:
             return sum(r[key] * r["steps"] for r in ranks) / n
 
-        out = {"steps": n // processes, "step_time": avg("step_time"),
-               "data_time": avg("data_time"), "compute_time": avg("compute_time"),
-               "comm_wait": avg("comm_wait"), "comm_time": avg("comm_time"),
-               "bucket_bytes": round(avg("bucket_bytes"))}  # fmt: skip
+        out = {
+            "steps": n // processes,
+            "step_time": avg("step_time"),
+            "data_time": avg("data_time"),
+            "compute_time": avg("compute_time"),
+            "comm_wait": avg("comm_wait"),
+            "comm_time": avg("comm_time"),
+            "bucket_bytes": round(avg("bucket_bytes")),
+        }
     else:
-        out = {"steps": len(steps), "step_time": _mean([s["compute_time"] + s["data_time"]
-                                                        for s in steps]),
-               "data_time": _mean([s["data_time"] for s in steps]),
-               "compute_time": _mean([s["compute_time"] for s in steps]),
-               "comm_wait": 0.0, "comm_time": 0.0, "bucket_bytes": 0}  # fmt: skip
+        out = {
+            "steps": len(steps),
+            "step_time": _mean([s["compute_time"] + s["data_time"] for s in steps]),
+            "data_time": _mean([s["data_time"] for s in steps]),
+            "compute_time": _mean([s["compute_time"] for s in steps]),
+            "comm_wait": 0.0,
+            "comm_time": 0.0,
+            "bucket_bytes": 0,
+        }
     per_step = processes * _mean([float(s.get("samples") or 0) for s in run.steps])
     out.update(
         processes=processes,
@@ -176,9 +191,11 @@ def _point(run: Any, processes: int) -> dict[str, Any]:
 
 
 def _notes(points: list[ScalingPoint]) -> list[str]:
-    notes = [f"means per step after {SKIP} warm-up step(s), over every rank; throughput = "
-             "samples per step over all processes / mean step time; efficiency = "
-             "throughput / (processes x one process's)"]  # fmt: skip
+    notes = [
+        f"means per step after {SKIP} warm-up step(s), over every rank; throughput = "
+        "samples per step over all processes / mean step time; efficiency = "
+        "throughput / (processes x one process's)"
+    ]
     one = next((p for p in points if p.processes == 1), None)
     for p in points:
         if p.processes == 1 or one is None:
@@ -190,9 +207,10 @@ def _notes(points: list[ScalingPoint]) -> list[str]:
             f"all-reduce wait {1e3 * p.comm_wait:+.2f}, compute {1e3 * compute:+.2f}, data "
             f"wait {1e3 * data:+.2f}, the rest (Lightning's loop between hooks) "
             f"{1e3 * (grew - p.comm_wait - compute - data):+.2f} ms"
-        )  # fmt: skip
-        notes += advice({"step_time": p.step_time, "comm_wait": p.comm_wait,
-                         "data_time": p.data_time})  # fmt: skip
+        )
+        notes += advice(
+            {"step_time": p.step_time, "comm_wait": p.comm_wait, "data_time": p.data_time}
+        )
     return notes
 
 
@@ -245,14 +263,23 @@ def scaling(
     raw = []
     try:
         for n in devices:
-            opts = {"max_steps": steps, "max_epochs": -1, "devices": int(n),
-                    "accelerator": accelerator, "dashboard": False, "dry_run": False,
-                    "logdir": str(root / f"devices_{int(n)}"),
-                    "limit_val_batches": 0, **fit_kwargs}  # fmt: skip
+            opts = {
+                "max_steps": steps,
+                "max_epochs": -1,
+                "devices": int(n),
+                "accelerator": accelerator,
+                "dashboard": False,
+                "dry_run": False,
+                "logdir": str(root / f"devices_{int(n)}"),
+                "limit_val_batches": 0,
+                **fit_kwargs,
+            }
             tk = {"enable_progress_bar": False, **(opts.get("trainer_kwargs") or {})}
             extra = tk.get("callbacks") or []
-            tk["callbacks"] = [_Threads(threads), *([extra] if not isinstance(extra, list)
-                                                   else extra)]  # fmt: skip
+            tk["callbacks"] = [
+                _Threads(threads),
+                *([extra] if not isinstance(extra, list) else extra),
+            ]
             opts["trainer_kwargs"] = tk
             run = lab.fit(**opts)
             raw.append(_point(run, int(n)))
@@ -267,11 +294,17 @@ def scaling(
             os.environ["OMP_NUM_THREADS"] = saved_env
     one = next((r for r in raw if r["processes"] == 1), None)
     points = [
-        ScalingPoint(**r, efficiency=r["samples_per_s"] / (r["processes"] * one["samples_per_s"])
-                     if one and one["samples_per_s"] else None)
+        ScalingPoint(
+            **r,
+            efficiency=r["samples_per_s"] / (r["processes"] * one["samples_per_s"])
+            if one and one["samples_per_s"]
+            else None,
+        )
         for r in raw
-    ]  # fmt: skip
+    ]
     notes = _notes(points)
-    notes.insert(1, f"each process ran torch on {threads} intra-op thread(s); this machine "
-                    f"has {cores} core(s)")  # fmt: skip
+    notes.insert(
+        1,
+        f"each process ran torch on {threads} intra-op thread(s); this machine has {cores} core(s)",
+    )
     return Scaling(points, batch_size=lab.batch_size, device=accelerator, notes=notes)

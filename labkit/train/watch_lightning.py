@@ -63,20 +63,30 @@ class WatchCallback(CallbackGroup):
         run: The :class:`~labkit.train.run.Run` of the last fit (None before one).
     """
 
-    def __init__(self, logdir: str | os.PathLike[str] | None = None,
-                 dashboard: bool | None = None, **options: Any) -> None:  # fmt: skip
+    def __init__(
+        self,
+        logdir: str | os.PathLike[str] | None = None,
+        dashboard: bool | None = None,
+        **options: Any,
+    ) -> None:
         if dashboard is not None and not isinstance(dashboard, bool):
-            raise TypeError(f"labkit.watch.lightning(dashboard={dashboard!r}): True, False or "
-                            "None (in a notebook)")  # fmt: skip
+            raise TypeError(
+                f"labkit.watch.lightning(dashboard={dashboard!r}): True, False or "
+                "None (in a notebook)"
+            )
         self.options = WatchOptions.build(options, "labkit.watch.lightning")
         self.logdir = Path(logdir) if logdir is not None else None
         self.dashboard = dashboard
         self.run: Run | None = None
         self.session: Any = None
         o = self.options
-        self.events = LabCallback(self._emit, flush_interval=o.flush_interval,
-                              trace_every=o.trace_every, histogram_every=o.histogram_every,
-                              log_every=o.log_every)  # fmt: skip
+        self.events = LabCallback(
+            self._emit,
+            flush_interval=o.flush_interval,
+            trace_every=o.trace_every,
+            histogram_every=o.histogram_every,
+            log_every=o.log_every,
+        )
         members: list[pl.Callback] = [self.events]
         if o.rank_stats:
             members.append(RankStats(self._emit))
@@ -98,25 +108,39 @@ class WatchCallback(CallbackGroup):
         config: dict[str, Any] = {
             "model": type(pl_module).__name__,
             "params": sum(p.numel() for p in pl_module.parameters()),
-            "max_epochs": trainer.max_epochs, "max_steps": trainer.max_steps,
-            "devices": trainer.num_devices, "world_size": trainer.world_size,
-            "num_nodes": trainer.num_nodes, "precision": str(trainer.precision),
-            "strategy": type(trainer.strategy).__name__, "optimizer": None, "lr": None,
-            "guard": o.guard, "trace_every": o.trace_every,
+            "max_epochs": trainer.max_epochs,
+            "max_steps": trainer.max_steps,
+            "devices": trainer.num_devices,
+            "world_size": trainer.world_size,
+            "num_nodes": trainer.num_nodes,
+            "precision": str(trainer.precision),
+            "strategy": type(trainer.strategy).__name__,
+            "optimizer": None,
+            "lr": None,
+            "guard": o.guard,
+            "trace_every": o.trace_every,
             "histogram_every": o.histogram_every,
-            "versions": versions("lightning"), **(o.config or {}),
-        }  # fmt: skip
+            "versions": versions("lightning"),
+            **(o.config or {}),
+        }
         # several processes: rank 0 may be a process forked from the notebook's kernel,
         # which cannot show a widget; the record is on disk (labkit.runs reads it)
         notes = []
         dashboard = self.dashboard
         if trainer.world_size > 1 and dashboard is not False:
             dashboard = False
-            notes.append("no live dashboard with several processes; labkit.runs(logdir) reads "
-                         "the record")  # fmt: skip
-        self.session = RunSession(logdir, source="lightning", config=config, notes=notes,
-                                  dashboard=dashboard, rank=trainer.global_rank,
-                                  compare_with=o.compare_with)  # fmt: skip
+            notes.append(
+                "no live dashboard with several processes; labkit.runs(logdir) reads the record"
+            )
+        self.session = RunSession(
+            logdir,
+            source="lightning",
+            config=config,
+            notes=notes,
+            dashboard=dashboard,
+            rank=trainer.global_rank,
+            compare_with=o.compare_with,
+        )
         self.session.open()
         self.run = self.session.run
         ev = self.events

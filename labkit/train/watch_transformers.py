@@ -74,11 +74,17 @@ class WatchTrainerCallback(TrainerCallback):
         run: The :class:`~labkit.train.run.Run` of the last ``train()`` (None before one).
     """
 
-    def __init__(self, logdir: str | os.PathLike[str] | None = None,
-                 dashboard: bool | None = None, **options: Any) -> None:  # fmt: skip
+    def __init__(
+        self,
+        logdir: str | os.PathLike[str] | None = None,
+        dashboard: bool | None = None,
+        **options: Any,
+    ) -> None:
         if dashboard is not None and not isinstance(dashboard, bool):
-            raise TypeError(f"labkit.watch.transformers(dashboard={dashboard!r}): True, False "
-                            "or None (in a notebook)")  # fmt: skip
+            raise TypeError(
+                f"labkit.watch.transformers(dashboard={dashboard!r}): True, False "
+                "or None (in a notebook)"
+            )
         self.options = WatchOptions.build(options, "labkit.watch.transformers")
         self.logdir = Path(logdir) if logdir is not None else None
         self.dashboard = dashboard
@@ -95,8 +101,15 @@ class WatchTrainerCallback(TrainerCallback):
         self.clock: Any = None  # per-rank step breakdown under DDP (rank_stats)
 
     # ------------------------------------------------------------------ the start
-    def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None,
-                       optimizer: Any = None, **kwargs: Any) -> None:  # fmt: skip
+    def on_train_begin(
+        self,
+        args: Any,
+        state: Any,
+        control: Any,
+        model: Any = None,
+        optimizer: Any = None,
+        **kwargs: Any,
+    ) -> None:
         from labkit.train._run_session import RunSession, versions
         from labkit.train._step_guard import StepGuard
         from labkit.train.recording import StepRecorder, StopPoll
@@ -106,33 +119,51 @@ class WatchTrainerCallback(TrainerCallback):
         o = self.options
         logdir = self.logdir if self.logdir is not None else default_logdir(model)
         config: dict[str, Any] = {
-            "model": type(model).__name__, "params": sum(p.numel() for p in model.parameters()),
-            "max_steps": state.max_steps, "max_epochs": args.num_train_epochs,
+            "model": type(model).__name__,
+            "params": sum(p.numel() for p in model.parameters()),
+            "max_steps": state.max_steps,
+            "max_epochs": args.num_train_epochs,
             "batch_size": args.per_device_train_batch_size,
             "gradient_accumulation_steps": args.gradient_accumulation_steps,
-            "world_size": args.world_size, "seed": args.seed, "optimizer": None, "lr": None,
-            "guard": o.guard, "trace_every": o.trace_every,
+            "world_size": args.world_size,
+            "seed": args.seed,
+            "optimizer": None,
+            "lr": None,
+            "guard": o.guard,
+            "trace_every": o.trace_every,
             "histogram_every": o.histogram_every,
-            "versions": versions("transformers", "accelerate"), **(o.config or {}),
-        }  # fmt: skip
-        session = RunSession(logdir, source="transformers", config=config,
-                             dashboard=self.dashboard, rank=args.process_index,
-                             compare_with=o.compare_with)  # fmt: skip
+            "versions": versions("transformers", "accelerate"),
+            **(o.config or {}),
+        }
+        session = RunSession(
+            logdir,
+            source="transformers",
+            config=config,
+            dashboard=self.dashboard,
+            rank=args.process_index,
+            compare_with=o.compare_with,
+        )
         session.open()
         self.session, self.run, self.stopped = session, session.run, False
         self.recorder = StepRecorder(
-            session.emit, flush_interval=o.flush_interval,
-            stop=StopPoll(session.stop_event, session.stop_file), logdir=logdir,
-            trace_every=o.trace_every, histogram_every=o.histogram_every,
-            writer=session.writer, log_every=o.log_every, scalars=session.scalars,
-        )  # fmt: skip
+            session.emit,
+            flush_interval=o.flush_interval,
+            stop=StopPoll(session.stop_event, session.stop_file),
+            logdir=logdir,
+            trace_every=o.trace_every,
+            histogram_every=o.histogram_every,
+            writer=session.writer,
+            log_every=o.log_every,
+            scalars=session.scalars,
+        )
         self._net = model
         self._sum = sums_micro_losses(model)
         if self._sum and args.gradient_accumulation_steps > 1:
             session.run.notes.append(
                 "a step's loss is the sum of its micro-batches' losses, as the Trainer trains "
                 "and logs it: the model takes loss keywords, so the Trainer leaves dividing by "
-                "the accumulation steps to it (num_items_in_batch)")  # fmt: skip
+                "the accumulation steps to it (num_items_in_batch)"
+            )
         self._handles = [model.register_forward_hook(self._keep_loss)]
         inner = getattr(optimizer, "optimizer", optimizer)  # accelerate's AcceleratedOptimizer
         if o.guard:
@@ -142,9 +173,12 @@ class WatchTrainerCallback(TrainerCallback):
         self.clock = None
         if o.rank_stats and args.world_size > 1:
             self._start_clock(args, model, inner)
-        self.recorder.start(total_steps=state.max_steps or None,
-                            max_epochs=args.num_train_epochs, world_size=args.world_size,
-                            start_step=state.global_step)  # fmt: skip
+        self.recorder.start(
+            total_steps=state.max_steps or None,
+            max_epochs=args.num_train_epochs,
+            world_size=args.world_size,
+            start_step=state.global_step,
+        )
         if session.recording:
             self.recorder.attach_tracing(model)
         _OPEN.add(self)
@@ -160,9 +194,13 @@ class WatchTrainerCallback(TrainerCallback):
         device = torch.device("cpu")
         if dist.get_backend() == "nccl":
             device = next((p.device for p in model.parameters()), device)
-        clock = self.clock = StepClock(self.session.emit, world=dist.get_world_size(),
-                                       rank=dist.get_rank(), device=device,
-                                       logdir=self.session.logdir)  # fmt: skip
+        clock = self.clock = StepClock(
+            self.session.emit,
+            world=dist.get_world_size(),
+            rank=dist.get_rank(),
+            device=device,
+            logdir=self.session.logdir,
+        )
 
         def start(module: torch.nn.Module, inputs: Any) -> None:
             if module.training and torch.is_grad_enabled():
@@ -172,8 +210,7 @@ class WatchTrainerCallback(TrainerCallback):
             if module.training and torch.is_grad_enabled():
                 clock.forward_end()
 
-        self._handles += [model.register_forward_pre_hook(start),
-                          model.register_forward_hook(end)]  # fmt: skip
+        self._handles += [model.register_forward_pre_hook(start), model.register_forward_hook(end)]
         if optimizer is not None:
             self._handles.append(optimizer.register_step_pre_hook(clock.before_optimizer))
 
@@ -244,17 +281,21 @@ class WatchTrainerCallback(TrainerCallback):
             epoch = max(0, round(state.epoch or 0) - 1)
             self.clock.gather(epoch, state.global_step)
 
-    def on_evaluate(self, args: Any, state: Any, control: Any, metrics: Any = None,
-                    **kwargs: Any) -> None:  # fmt: skip
+    def on_evaluate(
+        self, args: Any, state: Any, control: Any, metrics: Any = None, **kwargs: Any
+    ) -> None:
         if self.clock is not None:
             self.clock.restart()  # the evaluation is no data wait of the next step
         if self.recorder is None or not metrics:
             return
         figures = {
-            "val_" + k.removeprefix("eval_"): float(v) for k, v in metrics.items()
-            if isinstance(v, int | float) and not isinstance(v, bool)
-            and k.startswith("eval_") and not k.endswith(("_runtime", "per_second"))
-        }  # fmt: skip
+            "val_" + k.removeprefix("eval_"): float(v)
+            for k, v in metrics.items()
+            if isinstance(v, int | float)
+            and not isinstance(v, bool)
+            and k.startswith("eval_")
+            and not k.endswith(("_runtime", "per_second"))
+        }
         if figures:
             n = len(self.session.run.epochs)
             flushed = self.recorder.epoch(n, state.global_step, figures)
@@ -285,8 +326,9 @@ class WatchTrainerCallback(TrainerCallback):
                 last = session.run.steps[-1]["step"] if session.run.steps else 0
                 self.recorder.end(status, step if step is not None else last, error)
             except Exception as exc:  # the record is written whatever this says
-                session.run.notes.append(f"the run's end could not be recorded in full: "
-                                         f"{type(exc).__name__}: {exc}")  # fmt: skip
+                session.run.notes.append(
+                    f"the run's end could not be recorded in full: {type(exc).__name__}: {exc}"
+                )
         finally:
             session.close(status, error)
             self._losses = []

@@ -91,8 +91,9 @@ class WatchOptions:
             raise ValueError(f"{where}(total_steps={n!r}): a whole number >= 1, or None")
         c = options.get("config")
         if c is not None and not isinstance(c, dict):
-            raise TypeError(f"{where}(config=...) is a dict of your settings, got "
-                            f"{type(c).__name__}")  # fmt: skip
+            raise TypeError(
+                f"{where}(config=...) is a dict of your settings, got {type(c).__name__}"
+            )
         return cls(**options)
 
     def __repr__(self) -> str:
@@ -132,27 +133,35 @@ def _number(name: str, value: Any) -> Any:
     """A step figure as kept: a scalar tensor (detached, read later) or a float."""
     if isinstance(value, torch.Tensor):
         if value.numel() != 1:
-            raise ValueError(f"run.step({name}=...) got a tensor of shape {list(value.shape)}; "
-                             f"a figure is one number: reduce it ({name}.mean())")  # fmt: skip
+            raise ValueError(
+                f"run.step({name}=...) got a tensor of shape {list(value.shape)}; "
+                f"a figure is one number: reduce it ({name}.mean())"
+            )
         if value.is_complex():
             raise TypeError(f"run.step({name}=...) got a complex tensor; a figure is real")
         return value.detach()
     if isinstance(value, bool) or not isinstance(value, (int, float, *np_number())):
-        raise TypeError(f"run.step({name}={value!r}): a figure is a scalar tensor or a number, "
-                        f"not {type(value).__name__}")  # fmt: skip
+        raise TypeError(
+            f"run.step({name}={value!r}): a figure is a scalar tensor or a number, "
+            f"not {type(value).__name__}"
+        )
     return float(value)  # type: ignore[arg-type]  # an int, float or NumPy number
 
 
 def _loss(loss: Any) -> Any:
     if loss is None:
-        raise TypeError("run.step() needs the step's loss: run.step(loss=loss) once per "
-                        "optimizer step")  # fmt: skip
+        raise TypeError(
+            "run.step() needs the step's loss: run.step(loss=loss) once per optimizer step"
+        )
     if isinstance(loss, int) and not isinstance(loss, bool):
-        raise TypeError(f"run.step(loss={loss!r}) got a Python int; pass the loss tensor (or "
-                        "its float), as the backward pass used it")  # fmt: skip
+        raise TypeError(
+            f"run.step(loss={loss!r}) got a Python int; pass the loss tensor (or "
+            "its float), as the backward pass used it"
+        )
     if isinstance(loss, torch.Tensor) and not loss.is_floating_point():
-        raise TypeError(f"run.step(loss=...) got a {loss.dtype} tensor; a loss is a floating "
-                        "point scalar")  # fmt: skip
+        raise TypeError(
+            f"run.step(loss=...) got a {loss.dtype} tensor; a loss is a floating point scalar"
+        )
     return _number("loss", loss)
 
 
@@ -161,8 +170,9 @@ class LoopWatch:
 
     STOP_EVERY = 10  # steps between two Stop agreements across processes (a collective)
 
-    def __init__(self, model: torch.nn.Module, optimizer: Any, session: Any,
-                 options: WatchOptions) -> None:  # fmt: skip
+    def __init__(
+        self, model: torch.nn.Module, optimizer: Any, session: Any, options: WatchOptions
+    ) -> None:
         from labkit.train._step_guard import StepGuard
         from labkit.train.recording import StepRecorder, StopPoll
 
@@ -172,11 +182,16 @@ class LoopWatch:
         self.session = session
         self.options = options
         self.recorder = StepRecorder(
-            session.emit, flush_interval=options.flush_interval,
-            stop=StopPoll(session.stop_event, session.stop_file), logdir=session.logdir,
-            trace_every=options.trace_every, histogram_every=options.histogram_every,
-            writer=session.writer, log_every=options.log_every, scalars=session.scalars,
-        )  # fmt: skip
+            session.emit,
+            flush_interval=options.flush_interval,
+            stop=StopPoll(session.stop_event, session.stop_file),
+            logdir=session.logdir,
+            trace_every=options.trace_every,
+            histogram_every=options.histogram_every,
+            writer=session.writer,
+            log_every=options.log_every,
+            scalars=session.scalars,
+        )
         self.guard = StepGuard(self.net) if options.guard else None
         self.count = 0
         self.epoch = 0
@@ -190,8 +205,12 @@ class LoopWatch:
         self._gathered_epoch = 0
 
     def start(self) -> None:
-        self.recorder.start(total_steps=self.options.total_steps, max_epochs=None,
-                            world_size=self.world, start_step=0)  # fmt: skip
+        self.recorder.start(
+            total_steps=self.options.total_steps,
+            max_epochs=None,
+            world_size=self.world,
+            start_step=0,
+        )
         if self.guard is not None:
             self.guard.attach(self.optimizer)
         if self.optimizer is not None and self.options.histogram_every:
@@ -212,11 +231,18 @@ class LoopWatch:
         device = torch.device("cpu")
         if dist.get_backend() == "nccl":
             device = next((p.device for p in self.net.parameters()), device)
-        self.clock = StepClock(self.session.emit, world=self.world, rank=dist.get_rank(),
-                               device=device, logdir=self.session.logdir)  # fmt: skip
+        self.clock = StepClock(
+            self.session.emit,
+            world=self.world,
+            rank=dist.get_rank(),
+            device=device,
+            logdir=self.session.logdir,
+        )
         # the model as called (a DDP wrapper: its forward with the buffers' broadcast)
-        self._clock_hooks = [self.model.register_forward_pre_hook(self.clock.forward_start),
-                             self.model.register_forward_hook(self.clock.forward_end)]  # fmt: skip
+        self._clock_hooks = [
+            self.model.register_forward_pre_hook(self.clock.forward_start),
+            self.model.register_forward_hook(self.clock.forward_end),
+        ]
         if self.optimizer is not None:
             self._clock_hooks.append(
                 self.optimizer.register_step_pre_hook(self.clock.before_optimizer)
@@ -245,8 +271,9 @@ class LoopWatch:
             if not isinstance(epoch, int) or isinstance(epoch, bool):
                 raise TypeError(f"run.step(epoch={epoch!r}): the epoch is a whole number")
             if not isinstance(samples, int) or isinstance(samples, bool) or samples < 0:
-                raise TypeError(f"run.step(samples={samples!r}): the batch's samples, a whole "
-                                "number")  # fmt: skip
+                raise TypeError(
+                    f"run.step(samples={samples!r}): the batch's samples, a whole number"
+                )
             figures = {k: _number(k, v) for k, v in metrics.items()} or None
         now = time.perf_counter()
         self.count = k = self.count + 1
@@ -280,8 +307,10 @@ class LoopWatch:
         import torch.distributed as dist
 
         local = self.recorder.stop.event.is_set() or (
-            self.session.recording and self.recorder.stop.file is not None
-            and self.recorder.stop.file.exists())  # fmt: skip
+            self.session.recording
+            and self.recorder.stop.file is not None
+            and self.recorder.stop.file.exists()
+        )
         device = next((p.device for p in self.net.parameters()), torch.device("cpu"))
         if dist.get_backend() != "nccl":
             device = torch.device("cpu")
@@ -329,7 +358,8 @@ class LoopWatch:
                 except Exception as gather_exc:
                     self.session.run.notes.append(
                         f"the ranks' step figures could not be gathered at the end: "
-                        f"{type(gather_exc).__name__}: {gather_exc}")  # fmt: skip
+                        f"{type(gather_exc).__name__}: {gather_exc}"
+                    )
                 self.clock = None
             if self._hook is not None:
                 self._hook.remove()
@@ -338,8 +368,10 @@ class LoopWatch:
             try:
                 self.recorder.end(status, self.count, error)
             except Exception as end_exc:  # the record is written whatever this says
-                self.session.run.notes.append(f"the run's end could not be recorded in full: "
-                                              f"{type(end_exc).__name__}: {end_exc}")  # fmt: skip
+                self.session.run.notes.append(
+                    f"the run's end could not be recorded in full: "
+                    f"{type(end_exc).__name__}: {end_exc}"
+                )
         finally:
             self.session.close(status, error)
 
@@ -354,28 +386,38 @@ _OPEN: weakref.WeakSet[LoopWatch] = weakref.WeakSet()
 def _close_open_watches() -> None:
     """A watched loop left open when the interpreter exits ends as stopped, recorded."""
     for live in list(_OPEN):
-        live.session.run.notes.append("the process ended before the watched loop's block "
-                                      "ended (or run.close() was called)")  # fmt: skip
+        live.session.run.notes.append(
+            "the process ended before the watched loop's block ended (or run.close() was called)"
+        )
         live.clock = None  # no collective at exit: the other ranks may be gone
         live.close(RunStopped("the process ended"))
 
 
-def watch_loop(model: Any, optimizer: Any = None, logdir: Any = None, dashboard: bool | None = None,
-               **options: Any) -> Run:  # fmt: skip
+def watch_loop(
+    model: Any,
+    optimizer: Any = None,
+    logdir: Any = None,
+    dashboard: bool | None = None,
+    **options: Any,
+) -> Run:
     """See :class:`Watch` (``labkit.watch``)."""
     from labkit.train._lock import LogdirBusyError
     from labkit.train._run_session import RunSession, versions
 
     if not isinstance(model, torch.nn.Module):
-        raise TypeError(f"labkit.watch(model, ...) watches a torch.nn.Module, got "
-                        f"{type(model).__name__}")  # fmt: skip
+        raise TypeError(
+            f"labkit.watch(model, ...) watches a torch.nn.Module, got {type(model).__name__}"
+        )
     if optimizer is not None and not isinstance(optimizer, torch.optim.Optimizer):
-        raise TypeError(f"labkit.watch(model, optimizer=...) takes a torch.optim.Optimizer (its "
-                        f"step is where gradients are checked), got "
-                        f"{type(optimizer).__name__}")  # fmt: skip
+        raise TypeError(
+            f"labkit.watch(model, optimizer=...) takes a torch.optim.Optimizer (its "
+            f"step is where gradients are checked), got "
+            f"{type(optimizer).__name__}"
+        )
     if dashboard is not None and not isinstance(dashboard, bool):
-        raise TypeError(f"labkit.watch(dashboard={dashboard!r}): True, False or None (in a "
-                        "notebook)")  # fmt: skip
+        raise TypeError(
+            f"labkit.watch(dashboard={dashboard!r}): True, False or None (in a notebook)"
+        )
     o = WatchOptions.build(options, "labkit.watch")
     check_process_group("labkit.watch")
     inner = getattr(model, "module", model)
@@ -383,13 +425,20 @@ def watch_loop(model: Any, optimizer: Any = None, logdir: Any = None, dashboard:
         "model": type(inner).__name__,
         "params": sum(p.numel() for p in inner.parameters()),
         "optimizer": type(optimizer).__name__ if optimizer is not None else None,
-        "lr": None, "guard": o.guard, "trace_every": o.trace_every,
-        "histogram_every": o.histogram_every, "versions": versions(),
+        "lr": None,
+        "guard": o.guard,
+        "trace_every": o.trace_every,
+        "histogram_every": o.histogram_every,
+        "versions": versions(),
         **(o.config or {}),
-    }  # fmt: skip
-    session = RunSession(logdir if logdir is not None else default_logdir(model), source="loop",
-                         config=config, dashboard=dashboard,
-                         compare_with=o.compare_with)  # fmt: skip
+    }
+    session = RunSession(
+        logdir if logdir is not None else default_logdir(model),
+        source="loop",
+        config=config,
+        dashboard=dashboard,
+        compare_with=o.compare_with,
+    )
     try:
         session.open()
     except LogdirBusyError:
@@ -458,13 +507,22 @@ class Watch:
             >>> trainer = lightning.Trainer(callbacks=[labkit.watch.lightning()])  # doctest: +SKIP
     """
 
-    def __call__(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer | None = None,
-                 logdir: str | os.PathLike[str] | None = None, dashboard: bool | None = None,
-                 **options: Any) -> Run:  # fmt: skip
+    def __call__(
+        self,
+        model: torch.nn.Module,
+        optimizer: torch.optim.Optimizer | None = None,
+        logdir: str | os.PathLike[str] | None = None,
+        dashboard: bool | None = None,
+        **options: Any,
+    ) -> Run:
         return watch_loop(model, optimizer, logdir, dashboard, **options)
 
-    def lightning(self, logdir: str | os.PathLike[str] | None = None,
-                  dashboard: bool | None = None, **options: Any) -> Any:  # fmt: skip
+    def lightning(
+        self,
+        logdir: str | os.PathLike[str] | None = None,
+        dashboard: bool | None = None,
+        **options: Any,
+    ) -> Any:
         """A ``lightning.Callback`` recording your own ``lightning.Trainer``'s fit.
 
         Args:
@@ -480,8 +538,12 @@ class Watch:
 
         return WatchCallback(logdir=logdir, dashboard=dashboard, **options)
 
-    def transformers(self, logdir: str | os.PathLike[str] | None = None,
-                     dashboard: bool | None = None, **options: Any) -> Any:  # fmt: skip
+    def transformers(
+        self,
+        logdir: str | os.PathLike[str] | None = None,
+        dashboard: bool | None = None,
+        **options: Any,
+    ) -> Any:
         """A ``transformers.TrainerCallback`` recording a Hugging Face ``Trainer``'s training.
 
         Args:

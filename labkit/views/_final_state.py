@@ -76,8 +76,16 @@ def curves_png(series: dict[str, dict[str, list[float]]], title: str, status: st
     if status:
         box = fig.add_subplot(grid[0, 0])
         box.set_axis_off()
-        box.text(0.0, 1.0, status, family="monospace", fontsize=7, va="top", ha="left",
-                 transform=box.transAxes)  # fmt: skip
+        box.text(
+            0.0,
+            1.0,
+            status,
+            family="monospace",
+            fontsize=7,
+            va="top",
+            ha="left",
+            transform=box.transAxes,
+        )
     for i, keys in enumerate(panels):
         ax = fig.add_subplot(grid[0, i + side])
         for j, key in enumerate(keys):
@@ -92,8 +100,9 @@ def curves_png(series: dict[str, dict[str, list[float]]], title: str, status: st
     return _png(fig)
 
 
-def dashboard_picture(series: dict[str, Any], stats: dict[str, Any], status: str,
-                      error: str, notes: list[str]) -> dict[str, str]:  # fmt: skip
+def dashboard_picture(
+    series: dict[str, Any], stats: dict[str, Any], status: str, error: str, notes: list[str]
+) -> dict[str, str]:
     """``text/html`` (status table, curves, error, notes) and ``image/png`` (curves)."""
     text = dashboard_status(stats, status)
     parts = [pre(text)]
@@ -138,8 +147,14 @@ def speedup_figure(rows: list[dict[str, Any]]) -> Figure:
     low = [max(0.0, r["speedup"] - (r.get("speedup_low") or r["speedup"])) for r in ok]
     high = [max(0.0, (r.get("speedup_high") or r["speedup"]) - r["speedup"]) for r in ok]
     err = [low, high]
-    ax.barh(range(len(ok)), speed, xerr=err if ok else None, ecolor="#333", capsize=3,
-            color=["#3b7dd8" if s >= 1 else "#d8703b" for s in speed])  # fmt: skip
+    ax.barh(
+        range(len(ok)),
+        speed,
+        xerr=err if ok else None,
+        ecolor="#333",
+        capsize=3,
+        color=["#3b7dd8" if s >= 1 else "#d8703b" for s in speed],
+    )
     ax.set_yticks(range(len(ok)), [r["label"] for r in ok], fontsize=8)
     ax.invert_yaxis()
     ax.axvline(1.0, color="#555", lw=0.8)
@@ -157,8 +172,9 @@ def speedup_png(rows: list[dict[str, Any]]) -> bytes:
     return _png(speedup_figure(rows))
 
 
-def optimize_picture(recipe_label: str, comparison: Any, rows: list[dict[str, Any]],
-                     error: str) -> dict[str, str]:  # fmt: skip
+def optimize_picture(
+    recipe_label: str, comparison: Any, rows: list[dict[str, Any]], error: str
+) -> dict[str, str]:
     """The measured table (monospace) and the speed-up bars; or the recipe when unmeasured."""
     if comparison is None:
         text = f"OptimizePanel: recipe {recipe_label} (not measured)"

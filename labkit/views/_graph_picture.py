@@ -86,8 +86,9 @@ def heat(values: Iterable[float]) -> Any:
 
 def ink_on(rgb: tuple[int, int, int]) -> tuple[int, int, int]:
     """Black or white text, whichever contrasts more with ``rgb`` (WCAG, as ``inkOn``)."""
-    lin = [(c / 255) / 12.92 if c / 255 <= 0.04045 else ((c / 255 + 0.055) / 1.055) ** 2.4
-           for c in rgb]  # fmt: skip
+    lin = [
+        (c / 255) / 12.92 if c / 255 <= 0.04045 else ((c / 255 + 0.055) / 1.055) ** 2.4 for c in rgb
+    ]
     lum = 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
     return (0, 0, 0) if (lum + 0.05) / 0.05 >= 1.05 / (lum + 0.05) else (255, 255, 255)
 
@@ -295,8 +296,9 @@ def draw(
     def rect(x: float, y: float, w: float, h: float, **kw: Any) -> None:
         dr.rounded_rectangle([x * S, (y + top) * S, (x + w) * S, (y + top + h) * S], **kw)
 
-    def text(x: float, y: float, s: str, size: float, fill: Any, anchor: str = "mm",
-             bold: bool = False) -> None:  # fmt: skip
+    def text(
+        x: float, y: float, s: str, size: float, fill: Any, anchor: str = "mm", bold: bool = False
+    ) -> None:
         dr.text((x * S, (y + top) * S), s, font=_font(round(size), bold), fill=fill, anchor=anchor)
 
     dr.text((_PAD * S, 6 * S), title, font=_font(12, True), fill=(34, 34, 34))
@@ -307,8 +309,16 @@ def draw(
         n = canon.count[k]
         if n > 1:  # a rolled block: a second frame behind, as a stack
             rect(x + 4, y - 4, w, h, radius=6 * S, outline=_FRAME, width=S, fill=(255, 255, 255))
-        rect(x, y, w, h, radius=6 * S, outline=_ERROR if marked.get(k) else _FRAME,
-             width=2 * S if marked.get(k) else S, fill=_FRAME_FILL)  # fmt: skip
+        rect(
+            x,
+            y,
+            w,
+            h,
+            radius=6 * S,
+            outline=_ERROR if marked.get(k) else _FRAME,
+            width=2 * S if marked.get(k) else S,
+            fill=_FRAME_FILL,
+        )
         text(x + 8, y + 12, head[k], 11, (34, 34, 34), anchor="lm", bold=True)
         if n > 1:
             _badge(dr, (x + w - 20) * S, (y + 12 + top) * S, f"\u00d7{n}")
@@ -326,8 +336,16 @@ def draw(
         broke = marked.get(k, 0)
         kind = trace.nodes[k].kind
         radius = 12 if kind == "op" else 4
-        rect(x, y, w, h, radius=radius * S, fill=fill, outline=_ERROR if broke else _INK2,
-             width=round(2.5 * S) if broke else S)  # fmt: skip
+        rect(
+            x,
+            y,
+            w,
+            h,
+            radius=radius * S,
+            fill=fill,
+            outline=_ERROR if broke else _INK2,
+            width=round(2.5 * S) if broke else S,
+        )
         if k in hatch:
             _hatch(dr, (x * S, (y + top) * S, (x + w) * S, (y + top + h) * S), _INK2)
         lab, sub = shown[k]
@@ -432,8 +450,13 @@ def _badge(dr: Any, cx: float, cy: float, label: str, fill: Any = (73, 80, 87)) 
     f = _font(10, True)
     w = max(16 * SCALE, f.getlength(label) + 8 * SCALE)
     h = 16 * SCALE
-    dr.rounded_rectangle([cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2], radius=h / 2,
-                         fill=fill, outline=(255, 255, 255), width=SCALE)  # fmt: skip
+    dr.rounded_rectangle(
+        [cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2],
+        radius=h / 2,
+        fill=fill,
+        outline=(255, 255, 255),
+        width=SCALE,
+    )
     dr.text((cx, cy), label, font=f, fill=(255, 255, 255), anchor="mm")
 
 

@@ -28,8 +28,9 @@ MONO = "font-family: var(--jp-code-font-family, ui-monospace, 'DejaVu Sans Mono'
 #: An SVG longer than this (characters) stays out of the bundle; the PNG is always there.
 SVG_MAX = 150_000
 #: The tags and attributes a sanitizer keeps (bleach's defaults, which nbconvert uses).
-_SAFE_TAGS = frozenset({"a", "abbr", "acronym", "b", "blockquote", "code", "em", "i", "li",
-                        "ol", "strong", "ul"})  # fmt: skip
+_SAFE_TAGS = frozenset(
+    {"a", "abbr", "acronym", "b", "blockquote", "code", "em", "i", "li", "ol", "strong", "ul"}
+)
 _TAG = re.compile(r"<\s*/?\s*([a-zA-Z][\w-]*)([^>]*)>")
 
 

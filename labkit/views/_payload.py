@@ -49,9 +49,12 @@ METRIC_UNITS: dict[str, str] = {
 KIND_CODES = {"input": "i", "output": "o", "module": "m", "op": "p"}
 #: The colour of each memory category, in every view (sent as ``memory_payload``'s colors).
 MEMORY_COLORS: dict[str, str] = dict(
-    zip(MEMORY_CATEGORIES, ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948"),
-        strict=True)
-)  # fmt: skip
+    zip(
+        MEMORY_CATEGORIES,
+        ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948"),
+        strict=True,
+    )
+)
 OTHER_COLOR = "#bab0ac"  #: a category labkit does not know
 
 
@@ -393,10 +396,24 @@ def graph_state(
 
 
 PROFILE_COLUMNS = (
-    "path", "type", "depth", "calls", "params", "params_self", "fwd_time", "fwd_iqr",
-    "fwd_self_time", "bwd_time", "bwd_iqr", "bwd_self_time", "flops", "flops_self",
-    "activation_bytes", "saved_bytes", "saved_bytes_self",
-)  # fmt: skip
+    "path",
+    "type",
+    "depth",
+    "calls",
+    "params",
+    "params_self",
+    "fwd_time",
+    "fwd_iqr",
+    "fwd_self_time",
+    "bwd_time",
+    "bwd_iqr",
+    "bwd_self_time",
+    "flops",
+    "flops_self",
+    "activation_bytes",
+    "saved_bytes",
+    "saved_bytes_self",
+)
 #: Per metric, the (inclusive, self) profile columns it reads.
 PROFILE_METRIC_COLUMNS = {
     "fwd_time": ("fwd_time", "fwd_self_time"),
@@ -433,10 +450,13 @@ def profile_payload(trace: Trace) -> ProfilePayload:
         module, the headers and units of the shown columns and the metrics' labels.
     """
     rows = [
-        dict(r, flops=r["flops_fwd"] + r["flops_bwd"],
-             flops_self=r["flops_fwd_self"] + r["flops_bwd_self"])
+        dict(
+            r,
+            flops=r["flops_fwd"] + r["flops_bwd"],
+            flops_self=r["flops_fwd_self"] + r["flops_bwd_self"],
+        )
         for r in trace.rows()
-    ]  # fmt: skip
+    ]
     out_rows: list[list[str | int | float]] = []
     shapes = []
     for r in rows:

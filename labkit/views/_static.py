@@ -135,8 +135,10 @@ def graph_png(
     note = ""
     if kept is not None:
         full = count_boxes(trace, canon, set(opened))
-        note = (f"{full} boxes live; drawn here with calls from depth {kept} collapsed "
-                f"(at most {MAX_BOXES} boxes)")  # fmt: skip
+        note = (
+            f"{full} boxes live; drawn here with calls from depth {kept} collapsed "
+            f"(at most {MAX_BOXES} boxes)"
+        )
     return draw(
         trace,
         g,
@@ -216,9 +218,17 @@ def profile_figure(trace: Trace, *, metric: str = "fwd_time", top: int = 10) -> 
 def profile_text(trace: Trace) -> str:
     """Every module's figures as a monospace text table (the profile's ``text/plain``)."""
     head = ("Module", "Type", "Params", "Fwd", "Bwd", "FLOPs")
-    rows = [(r["path"] or trace.meta.model, r["type"], fmt_count(r["params"]),
-             fmt_time(r["fwd_time"]), fmt_time(r["bwd_time"]),
-             fmt_count(r["flops_fwd"] + r["flops_bwd"])) for r in trace.rows()]  # fmt: skip
+    rows = [
+        (
+            r["path"] or trace.meta.model,
+            r["type"],
+            fmt_count(r["params"]),
+            fmt_time(r["fwd_time"]),
+            fmt_time(r["bwd_time"]),
+            fmt_count(r["flops_fwd"] + r["flops_bwd"]),
+        )
+        for r in trace.rows()
+    ]
     return text_table(head, rows)
 
 
@@ -282,20 +292,33 @@ def memory_figure(trace: Trace) -> Figure:
             shade = PHASE_COLORS.get(m["phase"][start], "#f6f6f6")
             ax.axvspan(a, b, color=shade, zorder=0)
             if (b - a) / span >= 0.012 * len(m["phase"][start]):  # room for the word
-                ax.text((a + b) / 2, 0.985, m["phase"][start], ha="center", va="top",
-                        fontsize=7, color="#444", zorder=5,
-                        transform=ax.get_xaxis_transform())  # fmt: skip
+                ax.text(
+                    (a + b) / 2,
+                    0.985,
+                    m["phase"][start],
+                    ha="center",
+                    va="top",
+                    fontsize=7,
+                    color="#444",
+                    zorder=5,
+                    transform=ax.get_xaxis_transform(),
+                )
             start = i
     mib = [[b / 2**20 for b in col] for col in m["bytes"]]
-    ax.stackplot(t, mib, labels=m["categories"], step="post",
-                 colors=m["colors"])  # fmt: skip
+    ax.stackplot(t, mib, labels=m["categories"], step="post", colors=m["colors"])
     totals = [sum(col[i] for col in m["bytes"]) for i in range(len(t))]
     p = max(range(len(t)), key=totals.__getitem__)
     ax.set_ylim(0, totals[p] / 2**20 / 0.86 or 1.0)  # the top strip holds the phase names
     ax.axvline(t[p], color="#c00", lw=1, ls="--")
     where = m["peak_where"] or m["module"][p] or "-"  # as the summary names it
-    ax.annotate(f"peak {fmt_bytes(totals[p])}\n{where}", (t[p], totals[p] / 2**20),
-                fontsize=7, color="#c00", xytext=(4, -10), textcoords="offset points")  # fmt: skip
+    ax.annotate(
+        f"peak {fmt_bytes(totals[p])}\n{where}",
+        (t[p], totals[p] / 2**20),
+        fontsize=7,
+        color="#c00",
+        xytext=(4, -10),
+        textcoords="offset points",
+    )
     ax.set_xlabel("time (s)", fontsize=8)
     ax.set_ylabel("MiB", fontsize=8)
     ax.tick_params(labelsize=7)
@@ -321,8 +344,9 @@ def stack_png(*pngs: bytes) -> bytes:
     from PIL import Image
 
     images = [Image.open(io.BytesIO(png)).convert("RGB") for png in pngs]
-    out = Image.new("RGB", (max(im.width for im in images), sum(im.height for im in images)),
-                    "white")  # fmt: skip
+    out = Image.new(
+        "RGB", (max(im.width for im in images), sum(im.height for im in images)), "white"
+    )
     y = 0
     for im in images:
         out.paste(im, (0, y))

@@ -64,8 +64,13 @@ def inclusive(e: Explanation) -> tuple[dict[str, float], dict[str, bool]]:
     return delta, noise
 
 
-def diff_png(d: TraceDiff, metric: str = "time", *, against: int | str | None = None,
-             depth: int = DEFAULT_DEPTH) -> bytes:  # fmt: skip
+def diff_png(
+    d: TraceDiff,
+    metric: str = "time",
+    *,
+    against: int | str | None = None,
+    depth: int = DEFAULT_DEPTH,
+) -> bytes:
     """The base trace's graph, each module box coloured by its change in ``metric`` (its
     whole subtree's when collapsed), within-noise boxes hatched, with a legend.
 
@@ -132,8 +137,13 @@ def _with_legend(png: bytes, scale: float, f: Any, metric: str) -> bytes:
     return buf.getvalue()
 
 
-def diff_html(d: TraceDiff, metric: str = "time", *, against: int | str | None = None,
-              metrics: tuple[str, ...] = METRICS) -> str:  # fmt: skip
+def diff_html(
+    d: TraceDiff,
+    metric: str = "time",
+    *,
+    against: int | str | None = None,
+    metrics: tuple[str, ...] = METRICS,
+) -> str:
     """Picture and ranked table per metric, the chosen one open (a ``<details>`` each: the
     metric toggle works without a kernel or script); a metric the traces cannot answer
     says why."""
@@ -142,14 +152,18 @@ def diff_html(d: TraceDiff, metric: str = "time", *, against: int | str | None =
         try:
             e = d.explain(m, against=against)
             png = base64.b64encode(diff_png(d, m, against=against)).decode()
-            body = (f"<img alt='{html.escape(e.headline)}' style='max-width:100%' "
-                    f"src='data:image/png;base64,{png}'/>{e._repr_html_()}")  # fmt: skip
+            body = (
+                f"<img alt='{html.escape(e.headline)}' style='max-width:100%' "
+                f"src='data:image/png;base64,{png}'/>{e._repr_html_()}"
+            )
             head = e.headline
         except ValueError as exc:
             body, head = f"<p>{html.escape(str(exc))}</p>", f"{m}: not answerable"
         opened = " open" if m == metric else ""
-        parts.append(f"<details{opened}><summary><b>{html.escape(m)}</b>: "
-                     f"{html.escape(head)}</summary>{body}</details>")  # fmt: skip
+        parts.append(
+            f"<details{opened}><summary><b>{html.escape(m)}</b>: "
+            f"{html.escape(head)}</summary>{body}</details>"
+        )
     return f"<div class='labkit-diff'>{''.join(parts)}</div>"
 
 
@@ -180,13 +194,22 @@ class DiffPicture:
 
 
 #: What each metric's change is called in the legend: (worse, better).
-_WORDS = {"time": ("slower", "faster"), "memory": ("more", "less"), "flops": ("more", "fewer"),
-          "params": ("more", "fewer")}  # fmt: skip
+_WORDS = {
+    "time": ("slower", "faster"),
+    "memory": ("more", "less"),
+    "flops": ("more", "fewer"),
+    "params": ("more", "fewer"),
+}
 _UNITS = {"time": "time", "memory": "bytes", "flops": "count", "params": "count"}
 
 
-def diff_changes(d: TraceDiff, graph: GraphPayload, *, against: int | str | None = None,
-                 metrics: tuple[str, ...] = METRICS) -> dict[str, DiffMetric]:  # fmt: skip
+def diff_changes(
+    d: TraceDiff,
+    graph: GraphPayload,
+    *,
+    against: int | str | None = None,
+    metrics: tuple[str, ...] = METRICS,
+) -> dict[str, DiffMetric]:
     """Per metric, what :class:`DiffView` draws: each payload node's change (its module's,
     everything under it included) and whether it is within noise, and the ranked rows,
     each naming the payload node that draws its module (-1: not in the base graph, an
@@ -198,9 +221,17 @@ def diff_changes(d: TraceDiff, graph: GraphPayload, *, against: int | str | None
     out: dict[str, DiffMetric] = {}
     for m in metrics:
         worse, better = _WORDS[m]
-        empty: DiffMetric = {"headline": f"{m}: not answerable", "error": "", "unit": _UNITS[m],
-                             "worse": worse, "better": better, "delta": [], "noise": [],
-                             "rows": [], "notes": []}  # fmt: skip
+        empty: DiffMetric = {
+            "headline": f"{m}: not answerable",
+            "error": "",
+            "unit": _UNITS[m],
+            "worse": worse,
+            "better": better,
+            "delta": [],
+            "noise": [],
+            "rows": [],
+            "notes": [],
+        }
         try:
             e = d.explain(m, against=against)
         except ValueError as exc:
@@ -215,8 +246,14 @@ def diff_changes(d: TraceDiff, graph: GraphPayload, *, against: int | str | None
             int(kind == "m" and noise.get(name, False))
             for kind, name in zip(graph["kind"], graph["name"], strict=True)
         ]
-        out[m] = {**empty, "headline": e.headline, "delta": per_node, "noise": hatched,
-                  "rows": _rows(e, where), "notes": list(e.notes)}  # fmt: skip
+        out[m] = {
+            **empty,
+            "headline": e.headline,
+            "delta": per_node,
+            "noise": hatched,
+            "rows": _rows(e, where),
+            "notes": list(e.notes),
+        }
     return out
 
 
@@ -227,12 +264,22 @@ def _rows(e: Explanation, where: dict[str, int]) -> list[DiffRow]:
         iv = "" if r.low is None else f"{f(r.low)} .. {f(r.high or 0.0)}"
         node = where.get(r.module, -1) if r.status != "added" else -1
         share = "" if r.share is None else f"{r.share:.0%}" if abs(r.share) >= 0.005 else "0%"
-        rows.append({
-            "module": r.module, "type": r.type, "status": r.status, "match": r.match,
-            "a": f(r.a), "b": f(r.b), "delta": ("+" if r.delta > 0 else "") + f(r.delta),
-            "interval": iv, "share": share, "value": float(r.delta),
-            "noise": bool(r.within_noise), "node": node,
-        })  # fmt: skip
+        rows.append(
+            {
+                "module": r.module,
+                "type": r.type,
+                "status": r.status,
+                "match": r.match,
+                "a": f(r.a),
+                "b": f(r.b),
+                "delta": ("+" if r.delta > 0 else "") + f(r.delta),
+                "interval": iv,
+                "share": share,
+                "value": float(r.delta),
+                "noise": bool(r.within_noise),
+                "node": node,
+            }
+        )
     return rows
 
 
@@ -285,8 +332,15 @@ class DiffView(KeepsPicture, anywidget.AnyWidget):
     def _esm(self) -> str:  # read by AnyWidget.__init__
         return bundle_path("diff").read_text()
 
-    def __init__(self, d: TraceDiff, *, metric: str = "time", against: int | str | None = None,
-                 depth: int = DEFAULT_DEPTH, height: int = 480) -> None:  # fmt: skip
+    def __init__(
+        self,
+        d: TraceDiff,
+        *,
+        metric: str = "time",
+        against: int | str | None = None,
+        depth: int = DEFAULT_DEPTH,
+        height: int = 480,
+    ) -> None:
         if metric not in METRICS:
             raise ValueError(f"DiffView(metric=...) must be one of {METRICS}, got {metric!r}")
         self._diff, self._against = d, against
@@ -301,8 +355,14 @@ class DiffView(KeepsPicture, anywidget.AnyWidget):
             metric = next((m for m in METRICS if not changes[m]["error"]), metric)
         answered = [m for m in ("params", "flops", "memory", "time") if not changes[m]["error"]]
         labels = list(d.explain(answered[0], against=against).labels) if answered else []
-        super().__init__(graph=graph, changes=changes, metric=metric, expanded=expanded,
-                         labels=labels, height=height)  # fmt: skip
+        super().__init__(
+            graph=graph,
+            changes=changes,
+            metric=metric,
+            expanded=expanded,
+            labels=labels,
+            height=height,
+        )
 
     @property
     def explanation(self) -> Explanation:
@@ -325,8 +385,10 @@ class DiffView(KeepsPicture, anywidget.AnyWidget):
 
     def __repr__(self) -> str:
         info = self.changes.get(self.metric, {})
-        return (f"DiffView({info.get('headline', self.metric)}, rows={len(info.get('rows', []))}, "
-                f"selected={self.selected!r})")  # fmt: skip
+        return (
+            f"DiffView({info.get('headline', self.metric)}, rows={len(info.get('rows', []))}, "
+            f"selected={self.selected!r})"
+        )
 
 
 def show_diff(d: TraceDiff, metric: str = "time", *, against: int | str | None = None) -> DiffView:

@@ -42,9 +42,28 @@ if TYPE_CHECKING:
 MAX_DEFAULT_RUNS = 10  # runs drawn at first (the table's checkboxes add more)
 #: Run colours: tab10, then ten more hues; past 20 the colours come again dashed
 #: (as ``RUN_COLORS`` / ``RUN_DASHES`` in widgets/src/_charts.js).
-RUN_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
-              "#7f7f7f", "#bcbd22", "#17becf", "#393b79", "#637939", "#8c6d31", "#843c39",
-              "#7b4173", "#5254a3", "#8ca252", "#bd9e39", "#ad494a", "#a55194"]  # fmt: skip
+RUN_COLORS = [
+    "#1f77b4",
+    "#ff7f0e",
+    "#2ca02c",
+    "#d62728",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#7f7f7f",
+    "#bcbd22",
+    "#17becf",
+    "#393b79",
+    "#637939",
+    "#8c6d31",
+    "#843c39",
+    "#7b4173",
+    "#5254a3",
+    "#8ca252",
+    "#bd9e39",
+    "#ad494a",
+    "#a55194",
+]
 RUN_DASHES: list[tuple[float, ...] | None] = [None, (6, 3), (2, 2), (8, 3, 2, 3)]
 
 
@@ -82,11 +101,22 @@ def _default_recipe() -> dict[str, Any]:
 
 def rows_payload(runs: Any) -> list[dict[str, Any]]:
     """The ``rows`` trait of :class:`RunsView` for a :class:`~labkit.train.run_table.Runs`."""
-    return [{"name": r.name, "status": r.status, "state": r.state, "state_note": r.state_note,
-             "steps": r.steps, "epochs": r.epochs, "wall_time": r.wall_time,
-             "last": dict(r.last), "best": dict(r.best), "hparams": _hparams(r),
-             "error": r.error}
-            for r in runs.rows]  # fmt: skip
+    return [
+        {
+            "name": r.name,
+            "status": r.status,
+            "state": r.state,
+            "state_note": r.state_note,
+            "steps": r.steps,
+            "epochs": r.epochs,
+            "wall_time": r.wall_time,
+            "last": dict(r.last),
+            "best": dict(r.best),
+            "hparams": _hparams(r),
+            "error": r.error,
+        }
+        for r in runs.rows
+    ]
 
 
 def _default_metrics(all_metrics: list[str]) -> list[str]:
@@ -105,8 +135,9 @@ def lower_is_better(runs: Any, metric: str) -> bool:
     """Whether a run's best ``metric`` is its lowest value, read from the runs themselves
     (``RunRow.best`` is the lowest or the highest value of each curve)."""
     for row in runs.rows:
-        ys = [y for y in runs.curves.get(row.name, {}).get(metric, {}).get("y", [])
-              if y is not None]  # fmt: skip
+        ys = [
+            y for y in runs.curves.get(row.name, {}).get(metric, {}).get("y", []) if y is not None
+        ]
         best = row.best.get(metric)
         if best is not None and ys and min(ys) != max(ys):
             return bool(best == min(ys))
@@ -123,8 +154,10 @@ def best_runs(runs: Any, metric: str, top: int) -> tuple[list[str], str]:
     names = [r.name for r in [*have, *rest]][:top]
     n = len(runs.rows)
     which = f"all {n} runs" if n <= top else f"the best {top} of {n} runs"
-    note = (f"drawn: {which}, ranked by best {metric} ({'lower' if lower else 'higher'} is "
-            "better); tick runs in the table to draw others")  # fmt: skip
+    note = (
+        f"drawn: {which}, ranked by best {metric} ({'lower' if lower else 'higher'} is "
+        "better); tick runs in the table to draw others"
+    )
     if rest and len(have) < top and n > len(have):
         note += f"; {len(rest)} without {metric} last"
     return names, note
@@ -168,10 +201,19 @@ class RunsView(KeepsPicture, anywidget.AnyWidget):
     def _esm(self) -> str:  # read by AnyWidget.__init__
         return bundle_path("runs").read_text()
 
-    def __init__(self, runs: Any, *, metrics: Sequence[str] | None = None,
-                 runs_shown: Sequence[str] | None = None, x: str = "step",
-                 smoothing: float = 0.6, log: bool = False, rank_by: str | None = None,
-                 top: int = MAX_DEFAULT_RUNS, **kwargs: Any) -> None:  # fmt: skip
+    def __init__(
+        self,
+        runs: Any,
+        *,
+        metrics: Sequence[str] | None = None,
+        runs_shown: Sequence[str] | None = None,
+        x: str = "step",
+        smoothing: float = 0.6,
+        log: bool = False,
+        rank_by: str | None = None,
+        top: int = MAX_DEFAULT_RUNS,
+        **kwargs: Any,
+    ) -> None:
         if x not in ("step", "time"):
             raise ValueError(f"x must be 'step' or 'time', got {x!r}")
         if not 0 <= smoothing < 1:
@@ -198,10 +240,18 @@ class RunsView(KeepsPicture, anywidget.AnyWidget):
         else:
             shown, note = names[:top], f"drawn: the first {min(top, len(names))} runs by name"
         super().__init__(
-            rows=rows_payload(runs), curves=runs.curves, all_metrics=all_metrics,
-            metrics=charted, selected=shown, x_axis=x, smoothing=smoothing, log=log,
-            rank_by=rank, rank_note=note, **kwargs,
-        )  # fmt: skip
+            rows=rows_payload(runs),
+            curves=runs.curves,
+            all_metrics=all_metrics,
+            metrics=charted,
+            selected=shown,
+            x_axis=x,
+            smoothing=smoothing,
+            log=log,
+            rank_by=rank,
+            rank_note=note,
+            **kwargs,
+        )
 
     # ------------------------------------------------------------------ pictures
     def to_png(self) -> bytes:
@@ -261,9 +311,11 @@ class RunsView(KeepsPicture, anywidget.AnyWidget):
         return figure_bundle(self.to_figure(), text)
 
     def __repr__(self) -> str:
-        return (f"RunsView(runs={len(self.rows)}, shown={len(self.selected)}, "
-                f"metrics={list(self.metrics)}, x={self.x_axis!r}, smoothing={self.smoothing}, "
-                f"log={self.log})")  # fmt: skip
+        return (
+            f"RunsView(runs={len(self.rows)}, shown={len(self.selected)}, "
+            f"metrics={list(self.metrics)}, x={self.x_axis!r}, smoothing={self.smoothing}, "
+            f"log={self.log})"
+        )
 
 
 def ema(ys: Sequence[float], weight: float) -> list[float]:

@@ -21,9 +21,13 @@ def test_one_round_reports_every_variant_and_ratio():
     assert set(results) == set(tp.CLOCKS)
     result = results["thread CPU"]
     assert [r.name for r in result.rows] == [
-        "raw loop", "plain Lightning", "bare Lightning (no self.log)", tp.LAB, tp.LAB_DASH,
+        "raw loop",
+        "plain Lightning",
+        "bare Lightning (no self.log)",
+        tp.LAB,
+        tp.LAB_DASH,
         tp.LAB_NOGUARD,
-    ]  # fmt: skip
+    ]
     assert all(r.median_s > 0 and r.samples == 1 for r in result.rows)
     assert result.row("raw loop").ratio == pytest.approx(1.0)
     assert len(result.meta["paired_ratios"]) == len(tp.COMPARISONS)

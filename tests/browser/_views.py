@@ -51,5 +51,11 @@ CELLS = [
     ATTENTION,
 ]
 # cell index -> CSS class of the view's root in the output
-VIEWS = {1: "lk-graph", 2: "lk-profile", 3: "lk-memory", 4: "lk-dashboard", 5: "lk-opt",
-         6: "lk-attention"}  # fmt: skip
+VIEWS = {
+    1: "lk-graph",
+    2: "lk-profile",
+    3: "lk-memory",
+    4: "lk-dashboard",
+    5: "lk-opt",
+    6: "lk-attention",
+}

@@ -55,8 +55,11 @@ def page(browser, lab_server):
     pg.set_default_timeout(30_000)
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(c) for c in CELLS]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
-                                 "language": "python"}  # fmt: skip
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
     nbformat.write(nb, Path(lab_server.root_dir) / "attention.ipynb")
     open_lab(pg, lab_server, "attention.ipynb")
     pg.locator(".jp-NotebookPanel .jp-Cell").first.click()
@@ -78,7 +81,8 @@ def test_attention_view_draws_karate_and_picks_another_node(page):
     # node ids read at 12 px on screen (issue 37: they were ~6 px), and a legend says what
     # the colours are: the node classes drawn and the edge weight scale
     sizes = av.locator(".lk-att-id").evaluate_all(
-        "ts => ts.map(t => t.getBoundingClientRect().height)")  # fmt: skip
+        "ts => ts.map(t => t.getBoundingClientRect().height)"
+    )
     assert min(sizes) >= 11, sizes
     classes = av.locator(".lk-att-class").all_inner_texts()
     assert classes == sorted(classes) and len(classes) >= 2, classes

@@ -94,8 +94,10 @@ def test_earlier_runs_are_overlaid_only_when_asked_and_dimmed(page, lab_server):
         faint = max(_contrast(page, strokes[k], bg) for k in dim)
         print(f"{theme}: current run {own:.2f}:1, earlier runs at most {faint:.2f}:1")
         assert faint < own and faint < 3.0, (theme, strokes, bg)
-        save_shot(cell(page, COMPARED_CELL).locator(".lk-dashboard"),
-                  f"dashboard-compare-{theme.split()[-1].lower()}")  # fmt: skip
+        save_shot(
+            cell(page, COMPARED_CELL).locator(".lk-dashboard"),
+            f"dashboard-compare-{theme.split()[-1].lower()}",
+        )
 
     # the toggle overlays them on the plain dashboard too, with the kernel idle or busy
     set_theme(page, "JupyterLab Light")

@@ -32,8 +32,12 @@ SHOW = """\
 from labkit.views.diff import DiffView
 view = DiffView(labkit.diff(a, b), metric="params", depth=1)
 view"""
-CELLS = [SETUP, SHOW, "print('SELECTED', view.selected, view.metric)",
-         "DiffView(labkit.diff(a, a), metric='time', depth=1)"]  # fmt: skip
+CELLS = [
+    SETUP,
+    SHOW,
+    "print('SELECTED', view.selected, view.metric)",
+    "DiffView(labkit.diff(a, a), metric='time', depth=1)",
+]
 VIEW, READBACK, SAME = 1, 2, 3
 
 
@@ -49,8 +53,11 @@ def page(browser, lab_server):
 
 
 def _fills(view) -> dict[str, str]:
-    return dict(view.locator("g.lk-node[data-k]").evaluate_all(
-        "ns => ns.map(n => [n.dataset.k, n.dataset.fill])"))  # fmt: skip
+    return dict(
+        view.locator("g.lk-node[data-k]").evaluate_all(
+            "ns => ns.map(n => [n.dataset.k, n.dataset.fill])"
+        )
+    )
 
 
 def _failures(view) -> tuple[int, list[dict]]:
@@ -110,10 +117,12 @@ def test_a_trace_against_itself_is_hatched_within_noise(page):
     modules = view.locator("g.lk-node.lk-kind-m")
     assert modules.count() >= 1
     shown = modules.evaluate_all(
-        "ns => ns.map(n => getComputedStyle(n.querySelector('.lk-hatch')).display)")  # fmt: skip
+        "ns => ns.map(n => getComputedStyle(n.querySelector('.lk-hatch')).display)"
+    )
     assert all(d != "none" for d in shown), shown
     hidden = view.locator("g.lk-node:not(.lk-kind-m) rect.lk-hatch").evaluate_all(
-        "rs => rs.map(r => getComputedStyle(r).display)")  # fmt: skip
+        "rs => rs.map(r => getComputedStyle(r).display)"
+    )
     assert all(d == "none" for d in hidden), hidden  # input and output: no change to hatch
     save_shot(view, "diff-view-noise")
 
@@ -132,5 +141,6 @@ def test_diff_view_meets_wcag_aa_in_light_and_dark(page):
         report[theme] = bad + worse
         save_shot(view, f"diff-view-{theme.split()[-1].lower()}")
     failing = {k: v for k, v in report.items() if v}
-    assert not failing, "\n".join(f"{t}: {len(b)} texts under {AA}:1, e.g. {b[:3]}"
-                                  for t, b in failing.items())  # fmt: skip
+    assert not failing, "\n".join(
+        f"{t}: {len(b)} texts under {AA}:1, e.g. {b[:3]}" for t, b in failing.items()
+    )

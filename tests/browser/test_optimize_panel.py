@@ -101,8 +101,9 @@ def test_measure_and_apply_from_the_page(page):
     assert panel.get_by_test_id("opt-chart").locator(".lk-bar").count() == 2
     # speedup_target=None: the status says the fixed number of rounds ended measuring
     status = panel.get_by_test_id("opt-status").inner_text()
-    assert re.search(r"2 rounds: steps=2, no interval target .*; measuring took [\d.]+ m?s in all",
-                     status), status  # fmt: skip
+    assert re.search(
+        r"2 rounds: steps=2, no interval target .*; measuring took [\d.]+ m?s in all", status
+    ), status
     panel.get_by_test_id("opt-apply").click()
     panel.get_by_test_id("opt-status").filter(has_text="applied:").wait_for()
     text = rerun_cell(page, 1, "LAB bf16-mixed")
@@ -140,8 +141,7 @@ def test_rows_accumulate_and_the_table_fits_the_output(page):
     scroll = panel.get_by_test_id("opt-scroll")
     # JupyterLab lays the notebook out again on the next frames after a resize: the table's
     # scroll box was once measured at the old width right after it (a flaky failure)
-    fits = ("([s, p]) => s.getBoundingClientRect().right "
-            "<= p.getBoundingClientRect().right + 1")  # fmt: skip
+    fits = "([s, p]) => s.getBoundingClientRect().right <= p.getBoundingClientRect().right + 1"
     with contextlib.suppress(PlaywrightTimeout):  # the assert below says what did not fit
         page.wait_for_function(
             fits, arg=[scroll.element_handle(), panel.element_handle()], timeout=5000
@@ -194,9 +194,11 @@ def test_intervals_status_and_width_in_both_themes(page):
     panel = cell(page, 0).get_by_test_id("optimize-panel")
     status = panel.get_by_test_id("opt-status").inner_text()
     # a 0.5 s budget against a +-0.5% target: one of the two ended it, said with its times
-    ended = (r"\d+ rounds: (every interval within \+-0.5%, the target|the 0.5 s budget of "
-             r"timed rounds \([\d.]+ m?s spent\) ran out before every interval was "
-             r"within \+-0.5%).*; measuring took [\d.]+ m?s in all")  # fmt: skip
+    ended = (
+        r"\d+ rounds: (every interval within \+-0.5%, the target|the 0.5 s budget of "
+        r"timed rounds \([\d.]+ m?s spent\) ran out before every interval was "
+        r"within \+-0.5%).*; measuring took [\d.]+ m?s in all"
+    )
     assert re.search(ended, status), status
     speed = panel.get_by_test_id("opt-table").locator("td.lk-speedup").all_inner_texts()
     assert speed[0] == "1.00x" and len(speed) == 2, speed
@@ -206,13 +208,18 @@ def test_intervals_status_and_width_in_both_themes(page):
     try:
         page.set_viewport_size({"width": 960, "height": 1000})
         page.wait_for_timeout(500)  # JupyterLab lays the notebook out again
-        for theme, shot in (("JupyterLab Light", "optimize-panel"),
-                            ("JupyterLab Dark", "optimize-panel-dark")):  # fmt: skip
+        for theme, shot in (
+            ("JupyterLab Light", "optimize-panel"),
+            ("JupyterLab Dark", "optimize-panel-dark"),
+        ):
             set_theme(page, theme)
             _fits_without_scrolling(page, panel)
             panel.get_by_test_id("opt-row-more").first.click()
-            low = [(it["text"], round(ratio(it["fg"], it["bg"]), 2)) for it in text_contrast(panel)
-                   if ratio(it["fg"], it["bg"]) < 4.5]  # fmt: skip
+            low = [
+                (it["text"], round(ratio(it["fg"], it["bg"]), 2))
+                for it in text_contrast(panel)
+                if ratio(it["fg"], it["bg"]) < 4.5
+            ]
             assert not low, (theme, low[:5])
             save_shot(panel, shot, also=DOCS / f"{shot}.png")
             panel.get_by_test_id("opt-row-more").first.click()

@@ -155,8 +155,9 @@ def test_reload_during_a_fit_is_live_and_the_kept_picture_says_where_it_stopped(
         assert "reattach" not in kept[LABKIT_MIME] and "image/png" in kept
 
         # a new kernel: the widget model is gone for good; the kept picture stands in
-        lab_server.request(f"api/kernels/{_kernel(lab_server, name)['id']}/restart", method="POST",
-                           body={}).close()  # fmt: skip
+        lab_server.request(
+            f"api/kernels/{_kernel(lab_server, name)['id']}/restart", method="POST", body={}
+        ).close()
         errors.clear()
         page.reload()
         page.wait_for_selector("#jp-main-dock-panel", state="visible")

@@ -73,8 +73,15 @@ def test_saved_file_holds_final_pictures(saved):
     outs = _labkit_outputs(saved)
     assert [i for i, _ in outs] == [1, 2, 3, 4, 5, 6, 7], [i for i, _ in outs]
     views = [d[LABKIT_MIME]["view"] for _, d in outs]
-    assert views == ["GraphView", "ProfileView", "MemoryTimeline", "Dashboard", "OptimizePanel",
-                     "AttentionView", "TraceView"]  # fmt: skip
+    assert views == [
+        "GraphView",
+        "ProfileView",
+        "MemoryTimeline",
+        "Dashboard",
+        "OptimizePanel",
+        "AttentionView",
+        "TraceView",
+    ]
     for _, data in outs:  # issue 37: images and text, no HTML a sanitizer would escape
         assert "text/html" not in data and "image/png" in data, data.keys()
     dash = dict(outs)[DASHBOARD]
@@ -102,8 +109,11 @@ def test_reopened_with_a_new_kernel_shows_the_pictures(browser, lab_server, save
             static = outputs.nth(k).locator(".lk-static")
             assert static.is_visible() and static.locator("img").count() == 1, k
             assert static.locator("img").evaluate("i => i.complete && i.naturalWidth > 100"), k
-        save_shot(cell(page, DASHBOARD).locator(".lk-output"), "dashboard-reopened",
-                  also=DOCS / "dashboard-reopened.png")  # fmt: skip
+        save_shot(
+            cell(page, DASHBOARD).locator(".lk-output"),
+            "dashboard-reopened",
+            also=DOCS / "dashboard-reopened.png",
+        )
     finally:
         context.close()
 
@@ -111,10 +121,21 @@ def test_reopened_with_a_new_kernel_shows_the_pictures(browser, lab_server, save
 def test_html_export_shows_the_final_state(saved, tmp_path):
     out = tmp_path / "keep.html"
     subprocess.run(
-        [sys.executable, "-m", "jupyter", "nbconvert", "--to", "html", str(saved),
-         "--output", str(out)],
-        check=True, capture_output=True, timeout=120,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "jupyter",
+            "nbconvert",
+            "--to",
+            "html",
+            str(saved),
+            "--output",
+            str(out),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     html = out.read_text()
     assert "status=&#x27;idle&#x27;" not in html and "status='idle'" not in html
     # one picture per view (PNG, or SVG where small): 7 views

@@ -65,7 +65,8 @@ def test_runs_overlay_share_one_cursor_and_the_table_chooses(browser, lab_server
         def legend(chart):  # [[label, value], ...] of the curves (not the x row)
             return chart.locator(".u-legend tr.u-series").evaluate_all(
                 "rs => rs.slice(1).map(r => [r.querySelector('th').textContent.trim(),"
-                " r.querySelector('td').textContent.trim()])")  # fmt: skip
+                " r.querySelector('td').textContent.trim()])"
+            )
 
         assert [k for k, _ in legend(val)] == ["a", "b"]
         assert all(re.fullmatch(r"[-\d.e]+", v) for _, v in legend(val)), legend(val)
@@ -85,8 +86,10 @@ def test_runs_overlay_share_one_cursor_and_the_table_chooses(browser, lab_server
         view.locator("th[data-key='hp:lr']").click()
         assert rows() == ["b", "a"]
         view.locator(".lk-runs-filter").fill("lr>0.05")
-        page.wait_for_function("el => el.querySelectorAll('.lk-runs-table tbody tr').length === 1",
-                               arg=view.element_handle())  # fmt: skip
+        page.wait_for_function(
+            "el => el.querySelectorAll('.lk-runs-table tbody tr').length === 1",
+            arg=view.element_handle(),
+        )
         assert rows() == ["a"]
         view.locator(".lk-runs-filter").fill("")
         view.locator(".lk-runs-table input[data-run='b']").uncheck()
@@ -133,8 +136,9 @@ def test_the_best_runs_are_drawn_first_with_one_legend_entry_each(browser, lab_s
         view = cell(page, 0).locator(".lk-runs")
         view.wait_for()
         note = view.locator(".lk-runs-note").inner_text()
-        assert note.startswith(f"drawn: the best 10 of {N_RUNS} runs, ranked by best val_loss "
-                               "(lower is better)"), note  # fmt: skip
+        assert note.startswith(
+            f"drawn: the best 10 of {N_RUNS} runs, ranked by best val_loss (lower is better)"
+        ), note
         loss = view.locator(".lk-chart[data-metric='loss']")
         val = view.locator(".lk-chart[data-metric='val_loss']")
         loss.wait_for()
@@ -142,7 +146,8 @@ def test_the_best_runs_are_drawn_first_with_one_legend_entry_each(browser, lab_s
         # one legend entry per run on the smoothed chart: the raw rows are hidden
         shown = loss.locator(".u-legend tr.u-series").evaluate_all(
             "rs => rs.filter(r => r.offsetParent !== null)"
-            ".map(r => r.querySelector('th').textContent.trim())")  # fmt: skip
+            ".map(r => r.querySelector('th').textContent.trim())"
+        )
         assert shown[1:] == best10, shown
         # the table lists the runs as ranked, best first
         order = view.locator(".lk-runs-table tbody tr").evaluate_all(
@@ -152,7 +157,8 @@ def test_the_best_runs_are_drawn_first_with_one_legend_entry_each(browser, lab_s
         # hiding a run's entry hides its raw curve with it
         loss.locator(".u-legend tr.u-series").nth(2).click()  # the first run's smoothed row
         hidden = loss.locator(".u-legend tr.u-series").evaluate_all(
-            "rs => rs.map(r => r.classList.contains('u-off'))")  # fmt: skip
+            "rs => rs.map(r => r.classList.contains('u-off'))"
+        )
         assert hidden[1] and hidden[2], hidden  # raw (hidden row) and smoothed, both off
         loss.locator(".u-legend tr.u-series").nth(2).click()
         # a bare metric name filters by its last value; an unknown column says so
@@ -161,7 +167,8 @@ def test_the_best_runs_are_drawn_first_with_one_legend_entry_each(browser, lab_s
         want = [n for n in order if bests[n] + 0.2 / 3 < 0.7]
         page.wait_for_function(
             "([el, n]) => el.querySelectorAll('.lk-runs-table tbody tr').length === n",
-            arg=[view.element_handle(), len(want)])  # fmt: skip
+            arg=[view.element_handle(), len(want)],
+        )
         assert view.locator(".lk-runs-filter-error").inner_text() == ""
         filt.fill("acc>0.8")
         error = view.locator(".lk-runs-filter-error")
@@ -169,8 +176,11 @@ def test_the_best_runs_are_drawn_first_with_one_legend_entry_each(browser, lab_s
         assert filt.get_attribute("aria-invalid") == "true"
         for theme, shot in (("JupyterLab Light", "runs"), ("JupyterLab Dark", "runs-dark")):
             set_theme(page, theme)
-            low = [(it["text"], round(ratio(it["fg"], it["bg"]), 2)) for it in text_contrast(view)
-                   if ratio(it["fg"], it["bg"]) < 4.5]  # fmt: skip
+            low = [
+                (it["text"], round(ratio(it["fg"], it["bg"]), 2))
+                for it in text_contrast(view)
+                if ratio(it["fg"], it["bg"]) < 4.5
+            ]
             assert not low, (theme, low[:5])
             filt.fill("")
             save_shot(view, shot, also=DOCS / f"{shot}.png")

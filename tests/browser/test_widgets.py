@@ -469,8 +469,11 @@ def test_ten_thousand_nodes_draw_on_a_canvas_and_stay_interactive(page):
     assert float(g.get_attribute("data-scale")) >= 1  # opens legible, at the top
     save_shot(g, "graph-10k-zoomed-in", also=DOCS / "graph-10k-zoomed-in.png")
     # hover a box: the tooltip; click it: selected in the kernel's trait
-    for x, y in ((canvas["x"] + dx, canvas["y"] + dy) for dy in range(60, 300, 8)
-                 for dx in range(40, 400, 12)):  # fmt: skip
+    for x, y in (
+        (canvas["x"] + dx, canvas["y"] + dy)
+        for dy in range(60, 300, 8)
+        for dx in range(40, 400, 12)
+    ):
         page.mouse.move(x, y)  # the first column's boxes, top left
         if g.locator(".lk-tip").is_visible():
             break

@@ -31,8 +31,15 @@ class HangOnRank1(nn.Module):
 def test_rank_that_hangs_is_named(tmp_path) -> None:  # type: ignore[no-untyped-def]
     lab = Lab(HangOnRank1(), datasets(512), loss=LOSS, batch_size=8, logdir=tmp_path)
     with pytest.raises(DDPWorkerError) as info:
-        lab.fit(max_epochs=1, devices=2, accelerator="cpu", dashboard=False, dry_run=False,
-                ddp_timeout=3, trainer_kwargs={"enable_progress_bar": False})  # fmt: skip
+        lab.fit(
+            max_epochs=1,
+            devices=2,
+            accelerator="cpu",
+            dashboard=False,
+            dry_run=False,
+            ddp_timeout=3,
+            trainer_kwargs={"enable_progress_bar": False},
+        )
     message = str(info.value)
     assert info.value.rank == 1, message
     assert message.startswith(

@@ -17,11 +17,26 @@ from labkit.gnn.validate import GraphDataError
 from labkit.promote import NotebookError, read_notebook
 
 V3 = {
-    "metadata": {"name": "old"}, "nbformat": 3, "nbformat_minor": 0,
-    "worksheets": [{"metadata": {}, "cells": [{
-        "cell_type": "code", "collapsed": False, "input": ["x = 1\n", "print(x)"],
-        "language": "python", "metadata": {}, "outputs": [], "prompt_number": 1}]}],
-}  # fmt: skip
+    "metadata": {"name": "old"},
+    "nbformat": 3,
+    "nbformat_minor": 0,
+    "worksheets": [
+        {
+            "metadata": {},
+            "cells": [
+                {
+                    "cell_type": "code",
+                    "collapsed": False,
+                    "input": ["x = 1\n", "print(x)"],
+                    "language": "python",
+                    "metadata": {},
+                    "outputs": [],
+                    "prompt_number": 1,
+                }
+            ],
+        }
+    ],
+}
 
 
 def test_nbformat_v3_says_so_and_how_to_convert(
@@ -50,16 +65,25 @@ def test_nbformat_v3_says_so_and_how_to_convert(
 @pytest.mark.parametrize("model_class", [GAT, GATv2])
 @pytest.mark.parametrize(
     ("shape", "says"),
-    [((3, 7), r"got \[3, 7\]$"), ((7, 2), r"got \[7, 2\] \(an \[E, 2\] list of pairs\? "
-                                          r"pass edge_index\.t\(\)\)")],
-)  # fmt: skip
+    [
+        ((3, 7), r"got \[3, 7\]$"),
+        (
+            (7, 2),
+            r"got \[7, 2\] \(an \[E, 2\] list of pairs\? "
+            r"pass edge_index\.t\(\)\)",
+        ),
+    ],
+)
 def test_gat_names_the_edge_index_it_expects(model_class: type, shape: tuple, says: str) -> None:
     model = model_class(4, 8, 3)
     x = torch.randn(5, 4)
     edges = torch.randint(0, 5, shape)
     name = model_class.__name__
-    with pytest.raises(GraphDataError, match=rf"{name}\(x, edge_index\): edge_index must have "
-                       rf"shape \[2, E\] \(source row, target row\), {says}"):  # fmt: skip
+    with pytest.raises(
+        GraphDataError,
+        match=rf"{name}\(x, edge_index\): edge_index must have "
+        rf"shape \[2, E\] \(source row, target row\), {says}",
+    ):
         model(x, edges)
     with pytest.raises(GraphDataError, match=r"must have shape \[2, E\]"):
         model.attention_weights(x, edges)
@@ -182,8 +206,11 @@ def test_labkits_keywords_never_shadow_the_models(entry: str) -> None:
     model, x = _Moded(), torch.randn(3, 4)
     _SEEN.clear()
     call = getattr(labkit, entry)
-    option = {"trace": {"mode": "eval"}, "memory": {"backward": False},
-              "plan": {"backward": False}}[entry]  # fmt: skip
+    option = {
+        "trace": {"mode": "eval"},
+        "memory": {"backward": False},
+        "plan": {"backward": False},
+    }[entry]
     name = next(iter(option))
     with pytest.raises(TypeError, match=rf"takes '{name}' too: .* model_kwargs=\{{'{name}'"):
         call(model, x, **option)
@@ -229,8 +256,10 @@ def test_a_batch_dict_given_positionally_to_trace_says_to_pass_it_as_keywords() 
     with pytest.raises(labkit.TraceError) as info:
         labkit.trace(model, batch)
     message = str(info.value)
-    assert "the one input is a dict whose keys (input_ids, labels) are parameters of " \
-        "_HFStyle.forward" in message, message  # fmt: skip
+    assert (
+        "the one input is a dict whose keys (input_ids, labels) are parameters of "
+        "_HFStyle.forward" in message
+    ), message
     assert "labkit.trace(model, **batch, ...)" in message and "model_kwargs=batch" in message
     assert all(p.grad is None for p in model.parameters())  # nothing left behind
     labkit.trace(model, **batch, repeat=1)  # the fix works as written
@@ -248,5 +277,7 @@ def test_a_forward_that_takes_the_dict_itself_is_told_to_wrap_it(entry: str) -> 
     assert "_TakesABatch.forward takes none of the keywords it was given (x)" in message, message
     assert "pass it inside a tuple: (batch,)" in message
     getattr(labkit, entry)(model, (batch,))  # the fix works as written
-    getattr(labkit, entry)(_HFStyle(), {"input_ids": torch.randint(0, 50, (2, 6)),
-                                        "labels": torch.randint(0, 50, (2, 6))})  # fmt: skip
+    getattr(labkit, entry)(
+        _HFStyle(),
+        {"input_ids": torch.randint(0, 50, (2, 6)), "labels": torch.randint(0, 50, (2, 6))},
+    )

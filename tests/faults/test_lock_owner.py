@@ -39,8 +39,9 @@ def holder(tmp_path: Path) -> Iterator[Any]:
     procs: list[subprocess.Popen[str]] = []
 
     def start(logdir: Path, how: str = "wait") -> subprocess.Popen[str]:
-        proc = subprocess.Popen([sys.executable, "-c", HOLD, str(logdir), how],
-                                stdout=subprocess.PIPE, text=True)  # fmt: skip
+        proc = subprocess.Popen(
+            [sys.executable, "-c", HOLD, str(logdir), how], stdout=subprocess.PIPE, text=True
+        )
         procs.append(proc)
         assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
         if how == "die":
@@ -110,8 +111,11 @@ def test_a_running_pid_that_started_later_than_the_lock_is_stale(
         _write(tmp_path, {**info, "pid": runner.pid})  # the pid runs: only the start differs
         assert proc.pid != runner.pid
         run = lab(tmp_path).fit(max_epochs=1, **FIT)
-        assert any(f"an earlier process with the same pid (pid {runner.pid}" in n
-                   and "started at another time" in n for n in run.notes)  # fmt: skip
+        assert any(
+            f"an earlier process with the same pid (pid {runner.pid}" in n
+            and "started at another time" in n
+            for n in run.notes
+        )
     finally:
         runner.kill()
         runner.wait()
@@ -124,13 +128,13 @@ def test_old_format_locks_are_still_read(tmp_path: Path, whose: str) -> None:
     if whose == "this process":  # cannot be this process's own: it writes a token
         _write(tmp_path, {"pid": os.getpid(), "host": socket.gethostname(), "started": 1.0})
         run = lab(tmp_path).fit(max_epochs=1, **FIT)
-        assert any("earlier process with the same pid" in n and "no process token" in n
-                   for n in run.notes)  # fmt: skip
+        assert any(
+            "earlier process with the same pid" in n and "no process token" in n for n in run.notes
+        )
         return
     runner = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        _write(tmp_path, {"pid": runner.pid, "host": socket.gethostname(),
-                          "started": time.time()})  # fmt: skip
+        _write(tmp_path, {"pid": runner.pid, "host": socket.gethostname(), "started": time.time()})
         with pytest.raises(LogdirBusyError, match=f"pid {runner.pid} on"):
             lab(tmp_path).fit(max_epochs=1, **FIT)
     finally:

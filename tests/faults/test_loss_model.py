@@ -108,8 +108,11 @@ def test_pred_none_at_batch_size_1_never_trains_on_the_prediction(
     before = _weights(model)
     loader = DataLoader(TensorDataset(torch.randn(4, 4)), batch_size=1)
     the_lab = labkit.Lab(model, loader, loss="model", optimizer="sgd", lr=0.1, logdir=tmp_path)
-    with pytest.raises(ShapeCheckError if dry_run else TypeError, match=r"\(Tensor \[1, 1\] "
-                       r"float32, None\), and its second element .* is None"):  # fmt: skip
+    with pytest.raises(
+        ShapeCheckError if dry_run else TypeError,
+        match=r"\(Tensor \[1, 1\] "
+        r"float32, None\), and its second element .* is None",
+    ):
         the_lab.fit(max_epochs=1, dry_run=dry_run, **FIT)  # type: ignore[arg-type]
     assert _same(_weights(model), before)
     run = the_lab.runs[-1]
@@ -119,8 +122,9 @@ def test_pred_none_at_batch_size_1_never_trains_on_the_prediction(
 def test_pred_with_targets_trains(tmp_path: Path) -> None:
     model = PredOrLoss()
     x = torch.randn(4, 4, generator=torch.Generator().manual_seed(1))
-    the_lab = _fit(model, DataLoader(TensorDataset(x, x.sum(1, keepdim=True)), batch_size=1),
-                   tmp_path)  # fmt: skip
+    the_lab = _fit(
+        model, DataLoader(TensorDataset(x, x.sum(1, keepdim=True)), batch_size=1), tmp_path
+    )
     assert the_lab.runs[-1].status == "finished" and len(the_lab.runs[-1].losses) == 4
 
 

@@ -34,8 +34,9 @@ def _memory(model: nn.Module, x: torch.Tensor) -> object:
 
 
 def _compare(model: nn.Module, x: torch.Tensor) -> object:
-    return labkit.compare(model, x, Recipe(precision="bf16-mixed"), mode="inference", steps=2,
-                          warmup=0, budget_s=0.5)  # fmt: skip
+    return labkit.compare(
+        model, x, Recipe(precision="bf16-mixed"), mode="inference", steps=2, warmup=0, budget_s=0.5
+    )
 
 
 CALLS = [

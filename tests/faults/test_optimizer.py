@@ -15,8 +15,14 @@ from tests.faults._lab import FIT, data
 
 
 def lab(logdir: Path, model: nn.Module, *, optimizer: object, train: object = None) -> labkit.Lab:
-    return labkit.Lab(model, data(), loss=torch.nn.functional.mse_loss, optimizer=optimizer,
-                      batch_size=8, logdir=logdir)  # fmt: skip
+    return labkit.Lab(
+        model,
+        data(),
+        loss=torch.nn.functional.mse_loss,
+        optimizer=optimizer,
+        batch_size=8,
+        logdir=logdir,
+    )
 
 
 class Two(nn.Module):
@@ -49,8 +55,11 @@ def test_an_optimizer_of_another_model_is_refused_naming_every_missed_parameter(
 def test_an_optimizer_over_part_of_the_model_names_the_rest(tmp_path: Path) -> None:
     model = Two()
     opt = torch.optim.Adam(model.head.parameters(), lr=0.1)
-    with pytest.raises(OptimizerCoverageError, match=r"holds 2 of 4 .* misses body\.weight, "
-                       r"body\.bias.*requires_grad_\(False\)"):  # fmt: skip
+    with pytest.raises(
+        OptimizerCoverageError,
+        match=r"holds 2 of 4 .* misses body\.weight, "
+        r"body\.bias.*requires_grad_\(False\)",
+    ):
         lab(tmp_path, model, optimizer=opt).fit(max_epochs=1, **FIT)
     assert model.calls == 0
 

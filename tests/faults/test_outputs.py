@@ -81,4 +81,5 @@ def test_a_300_character_output_name_is_an_output_path_error_before_any_work(
     assert "bytes long and this filesystem allows 255 per name; choose a shorter name" in err
     assert "Traceback" not in err and "Errno 36" not in err
     assert not (tmp_path / "ran.txt").exists() and sorted(p.name for p in tmp_path.iterdir()) == [
-        "nb.ipynb"]  # fmt: skip
+        "nb.ipynb"
+    ]

@@ -21,8 +21,12 @@ _MODULE_REPR = "Linear(in_features=2, out_features=1, bias=True)"
 
 
 def _result(count: int, text: str) -> dict:
-    return {"output_type": "execute_result", "execution_count": count, "metadata": {},
-            "data": {"text/plain": text}}  # fmt: skip
+    return {
+        "output_type": "execute_result",
+        "execution_count": count,
+        "metadata": {},
+        "data": {"text/plain": text},
+    }
 
 
 CELLS = [

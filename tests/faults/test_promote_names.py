@@ -120,8 +120,9 @@ def test_names_no_filesystem_holds_are_escaped_when_rendered(name: str, tmp_path
         plain = render_plain_script(
             analyze(Notebook(tmp_path / f"{stem}.ipynb", cells)), script_name=f"{stem}.py"
         )[0]
-        fit = render_script(analyze(Notebook(tmp_path / f"{stem}.ipynb", lab)),
-                            script_name=f"{stem}.py")  # fmt: skip
+        fit = render_script(
+            analyze(Notebook(tmp_path / f"{stem}.ipynb", lab)), script_name=f"{stem}.py"
+        )
         return plain, fit
 
     for hostile, benign in zip(scripts(name), scripts("benign"), strict=True):
@@ -154,8 +155,11 @@ def test_parameter_values_and_recipe_fields_are_data(tmp_path: Path) -> None:
     recipe = {"precision": "32-true", "note": evil, "ids": [1, 2.5, None, {"k": "\udcff"}]}
 
     def notebook(stem: str, value: str, fields: dict[str, object]) -> Path:
-        output = {"output_type": "display_data", "metadata": {},
-                  "data": {RECIPE_MIME: fields, "text/plain": "labkit recipe"}}  # fmt: skip
+        output = {
+            "output_type": "display_data",
+            "metadata": {},
+            "data": {RECIPE_MIME: fields, "text/plain": "labkit recipe"},
+        }
         cells = [
             code(HEAD, 1),
             code(f"tag = {value!r}\nlr = 0.1", 2, tags=("parameters",)),
@@ -170,16 +174,20 @@ def test_parameter_values_and_recipe_fields_are_data(tmp_path: Path) -> None:
     tree = ast.parse(hostile)
     assert _calls(tree) == _calls(ast.parse(benign))
     recorded = next(
-        n.value for n in tree.body
+        n.value
+        for n in tree.body
         if isinstance(n, ast.Assign) and ast.unparse(n.targets[0]) == "LABKIT_RECIPE"
-    )  # fmt: skip
+    )
     assert ast.literal_eval(recorded) == recipe
     assert not (tmp_path / "PWNED").exists()
 
 
 def test_a_recorded_recipe_that_is_not_a_literal_is_named(tmp_path: Path) -> None:
-    output = {"output_type": "display_data", "metadata": {},
-              "data": {RECIPE_MIME: {"lr": float("nan")}, "text/plain": "r"}}  # fmt: skip
+    output = {
+        "output_type": "display_data",
+        "metadata": {},
+        "data": {RECIPE_MIME: {"lr": float("nan")}, "text/plain": "r"},
+    }
     cells = [code(HEAD, 1), code(MODEL, 2), code(LAB, 3, outputs=[output]), code(FIT, 4)]
     path = write_notebook(tmp_path / "nan.ipynb", cells, escaped=True)  # NaN, as JSON allows
     with pytest.raises(Exception, match=r"cell 3 \(In \[3\]\): the recorded Recipe holds"):

@@ -36,14 +36,16 @@ time.sleep(60)
 
 
 def _snapshot(logdir: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(logdir)): p.read_bytes() for p in sorted(logdir.rglob("*"))
-            if p.is_file()}  # fmt: skip
+    return {
+        str(p.relative_to(logdir)): p.read_bytes() for p in sorted(logdir.rglob("*")) if p.is_file()
+    }
 
 
 # ---------------------------------------------------------------- the logdir lock
 def test_a_logdir_held_by_another_process_is_refused_naming_it(tmp_path: Path) -> None:
-    proc = subprocess.Popen([sys.executable, "-c", HOLD, str(tmp_path)], stdout=subprocess.PIPE,
-                            text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(tmp_path)], stdout=subprocess.PIPE, text=True
+    )
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
         model = Counting()
@@ -61,8 +63,9 @@ def test_a_logdir_held_by_another_process_is_refused_naming_it(tmp_path: Path) -
     # the holder died without releasing: its lock is taken over, and the run says so
     run = lab(tmp_path).fit(max_epochs=1, **FIT)
     assert run.status == "finished"
-    assert any(f"stale lock of {tmp_path / LOCK_FILE}" in n and f"pid {proc.pid}" in n
-               for n in run.notes)  # fmt: skip
+    assert any(
+        f"stale lock of {tmp_path / LOCK_FILE}" in n and f"pid {proc.pid}" in n for n in run.notes
+    )
     assert not (tmp_path / LOCK_FILE).exists()
 
 
@@ -119,21 +122,26 @@ def test_a_changed_lr_on_resume_is_refused_by_default_naming_both(tmp_path: Path
     before = _snapshot(tmp_path)
     changed = lab(tmp_path)
     changed.lr = 0.1
-    with pytest.raises(ResumeError, match=r"last\.ckpt would change .*lr: checkpoint 0\.01, Lab "
-                       r"0\.1.*on_change='apply'.*on_change='keep'"):  # fmt: skip
+    with pytest.raises(
+        ResumeError,
+        match=r"last\.ckpt would change .*lr: checkpoint 0\.01, Lab "
+        r"0\.1.*on_change='apply'.*on_change='keep'",
+    ):
         changed.fit(max_epochs=2, resume=True, **FIT)
     assert _snapshot(tmp_path) == before and changed.model.calls == 0
 
 
 @pytest.mark.parametrize(("rule", "lr_after"), [("apply", 0.1), ("keep", 0.01)])
-def test_on_change_applies_or_keeps_the_lr_and_says_so(tmp_path: Path, rule: str,
-                                                       lr_after: float) -> None:  # fmt: skip
+def test_on_change_applies_or_keeps_the_lr_and_says_so(
+    tmp_path: Path, rule: str, lr_after: float
+) -> None:
     lab(tmp_path).fit(max_epochs=1, **FIT)
     changed = lab(tmp_path)
     changed.lr = 0.1
     run = changed.fit(max_epochs=2, resume=True, on_change=rule, **FIT)
-    assert any(f"on_change='{rule}'" in n and "lr: checkpoint 0.01, Lab 0.1" in n
-               for n in run.notes)  # fmt: skip
+    assert any(
+        f"on_change='{rule}'" in n and "lr: checkpoint 0.01, Lab 0.1" in n for n in run.notes
+    )
     ck = load_checkpoint(tmp_path / "checkpoints" / "last.ckpt")
     assert ck["optimizer_states"][0]["param_groups"][0]["lr"] == lr_after
     assert ck["labkit"]["optimizer"] == {"type": "SGD", "lr": [lr_after]}
@@ -192,8 +200,9 @@ def test_another_optimizer_type_is_named_for_a_checkpoint_without_labkit_s_recor
         ({"ddp_timeout": 0}, r"ddp_timeout=0: seconds, above 0"),
     ],
 )
-def test_fit_options_are_type_checked_before_lightning(tmp_path: Path, options: dict[str, Any],
-                                                       message: str) -> None:  # fmt: skip
+def test_fit_options_are_type_checked_before_lightning(
+    tmp_path: Path, options: dict[str, Any], message: str
+) -> None:
     model = Counting()
     with pytest.raises(FitOptionError, match=rf"^Lab\.fit\(\): fit option {message}"):
         lab(tmp_path / "logdir", model).fit(**{**FIT, **options})
@@ -204,9 +213,11 @@ def test_a_raising_metric_is_named_with_the_batch(tmp_path: Path) -> None:
     with pytest.raises(MetricError) as info:
         lab(tmp_path, metrics={"ratio": _bad_metric}).fit(max_epochs=1, **FIT)
     message = str(info.value)
-    assert message.startswith("the metric 'ratio' raised ZeroDivisionError: division by zero "
-                              "on train batch 0 of epoch 0 (output [8, 1] float32, target "
-                              "[8, 1] float32)")  # fmt: skip
+    assert message.startswith(
+        "the metric 'ratio' raised ZeroDivisionError: division by zero "
+        "on train batch 0 of epoch 0 (output [8, 1] float32, target "
+        "[8, 1] float32)"
+    )
     assert isinstance(info.value.__cause__, ZeroDivisionError)
     record = json.loads((tmp_path / "run.json").read_text())
     assert record["status"] == "failed" and "metric 'ratio'" in record["error"]
@@ -221,10 +232,16 @@ def test_a_graph_without_masks_is_named(tmp_path: Path) -> None:
         warnings.filterwarnings("ignore", "`torch.jit.script` is deprecated", DeprecationWarning)
         from torch_geometric.data import Data
 
-    g = Data(x=torch.randn(10, 3), edge_index=torch.tensor([[0, 1], [1, 2]]),
-             y=torch.zeros(10, dtype=torch.long))  # fmt: skip
-    with pytest.raises(ValueError, match=r"this graph \(10 nodes\) has no train_mask and no "
-                       r"val_mask: Lab trains node classification .*RandomNodeSplit"):  # fmt: skip
+    g = Data(
+        x=torch.randn(10, 3),
+        edge_index=torch.tensor([[0, 1], [1, 2]]),
+        y=torch.zeros(10, dtype=torch.long),
+    )
+    with pytest.raises(
+        ValueError,
+        match=r"this graph \(10 nodes\) has no train_mask and no "
+        r"val_mask: Lab trains node classification .*RandomNodeSplit",
+    ):
         Lab(torch.nn.Linear(3, 2), g, loss=F.cross_entropy, logdir=tmp_path)
     assert list(tmp_path.iterdir()) == []
 
@@ -261,8 +278,11 @@ def test_a_graph_without_val_mask_says_so_in_the_run(tmp_path: Path) -> None:
         def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
             return self.lin(x)
 
-    g = Data(x=torch.randn(10, 3), edge_index=torch.tensor([[0, 1], [1, 2]]),
-             y=torch.zeros(10, dtype=torch.long),
-             train_mask=torch.ones(10, dtype=torch.bool))  # fmt: skip
+    g = Data(
+        x=torch.randn(10, 3),
+        edge_index=torch.tensor([[0, 1], [1, 2]]),
+        y=torch.zeros(10, dtype=torch.long),
+        train_mask=torch.ones(10, dtype=torch.bool),
+    )
     run = Lab(PerNode(), g, loss=F.cross_entropy, logdir=tmp_path).fit(max_epochs=1, **FIT)
     assert "the graph has no val_mask: no validation runs" in " ".join(run.notes)

@@ -37,8 +37,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterProcess]
     (root / "names").mkdir()
     for name in [*SERVER_NAMES.values(), "benign"]:
         write_notebook(root / "names" / f"{name}.ipynb", numbered(*LAB_CELLS))
-    write_notebook(root / "surrogate.ipynb", numbered("x = 1", "y = '\ud800'\nprint(y)"),
-                   escaped=True)  # fmt: skip
+    write_notebook(
+        root / "surrogate.ipynb", numbered("x = 1", "y = '\ud800'\nprint(y)"), escaped=True
+    )
     for kind, source in DEEP.items():
         write_notebook(root / f"deep-{kind}.ipynb", numbered("y = 2", source))
     with (root / "huge.ipynb").open("wb") as fh:  # sparse: 300 MiB that take no disk
@@ -58,16 +59,29 @@ def _post(server: JupyterProcess, route: str, data: bytes) -> tuple[int, dict]:
         (PROMOTE, json.dumps({"path": "a\0b.ipynb"}).encode(), r"contains a NUL byte"),
         (PROMOTE, b"[" * 30_000 + b"]" * 30_000, r"nests JSON too deeply"),
         (STOP, b"[" * 30_000 + b"]" * 30_000, r"nests JSON too deeply"),
-        (PROMOTE, json.dumps({"path": "a" * (10 << 20)}).encode(),
-         r"the request body is 10485\d\d\d bytes; at most 65536"),
-        (PROMOTE, json.dumps({"path": "a" * 5000 + ".ipynb"}).encode(),
-         r"the path is 5006 characters long; at most 4096"),
+        (
+            PROMOTE,
+            json.dumps({"path": "a" * (10 << 20)}).encode(),
+            r"the request body is 10485\d\d\d bytes; at most 65536",
+        ),
+        (
+            PROMOTE,
+            json.dumps({"path": "a" * 5000 + ".ipynb"}).encode(),
+            r"the path is 5006 characters long; at most 4096",
+        ),
         (PROMOTE, json.dumps({"path": "a" * 300 + ".ipynb"}).encode(), r"File name too long"),
         (PROMOTE, json.dumps({"path": "\ud800.ipynb"}).encode(), r"surrogates not allowed"),
     ],
-    ids=["nul-byte", "nested-body", "nested-stop-body", "10mb-path", "long-path", "long-name",
-         "lone-surrogate-path"],
-)  # fmt: skip
+    ids=[
+        "nul-byte",
+        "nested-body",
+        "nested-stop-body",
+        "10mb-path",
+        "long-path",
+        "long-name",
+        "lone-surrogate-path",
+    ],
+)
 def test_hostile_requests_get_400_with_a_message(
     server: JupyterProcess, route: str, data: bytes, message: str
 ) -> None:
@@ -100,8 +114,9 @@ def test_hidden_notebook_is_hidden_like_the_contents_api(server: JupyterProcess)
 def test_hostile_names_promote_to_scripts_that_run_nothing_from_them(
     server: JupyterProcess, name: str
 ) -> None:
-    status, answer = _post(server, PROMOTE, json.dumps({"path": "names/benign.ipynb",
-                                                        "force": True}).encode())  # fmt: skip
+    status, answer = _post(
+        server, PROMOTE, json.dumps({"path": "names/benign.ipynb", "force": True}).encode()
+    )
     assert status == 200, answer
     status, answer = _post(server, PROMOTE, json.dumps({"path": f"names/{name}.ipynb"}).encode())
     assert status == 200, answer

@@ -105,8 +105,12 @@ def test_every_kind_of_global_change_is_named() -> None:
     t = labkit.trace(_Many(), torch.randn(2, 4), repeat=2, warmup=0, time_budget=None)
     note = _note(t)
     assert note is not None, t.meta.notes
-    for name in ("SEEN (a list)", "COUNT (an int)", "MADE_BY_FORWARD (new)",
-                 "BUFFER (a tensor, changed in place)"):  # fmt: skip
+    for name in (
+        "SEEN (a list)",
+        "COUNT (an int)",
+        "MADE_BY_FORWARD (new)",
+        "BUFFER (a tensor, changed in place)",
+    ):
         assert f"{HERE}.{name}" in note, note
     runs = len(SEEN)
     assert COUNT - before_count == runs and f"ran the step {runs} times" in note

@@ -63,8 +63,13 @@ class Dicts(Dataset):
         return len(self.x)
 
     def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
-        values = {"x": self.x[i], "features": self.x[i], "mask": torch.ones(4),
-                  "y": self.x[i].sum(0, keepdim=True), "id": torch.tensor(i)}  # fmt: skip
+        values = {
+            "x": self.x[i],
+            "features": self.x[i],
+            "mask": torch.ones(4),
+            "y": self.x[i].sum(0, keepdim=True),
+            "id": torch.tensor(i),
+        }
         return {k: values[k] for k in self.keys}
 
 
@@ -79,8 +84,12 @@ class Keywords(nn.Module):
 
 
 class OwnLoss(Keywords):
-    def forward(self, features: torch.Tensor, mask: torch.Tensor,  # type: ignore[override]
-                y: torch.Tensor) -> dict[str, torch.Tensor]:  # fmt: skip
+    def forward(
+        self,
+        features: torch.Tensor,
+        mask: torch.Tensor,  # type: ignore[override]
+        y: torch.Tensor,
+    ) -> dict[str, torch.Tensor]:
         pred = super().forward(features, mask)
         return {"loss": F.mse_loss(pred, y), "pred": pred}
 
@@ -112,8 +121,15 @@ def test_a_dict_batch_without_x_goes_in_as_keywords(tmp_path: Path) -> None:
 
 
 def test_a_dict_batch_with_the_models_own_loss(tmp_path: Path) -> None:
-    the_lab = labkit.Lab(OwnLoss(), Dicts(("features", "mask", "y")), loss="model",
-                         optimizer="sgd", lr=0.01, batch_size=8, logdir=tmp_path)  # fmt: skip
+    the_lab = labkit.Lab(
+        OwnLoss(),
+        Dicts(("features", "mask", "y")),
+        loss="model",
+        optimizer="sgd",
+        lr=0.01,
+        batch_size=8,
+        logdir=tmp_path,
+    )
     run = the_lab.fit(max_epochs=1, **FIT)
     assert run.status == "finished", run.error
     assert _note(run) == (
@@ -126,15 +142,22 @@ def test_a_dict_batch_with_the_models_own_loss(tmp_path: Path) -> None:
 def test_pairs_and_a_step_of_the_users_get_no_dict_note(tmp_path: Path) -> None:
     run = lab(tmp_path / "pairs", Counting(), data()).fit(max_epochs=1, **FIT)
     assert run.status == "finished" and not any("is a dict" in n for n in run.notes)
-    own = lab(tmp_path / "own", Counting(), Dicts(("x", "y", "mask")),
-              step=lambda net, b: (net(b["x"] * b["mask"]), b["y"]))  # fmt: skip
+    own = lab(
+        tmp_path / "own",
+        Counting(),
+        Dicts(("x", "y", "mask")),
+        step=lambda net, b: (net(b["x"] * b["mask"]), b["y"]),
+    )
     run = own.fit(max_epochs=1, **FIT)
     assert run.status == "finished" and not any("is a dict" in n for n in run.notes)
 
 
 def test_a_dict_batch_without_a_target_is_refused_naming_its_keys(tmp_path: Path) -> None:
     model = Counting()
-    with pytest.raises(TypeError, match=r"cannot find the target in a dict batch with keys "
-                       r"\['mask', 'x'\]"):  # fmt: skip
+    with pytest.raises(
+        TypeError,
+        match=r"cannot find the target in a dict batch with keys "
+        r"\['mask', 'x'\]",
+    ):
         lab(tmp_path, model, Dicts(("x", "mask"))).fit(max_epochs=1, **FIT)
     assert model.calls == 0

@@ -32,8 +32,11 @@ def busy_machine() -> Iterator[int]:
     procs: list[subprocess.Popen[bytes]] = []
     try:
         for _ in range(os.cpu_count() or 1):
-            procs.append(subprocess.Popen([sys.executable, "-c", "while True: pass"],
-                                          stdin=subprocess.DEVNULL))  # fmt: skip
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, "-c", "while True: pass"], stdin=subprocess.DEVNULL
+                )
+            )
         yield len(procs)
     finally:
         for p in procs:

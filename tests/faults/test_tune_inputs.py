@@ -50,9 +50,12 @@ def test_a_budget_in_the_wrong_unit_says_bytes(budget: float) -> None:
 
 @pytest.mark.parametrize(
     ("budget", "error", "text"),
-    [("1GiB", TypeError, "number of bytes"), (-5, ValueError, "positive"),
-     (True, TypeError, "number of bytes")],
-)  # fmt: skip
+    [
+        ("1GiB", TypeError, "number of bytes"),
+        (-5, ValueError, "positive"),
+        (True, TypeError, "number of bytes"),
+    ],
+)
 def test_a_budget_that_is_not_a_byte_count(budget: Any, error: type, text: str) -> None:
     with pytest.raises(error, match=text):
         labkit.tune(_mlp(), torch.randn(4, 8), budget=budget)
@@ -83,11 +86,16 @@ def test_a_model_on_the_meta_device_cannot_be_timed() -> None:
 
 @pytest.mark.parametrize(
     ("option", "value", "text"),
-    [("budget_s", 0, "budget_s"), ("plan_s", -1, "plan_s"), ("steps", 1, "steps"),
-     ("level", 95, "level"),
-     ("batch_sizes", [0, 4], "batch_sizes"), ("space", "fast", "space"),
-     ("optimizer", "adam", "optimizer")],
-)  # fmt: skip
+    [
+        ("budget_s", 0, "budget_s"),
+        ("plan_s", -1, "plan_s"),
+        ("steps", 1, "steps"),
+        ("level", 95, "level"),
+        ("batch_sizes", [0, 4], "batch_sizes"),
+        ("space", "fast", "space"),
+        ("optimizer", "adam", "optimizer"),
+    ],
+)
 def test_bad_options_name_themselves(option: str, value: Any, text: str) -> None:
     with pytest.raises((ValueError, TypeError), match=text):
         labkit.tune(_mlp(), torch.randn(4, 8), budget=2**20, **{option: value})
@@ -97,8 +105,14 @@ def test_nothing_fits_names_the_smallest_peak_and_its_set_up() -> None:
     model = _mlp()
     opt = torch.optim.AdamW(model.parameters())
     with pytest.raises(TuneError, match=r"nothing fits the budget of 3.91 KiB") as err:
-        labkit.tune(model, torch.randn(64, 8), budget=4000, optimizer=opt, batch_sizes=[2, 64],
-                    space={"precision": ["32"]})  # fmt: skip
+        labkit.tune(
+            model,
+            torch.randn(64, 8),
+            budget=4000,
+            optimizer=opt,
+            batch_sizes=[2, 64],
+            space={"precision": ["32"]},
+        )
     msg = str(err.value)
     assert "the smallest predicted peak is" in msg and "from fp32 at batch 2" in msg
     smallest = min(c.predicted_peak for c in err.value.candidates if c.predicted_peak)
@@ -107,8 +121,9 @@ def test_nothing_fits_names_the_smallest_peak_and_its_set_up() -> None:
 
 def test_a_space_with_refused_combinations_skips_them_with_the_reason() -> None:
     space = [{"precision": "32"}, {"precision": "16-mixed", "quantization": "int8-dynamic"}]
-    choice = labkit.tune(_mlp(), torch.randn(8, 8), budget=2**20, batch_sizes=[8],
-                         **{**QUICK, "space": space})  # fmt: skip
+    choice = labkit.tune(
+        _mlp(), torch.randn(8, 8), budget=2**20, batch_sizes=[8], **{**QUICK, "space": space}
+    )
     refused = [c for c in choice.candidates if c.status == "refused"]
     assert len(refused) == 1 and refused[0].recipe is None
     assert "quantization='int8-dynamic'" in refused[0].label
@@ -133,8 +148,7 @@ class NeedsValues(nn.Module):
 def test_a_model_the_plan_cannot_run_is_measured_at_small_batches_saying_so() -> None:
     model = NeedsValues()
     before = _state(model)
-    choice = labkit.tune(model, torch.randn(8, 8), budget=2**20, batch_sizes=[4, 8, 16],
-                         **QUICK)  # fmt: skip
+    choice = labkit.tune(model, torch.randn(8, 8), budget=2**20, batch_sizes=[4, 8, 16], **QUICK)
     note = next(n for n in choice.notes if "cannot run this model" in n)
     assert ".item()" in note or "depends on the tensor's values" in note
     assert "measured instead with labkit.memory" in note and "up to yours (8)" in note
@@ -173,9 +187,17 @@ def test_an_interrupt_while_timing_keeps_the_figures_so_far_and_the_model() -> N
     before, opt_before = _state(model), opt.state_dict()
     x = torch.randn(8, 8)
     rng = torch.get_rng_state()
-    choice = labkit.tune(model, x, budget=2**20, optimizer=opt,
-                         batch_sizes=[4, 8], space={"precision": ["32"]}, budget_s=30,
-                         steps=5, warmup=1)  # fmt: skip
+    choice = labkit.tune(
+        model,
+        x,
+        budget=2**20,
+        optimizer=opt,
+        batch_sizes=[4, 8],
+        space={"precision": ["32"]},
+        budget_s=30,
+        steps=5,
+        warmup=1,
+    )
     assert calls[0] == 7
     assert choice.ended_by == "interrupted" and choice.measured_peak is None
     assert any("interrupted" in n for n in choice.notes)

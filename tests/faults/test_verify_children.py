@@ -48,8 +48,17 @@ def test_a_notebook_reading_stdin_reads_eof_on_both_sides(tmp_path: Path) -> Non
         tmp_path / "stdin.ipynb",
         numbered("import sys", "line = sys.stdin.readline()\nprint('read', repr(line))"),
     )
-    cmd = [sys.executable, "-m", "labkit.cli", "promote", str(nb), "--verify", "-q",
-           "--timeout", "60"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "labkit.cli",
+        "promote",
+        str(nb),
+        "--verify",
+        "-q",
+        "--timeout",
+        "60",
+    ]
     logs = [tmp_path / "out.txt", tmp_path / "err.txt"]
     with logs[0].open("w") as fo, logs[1].open("w") as fe:
         proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=fo, stderr=fe)

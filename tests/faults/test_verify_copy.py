@@ -66,8 +66,11 @@ def test_verify_leaves_every_file_of_the_users_folder_as_it_was(
     assert status == 0, out
     assert "verify: identical" in out
     after = _tree(folder)
-    assert after == before, {k: (before.get(k), after.get(k)) for k in before.keys() | after
-                             if before.get(k) != after.get(k)}  # fmt: skip
+    assert after == before, {
+        k: (before.get(k), after.get(k))
+        for k in before.keys() | after
+        if before.get(k) != after.get(k)
+    }
     assert f"verify: both ran in copies of {folder} (" in out  # where they wrote
     for record in records:  # the earlier run is still the 2-epoch one
         assert Run.load(record).config["max_epochs"] == 2

@@ -27,8 +27,9 @@ def _children(trace, parent):
 @pytest.mark.parametrize("cls", [GAT, GATv2])
 def test_attention_internals_are_op_nodes_under_each_conv(cls, graph):
     heads = 4
-    trace = labkit.trace(cls(16, 8, 4, heads=heads, out_heads=2, dropout=0.0),
-                         graph.x, graph.edge_index)  # fmt: skip
+    trace = labkit.trace(
+        cls(16, 8, 4, heads=heads, out_heads=2, dropout=0.0), graph.x, graph.edge_index
+    )
     attended = graph.num_edges + graph.num_nodes  # edges plus one self loop per node
     convs = _convs(trace)
     assert len(convs) == 2

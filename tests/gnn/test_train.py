@@ -77,8 +77,7 @@ def test_ddp_two_processes_match_one_process(graph, tmp_path):
         model = GAT(16, 8, 4, heads=2, dropout=0.0)
         dm = GraphDataModule(graph, batch_size=100, num_neighbors=[-1, -1], seed=3)
         lab = labkit.Lab(model, dm, loss=F.cross_entropy, lr=0.01, logdir=tmp_path / str(devices))
-        run = lab.fit(max_epochs=3, devices=devices, accelerator="cpu", seed=0,
-                      dashboard=False)  # fmt: skip
+        run = lab.fit(max_epochs=3, devices=devices, accelerator="cpu", seed=0, dashboard=False)
         assert run.status == "finished", run.error
         assert run.config["processes"] == devices
         results[devices] = (run, {k: v.clone() for k, v in lab.model.state_dict().items()})

@@ -100,8 +100,14 @@ def test_grad_scaler_state_is_optimizer_state() -> None:
     model = nn.Linear(32, 32)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     scaler = torch.amp.GradScaler("cpu")
-    rep = labkit.memory(model, torch.randn(4, 32), loss=lambda o: o.pow(2).mean(),
-                        optimizer=opt, scaler=scaler, keep_step=True)  # fmt: skip
+    rep = labkit.memory(
+        model,
+        torch.randn(4, 32),
+        loss=lambda o: o.pow(2).mean(),
+        optimizer=opt,
+        scaler=scaler,
+        keep_step=True,
+    )
     scale_bytes = scaler._scale.untyped_storage().nbytes()
     growth = scaler._growth_tracker.untyped_storage().nbytes()
     assert rep.samples[-1].bytes.get("optimizer", 0) == scale_bytes + growth
@@ -120,8 +126,9 @@ def test_a_step_that_fails_in_the_optimizer_says_where() -> None:
     model = nn.Linear(8, 8)
     opt = Boom(model.parameters(), lr=0.1, momentum=0.9)
     with pytest.raises(MemoryRecordError, match=r"failed in Boom\.step: RuntimeError") as e:
-        labkit.memory(model, torch.randn(2, 8), loss=lambda o: F.mse_loss(o, torch.zeros(2, 8)),
-                      optimizer=opt)  # fmt: skip
+        labkit.memory(
+            model, torch.randn(2, 8), loss=lambda o: F.mse_loss(o, torch.zeros(2, 8)), optimizer=opt
+        )
     # the partial report has its categories right up to the failure
     last = e.value.report.samples[-1].bytes
     assert last["optimizer"] == _param_bytes(model)  # one momentum buffer per parameter

@@ -70,8 +70,9 @@ def test_out_of_memory_is_explained() -> None:
 def test_error_in_the_loss_or_optimizer_cleans_up() -> None:
     model = Stack(d=8, n=1)
     with pytest.raises(MemoryRecordError, match="ValueError: bad loss") as e:
-        labkit.memory(model, torch.randn(4, 8), loss=lambda out: (_ for _ in ()).throw(
-            ValueError("bad loss")))  # fmt: skip
+        labkit.memory(
+            model, torch.randn(4, 8), loss=lambda out: (_ for _ in ()).throw(ValueError("bad loss"))
+        )
     assert e.value.module == ""  # recorded, and outside every module (in the loss)
     meta = e.value.report.trace.memory_meta
     assert meta.failed_module == "" and meta.error == "ValueError: bad loss"

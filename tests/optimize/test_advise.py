@@ -147,8 +147,12 @@ def test_advice_says_when_compare_measured_its_recipe_slower():
         s = again[r.label]
         # a speedup whose interval spans 1.0 is noise, kept as 1.0: not "slower"
         slower = r.speedup < 1 and not r.within_noise
-        assert ("measured slower here" in s.title) == slower, (r.label, r.speedup,
-                                                               r.within_noise, s.title)  # fmt: skip
+        assert ("measured slower here" in s.title) == slower, (
+            r.label,
+            r.speedup,
+            r.within_noise,
+            s.title,
+        )
         if slower:
             assert s.title.endswith(f"(measured slower here: {r.speedup:.2f}x)")
             assert "labkit.compare (inference) on this machine: measured" in s.detail

@@ -99,8 +99,9 @@ def _hand_timed(t: Trace) -> Trace:
             while parent is not None:
                 inside[parent] += 1e-3
                 parent = t.nodes[parent].parent
-    nodes = [dataclasses.replace(n, fwd_time=1e-3 if n.kind == "op" else inside[n.id])
-             for n in t.nodes]  # fmt: skip
+    nodes = [
+        dataclasses.replace(n, fwd_time=1e-3 if n.kind == "op" else inside[n.id]) for n in t.nodes
+    ]
     total = 1e-3 * sum(n.kind == "op" for n in nodes)
     return t.replace(nodes=nodes, meta=dataclasses.replace(t.meta, forward_time=total))
 

@@ -281,9 +281,15 @@ def test_int8_weight_only_peak_counts_the_dequantized_weight():
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(512, 1024), nn.ReLU(), nn.Linear(1024, 256)).eval()
     cmp = compare(
-        model, torch.randn(4, 512), Recipe(quantization="int8-weight-only"),
-        mode="inference", steps=1, warmup=0, drift=False, target=None,
-    )  # fmt: skip
+        model,
+        torch.randn(4, 512),
+        Recipe(quantization="int8-weight-only"),
+        mode="inference",
+        steps=1,
+        warmup=0,
+        drift=False,
+        target=None,
+    )
     base, q = cmp.results
     int8 = 512 * 1024 + 1024 * 256  # one byte per weight, scales and biases on top
     fp32 = 4 * (512 * 1024 + 1024 * 256)
@@ -313,9 +319,13 @@ def test_compare_leaves_model_inputs_and_rng_as_they_were():
     np.random.seed(7)
     rng = (torch.get_rng_state(), random.getstate(), np.random.get_state()[1].copy())
     compare(
-        model, x, [Recipe(precision="bf16-mixed"), Recipe(checkpoint=("1",))], steps=2,
-        warmup=1, target=None,
-    )  # fmt: skip
+        model,
+        x,
+        [Recipe(precision="bf16-mixed"), Recipe(checkpoint=("1",))],
+        steps=2,
+        warmup=1,
+        target=None,
+    )
     assert torch.equal(torch.get_rng_state(), rng[0]) and random.getstate() == rng[1]
     assert (np.random.get_state()[1] == rng[2]).all()
     assert model.training == twin.training
@@ -328,9 +338,15 @@ def test_compare_leaves_model_inputs_and_rng_as_they_were():
 
 def test_speedups_carry_intervals_and_noise_is_not_ranked(mlp, x):
     cmp = compare(
-        mlp, x, {"control": Recipe(), "bf16": Recipe(precision="bf16-mixed")}, steps=6,
-        warmup=1, memory=False, drift=False, target=None,
-    )  # fmt: skip
+        mlp,
+        x,
+        {"control": Recipe(), "bf16": Recipe(precision="bf16-mixed")},
+        steps=6,
+        warmup=1,
+        memory=False,
+        drift=False,
+        target=None,
+    )
     base = cmp.result("fp32")
     assert base.speedup == 1.0 and base.speedup_low is None and base.within_noise is None
     for r in cmp.results[1:]:
@@ -384,8 +400,9 @@ def test_a_speedup_within_noise_is_not_remembered_as_slower():
     from labkit.optimize.comparison_result import RecipeResult
 
     recipe = Recipe(matmul_precision="medium")
-    row = RecipeResult("m", recipe.to_dict(), speedup=0.97, speedup_low=0.9, speedup_high=1.05,
-                       within_noise=True)  # fmt: skip
+    row = RecipeResult(
+        "m", recipe.to_dict(), speedup=0.97, speedup_low=0.9, speedup_high=1.05, within_noise=True
+    )
     _remember("train", "cpu", [row])
     assert MEASURED.pop(recipe.to_json())[0] == 1.0  # advise reads no difference
 
@@ -414,9 +431,15 @@ def test_a_compile_failure_row_names_the_cause_and_the_module_not_the_wrapper():
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(8, 8), _OwnCheckpoint())
     cmp = compare(
-        model, torch.randn(4, 8), Recipe(compile="default"), steps=1, warmup=0, memory=False,
-        drift=False, target=None,
-    )  # fmt: skip
+        model,
+        torch.randn(4, 8),
+        Recipe(compile="default"),
+        steps=1,
+        warmup=0,
+        memory=False,
+        drift=False,
+        target=None,
+    )
     assert cmp.result("fp32").error is None  # eager runs it
     head = cmp.result("compile").error.splitlines()[0]
     assert not head.startswith(("BackendCompilerFailed", "InternalTorchDynamoError")), head

@@ -57,16 +57,26 @@ def test_every_train_row_has_its_flops_per_second(mlp, x):
 
 
 def test_inference_flops_by_arithmetic(mlp, x):
-    cmp = compare(mlp, x, {"bf16": RECIPES["bf16"]}, mode="inference", steps=3, warmup=1,
-                  budget_s=1.0, drift=False, memory=False)  # fmt: skip
+    cmp = compare(
+        mlp,
+        x,
+        {"bf16": RECIPES["bf16"]},
+        mode="inference",
+        steps=3,
+        warmup=1,
+        budget_s=1.0,
+        drift=False,
+        memory=False,
+    )
     _check_rates(cmp, mlp, x, {"fp32": Recipe(), **RECIPES})
     # three Linear layers, 2 FLOPs per multiply-add: 2 * batch * (32*64 + 64*64 + 64*4)
     assert cmp.result("fp32").flops == 2 * 8 * (32 * 64 + 64 * 64 + 64 * 4)
 
 
 def test_a_reused_baseline_restates_its_rate_over_its_grown_times(mlp, x):
-    bench = Bench(mlp, x, mode="inference", steps=3, warmup=1, budget_s=1.0, drift=False,
-                  memory=False)  # fmt: skip
+    bench = Bench(
+        mlp, x, mode="inference", steps=3, warmup=1, budget_s=1.0, drift=False, memory=False
+    )
     first = bench.compare(RECIPES["bf16"]).result("fp32")
     again = bench.compare(Recipe(matmul_precision="medium")).result("fp32")
     assert len(again.step_times) > len(first.step_times) and again.flops == first.flops
@@ -76,9 +86,17 @@ def test_a_reused_baseline_restates_its_rate_over_its_grown_times(mlp, x):
 
 def test_a_step_of_ops_without_a_formula_says_so(mlp, x):
     pytest.importorskip("torchao")
-    cmp = compare(mlp.eval(), x, {"int8": Recipe(quantization="int8-dynamic")},
-                  mode="inference", steps=3, warmup=1, budget_s=1.0, drift=False,
-                  memory=False)  # fmt: skip
+    cmp = compare(
+        mlp.eval(),
+        x,
+        {"int8": Recipe(quantization="int8-dynamic")},
+        mode="inference",
+        steps=3,
+        warmup=1,
+        budget_s=1.0,
+        drift=False,
+        memory=False,
+    )
     row = cmp.result("int8")
     assert row.error is None, row.error
     # torchao's dynamic int8 matmul (aten._int_mm) has no FlopCounterMode formula

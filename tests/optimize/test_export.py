@@ -196,9 +196,15 @@ def test_hf_causal_lm_cache_in_the_output_is_named_with_the_fix():
         "no cache": Recipe(export="torch.export", export_kwargs={"use_cache": False}),
     }
     cmp = compare(
-        model, {"input_ids": ids}, recipes, mode="inference", steps=1, warmup=0, memory=False,
+        model,
+        {"input_ids": ids},
+        recipes,
+        mode="inference",
+        steps=1,
+        warmup=0,
+        memory=False,
         target=None,
-    )  # fmt: skip
+    )
     err = cmp.result("plain").error
     assert err.startswith(
         "ExportError: torch.export could not export the model: the output holds a "

@@ -122,9 +122,17 @@ def _grid(mode, recipes):
     model = TinyTransformer().train(mode == "train")
     x = torch.randn(2, 4, 8)
     cmp = compare(
-        model, x, recipes, mode=mode, steps=1, warmup=0, memory=False, drift=False,
-        loss_steps=1, target=None,
-    )  # fmt: skip
+        model,
+        x,
+        recipes,
+        mode=mode,
+        steps=1,
+        warmup=0,
+        memory=False,
+        drift=False,
+        loss_steps=1,
+        target=None,
+    )
     _check_rows(cmp, recipes, model)
 
 

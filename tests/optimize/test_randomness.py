@@ -135,9 +135,15 @@ def test_checkpoint_recomputes_with_dropout_held_as_in_the_forward():
     x, mask = torch.randn(4, 16, 32), torch.zeros(4, 1, 16, 16)
     mask[..., 12:] = float("-inf")
     cmp = compare(
-        Encoder(), {"x": x, "mask": mask}, Recipe(checkpoint=["blocks.*"]),
-        steps=1, warmup=0, memory=False, drift=False, target=None,
-    )  # fmt: skip
+        Encoder(),
+        {"x": x, "mask": mask},
+        Recipe(checkpoint=["blocks.*"]),
+        steps=1,
+        warmup=0,
+        memory=False,
+        drift=False,
+        target=None,
+    )
     r = cmp.result("ckpt(blocks.*)")
     assert r.error is None, r.error
     assert r.max_abs == 0.0 and r.losses == cmp.result("fp32").losses

@@ -70,8 +70,9 @@ def _resmlp() -> Setting:
     torch.manual_seed(0)
     model = ResMLP()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    return Setting(model, (torch.randn(16, 8),), None, opt, [16, 128], ["32", "bf16-mixed"],
-                   "blocks.*")  # fmt: skip
+    return Setting(
+        model, (torch.randn(16, 8),), None, opt, [16, 128], ["32", "bf16-mixed"], "blocks.*"
+    )
 
 
 def _gpt() -> Setting:
@@ -85,8 +86,7 @@ def _plan(s: Setting, recipe: Recipe, n: int) -> labkit.Plan:
     key = (recipe, n)
     if key not in s.plans:
         args, _ = maker(s.args, {}, batch_dim(s.args, {}))(n)
-        s.plans[key] = labkit.plan(s.model, args, loss=s.loss, optimizer=s.optimizer,
-                                   recipe=recipe)  # fmt: skip
+        s.plans[key] = labkit.plan(s.model, args, loss=s.loss, optimizer=s.optimizer, recipe=recipe)
     return s.plans[key]
 
 
@@ -123,25 +123,40 @@ def test_pick_fits_and_no_fitting_grid_point_is_faster(build: Any, one_thread: A
     assert blocks_big < none_big  # checkpointing the blocks frees memory at the big batch
     budget = (blocks_big + none_big) // 2  # the big batch fits only when checkpointed
     space = {"precision": s.precisions, "checkpoint": ["none", "auto", "blocks"]}
-    choice = tune(s.model, s.args, budget, loss=s.loss, optimizer=s.optimizer, space=space,
-                  batch_sizes=s.sizes, budget_s=10, plan_s=600, steps=5)  # fmt: skip
+    choice = tune(
+        s.model,
+        s.args,
+        budget,
+        loss=s.loss,
+        optimizer=s.optimizer,
+        space=space,
+        batch_sizes=s.sizes,
+        budget_s=10,
+        plan_s=600,
+        steps=5,
+    )
 
     assert choice.measured_peak is not None and choice.measured_peak <= budget
     assert choice.predicted_peak <= budget
     assert choice.predicted_peak == _plan(s, choice.recipe, choice.batch_size).peak_bytes
 
     # the grid: every batch size x checkpoint none/blocks/chosen x precision, planned
-    chosen = {c.batch_size: c.recipe.checkpoint for c in choice.candidates
-              if c.recipe is not None and c.recipe.checkpoint
-              and c.recipe.checkpoint != (s.blocks,)}  # fmt: skip
+    chosen = {
+        c.batch_size: c.recipe.checkpoint
+        for c in choice.candidates
+        if c.recipe is not None and c.recipe.checkpoint and c.recipe.checkpoint != (s.blocks,)
+    }
     grid: dict[tuple[Recipe, int], int] = {}
     for n in s.sizes:
         for p in s.precisions:
             for ck in {(), (s.blocks,), chosen.get(n, ())}:
                 r = Recipe(precision=p, checkpoint=ck)
                 grid[(r, n)] = _plan(s, r, n).peak_bytes
-    planned = {(c.recipe, c.batch_size): c.predicted_peak for c in choice.candidates
-               if c.recipe is not None and c.predicted_peak is not None}  # fmt: skip
+    planned = {
+        (c.recipe, c.batch_size): c.predicted_peak
+        for c in choice.candidates
+        if c.recipe is not None and c.predicted_peak is not None
+    }
     for key, peak in grid.items():  # tune's plans are the grid's, byte for byte
         if key in planned:
             assert planned[key] == peak, key
@@ -170,9 +185,18 @@ def tuned_gpt() -> tuple[Choice, dict[str, Any], dict[str, Any]]:
     torch.manual_seed(1)
     case.step(opt)  # .grad and AdamW state exist, as in a real session
     before = _world(case, opt)
-    choice = tune(case.model, case.args, 64 * 2**20, loss=case.loss, optimizer=opt,
-                  space={"precision": ["32"], "checkpoint": ["none", "blocks"]},
-                  batch_sizes=[4], budget_s=3, steps=2, warmup=0)  # fmt: skip
+    choice = tune(
+        case.model,
+        case.args,
+        64 * 2**20,
+        loss=case.loss,
+        optimizer=opt,
+        space={"precision": ["32"], "checkpoint": ["none", "blocks"]},
+        batch_sizes=[4],
+        budget_s=3,
+        steps=2,
+        warmup=0,
+    )
     return choice, before, _world(case, opt)
 
 
@@ -185,8 +209,14 @@ def test_choice_repr_summary_and_html(tuned_gpt: Any) -> None:
     choice, _, _ = tuned_gpt
     text = repr(choice)
     assert text.startswith(f"Choice({choice.recipe!r}, batch_size={choice.batch_size}, ")
-    parts = ("predicted_peak=", "measured_peak=", "budget=64.00 MiB", "samples_per_s=",
-             f"candidates={len(choice.candidates)}", f"ended_by={choice.ended_by!r}")  # fmt: skip
+    parts = (
+        "predicted_peak=",
+        "measured_peak=",
+        "budget=64.00 MiB",
+        "samples_per_s=",
+        f"candidates={len(choice.candidates)}",
+        f"ended_by={choice.ended_by!r}",
+    )
     for part in parts:
         assert part in text
     c = choice.candidates[0]
@@ -194,8 +224,9 @@ def test_choice_repr_summary_and_html(tuned_gpt: Any) -> None:
     summary = choice.summary()
     assert summary.splitlines()[0].startswith(f"tune on cpu: {choice.label}")
     for cand in choice.candidates:  # one row per candidate, with its verdict
-        assert any(line.startswith(cand.label) and cand.status in line
-                   for line in summary.splitlines())  # fmt: skip
+        assert any(
+            line.startswith(cand.label) and cand.status in line for line in summary.splitlines()
+        )
     assert "achieved" in choice.utilization and "no MFU on cpu" in choice.utilization
     assert choice.flops_per_s is not None and choice.flops_per_s > 0
     html = choice.to_html()
@@ -221,8 +252,16 @@ def test_every_fitting_candidate_is_timed_or_says_why(tuned_gpt: Any) -> None:
 # ---------------------------------------------------------------------------- the parts
 def test_planning_stops_at_plan_s_saying_so() -> None:
     model = ResMLP()
-    choice = tune(model, torch.randn(4, 8), 2**20, batch_sizes=[4, 8], budget_s=1, plan_s=1e-3,
-                  steps=2, warmup=0)  # fmt: skip
+    choice = tune(
+        model,
+        torch.randn(4, 8),
+        2**20,
+        batch_sizes=[4, 8],
+        budget_s=1,
+        plan_s=1e-3,
+        steps=2,
+        warmup=0,
+    )
     skipped = [c for c in choice.candidates if c.status == "skipped"]
     assert skipped and all(c.batch_size == 8 and "used its plan_s" in c.reason for c in skipped)
     rows = [r for r in choice.rows() if r[5].startswith("skipped")]
@@ -271,12 +310,15 @@ def test_ranked_blocks_of_a_plan_and_the_repeated_stack() -> None:
 
 def test_chosen_checkpoint_is_verified_by_planning() -> None:
     s = _resmlp()
-    budget = (_plan(s, Recipe(checkpoint=("blocks.*",)), 128).peak_bytes
-              + _plan(s, Recipe(), 128).peak_bytes) // 2  # fmt: skip
+    budget = (
+        _plan(s, Recipe(checkpoint=("blocks.*",)), 128).peak_bytes
+        + _plan(s, Recipe(), 128).peak_bytes
+    ) // 2
     from labkit.optimize._tune_search import Search
 
-    search = Search(s.model, maker(s.args, {}, 16), 16, None, s.optimizer, budget,
-                    lambda f, m: None)  # fmt: skip
+    search = Search(
+        s.model, maker(s.args, {}, 16), 16, None, s.optimizer, budget, lambda f, m: None
+    )
     drafts = search.setup(_tune_space.SetUp(Recipe(), "auto"), [128])
     auto = drafts[-1]
     assert auto.recipe is not None and auto.recipe.checkpoint
@@ -288,15 +330,19 @@ def test_chosen_checkpoint_is_verified_by_planning() -> None:
     ("space", "labels", "refused"),
     [
         ({"precision": ["32", "bf16-mixed"]}, ["fp32", "bf16-mixed"], 0),
-        ({"checkpoint": ["none", "auto", "blocks"]},
-         ["fp32", "fp32 + ckpt(auto)", "fp32 + ckpt(blocks)"], 0),
+        (
+            {"checkpoint": ["none", "auto", "blocks"]},
+            ["fp32", "fp32 + ckpt(auto)", "fp32 + ckpt(blocks)"],
+            0,
+        ),
         ({"precision": ["16-mixed"], "quantization": [None, "int8-dynamic"]}, ["16-mixed"], 1),
         ([Recipe(), Recipe(), {"precision": "bf16-mixed"}], ["fp32", "bf16-mixed"], 0),
         ({"checkpoint": [("layers.*",)]}, ["ckpt(layers.*)"], 0),
     ],
-)  # fmt: skip
-def test_space_expands_and_names_refused_combinations(space: Any, labels: list[str],
-                                                       refused: int) -> None:  # fmt: skip
+)
+def test_space_expands_and_names_refused_combinations(
+    space: Any, labels: list[str], refused: int
+) -> None:
     setups, bad = _tune_space.expand(space, torch.device("cpu"))
     assert [s.label for s in setups] == labels
     assert len(bad) == refused
@@ -373,8 +419,9 @@ def test_heats_keep_the_copies_within_the_budget_on_cuda() -> None:
 
 
 def test_utilization_table() -> None:
-    rate, mfu, text = _tune_flops.utilization(10**12, 1.0, "cuda:0", "NVIDIA H100 80GB HBM3",
-                                              "bf16")  # fmt: skip
+    rate, mfu, text = _tune_flops.utilization(
+        10**12, 1.0, "cuda:0", "NVIDIA H100 80GB HBM3", "bf16"
+    )
     assert rate == 1e12 and mfu == pytest.approx(1e12 / 989e12) and "MFU 0.1%" in text
     _, none, text = _tune_flops.utilization(10**12, 1.0, "cuda:0", "Mystery GPU", "fp32")
     assert none is None and "not in labkit's table" in text
@@ -388,8 +435,14 @@ def test_cuda_budget_defaults_to_free_memory_less_the_margin() -> None:
     model = ResMLP().cuda()
     opt = torch.optim.AdamW(model.parameters())
     t0 = time.perf_counter()
-    choice = tune(model, torch.randn(16, 8, device="cuda"), optimizer=opt, batch_sizes=[16, 64],
-                  space={"precision": ["32", "bf16-mixed"]}, budget_s=10)  # fmt: skip
+    choice = tune(
+        model,
+        torch.randn(16, 8, device="cuda"),
+        optimizer=opt,
+        batch_sizes=[16, 64],
+        space={"precision": ["32", "bf16-mixed"]},
+        budget_s=10,
+    )
     assert "free of" in choice.budget_how and "less 8%" in choice.budget_how
     assert choice.measured_peak is not None and choice.measured_peak <= choice.budget
     assert "MFU" in choice.utilization and time.perf_counter() - t0 < 120

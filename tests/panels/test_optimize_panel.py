@@ -35,8 +35,12 @@ def test_recipe_round_trip_and_repr(mlp):
     quant = next(f for f in panel.choices["fields"] if f["name"] == "quantization")
     assert quant["options"][0]["value"] == "none" and quant["modes"] == ["train", "inference"]
     defaults = {f["name"]: f["default"] for f in panel.choices["fields"]}
-    assert defaults == {**Recipe().to_dict(), "quantization": "none", "compile": "none",
-                        "export": "none"}  # fmt: skip
+    assert defaults == {
+        **Recipe().to_dict(),
+        "quantization": "none",
+        "compile": "none",
+        "export": "none",
+    }
 
 
 def test_front_end_state_is_validated(mlp):
@@ -106,8 +110,16 @@ def test_budget_ends_the_rounds_and_rows_show_the_spread(mlp):
     with pytest.raises(ValueError, match="budget_s"):
         OptimizePanel(mlp, torch.randn(4, 32), budget_s=0)
     x = torch.randn(4, 32)
-    panel = OptimizePanel(mlp.eval(), x, mode="inference", recipe=Recipe(channels_last=True),
-                          budget_s=0.3, warmup=0, drift=False, memory=False)  # fmt: skip
+    panel = OptimizePanel(
+        mlp.eval(),
+        x,
+        mode="inference",
+        recipe=Recipe(channels_last=True),
+        budget_s=0.3,
+        warmup=0,
+        drift=False,
+        memory=False,
+    )
     panel.measure().join(timeout=120)
     assert panel.error == "", panel.error
     cmp = panel.comparison
@@ -136,8 +148,9 @@ def test_loss_column_says_what_it_holds(mlp, mode, loss, label):
 
 
 def test_rows_accumulate_across_measure_with_one_baseline_and_clear(mlp):
-    panel = OptimizePanel(mlp, torch.randn(4, 32), steps=3, warmup=0, drift=False, memory=False,
-                          speedup_target=None)  # fmt: skip
+    panel = OptimizePanel(
+        mlp, torch.randn(4, 32), steps=3, warmup=0, drift=False, memory=False, speedup_target=None
+    )
     panel.recipe = Recipe(precision="bf16-mixed")
     panel.measure().join(timeout=120)
     base_first = panel.comparison.result("fp32").first_call
@@ -162,8 +175,15 @@ def test_the_next_suggestion_is_advise_in_figures_and_can_be_measured():
 
     torch.manual_seed(0)
     model = TinyTransformer(d=16, n_blocks=4)
-    panel = OptimizePanel(model, torch.randn(4, 16, 16), steps=2, warmup=0, drift=False,
-                          memory=False, speedup_target=None)  # fmt: skip
+    panel = OptimizePanel(
+        model,
+        torch.randn(4, 16, 16),
+        steps=2,
+        warmup=0,
+        drift=False,
+        memory=False,
+        speedup_target=None,
+    )
     panel.measure().join(timeout=120)
     trace, found = panel._advice["train"]
     first = found[0].recipe()

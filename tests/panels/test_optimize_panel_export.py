@@ -112,8 +112,16 @@ def test_unexportable_model_gives_a_one_line_reason_row():
     torch.manual_seed(0)
     lab, got = Lab(), []
     recipe = Recipe(export="torch.export")
-    panel = OptimizePanel(Blocked(Gate()), torch.randn(4, 8), recipe=recipe, steps=2, warmup=0,
-                          memory=False, target=lab, on_apply=got.append)  # fmt: skip
+    panel = OptimizePanel(
+        Blocked(Gate()),
+        torch.randn(4, 8),
+        recipe=recipe,
+        steps=2,
+        warmup=0,
+        memory=False,
+        target=lab,
+        on_apply=got.append,
+    )
     send(panel, "measure")
     assert panel.error == ""  # the measurement ran; the export row says what failed
     base, row = panel.results
@@ -130,8 +138,9 @@ def test_unexportable_model_gives_a_one_line_reason_row():
 
 def test_apply_export_gives_the_exported_model_and_leaves_the_lab(mlp):
     lab, got, x = Lab(), [], torch.randn(4, 32)
-    panel = OptimizePanel(mlp, x, recipe=Recipe(export="torch.export"), target=lab,
-                          on_apply=got.append)  # fmt: skip
+    panel = OptimizePanel(
+        mlp, x, recipe=Recipe(export="torch.export"), target=lab, on_apply=got.append
+    )
     assert mlp.training
     send(panel, "apply")
     assert panel.error == "" and got == [Recipe(export="torch.export")]
@@ -148,8 +157,15 @@ def test_measure_onnxruntime_row():
     pytest.importorskip("onnxruntime", reason="the export extra: pip install 'labkit[export]'")
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 4))
-    panel = OptimizePanel(model, torch.randn(8, 16), mode="inference", steps=2, warmup=0,
-                          memory=False, recipe=Recipe(export="onnxruntime"))  # fmt: skip
+    panel = OptimizePanel(
+        model,
+        torch.randn(8, 16),
+        mode="inference",
+        steps=2,
+        warmup=0,
+        memory=False,
+        recipe=Recipe(export="onnxruntime"),
+    )
     send(panel, "measure")
     assert panel.error == ""
     row = panel.results[1]

@@ -26,9 +26,13 @@ class CNN(nn.Module):
     def __init__(self) -> None:
         super().__init__()
         self.body = nn.Sequential(
-            nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
-            nn.Conv2d(8, 16, 3, stride=2, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
-        )  # fmt: skip
+            nn.Conv2d(3, 8, 3, padding=1),
+            nn.BatchNorm2d(8),
+            nn.ReLU(),
+            nn.Conv2d(8, 16, 3, stride=2, padding=1),
+            nn.BatchNorm2d(16),
+            nn.ReLU(),
+        )
         self.head = nn.Linear(16, 10)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -56,8 +60,9 @@ class GPT(nn.Module):
     """GPT-2-like: token and position embeddings, pre-norm blocks, the head tied to the
     token embedding."""
 
-    def __init__(self, vocab: int = 100, d: int = 32, layers: int = 2, heads: int = 4,
-                 ctx: int = 64) -> None:  # fmt: skip
+    def __init__(
+        self, vocab: int = 100, d: int = 32, layers: int = 2, heads: int = 4, ctx: int = 64
+    ) -> None:
         super().__init__()
         self.wte, self.wpe = nn.Embedding(vocab, d), nn.Embedding(ctx, d)
         self.blocks = nn.ModuleList(Block(d, heads) for _ in range(layers))

@@ -84,7 +84,10 @@ def test_a_meta_model_and_meta_batch_plan_like_the_real_ones() -> None:
     a = labkit.plan(real, idx, loss=_lm_loss, optimizer=opt)
     b = labkit.plan(meta, idx.to("meta"), loss=_lm_loss, optimizer=opt)
     assert (a.peak_bytes, a.meta.peak_by_category, a.total_flops) == (
-        b.peak_bytes, b.meta.peak_by_category, b.total_flops)  # fmt: skip
+        b.peak_bytes,
+        b.meta.peak_by_category,
+        b.total_flops,
+    )
     assert b.meta.device == "cpu"
     assert all(p.is_meta for p in meta.parameters())  # the meta model stays as it was
 

@@ -63,8 +63,9 @@ def test_max_batch_size_fits_by_measurement() -> None:
     idx = torch.randint(0, 100, (2, 32))
 
     def loss(out: torch.Tensor) -> torch.Tensor:
-        return F.cross_entropy(out.flatten(0, 1), torch.zeros(out.shape[0] * out.shape[1],
-                                                              dtype=torch.long))  # fmt: skip
+        return F.cross_entropy(
+            out.flatten(0, 1), torch.zeros(out.shape[0] * out.shape[1], dtype=torch.long)
+        )
 
     budget = 3 << 20
     opt = lambda ps: torch.optim.AdamW(ps)  # noqa: E731
@@ -74,8 +75,9 @@ def test_max_batch_size_fits_by_measurement() -> None:
     assert all(p.grad is None for p in model.parameters())
     at = labkit.memory(model, resize(idx, r.batch), loss=loss, optimizer=opt(model.parameters()))
     model.zero_grad(set_to_none=True)
-    above = labkit.memory(model, resize(idx, r.batch + 1), loss=loss,
-                          optimizer=opt(model.parameters()))  # fmt: skip
+    above = labkit.memory(
+        model, resize(idx, r.batch + 1), loss=loss, optimizer=opt(model.parameters())
+    )
     assert at.peak_bytes <= budget < above.peak_bytes
     assert r.measured_bytes == at.peak_bytes and r.peak_bytes == at.peak_bytes
     assert f"batch={r.batch}" in repr(r) and "+0.0% predicted" in repr(r)

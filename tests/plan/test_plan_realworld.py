@@ -67,14 +67,16 @@ def test_max_batch_size_never_answers_a_batch_that_does_not_fit() -> None:
     case = build("gpt", vocab=50257, batch=2, block=16, n_embd=16)
     opt = case.make_optimizer(case.model)
     budget = 96 * 2**20
-    found = max_batch_size(case.model, case.args, budget, loss=case.loss, optimizer=opt,
-                           verify=True)  # fmt: skip
+    found = max_batch_size(
+        case.model, case.args, budget, loss=case.loss, optimizer=opt, verify=True
+    )
     assert found.batch > 1
     assert found.measured_bytes is not None and found.measured_bytes <= budget
     from labkit.plan._batch_dim import resize
 
-    over = labkit.memory(case.model, resize(case.args, found.batch + 1), loss=case.loss,
-                         optimizer=opt)  # fmt: skip
+    over = labkit.memory(
+        case.model, resize(case.args, found.batch + 1), loss=case.loss, optimizer=opt
+    )
     assert over.peak_bytes > budget  # and it is the largest that fits
     assert not opt.state and all(p.grad is None for p in case.model.parameters())
 
@@ -83,8 +85,10 @@ def test_a_plan_method_delegates_to_the_package_function() -> None:
     case = build("gpt", vocab=500, batch=2, block=16)
     plan = labkit.plan(case.model, case.args, loss=case.loss)
     budget = 8 * 2**20
-    assert plan.max_batch_size(budget) == max_batch_size(case.model, case.args, budget,
-                                                         loss=case.loss).batch  # fmt: skip
+    assert (
+        plan.max_batch_size(budget)
+        == max_batch_size(case.model, case.args, budget, loss=case.loss).batch
+    )
     assert "PlanRequest(model=GPT" in repr(plan.request)
 
 

@@ -127,8 +127,11 @@ def test_code_after_fit_goes_into_main(tmp_path: Path):
 
 def test_recorded_recipe_goes_into_the_script(tmp_path: Path):
     recipe = {"precision": "bf16-mixed", "checkpoint": ["0"]}
-    output = {"output_type": "display_data", "metadata": {},
-              "data": {RECIPE_MIME: recipe, "text/plain": "labkit recipe"}}  # fmt: skip
+    output = {
+        "output_type": "display_data",
+        "metadata": {},
+        "data": {RECIPE_MIME: recipe, "text/plain": "labkit recipe"},
+    }
     cells = numbered(HEAD, MODEL, LAB)
     cells.append(code(FIT, 4, outputs=[output]))
     nb = write_notebook(tmp_path / "nb.ipynb", cells)

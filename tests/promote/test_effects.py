@@ -17,8 +17,12 @@ from tests.promote._notebooks import code, write_notebook
 
 
 def _result(count: int, text: str) -> dict:
-    return {"output_type": "execute_result", "execution_count": count, "metadata": {},
-            "data": {"text/plain": text}}  # fmt: skip
+    return {
+        "output_type": "execute_result",
+        "execution_count": count,
+        "metadata": {},
+        "data": {"text/plain": text},
+    }
 
 
 LECTURE = [
@@ -51,13 +55,30 @@ def test_prints_logging_writes_and_calls_are_kept(tmp_path: Path) -> None:
     nb = write_notebook(tmp_path / "lec.ipynb", LECTURE)
     done = promote(nb, dry_run=True)
     lines = _lines(done.source)
-    for kept in ("print(f'final {losses[-1]:.4f}')", "logging.warning('done')",
-                 "fig.savefig('l.png')", "fig, ax = plt.subplots()", "ax.plot(losses)",
-                 "ax.set_title('x')", "torch.manual_seed(1)", "import matplotlib.pyplot as plt",
-                 "sample = torch.multinomial(torch.ones(3), 1)"):  # fmt: skip
+    for kept in (
+        "print(f'final {losses[-1]:.4f}')",
+        "logging.warning('done')",
+        "fig.savefig('l.png')",
+        "fig, ax = plt.subplots()",
+        "ax.plot(losses)",
+        "ax.set_title('x')",
+        "torch.manual_seed(1)",
+        "import matplotlib.pyplot as plt",
+        "sample = torch.multinomial(torch.ones(3), 1)",
+    ):
         assert kept in lines, kept
-    for dropped in ("w", "losses[-1]", "plt.plot(losses)", "plt.show()", "len(losses)",
-                    "w.shape", "a, b", "w.sum();", "w.sum()", "sample.item()"):  # fmt: skip
+    for dropped in (
+        "w",
+        "losses[-1]",
+        "plt.plot(losses)",
+        "plt.show()",
+        "len(losses)",
+        "w.shape",
+        "a, b",
+        "w.sum();",
+        "w.sum()",
+        "sample.item()",
+    ):
         assert dropped not in lines, dropped
     ast.parse(done.source)
 
@@ -65,8 +86,13 @@ def test_prints_logging_writes_and_calls_are_kept(tmp_path: Path) -> None:
 def test_show_results_prints_what_the_notebook_displayed(tmp_path: Path) -> None:
     nb = write_notebook(tmp_path / "lec.ipynb", LECTURE)
     lines = _lines(promote(nb, dry_run=True, show_results=True).source)
-    for shown in ("print(w)", "print(losses[-1])", "print(w.shape)", "print((a, b))",
-                  "print(sample.item())"):  # fmt: skip
+    for shown in (
+        "print(w)",
+        "print(losses[-1])",
+        "print(w.shape)",
+        "print((a, b))",
+        "print(sample.item())",
+    ):
         assert shown in lines, shown
     assert "print(len(losses))" not in lines  # not the cell's last expression: not displayed
     assert "print(w.sum())" not in lines  # ';' hides it in the notebook

@@ -70,8 +70,9 @@ def _notebook(tmp_path: Path, *cells: str) -> Path:
 
 
 def test_rewrite_adds_only_what_fabric_needs(tmp_path: Path):
-    source = promote(_notebook(tmp_path, IMPORTS, PARAMS, DATA, LOOP), dry_run=True,
-                     fabric=True).source  # fmt: skip
+    source = promote(
+        _notebook(tmp_path, IMPORTS, PARAMS, DATA, LOOP), dry_run=True, fabric=True
+    ).source
     ast.parse(source)
     assert "    fabric.launch()" in source
     assert "    model, opt = fabric.setup(model, opt)  # labkit promote --fabric" in source
@@ -94,24 +95,35 @@ def test_rewrite_adds_only_what_fabric_needs(tmp_path: Path):
     ("cells", "message"),
     [
         (  # manual update: no torch.optim optimizer
-            (IMPORTS, PARAMS, DATA.replace("opt = torch.optim.SGD(model.parameters(), lr=lr)",
-                                           "w = 1"),
-             "for xb, yb in loader:\n    loss = model(xb).sum()\n    loss.backward()"),
+            (
+                IMPORTS,
+                PARAMS,
+                DATA.replace("opt = torch.optim.SGD(model.parameters(), lr=lr)", "w = 1"),
+                "for xb, yb in loader:\n    loss = model(xb).sum()\n    loss.backward()",
+            ),
             "cell 4 (In [4]) line 1: no `opt = torch.optim.<Optimizer>(model.parameters()",
         ),
         (  # tensors indexed by hand: no DataLoader
-            (IMPORTS, PARAMS, DATA.replace("loader = DataLoader", "pairs = list"),
-             "for i in range(3):\n    loss = model(x[i]).sum()\n    loss.backward()"),
+            (
+                IMPORTS,
+                PARAMS,
+                DATA.replace("loader = DataLoader", "pairs = list"),
+                "for i in range(3):\n    loss = model(x[i]).sum()\n    loss.backward()",
+            ),
             "cell 4 (In [4]) line 1: the loop does not iterate a `DataLoader`",
         ),
         (  # a DataLoader exists, the loop iterates something else
-            (IMPORTS, PARAMS, DATA, "for xb in [x]:\n    loss = model(xb).sum()\n"
-             "    loss.backward()"),
+            (
+                IMPORTS,
+                PARAMS,
+                DATA,
+                "for xb in [x]:\n    loss = model(xb).sum()\n    loss.backward()",
+            ),
             "cell 4 (In [4]) line 1: the loop does not iterate a DataLoader (loader)",
         ),
         ((IMPORTS, "x = 1"), "no `loss.backward()` in the kept code"),
     ],
-)  # fmt: skip
+)
 def test_unrecognizable_loop_is_refused(tmp_path: Path, cells: tuple[str, ...], message: str):
     with pytest.raises(PromoteError) as err:
         promote(_notebook(tmp_path, *cells), dry_run=True, fabric=True)
@@ -119,8 +131,9 @@ def test_unrecognizable_loop_is_refused(tmp_path: Path, cells: tuple[str, ...], 
 
 
 def test_rank_zero_prints_clipping_devices_and_the_val_loss(tmp_path: Path):
-    source = promote(_notebook(tmp_path, IMPORTS, DEVICE_PARAMS, VAL_DATA, VAL_LOOP),
-                     dry_run=True, fabric=True).source  # fmt: skip
+    source = promote(
+        _notebook(tmp_path, IMPORTS, DEVICE_PARAMS, VAL_DATA, VAL_LOOP), dry_run=True, fabric=True
+    ).source
     ast.parse(source)
     lines = [line.strip() for line in source.splitlines()]
     assert "fabric.print(f'epoch {epoch} loss {total / len(loader):.8f} val {val_loss:.8f}')" in (
@@ -165,9 +178,19 @@ def test_fabric_script_one_process_matches_and_two_processes_learn(
 
     monkeypatch.setenv("OMP_NUM_THREADS", "1")  # two processes on a small machine
     (tmp_path / "count_threads.py").write_text(COUNT_THREADS_AT_EXIT)
-    two = run_script(tmp_path / "count_threads.py", "fab.py", "--accelerator", "cpu",
-                     "--devices", "2", "--strategy", "ddp", "--epochs", "4",
-                     cwd=tmp_path)  # fmt: skip
+    two = run_script(
+        tmp_path / "count_threads.py",
+        "fab.py",
+        "--accelerator",
+        "cpu",
+        "--devices",
+        "2",
+        "--strategy",
+        "ddp",
+        "--epochs",
+        "4",
+        cwd=tmp_path,
+    )
     assert "distributed_backend=gloo" in two
     # rank 0 reaches interpreter shutdown with no thread left but Python's own (Lightning's
     # daemon child-process observer): the process group's gloo threads were joined while the
@@ -184,13 +207,33 @@ def test_fabric_script_one_process_matches_and_two_processes_learn(
 
     # under torchrun the same script joins torchrun's processes: the same per-rank losses
     port = str(_free_port())
-    torchrun = [str(Path(sys.executable).with_name("torchrun")), "--nproc-per-node", "2",
-                "--master-addr", "127.0.0.1", "--master-port", port]  # fmt: skip
+    torchrun = [
+        str(Path(sys.executable).with_name("torchrun")),
+        "--nproc-per-node",
+        "2",
+        "--master-addr",
+        "127.0.0.1",
+        "--master-port",
+        port,
+    ]
     done = subprocess.run(
-        [*torchrun, "fab.py", "--accelerator", "cpu", "--devices", "2", "--strategy", "ddp",
-         "--epochs", "4"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=240,
-    )  # fmt: skip
+        [
+            *torchrun,
+            "fab.py",
+            "--accelerator",
+            "cpu",
+            "--devices",
+            "2",
+            "--strategy",
+            "ddp",
+            "--epochs",
+            "4",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     under_torchrun = re.findall(
         r"epoch (\d+) loss (\d+\.\d{8}) val (\d+\.\d{8})", done.stdout + done.stderr

@@ -34,8 +34,18 @@ def test_script_is_standalone_python_without_exploration(trained: Trained):
     assert "def main(argv" in source and 'if __name__ == "__main__":' in source
     # the command line is labkit's fit options (generated from FitOptions)
     shown = run_script(trained.script, "--help", cwd=trained.folder)
-    for flag in ("--max-epochs", "--devices", "--strategy", "--num-nodes", "--precision",
-                 "--seed", "--ckpt-path", "--logdir", "--resume", "--limit-batches"):  # fmt: skip
+    for flag in (
+        "--max-epochs",
+        "--devices",
+        "--strategy",
+        "--num-nodes",
+        "--precision",
+        "--seed",
+        "--ckpt-path",
+        "--logdir",
+        "--resume",
+        "--limit-batches",
+    ):
         assert flag in shown, flag
     assert "(here: 2)" in shown  # the notebook's max_epochs=epochs, injected as 2
 
@@ -71,8 +81,16 @@ def test_the_parameters_cell_values_are_script_options(trained: Trained):
     assert "--epochs EPOCHS" in shown and "epochs in the notebook: 2" in shown
     assert "--lr LR" in shown and "lr in the notebook: 0.1" in shown
     # max_epochs=epochs in the training call and lr=lr in the Lab follow the options
-    run_script(trained.script, "--epochs", "1", "--lr", "0.05", "--logdir", "runs/params",
-               cwd=trained.folder)  # fmt: skip
+    run_script(
+        trained.script,
+        "--epochs",
+        "1",
+        "--lr",
+        "0.05",
+        "--logdir",
+        "runs/params",
+        cwd=trained.folder,
+    )
     run = read_run(trained.folder / "runs" / "params")
     assert len(run["steps"]) == 3 and run["config"]["max_epochs"] == 1  # 1 epoch x 3 batches
     assert run["config"]["lr"] == 0.05

@@ -93,9 +93,13 @@ def test_parameters_are_typed_from_values(tmp_path: Path):
     params, after, problems = parameters_of(kept_statements(analyze(read_notebook(nb))))
     kinds = {p.name: (p.kind, p.value) for p in params}
     assert kinds == {
-        "lr": ("float", 1), "steps": ("int", 12), "seed": ("int", 0), "name": ("str", "loop"),
-        "shuffle": ("bool", True), "widths": ("literal", [8, 8]),
-    }  # fmt: skip
+        "lr": ("float", 1),
+        "steps": ("int", 12),
+        "seed": ("int", 0),
+        "name": ("str", "loop"),
+        "shuffle": ("bool", True),
+        "widths": ("literal", [8, 8]),
+    }
     assert after is not None and after.source == "lr = 1"  # applied after the injection
     assert [p.name for p in problems] == ["device"]  # not a literal: no option, a warning
     result = promote(nb, tmp_path / "p.py")
@@ -109,8 +113,9 @@ def test_parameters_are_typed_from_values(tmp_path: Path):
     )
     assert run_script(tmp_path / "p.py", cwd=tmp_path).split() == ["12", "1"]
     assert run_script(tmp_path / "p.py", "--lr", "0.5", "--steps", "4", cwd=tmp_path).split() == [
-        "2.0", "0.5",
-    ]  # fmt: skip
+        "2.0",
+        "0.5",
+    ]
 
 
 def test_semicolon_statement_runs_once_in_the_script(tmp_path: Path):

@@ -37,8 +37,9 @@ def _events(logdir: Path) -> list[dict]:
 
 @pytest.mark.slow
 def test_promoted_watched_loop_writes_the_same_run(tmp_path: Path):
-    cells = [code(src, None, tags=("parameters",) if i == 2 else ())
-             for i, src in enumerate(CELLS, 1)]  # fmt: skip
+    cells = [
+        code(src, None, tags=("parameters",) if i == 2 else ()) for i, src in enumerate(CELLS, 1)
+    ]
     notebook = write_notebook(tmp_path / "loop.ipynb", cells)
     executed = run_notebook(notebook, timeout=300)
     assert main(["promote", str(executed), "-o", str(tmp_path / "loop.py")]) == 0
@@ -54,11 +55,14 @@ def test_promoted_watched_loop_writes_the_same_run(tmp_path: Path):
     assert [s["loss"] for s in script_run["steps"]] == nb_losses  # CPU, fp32, same seed
     assert nb_run["config"]["lr"] == script_run["config"]["lr"] == 0.05
     # the event streams agree too: the same kinds of event, the same steps' losses
-    nb_events, script_events = _events(tmp_path / "runs/notebook"), _events(
-        tmp_path / "runs/script")  # fmt: skip
+    nb_events, script_events = (
+        _events(tmp_path / "runs/notebook"),
+        _events(tmp_path / "runs/script"),
+    )
     assert [e["type"] for e in nb_events] == [e["type"] for e in script_events]
     assert [s["loss"] for e in script_events if e["type"] == "steps" for s in e["steps"]] == (
-        nb_losses)  # fmt: skip
+        nb_losses
+    )
     for logdir in ("runs/notebook", "runs/script"):
         assert list((tmp_path / logdir / "tensorboard").glob("events.out.tfevents.*"))
 

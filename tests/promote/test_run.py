@@ -26,9 +26,15 @@ def _nb(tmp_path: Path, *extra: str) -> Path:
 
 @pytest.mark.parametrize(
     ("text", "expected"),
-    [("epochs=3", ("epochs", 3)), ("lr=1e-3", ("lr", 0.001)), ("name=run-b", ("name", "run-b")),
-     ("flag=True", ("flag", True)), ("xs=[1, 2]", ("xs", [1, 2])), ("s= x ", ("s", " x "))],
-)  # fmt: skip
+    [
+        ("epochs=3", ("epochs", 3)),
+        ("lr=1e-3", ("lr", 0.001)),
+        ("name=run-b", ("name", "run-b")),
+        ("flag=True", ("flag", True)),
+        ("xs=[1, 2]", ("xs", [1, 2])),
+        ("s= x ", ("s", " x ")),
+    ],
+)
 def test_parse_parameter(text: str, expected: tuple):
     assert parse_parameter(text) == expected
 
@@ -44,8 +50,11 @@ def test_injection_checks_names_and_types(tmp_path: Path):
     nb = nbformat.read(path, as_version=4)
     assert inject_parameters(nb, {"epochs": 3, "lr": 1, "name": 7, "opt": "x"}, path=path) == 2
     assert nb.cells[2].source.splitlines()[1:] == [
-        "epochs = 3", "lr = 1.0", "name = '7'", "opt = 'x'",
-    ]  # fmt: skip
+        "epochs = 3",
+        "lr = 1.0",
+        "name = '7'",
+        "opt = 'x'",
+    ]
     assert nb.cells[2].metadata["tags"] == [INJECTED_TAG]
     # injecting again replaces the old injected cell
     inject_parameters(nb, {"epochs": 4}, path=path)
@@ -101,8 +110,12 @@ def test_output_cannot_replace_the_notebook(tmp_path: Path):
 
 
 def _result(text: str, count: int) -> dict:
-    return {"output_type": "execute_result", "execution_count": count, "metadata": {},
-            "data": {"text/plain": text}}  # fmt: skip
+    return {
+        "output_type": "execute_result",
+        "execution_count": count,
+        "metadata": {},
+        "data": {"text/plain": text},
+    }
 
 
 def test_a_failed_run_clears_what_did_not_run_and_promote_refuses_the_copy(tmp_path: Path):

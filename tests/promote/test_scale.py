@@ -32,8 +32,19 @@ def _env() -> dict[str, str]:
 def test_devices_2_ddp_from_the_script(trained: Trained):
     logdir = trained.folder / "runs" / "ddp"
     # command-line values override the notebook's (max_epochs=2, seed=0)
-    run_script(trained.script, "--devices", "2", "--strategy", "ddp", *SMALL, "--seed", "3",
-               "--logdir", str(logdir), cwd=trained.folder)  # fmt: skip
+    run_script(
+        trained.script,
+        "--devices",
+        "2",
+        "--strategy",
+        "ddp",
+        *SMALL,
+        "--seed",
+        "3",
+        "--logdir",
+        str(logdir),
+        cwd=trained.folder,
+    )
     run = read_run(logdir)
     assert run["status"] == "finished" and run["config"]["processes"] == 2
     assert run["config"]["max_epochs"] == 1 and run["config"]["seed"] == 3
@@ -42,11 +53,26 @@ def test_devices_2_ddp_from_the_script(trained: Trained):
 
 def test_torchrun_nproc_per_node_2(trained: Trained):
     logdir = trained.folder / "runs" / "torchrun"
-    cmd = [TORCHRUN, "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
-           "--master-port", str(_free_port()), str(trained.script),
-           "--devices", "2", "--strategy", "ddp", *SMALL, "--logdir", str(logdir)]  # fmt: skip
-    done = subprocess.run(cmd, cwd=trained.folder, env=_env(), capture_output=True, text=True,
-                          timeout=180)  # fmt: skip
+    cmd = [
+        TORCHRUN,
+        "--nproc-per-node",
+        "2",
+        "--master-addr",
+        "127.0.0.1",
+        "--master-port",
+        str(_free_port()),
+        str(trained.script),
+        "--devices",
+        "2",
+        "--strategy",
+        "ddp",
+        *SMALL,
+        "--logdir",
+        str(logdir),
+    ]
+    done = subprocess.run(
+        cmd, cwd=trained.folder, env=_env(), capture_output=True, text=True, timeout=180
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     run = read_run(logdir)
     assert run["status"] == "finished"
@@ -58,10 +84,29 @@ def test_two_nodes_on_one_machine(trained: Trained):
     port = str(_free_port())
     procs = []
     for rank in (0, 1):
-        cmd = [TORCHRUN, "--nnodes", "2", "--node-rank", str(rank), "--nproc-per-node", "1",
-               "--master-addr", "127.0.0.1", "--master-port", port, str(trained.script),
-               "--num-nodes", "2", "--devices", "1", "--strategy", "ddp", *SMALL,
-               "--logdir", str(logdir)]  # fmt: skip
+        cmd = [
+            TORCHRUN,
+            "--nnodes",
+            "2",
+            "--node-rank",
+            str(rank),
+            "--nproc-per-node",
+            "1",
+            "--master-addr",
+            "127.0.0.1",
+            "--master-port",
+            port,
+            str(trained.script),
+            "--num-nodes",
+            "2",
+            "--devices",
+            "1",
+            "--strategy",
+            "ddp",
+            *SMALL,
+            "--logdir",
+            str(logdir),
+        ]
         procs.append(
             subprocess.Popen(
                 cmd,

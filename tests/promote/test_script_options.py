@@ -35,9 +35,18 @@ def test_parameters_are_options_and_a_fit_option_name_is_left_to_fit(tmp_path):
         assert flag in shown, flag
     assert shown.count("--seed") == 2  # once in usage, once in the list: the fit option only
     run_script(
-        script, "--hidden", "4", "--no-use-bias", "--sizes", "[4, 1]", "--seed", "5",
-        "--logdir", "runs/s", cwd=tmp_path,
-    )  # fmt: skip
+        script,
+        "--hidden",
+        "4",
+        "--no-use-bias",
+        "--sizes",
+        "[4, 1]",
+        "--seed",
+        "5",
+        "--logdir",
+        "runs/s",
+        cwd=tmp_path,
+    )
     # the parameters changed the model; --seed went to the fit (the notebook's seed stays)
     seen = (tmp_path / "seen.txt").read_text()
     assert seen == "HIDDEN 4 BIAS False SIZES [4, 1] SEED 3"

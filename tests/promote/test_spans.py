@@ -50,8 +50,13 @@ def test_each_statement_source_is_that_statement(tmp_path: Path, name: str):
 def test_semicolon_statements_appear_once(tmp_path: Path):
     statements = _statements(tmp_path, CELLS["semicolons"])
     assert [s.source for s in statements] == [
-        "lr = 0.1", "lr *= 10", "tag = 1", "x = [lr]", "x.append(2)", "x",
-    ]  # fmt: skip
+        "lr = 0.1",
+        "lr *= 10",
+        "tag = 1",
+        "x = [lr]",
+        "x.append(2)",
+        "x",
+    ]
     roles = [s.role for s in statements]
     assert roles == ["code"] * 5 + ["explore"]  # only the display expression is dropped
     kept = "\n".join(s.text for s in statements if s.role == "code")

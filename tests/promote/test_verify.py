@@ -68,19 +68,32 @@ def test_only_the_cells_the_script_holds_count_and_time_magic_lines_do_not(
     nb.cells = [
         nbformat.v4.new_code_cell("import torch"),
         nbformat.v4.new_code_cell("!echo hello", outputs=[stdout("hello\n")]),
-        nbformat.v4.new_code_cell("%%time\nprint('trained')", outputs=[stdout(
-            "trained\nCPU times: user 3 ms, sys: 0 ns, total: 3 ms\nWall time: 3.1 ms\n")]),
-        nbformat.v4.new_code_cell("%timeit x = 1\nprint('done')", outputs=[stdout(
-            "24.1 ns ± 0.3 ns per loop (mean ± std. dev. of 7 runs, 10,000,000 loops each)\n"
-            "done\n")]),
+        nbformat.v4.new_code_cell(
+            "%%time\nprint('trained')",
+            outputs=[
+                stdout("trained\nCPU times: user 3 ms, sys: 0 ns, total: 3 ms\nWall time: 3.1 ms\n")
+            ],
+        ),
+        nbformat.v4.new_code_cell(
+            "%timeit x = 1\nprint('done')",
+            outputs=[
+                stdout(
+                    "24.1 ns ± 0.3 ns per loop "
+                    "(mean ± std. dev. of 7 runs, 10,000,000 loops each)\n"
+                    "done\n"
+                )
+            ],
+        ),
         nbformat.v4.new_code_cell("print('a sample')", outputs=[stdout("a sample\n")]),
-    ]  # fmt: skip
+    ]
     path = tmp_path / "lecture.ipynb"
     nbformat.write(nb, path)
     script = tmp_path / "lecture.py"
-    script.write_text("def main():\n    # %% cell 1 (In [1])\n    import torch\n"
-                      "    # %% cell 3 (In [3])\n    print('trained')\n"
-                      "    # %% cell 4 (In [4])\n    print('done')\n")  # fmt: skip
+    script.write_text(
+        "def main():\n    # %% cell 1 (In [1])\n    import torch\n"
+        "    # %% cell 3 (In [3])\n    print('trained')\n"
+        "    # %% cell 4 (In [4])\n    print('done')\n"
+    )
     kept = _script_cells(script)
     assert kept == frozenset({1, 3, 4})
     assert _printed_lines(read_notebook(path), kept=kept) == ["trained", "done", "a sample"]

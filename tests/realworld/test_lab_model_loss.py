@@ -43,10 +43,19 @@ def test_a_hugging_face_model_given_labels_trains_on_its_own_loss(tmp_path) -> N
     from transformers import BertConfig, BertForSequenceClassification
 
     torch.manual_seed(0)
-    model = BertForSequenceClassification(BertConfig(  # dropout off: the loops compare exactly
-        vocab_size=64, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-        intermediate_size=32, max_position_embeddings=32, num_labels=3,
-        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0))  # fmt: skip
+    model = BertForSequenceClassification(
+        BertConfig(  # dropout off: the loops compare exactly
+            vocab_size=64,
+            hidden_size=16,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=32,
+            max_position_embeddings=32,
+            num_labels=3,
+            hidden_dropout_prob=0.0,
+            attention_probs_dropout_prob=0.0,
+        )
+    )
     torch.manual_seed(1)
     ids, mask = torch.randint(0, 64, (32, 8)), torch.ones(32, 8, dtype=torch.long)
     labels = torch.randint(0, 3, (32,))
@@ -54,9 +63,15 @@ def test_a_hugging_face_model_given_labels_trains_on_its_own_loss(tmp_path) -> N
     twin = type(model)(model.config)
     twin.load_state_dict(model.state_dict())
     loader = DataLoader(data, batch_size=16)  # in order: the hand loop's batches
-    lab = labkit.Lab(model, (loader, loader), loss="model", optimizer="sgd", lr=0.5,
-                     metrics={"acc": lambda out, y: (out.logits.argmax(-1) == y).float().mean()},
-                     logdir=tmp_path)  # fmt: skip
+    lab = labkit.Lab(
+        model,
+        (loader, loader),
+        loss="model",
+        optimizer="sgd",
+        lr=0.5,
+        metrics={"acc": lambda out, y: (out.logits.argmax(-1) == y).float().mean()},
+        logdir=tmp_path,
+    )
     assert "loss=output_loss" in repr(lab)
     run = lab.fit(max_epochs=1, dashboard=False)
     assert run.status == "finished", run.error
@@ -76,8 +91,9 @@ def test_nanogpt_forward_x_y_returns_logits_and_loss(tmp_path) -> None:
     twin = type(model)(model.config)
     twin.load_state_dict(model.state_dict())
     loader = DataLoader(TensorDataset(x, y), batch_size=8)
-    lab = labkit.Lab(model, (loader, loader), loss="model", optimizer="sgd", lr=0.1,
-                     logdir=tmp_path)  # fmt: skip
+    lab = labkit.Lab(
+        model, (loader, loader), loss="model", optimizer="sgd", lr=0.1, logdir=tmp_path
+    )
     run = lab.fit(max_epochs=1, dashboard=False)
     assert run.status == "finished", run.error
     expected = _hand_loop(twin, [(x[:8], y[:8]), (x[8:], y[8:])], lr=0.1)

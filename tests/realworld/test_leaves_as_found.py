@@ -231,8 +231,7 @@ def test_lab_trace_leaves_the_model_as_it_was(tmp_path) -> None:
     a, b = build("bn_dropout"), build("bn_dropout")
     x, y = a.args[0], torch.randint(0, 3, (a.args[0].shape[0],))
     data = TensorDataset(x, y)
-    lab = Lab(a.model, data, loss=torch.nn.functional.cross_entropy, batch_size=4,
-              logdir=tmp_path)  # fmt: skip
+    lab = Lab(a.model, data, loss=torch.nn.functional.cross_entropy, batch_size=4, logdir=tmp_path)
     torch.manual_seed(4)
     lab.trace(repeat=2)
     torch.manual_seed(4)

@@ -30,8 +30,10 @@ def nanogpt_train(logdir=None) -> tuple[list[float], list[float], object]:  # no
     eval_interval, eval_iters = 4, 2
     torch.manual_seed(1337)
     g = torch.Generator().manual_seed(0)
-    data = {"train": torch.randint(0, 64, (2000,), generator=g),
-            "val": torch.randint(0, 64, (400,), generator=g)}  # fmt: skip
+    data = {
+        "train": torch.randint(0, 64, (2000,), generator=g),
+        "val": torch.randint(0, 64, (400,), generator=g),
+    }
 
     def get_batch(split):
         d = data[split]
@@ -40,8 +42,17 @@ def nanogpt_train(logdir=None) -> tuple[list[float], list[float], object]:  # no
         y = torch.stack([d[i + 1 : i + 1 + block_size] for i in ix])
         return x, y
 
-    model = GPT(GPTConfig(block_size=block_size, vocab_size=64, n_layer=2, n_head=2, n_embd=16,
-                          dropout=0.1, bias=False))  # fmt: skip
+    model = GPT(
+        GPTConfig(
+            block_size=block_size,
+            vocab_size=64,
+            n_layer=2,
+            n_head=2,
+            n_embd=16,
+            dropout=0.1,
+            bias=False,
+        )
+    )
     scaler = torch.amp.GradScaler("cpu", enabled=False)  # float16 only on CUDA
     optimizer = model.configure_optimizers(weight_decay, learning_rate, (beta1, beta2), "cpu")
     ctx = nullcontext()
@@ -153,9 +164,14 @@ def test_users_own_lightning_trainer_watched(tmp_path):
     module = LitClassifier()
     cb = labkit.watch.lightning(logdir=tmp_path / "lit", dashboard=False)
     with _quiet_lightning():
-        trainer = pl.Trainer(max_epochs=2, callbacks=[cb], logger=pl.loggers.CSVLogger(tmp_path),
-                             enable_checkpointing=False, enable_progress_bar=False,
-                             enable_model_summary=False)  # fmt: skip
+        trainer = pl.Trainer(
+            max_epochs=2,
+            callbacks=[cb],
+            logger=pl.loggers.CSVLogger(tmp_path),
+            enable_checkpointing=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+        )
         trainer.fit(module, train, val)
     run = cb.run
     assert run.status == "finished" and run.source == "lightning"
@@ -181,8 +197,11 @@ class Tokens(Dataset):
         return len(self.ids)
 
     def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
-        return {"input_ids": self.ids[i], "attention_mask": torch.ones(8, dtype=torch.long),
-                "labels": self.labels[i]}  # fmt: skip
+        return {
+            "input_ids": self.ids[i],
+            "attention_mask": torch.ones(8, dtype=torch.long),
+            "labels": self.labels[i],
+        }
 
 
 @pytest.mark.parametrize("accumulate", [1, 2])
@@ -190,18 +209,38 @@ def test_hugging_face_trainer_watched(tmp_path, accumulate):
     from transformers import BertConfig, BertForSequenceClassification, Trainer, TrainingArguments
 
     torch.manual_seed(0)
-    cfg = BertConfig(vocab_size=64, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                     intermediate_size=32, max_position_embeddings=16, num_labels=2)  # fmt: skip
+    cfg = BertConfig(
+        vocab_size=64,
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=16,
+        num_labels=2,
+    )
     model = BertForSequenceClassification(cfg)
     args = TrainingArguments(
-        output_dir=str(tmp_path / "out"), per_device_train_batch_size=4,
-        gradient_accumulation_steps=accumulate, num_train_epochs=2, learning_rate=1e-3,
-        logging_steps=1, eval_strategy="epoch", save_strategy="no", report_to=[],
-        use_cpu=True, disable_tqdm=True, seed=0,
-    )  # fmt: skip
+        output_dir=str(tmp_path / "out"),
+        per_device_train_batch_size=4,
+        gradient_accumulation_steps=accumulate,
+        num_train_epochs=2,
+        learning_rate=1e-3,
+        logging_steps=1,
+        eval_strategy="epoch",
+        save_strategy="no",
+        report_to=[],
+        use_cpu=True,
+        disable_tqdm=True,
+        seed=0,
+    )
     cb = labkit.watch.transformers(logdir=tmp_path / "bert", dashboard=False)
-    trainer = Trainer(model=model, args=args, train_dataset=Tokens(32, 1),
-                      eval_dataset=Tokens(8, 2), callbacks=[cb])  # fmt: skip
+    trainer = Trainer(
+        model=model,
+        args=args,
+        train_dataset=Tokens(32, 1),
+        eval_dataset=Tokens(8, 2),
+        callbacks=[cb],
+    )
     trainer.train()
     logged = [h["loss"] for h in trainer.state.log_history if "loss" in h]
     evals = [h["eval_loss"] for h in trainer.state.log_history if "eval_loss" in h]
@@ -236,15 +275,28 @@ def test_hugging_face_trainer_stops_and_fails_as_recorded(tmp_path):
 
     def trainer(cb, extra=()):
         torch.manual_seed(0)
-        cfg = BertConfig(vocab_size=64, hidden_size=16, num_hidden_layers=1,
-                         num_attention_heads=2, intermediate_size=32,
-                         max_position_embeddings=16, num_labels=2)  # fmt: skip
-        args = TrainingArguments(output_dir=str(tmp_path / "out"), per_device_train_batch_size=4,
-                                 num_train_epochs=1, report_to=[], use_cpu=True,
-                                 disable_tqdm=True, save_strategy="no")  # fmt: skip
+        cfg = BertConfig(
+            vocab_size=64,
+            hidden_size=16,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=32,
+            max_position_embeddings=16,
+            num_labels=2,
+        )
+        args = TrainingArguments(
+            output_dir=str(tmp_path / "out"),
+            per_device_train_batch_size=4,
+            num_train_epochs=1,
+            report_to=[],
+            use_cpu=True,
+            disable_tqdm=True,
+            save_strategy="no",
+        )
         model = BertForSequenceClassification(cfg)
-        return model, Trainer(model=model, args=args, train_dataset=Tokens(800, 1),
-                              callbacks=[cb, *extra])  # fmt: skip
+        return model, Trainer(
+            model=model, args=args, train_dataset=Tokens(800, 1), callbacks=[cb, *extra]
+        )
 
     cb = labkit.watch.transformers(logdir=tmp_path / "stop", dashboard=False)
     _, tr = trainer(cb)

@@ -92,9 +92,20 @@ def test_the_answer_carries_the_report_and_show_results(server: JupyterProcess):
     write_notebook(root / "shown.ipynb", numbered(HEAD, MODEL + "\nmodel", LAB, FIT))
     status, data = _post(server, {"path": "shown.ipynb"})
     assert status == 200, data
-    assert data["report"]["groups"] == [{"reason": "displayed result", "items": [
-        {"cell": 2, "label": "cell 2 (In [2])", "line": 3, "source": "model",
-         "reason": "displayed result"}]}]  # fmt: skip
+    assert data["report"]["groups"] == [
+        {
+            "reason": "displayed result",
+            "items": [
+                {
+                    "cell": 2,
+                    "label": "cell 2 (In [2])",
+                    "line": 3,
+                    "source": "model",
+                    "reason": "displayed result",
+                }
+            ],
+        }
+    ]
     assert "    cell 2 (In [2]) line 3: model" in data["report_lines"]
     status, data = _post(server, {"path": "shown.ipynb", "force": True, "show_results": True})
     assert status == 200 and data["report"]["counts"] == {"results printed": 1}

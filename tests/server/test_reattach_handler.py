@@ -42,9 +42,12 @@ def test_a_running_fits_token_leaves_a_request_for_its_dashboard(server, tmp_pat
 
 @pytest.mark.parametrize(
     ("body", "code", "says"),
-    [({}, 400, '{"token"'), ({"token": "../../etc/passwd"}, 400, "dashboard's token"),
-     ({"token": "A" * 24}, 404, "no running fit")],
-)  # fmt: skip
+    [
+        ({}, 400, '{"token"'),
+        ({"token": "../../etc/passwd"}, 400, "dashboard's token"),
+        ({"token": "A" * 24}, 404, "no running fit"),
+    ],
+)
 def test_bad_requests_name_the_fix(server, body, code, says):
     got, answer = server.post(ROUTE, body)
     assert got == code and says in answer["message"], answer

@@ -8,10 +8,12 @@ from torch import nn
 def hook_count(model: nn.Module) -> int:
     """Module hooks of every kind left on the model."""
     return sum(
-        len(m._forward_hooks) + len(m._forward_pre_hooks) + len(m._backward_hooks)
+        len(m._forward_hooks)
+        + len(m._forward_pre_hooks)
+        + len(m._backward_hooks)
         + len(m._backward_pre_hooks)
         for m in model.modules()
-    )  # fmt: skip
+    )
 
 
 def assert_clean(model: nn.Module) -> None:

@@ -67,8 +67,14 @@ def test_renamed_module_matches_by_structure() -> None:
 
 def test_compiled_and_added_modules_match_rules() -> None:
     a = [("", "Net"), ("b", "Seq"), ("b.0", "Blk"), ("b.0.fc", "Linear")]
-    b = [("", "Net"), ("b", "Seq"), ("b.0", "OptimizedModule"), ("b.0._orig_mod", "Blk"),
-         ("b.0._orig_mod.fc", "Linear"), ("b.1", "ReLU")]  # fmt: skip
+    b = [
+        ("", "Net"),
+        ("b", "Seq"),
+        ("b.0", "OptimizedModule"),
+        ("b.0._orig_mod", "Blk"),
+        ("b.0._orig_mod.fc", "Linear"),
+        ("b.1", "ReLU"),
+    ]
     got = {(m.a, m.b): m.rule for m in match_modules(a, b)}
     assert "'_orig_mod.' dropped" in got[("b.0", "b.0._orig_mod")]
     assert got[("b.0.fc", "b.0._orig_mod.fc")].startswith("path")
@@ -82,8 +88,20 @@ def test_n_way_table_has_a_column_group_per_trace() -> None:
     assert rows["blocks.0"]["params"] == (8 * 16 + 16, 8 * 32 + 32, 8 * 64 + 64)
     text = d.table("params")
     head = next(ln for ln in text.splitlines() if ln.startswith("module"))
-    assert head.split() == ["module", "h16", "h32", "h32", "delta", "h32", "95%", "h64", "h64",
-                            "delta", "h64", "95%"]  # fmt: skip
+    assert head.split() == [
+        "module",
+        "h16",
+        "h32",
+        "h32",
+        "delta",
+        "h32",
+        "95%",
+        "h64",
+        "h64",
+        "delta",
+        "h64",
+        "95%",
+    ]
     assert text.splitlines()[0].startswith("h32: params +")
     on_h64 = labkit.diff(*ts, base="h64", labels=("h16", "h32", "h64"))
     assert on_h64.explain("params", against="h16").delta < 0

@@ -28,8 +28,9 @@ def test_each_default_is_the_one_of_step_options(call) -> None:
 def test_reprs() -> None:
     assert repr(StepOptions()) == "StepOptions()"
     assert repr(StepOptions(repeat=3, progress=False)) == "StepOptions(repeat=3, progress=False)"
-    door = front_door("labkit.memory", nn.Linear(2, 2), {}, batch=torch.randn(3, 2),
-                      model_kwargs={})  # fmt: skip
+    door = front_door(
+        "labkit.memory", nn.Linear(2, 2), {}, batch=torch.randn(3, 2), model_kwargs={}
+    )
     assert repr(door) == "FrontDoor(labkit.memory, model=Linear, args=1, kwargs=[])"
 
 

@@ -32,8 +32,13 @@ class _Block(nn.Module):
 
 
 def _model() -> nn.Module:
-    return nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.Sequential(_Block(), _Block()),
-                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 2))  # fmt: skip
+    return nn.Sequential(
+        nn.Conv2d(3, 4, 3, padding=1),
+        nn.Sequential(_Block(), _Block()),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(4, 2),
+    )
 
 
 @pytest.fixture
@@ -45,8 +50,9 @@ def absurd_cost(monkeypatch: pytest.MonkeyPatch) -> HookCost:
 
 @pytest.mark.parametrize("mode", ["full", "timing"])
 def test_no_call_that_ran_reads_zero_however_large_the_estimate(absurd_cost, mode) -> None:
-    t = labkit.trace(_model(), torch.randn(2, 3, 8, 8), mode=mode, warmup=0, repeat=3,
-                     time_budget=None)  # fmt: skip
+    t = labkit.trace(
+        _model(), torch.randn(2, 3, 8, 8), mode=mode, warmup=0, repeat=3, time_budget=None
+    )
     calls = [n for n in t.nodes if n.kind == "module"]
     assert all(n.fwd_time > 0 for n in calls)
     assert all(all(p > 0 for p in n.fwd_pass_times) for n in calls if n.parent is not None)

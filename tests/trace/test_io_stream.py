@@ -75,14 +75,18 @@ def test_a_file_without_the_newest_fields_loads_with_their_defaults(
 ) -> None:
     data = trace_to_dict(big)
     last = [f for f in dataclasses.fields(Node)][-2:]  # the fields added last have defaults
-    assert all(f.default is not dataclasses.MISSING or f.default_factory is not
-               dataclasses.MISSING for f in last)  # fmt: skip
+    assert all(
+        f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+        for f in last
+    )
     for node in data["nodes"]:
         for f in last:
             del node[f.name]
     back = Trace.load(_write(tmp_path, json.dumps(data)))
-    defaults = {f.name: f.default if f.default is not dataclasses.MISSING else f.default_factory()
-                for f in last}  # type: ignore[misc]  # fmt: skip
+    defaults = {
+        f.name: f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        for f in last
+    }  # type: ignore[misc]
     assert back.nodes == tuple(dataclasses.replace(n, **defaults) for n in big.nodes)
 
 
@@ -122,18 +126,30 @@ def _set(path: tuple[object, ...], value: object) -> Callable[[dict[str, Any]], 
     [
         (_set(("nodes", 1234, "fwd_time"), -1.0), r"nodes\[1234\]\.fwd_time must be >= 0"),
         (_set(("nodes", 1234, "kind"), "layer"), r"nodes\[1234\]\.kind is 'layer'"),
-        (_set(("nodes", 77, "inputs", 0, "shape"), [3, -1]),
-         r"nodes\[77\]\.inputs\[0\]\.shape\[1\] must be >= 0"),
-        (_set(("nodes", 77, "inputs", 0, "shape"), [32.0, 64]),
-         r"nodes\[77\]\.inputs\[0\]\.shape\[0\] must be an integer, got 32\.0"),
+        (
+            _set(("nodes", 77, "inputs", 0, "shape"), [3, -1]),
+            r"nodes\[77\]\.inputs\[0\]\.shape\[1\] must be >= 0",
+        ),
+        (
+            _set(("nodes", 77, "inputs", 0, "shape"), [32.0, 64]),
+            r"nodes\[77\]\.inputs\[0\]\.shape\[0\] must be an integer, got 32\.0",
+        ),
         (_set(("nodes", 900, "parent"), 1999), r"nodes\[900\]\.parent is 1999"),
         (_set(("edges", 700, "dst"), 10**6), r"edges\[700\]\.dst is 1000000, but the trace"),
         (_set(("modules", 300, "params"), "many"), r"modules\[300\]\.params must be an integer"),
         (_set(("nodes", 5, "outputs"), {}), r"nodes\[5\]\.outputs must be a list, got \{\}"),
     ],
-    ids=["negative-time", "kind", "negative-dim", "float-dim", "parent", "edge", "params",
-         "outputs-object"],
-)  # fmt: skip
+    ids=[
+        "negative-time",
+        "kind",
+        "negative-dim",
+        "float-dim",
+        "parent",
+        "edge",
+        "params",
+        "outputs-object",
+    ],
+)
 def test_a_bad_record_deep_in_a_big_file_is_named(
     tmp_path: Path, big: Trace, edit: Callable[[dict[str, Any]], None], message: str
 ) -> None:
@@ -152,11 +168,18 @@ def test_a_bad_record_deep_in_a_big_file_is_named(
         lambda t: t.replace(',"edges":', ',"edges"', 1),
         lambda t: t.replace('"edges":[', '"edges":[,', 1),
         lambda t: t.replace('"edges":[', '"edges":[1,', 1).replace("]}]", "]}", 1),
-        lambda t: t.replace(',"modules":', ',modules:', 1),
+        lambda t: t.replace(',"modules":', ",modules:", 1),
     ],
-    ids=["truncated", "trailing-text", "missing-comma", "missing-colon", "leading-comma",
-         "unclosed", "unquoted-key"],
-)  # fmt: skip
+    ids=[
+        "truncated",
+        "trailing-text",
+        "missing-comma",
+        "missing-colon",
+        "leading-comma",
+        "unclosed",
+        "unquoted-key",
+    ],
+)
 def test_broken_json_names_line_and_column_as_json_does(
     tmp_path: Path, big: Trace, cut: Callable[[str], str]
 ) -> None:

@@ -19,11 +19,17 @@ def _trace(iqr: dict[str, float]) -> labkit.Trace:
     t = labkit.trace(model, torch.randn(1, 2), mode="timing", repeat=0)
     nodes = tuple(
         dataclasses.replace(n, fwd_time=1e-3, fwd_iqr=iqr.get(n.key, 0.0), bwd_time=2e-3)
-        if n.kind == "module" else n
+        if n.kind == "module"
+        else n
         for n in t.nodes
-    )  # fmt: skip
-    meta = dataclasses.replace(t.meta, forward_time=1e-3, forward_iqr=iqr.get("#0", 0.0),
-                               backward_time=2e-3, backward_iqr=3e-3)  # fmt: skip
+    )
+    meta = dataclasses.replace(
+        t.meta,
+        forward_time=1e-3,
+        forward_iqr=iqr.get("#0", 0.0),
+        backward_time=2e-3,
+        backward_iqr=3e-3,
+    )
     return t.replace(nodes=nodes, meta=meta)
 
 

@@ -68,8 +68,9 @@ class _Eager(MemoryTracker):
         self._snapshot()
 
 
-def _record(tracker_cls: type[MemoryTracker], model: nn.Module, x: torch.Tensor,
-            opt: bool) -> MemoryTracker:  # fmt: skip
+def _record(
+    tracker_cls: type[MemoryTracker], model: nn.Module, x: torch.Tensor, opt: bool
+) -> MemoryTracker:
     optimizer = torch.optim.Adam(model.parameters()) if opt else None
     tracker = tracker_cls(model, optimizers=(optimizer,) if optimizer is not None else ())
     record_step(Step(model, (x,), optimizer=optimizer), mode="full", memory=tracker)

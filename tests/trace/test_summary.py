@@ -40,9 +40,23 @@ def test_summary_golden_rolled_transformer() -> None:
 def test_summary_default_columns_include_times(cnn_trace: labkit.Trace) -> None:
     head = cnn_trace.summary(depth=0).splitlines()[0]
     assert head.split() == [
-        "Module", "Type", "Calls", "Output", "Params", "FLOPs", "fwd", "FLOPs", "bwd", "Fwd",
-        "Fwd", "IQR", "Bwd", "Bwd", "IQR", "Activations",
-    ]  # fmt: skip
+        "Module",
+        "Type",
+        "Calls",
+        "Output",
+        "Params",
+        "FLOPs",
+        "fwd",
+        "FLOPs",
+        "bwd",
+        "Fwd",
+        "Fwd",
+        "IQR",
+        "Bwd",
+        "Bwd",
+        "IQR",
+        "Activations",
+    ]
     with pytest.raises(ValueError, match=r"unknown summary columns \['speed'\]"):
         cnn_trace.summary(columns=("speed",))
 

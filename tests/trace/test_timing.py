@@ -101,12 +101,14 @@ def test_warm_up_passes_are_not_kept(clock: HandClock) -> None:
 def test_the_median_ignores_one_slow_pass(clock: HandClock) -> None:
     # call 3 is the first kept hook-free pass, call 4 its hooked twin
     for slow in (3, 4):
-        t = labkit.trace(_model(clock, {slow}), torch.randn(2, 4), warmup=1, repeat=5,
-                         time_budget=None)  # fmt: skip
+        t = labkit.trace(
+            _model(clock, {slow}), torch.randn(2, 4), warmup=1, repeat=5, time_budget=None
+        )
         assert t.calls_of("1")[0].fwd_time == 0 and t.meta.forward_time == 0
     # against a slow majority (three passes of five) the median is the slow figure
-    t = labkit.trace(_model(clock, {4, 6, 8}), torch.randn(2, 4), warmup=1, repeat=5,
-                     time_budget=None)  # fmt: skip
+    t = labkit.trace(
+        _model(clock, {4, 6, 8}), torch.randn(2, 4), warmup=1, repeat=5, time_budget=None
+    )
     assert t.calls_of("1")[0].fwd_time == pytest.approx(0.3)
 
 
@@ -155,8 +157,7 @@ class SleepOnCall(nn.Module):
 def test_time_budget_stops_repeating_after_three_passes() -> None:
     # each kept pass sleeps 0.05 s at least, so three passes are past a 0.1 s budget
     model = nn.Sequential(nn.Linear(4, 4), SleepOnCall())
-    t = labkit.trace(model, torch.randn(2, 4), warmup=0, repeat=20, time_budget=0.1,
-                     mode="timing")  # fmt: skip
+    t = labkit.trace(model, torch.randn(2, 4), warmup=0, repeat=20, time_budget=0.1, mode="timing")
     assert "of 3 timing-only passes" in t.meta.timing
 
 

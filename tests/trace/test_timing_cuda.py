@@ -27,8 +27,9 @@ class TinyGPT(nn.Module):
     def __init__(self, vocab: int = 8192, d: int = 768, layers: int = 6, ctx: int = 512) -> None:
         super().__init__()
         self.wte, self.wpe = nn.Embedding(vocab, d), nn.Embedding(ctx, d)
-        block = nn.TransformerEncoderLayer(d, 12, 4 * d, dropout=0.0, batch_first=True,
-                                           norm_first=True, activation="gelu")  # fmt: skip
+        block = nn.TransformerEncoderLayer(
+            d, 12, 4 * d, dropout=0.0, batch_first=True, norm_first=True, activation="gelu"
+        )
         self.h = nn.TransformerEncoder(block, layers, enable_nested_tensor=False)
         self.ln_f = nn.LayerNorm(d)
         self.lm_head = nn.Linear(d, vocab, bias=False)
@@ -47,11 +48,19 @@ def _profiled_forward_ms(model: TinyGPT, idx: torch.Tensor, paths: list[str], am
     handles = []
     for p in paths:
         m = mods[p]
-        handles.append(m.register_forward_pre_hook(
-            lambda mod, args, p=p: ranges.__setitem__(id(mod), record_function(f"lk:{p}"))
-            or ranges[id(mod)].__enter__()))  # fmt: skip
-        handles.append(m.register_forward_hook(
-            lambda mod, args, out: ranges.pop(id(mod)).__exit__(None, None, None)))  # fmt: skip
+        handles.append(
+            m.register_forward_pre_hook(
+                lambda mod, args, p=p: (
+                    ranges.__setitem__(id(mod), record_function(f"lk:{p}"))
+                    or ranges[id(mod)].__enter__()
+                )
+            )
+        )
+        handles.append(
+            m.register_forward_hook(
+                lambda mod, args, out: ranges.pop(id(mod)).__exit__(None, None, None)
+            )
+        )
     try:
         with amp():
             model(idx)  # warm-up
@@ -81,8 +90,12 @@ def test_module_gpu_times_match_profiler_kernel_times(dtype: torch.dtype) -> Non
         return torch.autocast("cuda", dtype=dtype)
 
     with amp():
-        t = labkit.trace(model, idx, loss=lambda out: F.cross_entropy(out.flatten(0, 1).float(),
-                         idx.flatten()), repeat=5)  # fmt: skip
+        t = labkit.trace(
+            model,
+            idx,
+            loss=lambda out: F.cross_entropy(out.flatten(0, 1).float(), idx.flatten()),
+            repeat=5,
+        )
     assert "CUDA events" in t.meta.timing
     paths = [f"h.layers.{i}" for i in range(6)] + ["lm_head"]
     ref = _profiled_forward_ms(model, idx, paths, amp)

@@ -71,18 +71,23 @@ def _recorded(fwd: dict[str, float], bwd_self: dict[str, float]) -> Trace:
     model = nn.Sequential(inner, nn.Linear(2, 2))
     t = labkit.trace(model, torch.randn(1, 2), mode="timing", repeat=0)
     inclusive = {
-        n.key: sum(v for k, v in bwd_self.items() if k.startswith(n.module)) if n.module
+        n.key: sum(v for k, v in bwd_self.items() if k.startswith(n.module))
+        if n.module
         else sum(bwd_self.values())
-        for n in t.nodes if n.kind == "module"
-    }  # fmt: skip
-    nodes = tuple(
-        dataclasses.replace(n, fwd_time=fwd[n.key], bwd_self_time=bwd_self[n.key],
-                            bwd_time=inclusive[n.key])
-        if n.kind == "module" else n
         for n in t.nodes
-    )  # fmt: skip
-    meta = dataclasses.replace(t.meta, forward_time=fwd["#0"], outside_bwd_time=0.004,
-                               timing="one pass, host clock")  # fmt: skip
+        if n.kind == "module"
+    }
+    nodes = tuple(
+        dataclasses.replace(
+            n, fwd_time=fwd[n.key], bwd_self_time=bwd_self[n.key], bwd_time=inclusive[n.key]
+        )
+        if n.kind == "module"
+        else n
+        for n in t.nodes
+    )
+    meta = dataclasses.replace(
+        t.meta, forward_time=fwd["#0"], outside_bwd_time=0.004, timing="one pass, host clock"
+    )
     return t.replace(nodes=nodes, meta=meta)
 
 
@@ -113,9 +118,12 @@ def test_hook_free_figures_replace_the_roots() -> None:
     fwd = {"#0": 0.100, "0#0": 0.060, "0.0#0": 0.020, "0.1#0": 0.010, "1#0": 0.020}
     bwd = dict.fromkeys(fwd, 0.001)
     rec = _recorded(fwd, bwd)
-    passes = _passes._Passes(steps=[rec, rec, rec], segments=[{}, {}, {}],
-                             plain_fwd=[[0.081], [0.080], [0.090]],
-                             plain_bwd=[[0.050], [0.040], [0.060]])  # fmt: skip
+    passes = _passes._Passes(
+        steps=[rec, rec, rec],
+        segments=[{}, {}, {}],
+        plain_fwd=[[0.081], [0.080], [0.090]],
+        plain_bwd=[[0.050], [0.040], [0.060]],
+    )
     t = _passes._with_times(rec, passes, [], 0, HookCost(call=0.001))
     root = t.calls_of("")[0]
     assert root.fwd_time == pytest.approx(0.081 - 0.001)  # median of the hook-free passes
@@ -151,8 +159,7 @@ def test_the_models_own_passes_raise_the_per_call_cost() -> None:
     bwd = {"#0": 0.001, "0#0": 0.002, "0.0#0": 0.030, "0.1#0": 0.003, "1#0": 0.020}
     rec = _recorded(fwd, bwd)
     segs = {"#0": 1, "0#0": 1, "0.0#0": 2, "0.1#0": 1, "1#0": 1}  # 6 segments in the root
-    passes = _passes._Passes(steps=[rec], segments=[segs], plain_fwd=[[0.080]],
-                             plain_bwd=[[0.050]])  # fmt: skip
+    passes = _passes._Passes(steps=[rec], segments=[segs], plain_fwd=[[0.080]], plain_bwd=[[0.050]])
     probe = HookCost(call=0.0, child=0.001, segment=0.0001)
     t = _passes._with_times(rec, passes, [], 0, probe)
     child = (0.100 - 0.080) / 4
@@ -168,8 +175,7 @@ def test_the_models_own_passes_raise_the_per_call_cost() -> None:
     assert kids <= got["#0"].fwd_time
     assert "(a probe: 1000.00 us; the rest is this model's" in t.meta.timing
     # the probe's figures stand when the model shows less than they do
-    low = _passes._Passes(steps=[rec], segments=[segs], plain_fwd=[[0.0999]],
-                          plain_bwd=[[0.0559]])  # fmt: skip
+    low = _passes._Passes(steps=[rec], segments=[segs], plain_fwd=[[0.0999]], plain_bwd=[[0.0559]])
     assert _passes._with_times(rec, low, [], 0, probe).meta.hook_cost == pytest.approx(
         probe.as_dict()
     )
@@ -181,8 +187,7 @@ def test_the_raise_stops_where_the_models_calls_leave_no_room() -> None:
     cost, so 3 ms it is."""
     fwd = {"#0": 0.100, "0#0": 0.036, "0.0#0": 0.020, "0.1#0": 0.010, "1#0": 0.020}
     rec = _recorded(fwd, dict.fromkeys(fwd, 0.0))
-    passes = _passes._Passes(steps=[rec], segments=[{}], plain_fwd=[[0.080]],
-                             plain_bwd=[[0.0]])  # fmt: skip
+    passes = _passes._Passes(steps=[rec], segments=[{}], plain_fwd=[[0.080]], plain_bwd=[[0.0]])
     t = _passes._with_times(rec, passes, [], 0, HookCost(child=0.001))
     assert t.meta.hook_cost["child"] == pytest.approx((0.036 - 0.030) / 2)
     assert t.meta.hook_cost["probe_child"] == pytest.approx(0.001)

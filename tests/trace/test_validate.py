@@ -69,20 +69,27 @@ def test_unknown_fields_still_get_their_numbers_checked(
         (lambda d: d.update(nodes={}), r"nodes must be a list, got \{\}"),
         (lambda d: d["nodes"][0].update(kind="layer"), r"nodes\[0\]\.kind is 'layer'; it must"),
         (lambda d: d["nodes"][1].update(id=7), r"nodes\[1\]\.id is 7; node ids must be"),
-        (lambda d: d["nodes"][_child(d)].update(parent=len(d["nodes"]) - 1),
-         r"nodes\[\d+\]\.parent is \d+; a parent must be an earlier node"),
+        (
+            lambda d: d["nodes"][_child(d)].update(parent=len(d["nodes"]) - 1),
+            r"nodes\[\d+\]\.parent is \d+; a parent must be an earlier node",
+        ),
         (lambda d: d["edges"][0].update(src=-1), r"edges\[0\]\.src must be >= 0"),
-        (lambda d: d["nodes"][0]["outputs"][0].update(shape=[3, -4]),
-         r"nodes\[0\]\.outputs\[0\]\.shape\[1\] must be >= 0 .*, got -4"),
-        (lambda d: d["modules"][0].update(params="many"),
-         r"modules\[0\]\.params must be an integer, got 'many'"),
+        (
+            lambda d: d["nodes"][0]["outputs"][0].update(shape=[3, -4]),
+            r"nodes\[0\]\.outputs\[0\]\.shape\[1\] must be >= 0 .*, got -4",
+        ),
+        (
+            lambda d: d["modules"][0].update(params="many"),
+            r"modules\[0\]\.params must be an integer, got 'many'",
+        ),
         (lambda d: d["meta"].update(notes="text"), r"meta\.notes must be a list, got 'text'"),
         (lambda d: d["meta"].update(runs=-2), r"meta\.runs must be >= 0"),
         (lambda d: d["nodes"][0].update(fwd_iqr=-1e-6), r"nodes\[0\]\.fwd_iqr must be >= 0"),
     ],
-)  # fmt: skip
-def test_known_fields_are_checked_by_their_type(data: dict[str, Any], edit: Any,
-                                                message: str) -> None:  # fmt: skip
+)
+def test_known_fields_are_checked_by_their_type(
+    data: dict[str, Any], edit: Any, message: str
+) -> None:
     bad = copy.deepcopy(data)
     edit(bad)
     with pytest.raises(TraceFileError, match=rf"t\.json: field {message}"):
@@ -114,9 +121,13 @@ def test_moderate_nesting_under_the_parser_limit_is_still_refused(data: dict[str
 def test_saving_a_nan_names_the_field(tmp_path: Path) -> None:
     model, args, _ = zoo()["mlp"]
     t = labkit.trace(model, *args)
-    bad = t.replace(nodes=(t.nodes[0], t.nodes[1].__class__(**{**t.nodes[1].__dict__,
-                                                                "fwd_time": float("inf")}),
-                           *t.nodes[2:]))  # fmt: skip
+    bad = t.replace(
+        nodes=(
+            t.nodes[0],
+            t.nodes[1].__class__(**{**t.nodes[1].__dict__, "fwd_time": float("inf")}),
+            *t.nodes[2:],
+        )
+    )
     with pytest.raises(TraceFileError, match=rf"{tmp_path / 't.json'}: nodes\[1\]\.fwd_time = inf"):
         bad.save(tmp_path / "t.json")
     assert list(tmp_path.iterdir()) == []

@@ -31,8 +31,14 @@ def main(logdir: str, epochs: int) -> None:
     model = mlp(dropout=0.1)
     model.register_buffer("ballast", torch.zeros(2_000_000))  # 8 MB per checkpoint
     lab = Lab(model, datasets(96), loss=LOSS, batch_size=8, logdir=logdir)
-    lab.fit(max_epochs=epochs, seed=5, resume=True, dashboard=False, dry_run=False,
-            trainer_kwargs={"enable_progress_bar": False})  # fmt: skip
+    lab.fit(
+        max_epochs=epochs,
+        seed=5,
+        resume=True,
+        dashboard=False,
+        dry_run=False,
+        trainer_kwargs={"enable_progress_bar": False},
+    )
 
 
 if __name__ == "__main__":

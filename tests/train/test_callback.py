@@ -41,9 +41,15 @@ def test_stop_file_stops_every_rank_soon_and_keeps_a_checkpoint(tmp_path):
     x, y = tensors(8)
     data = DataLoader(TensorDataset(x.repeat(2000, 1), y.repeat(2000)), batch_size=2)
     with _quiet_lightning():
-        trainer = pl.Trainer(max_epochs=1, logger=False, enable_progress_bar=False,
-                             enable_model_summary=False, enable_checkpointing=False,
-                             callbacks=[touch, lab_cb], default_root_dir=str(tmp_path))  # fmt: skip
+        trainer = pl.Trainer(
+            max_epochs=1,
+            logger=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+            enable_checkpointing=False,
+            callbacks=[touch, lab_cb],
+            default_root_dir=str(tmp_path),
+        )
         t0 = time.perf_counter()
         trainer.fit(TinyModule(), data)
     assert lab_cb.stopped and trainer.global_step < 8000

@@ -38,10 +38,16 @@ class EpochEnd(pl.Callback):
 
 def fit(callbacks, tmp_path, epochs=1, ckpt_path=None):
     with _quiet_lightning():
-        trainer = pl.Trainer(max_epochs=epochs, logger=False, enable_progress_bar=False,
-                             enable_model_summary=False, limit_train_batches=2,
-                             enable_checkpointing=False, default_root_dir=str(tmp_path),
-                             callbacks=callbacks)  # fmt: skip
+        trainer = pl.Trainer(
+            max_epochs=epochs,
+            logger=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+            limit_train_batches=2,
+            enable_checkpointing=False,
+            default_root_dir=str(tmp_path),
+            callbacks=callbacks,
+        )
         trainer.fit(TinyModule(), DataLoader(datasets()[0], batch_size=16), ckpt_path=ckpt_path)
     return trainer
 
@@ -52,19 +58,31 @@ def test_members_are_called_in_order_only_for_hooks_they_override(tmp_path):
     assert group.on_train_epoch_end == group.callbacks[1].on_train_epoch_end  # one member
     assert "on_before_backward" not in vars(group)  # no member: Lightning's no-op stays
     trainer = fit([group], tmp_path)
-    assert calls == [("a", "batch_start", 0), ("b", "batch_start", 0),
-                     ("a", "batch_start", 1), ("b", "batch_start", 1),
-                     ("epoch_end", "epoch_end", 0)]  # fmt: skip
+    assert calls == [
+        ("a", "batch_start", 0),
+        ("b", "batch_start", 0),
+        ("a", "batch_start", 1),
+        ("b", "batch_start", 1),
+        ("epoch_end", "epoch_end", 0),
+    ]
     ckpt = tmp_path / "g.ckpt"
     trainer.save_checkpoint(str(ckpt))
     state = torch.load(ckpt, weights_only=True)["callbacks"]["CallbackGroup"]
     assert state == {"Recorder[a]": {"seen": 5}, "Recorder[b]": {"seen": 5}}
     again: list = []  # resuming hands each member its own state
-    fit([CallbackGroup([Recorder("a", again), Recorder("b", again)])], tmp_path, epochs=2,
-        ckpt_path=str(ckpt))  # fmt: skip
+    fit(
+        [CallbackGroup([Recorder("a", again), Recorder("b", again)])],
+        tmp_path,
+        epochs=2,
+        ckpt_path=str(ckpt),
+    )
     assert again[:2] == [("a", "loaded", 5), ("b", "loaded", 5)]
-    assert again[2:] == [("a", "batch_start", 0), ("b", "batch_start", 0),
-                         ("a", "batch_start", 1), ("b", "batch_start", 1)]  # fmt: skip
+    assert again[2:] == [
+        ("a", "batch_start", 0),
+        ("b", "batch_start", 0),
+        ("a", "batch_start", 1),
+        ("b", "batch_start", 1),
+    ]
 
 
 def test_members_need_distinct_state_keys():

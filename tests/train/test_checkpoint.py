@@ -50,8 +50,11 @@ def test_checkpoint_bytes_covers_the_file_written(tmp_path):
     from labkit.train.checkpoint import checkpoint_bytes
 
     w = torch.randn(256, 256)
-    state = {"state_dict": {"w": w, "tied": w, "view": w[:10]}, "opt": [torch.ones(1000)],
-             "labkit": {"recipe": {"precision": "32"}}}  # fmt: skip
+    state = {
+        "state_dict": {"w": w, "tied": w, "view": w[:10]},
+        "opt": [torch.ones(1000)],
+        "labkit": {"recipe": {"precision": "32"}},
+    }
     save_checkpoint(state, tmp_path / "c.ckpt")
     written = (tmp_path / "c.ckpt").stat().st_size  # the reference: the real file
     estimate = checkpoint_bytes(state)

@@ -51,8 +51,9 @@ def test_ddp_two_processes_in_a_notebook(tmp_path):
     env_path = os.environ.get("PYTHONPATH", "")
     os.environ["PYTHONPATH"] = f"{ROOT}{os.pathsep}{env_path}" if env_path else str(ROOT)
     try:
-        NotebookClient(nb, timeout=240, kernel_name="python3",
-                       resources={"metadata": {"path": str(tmp_path)}}).execute()  # fmt: skip
+        NotebookClient(
+            nb, timeout=240, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+        ).execute()
     finally:
         os.environ["PYTHONPATH"] = env_path
     import json
@@ -94,8 +95,15 @@ def test_dead_worker_fails_fast_naming_rank(tmp_path, how):
     lab = Lab(DieOnRank1(how), datasets(512), loss=LOSS, batch_size=8, logdir=tmp_path)
     start = time.monotonic()
     with pytest.raises(DDPWorkerError) as info:
-        lab.fit(max_epochs=3, devices=2, accelerator="cpu", dashboard=False, dry_run=False,
-                ddp_timeout=20, trainer_kwargs={"enable_progress_bar": False})  # fmt: skip
+        lab.fit(
+            max_epochs=3,
+            devices=2,
+            accelerator="cpu",
+            dashboard=False,
+            dry_run=False,
+            ddp_timeout=20,
+            trainer_kwargs={"enable_progress_bar": False},
+        )
     took = time.monotonic() - start
     assert took < 300, f"took {took:.0f} s"  # a hang guard only
     # fast = reported by the launcher when rank 1 ended, not by rank 0 timing out later
@@ -112,8 +120,9 @@ def test_plan_modes():
     assert plan(devices=1, strategy="auto", num_nodes=1).mode == "inline"
     p = plan(devices=2, strategy="auto", num_nodes=1)
     assert p.mode == "fork" and p.processes == 2
-    assert repr(p) == ("Plan(mode='fork', processes=2, "
-                       "reason='2 processes forked from this one (ddp_notebook)')")  # fmt: skip
+    assert repr(p) == (
+        "Plan(mode='fork', processes=2, reason='2 processes forked from this one (ddp_notebook)')"
+    )
     assert plan(devices=2, strategy="auto", num_nodes=1, launch="subprocess").mode == "subprocess"
     with pytest.raises(ValueError, match="torchrun"):
         plan(devices=2, strategy="auto", num_nodes=2)
@@ -128,8 +137,7 @@ def test_subprocess_launch_trains_notebook_style_model(tmp_path):
     model = Local(*mlp())
     before = [p.detach().clone() for p in model.parameters()]
     lab = Lab(model, datasets(), loss=LOSS, batch_size=32, logdir=tmp_path)
-    run = lab.fit(max_epochs=1, devices=2, accelerator="cpu", launch="subprocess",
-                  dashboard=False)  # fmt: skip
+    run = lab.fit(max_epochs=1, devices=2, accelerator="cpu", launch="subprocess", dashboard=False)
     assert run.status == "finished" and run.config["launch"] == "subprocess"
     assert [s["step"] for s in run.steps] == [1, 2]
     assert any(not (a == b).all() for a, b in zip(before, model.parameters(), strict=True))
@@ -142,8 +150,13 @@ def test_fit_leaves_the_rendezvous_environment_as_it_was(tmp_path, monkeypatch):
     for key in ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "NODE_RANK"):
         monkeypatch.delenv(key, raising=False)
     lab = Lab(mlp(), datasets(64), loss=LOSS, batch_size=16, logdir=tmp_path / "a")
-    run = lab.fit(max_epochs=1, devices=2, accelerator="cpu", dashboard=False,
-                  trainer_kwargs={"enable_progress_bar": False})  # fmt: skip
+    run = lab.fit(
+        max_epochs=1,
+        devices=2,
+        accelerator="cpu",
+        dashboard=False,
+        trainer_kwargs={"enable_progress_bar": False},
+    )
     assert run.status == "finished"
     assert not {"MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE"} & set(os.environ)
 

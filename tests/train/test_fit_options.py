@@ -55,14 +55,32 @@ def test_every_command_line_option_comes_from_the_dataclass():
     assert sorted(flags) == sorted(on_cli + list(SCRIPT_OPTIONS))
     assert "(here: 7)" in parser.format_help()  # the script's own value is shown
     fit, script = parse_fit_args(
-        ["--devices", "0,1", "--strategy", "ddp", "--no-dry-run", "--resume",
-         "--limit-train-batches", "0.5", "--limit-batches", "2", "--precision", "bf16-mixed",
-         "--ckpt-path", "last"]
-    )  # fmt: skip
+        [
+            "--devices",
+            "0,1",
+            "--strategy",
+            "ddp",
+            "--no-dry-run",
+            "--resume",
+            "--limit-train-batches",
+            "0.5",
+            "--limit-batches",
+            "2",
+            "--precision",
+            "bf16-mixed",
+            "--ckpt-path",
+            "last",
+        ]
+    )
     assert fit == {
-        "devices": [0, 1], "strategy": "ddp", "dry_run": False, "resume": True,
-        "limit_train_batches": 0.5, "limit_val_batches": 2, "ckpt_path": "last",
-    }  # fmt: skip
+        "devices": [0, 1],
+        "strategy": "ddp",
+        "dry_run": False,
+        "resume": True,
+        "limit_train_batches": 0.5,
+        "limit_val_batches": 2,
+        "ckpt_path": "last",
+    }
     assert script == {"precision": "bf16-mixed"}
     assert parse_fit_args([]) == ({}, {})  # options left out keep the script's values
     with pytest.raises(SystemExit):

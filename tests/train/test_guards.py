@@ -120,15 +120,28 @@ def _regression(n: int = 6) -> tuple[torch.Tensor, torch.Tensor]:
 @pytest.mark.parametrize(
     ("model", "target", "loss", "message"),
     [
-        (nn.Linear(3, 1), "[N]", nn.functional.mse_loss, r"output float32\[6, 1\] and target "
-         r"float32\[6\], which broadcast to \[6, 6\].*mse_loss\(out\.squeeze\(-1\), y\)"),
+        (
+            nn.Linear(3, 1),
+            "[N]",
+            nn.functional.mse_loss,
+            r"output float32\[6, 1\] and target "
+            r"float32\[6\], which broadcast to \[6, 6\].*mse_loss\(out\.squeeze\(-1\), y\)",
+        ),
         (nn.Linear(3, 1), "[N]", nn.functional.l1_loss, r"l1_loss\(out\.squeeze\(-1\), y\)"),
-        (nn.Linear(3, 1), "[N]", lambda o, t: ((o - t) ** 2).mean(),
-         r"<lambda>\(output, target\).*apply out\.squeeze\(-1\) to the output inside the loss"),
-        (nn.Sequential(nn.Linear(3, 1), nn.Flatten(0)), "[N, 1]", nn.functional.mse_loss,
-         r"output float32\[6\] and target float32\[6, 1\].*squeeze the target's last dim"),
+        (
+            nn.Linear(3, 1),
+            "[N]",
+            lambda o, t: ((o - t) ** 2).mean(),
+            r"<lambda>\(output, target\).*apply out\.squeeze\(-1\) to the output inside the loss",
+        ),
+        (
+            nn.Sequential(nn.Linear(3, 1), nn.Flatten(0)),
+            "[N, 1]",
+            nn.functional.mse_loss,
+            r"output float32\[6\] and target float32\[6, 1\].*squeeze the target's last dim",
+        ),
     ],
-)  # fmt: skip
+)
 def test_dry_run_refuses_a_loss_that_broadcasts(model, target, loss, message):
     x, y = _regression()
     batch = (x, y if target == "[N]" else y[:, None])
@@ -172,6 +185,9 @@ def test_check_loaders_says_drop_last_and_batch_size():
     ds = TensorDataset(*_regression(6))
     full = DataLoader(ds, batch_size=4)
     check_loaders(PairDataModule(full, full))
-    with pytest.raises(ValueError, match=r"the val loader is empty: its TensorDataset has 6 "
-                       r"samples \(batch_size=8 and drop_last=True\)"):  # fmt: skip
+    with pytest.raises(
+        ValueError,
+        match=r"the val loader is empty: its TensorDataset has 6 "
+        r"samples \(batch_size=8 and drop_last=True\)",
+    ):
         check_loaders(PairDataModule(full, DataLoader(ds, batch_size=8, drop_last=True)))

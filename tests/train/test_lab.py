@@ -37,11 +37,13 @@ def test_parity_with_raw_loop_bitwise(tmp_path):
     train, val = loaders()
     lab = Lab(model, (train, val), loss=LOSS, optimizer="adam", lr=1e-2, logdir=tmp_path)
     run = lab.fit(max_epochs=3, seed=7, dashboard=False)
-    losses = raw_loop(reference, DataLoader(train.dataset, batch_size=16), epochs=3, lr=1e-2,
-                      seed=7)  # fmt: skip
+    losses = raw_loop(
+        reference, DataLoader(train.dataset, batch_size=16), epochs=3, lr=1e-2, seed=7
+    )
     assert run.losses == losses
-    for (name, a), b in zip(lab.model.state_dict().items(), reference.state_dict().values(),
-                            strict=True):  # fmt: skip
+    for (name, a), b in zip(
+        lab.model.state_dict().items(), reference.state_dict().values(), strict=True
+    ):
         assert torch.equal(a, b), name
 
 
@@ -56,16 +58,24 @@ def test_resume_repeats_uninterrupted_losses(tmp_path):
     assert second.config["ckpt_path"].endswith("last.ckpt")
     assert "resumed from" in second.notes[-1]
     assert first.losses + second.losses == full_run.losses
-    for a, b in zip(resumed.model.state_dict().values(), full.model.state_dict().values(),
-                    strict=True):  # fmt: skip
+    for a, b in zip(
+        resumed.model.state_dict().values(), full.model.state_dict().values(), strict=True
+    ):
         assert torch.equal(a, b)
     ck = load_checkpoint(tmp_path / "part" / "checkpoints" / "last.ckpt")
     assert recipe_of(ck) == labkit.Recipe().to_dict() and ck["epoch"] == 3
 
 
 def test_tensorboard_files_read_back(tmp_path, capsys):
-    lab = Lab(mlp(), datasets(), loss=LOSS, metrics={"acc": accuracy}, batch_size=16,
-              recipe=labkit.Recipe(matmul_precision="high"), logdir=tmp_path)  # fmt: skip
+    lab = Lab(
+        mlp(),
+        datasets(),
+        loss=LOSS,
+        metrics={"acc": accuracy},
+        batch_size=16,
+        recipe=labkit.Recipe(matmul_precision="high"),
+        logdir=tmp_path,
+    )
     lab.fit(max_epochs=2, log_every=1, histogram_every=3, trace_every=4, dashboard=False)
     (version,) = (tmp_path / "tensorboard").iterdir()
     acc = EventAccumulator(str(version), size_guidance={"scalars": 0, "histograms": 0})
@@ -91,8 +101,9 @@ def test_tensorboard_files_read_back(tmp_path, capsys):
 def test_logged_values_match_an_independent_computation(tmp_path):
     """Per-step scalars on Lightning's logging steps; epoch means weighted by batch size."""
     x, y = datasets()[1].tensors
-    lab = Lab(mlp(), datasets(), loss=LOSS, metrics={"acc": accuracy}, batch_size=20,
-              logdir=tmp_path)  # 96 train samples: batches of 20, 20, 20, 20, 16  # fmt: skip
+    lab = Lab(
+        mlp(), datasets(), loss=LOSS, metrics={"acc": accuracy}, batch_size=20, logdir=tmp_path
+    )  # 96 train samples: batches of 20, 20, 20, 20, 16
     run = lab.fit(max_epochs=2, log_every=2, dashboard=False)
     (version,) = (tmp_path / "tensorboard").iterdir()
     acc = EventAccumulator(str(version), size_guidance={"scalars": 0})

@@ -46,8 +46,11 @@ def test_a_dict_batch_gives_keyword_inputs_and_its_target():
     assert torch.equal(out, ids.float()) and target is labels
     out, target = default_step(nn.Linear(3, 1), {"x": torch.zeros(4, 3), "y": torch.ones(4)})
     assert out.shape == (4, 1) and torch.equal(target, torch.ones(4))
-    with pytest.raises(TypeError, match=r"cannot find the target in a dict batch with keys "
-                       r"\['attention_mask', 'input_ids'\]: name it one of y, target"):  # fmt: skip
+    with pytest.raises(
+        TypeError,
+        match=r"cannot find the target in a dict batch with keys "
+        r"\['attention_mask', 'input_ids'\]: name it one of y, target",
+    ):
         default_step(Tagger(), {"input_ids": ids, "attention_mask": mask})
 
 
@@ -62,8 +65,12 @@ def test_epoch_means_continue_after_a_mid_epoch_checkpoint(resumed_epoch, kept):
     before.on_save_checkpoint(checkpoint)  # at epoch 0
     after = LabModule(nn.Linear(4, 2), loss=LOSS)
     after.on_load_checkpoint(checkpoint)
-    trainer = pl.Trainer(logger=False, enable_progress_bar=False, enable_model_summary=False,
-                         enable_checkpointing=False)  # fmt: skip
+    trainer = pl.Trainer(
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        enable_checkpointing=False,
+    )
     trainer.fit_loop.epoch_progress.current.completed = resumed_epoch
     after.trainer = trainer
     after.on_train_epoch_start()

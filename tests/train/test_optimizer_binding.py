@@ -26,8 +26,15 @@ from tests.train._helpers import LOSS, loaders, mlp
 StepLoss = Callable[[torch.nn.Module, Any], torch.Tensor]
 
 
-def plain_loop(model: torch.nn.Module, batches: Iterable[Any], opt: torch.optim.Optimizer,
-               step_loss: StepLoss, *, epochs: int, seed: int) -> list[float]:  # fmt: skip
+def plain_loop(
+    model: torch.nn.Module,
+    batches: Iterable[Any],
+    opt: torch.optim.Optimizer,
+    step_loss: StepLoss,
+    *,
+    epochs: int,
+    seed: int,
+) -> list[float]:
     """The hand-written loop, seeded as Lab.fit's determinism contract says."""
     torch.manual_seed(seed)
     losses = []
@@ -61,19 +68,21 @@ FIT = {"dashboard": False, "launch": "inline"}
 
 def test_nanogpt_configure_optimizers_factory_trains_the_model(tmp_path: Any) -> None:
     torch.manual_seed(0)
-    model = GPT(GPTConfig(block_size=8, vocab_size=32, n_layer=2, n_head=2, n_embd=16,
-                          dropout=0.1))  # fmt: skip
+    model = GPT(GPTConfig(block_size=8, vocab_size=32, n_layer=2, n_head=2, n_embd=16, dropout=0.1))
     reference = copy.deepcopy(model)
     g = torch.Generator().manual_seed(3)
     x, y = torch.randint(0, 32, (24, 8), generator=g), torch.randint(0, 32, (24, 8), generator=g)
     train = DataLoader(TensorDataset(x, y), batch_size=8)
     before = {k: v.clone() for k, v in model.state_dict().items()}
     lab = Lab(
-        model, train, step=lambda net, batch: (net(*batch), None),
-        loss=lambda out, _: out[1], logdir=tmp_path,
+        model,
+        train,
+        step=lambda net, batch: (net(*batch), None),
+        loss=lambda out, _: out[1],
+        logdir=tmp_path,
         # nanoGPT's train.py: the factory reaches the model it built, not `params`
         optimizer=lambda params: model.configure_optimizers(0.1, 1e-2, (0.9, 0.95), "cpu"),
-    )  # fmt: skip
+    )
     run = lab.fit(max_epochs=2, seed=5, **FIT)
     opt = reference.configure_optimizers(0.1, 1e-2, (0.9, 0.95), "cpu")
     losses = plain_loop(reference, train, opt, lambda m, b: m(*b)[1], epochs=2, seed=5)
@@ -95,12 +104,17 @@ def test_pyg_gcn_per_layer_groups_train_the_model(tmp_path: Any) -> None:
     data = _as_graph(__import__("torch_geometric").datasets.KarateClub())
 
     def groups(m: torch.nn.Module) -> torch.optim.Optimizer:
-        return torch.optim.Adam([dict(params=m.conv1.parameters(), weight_decay=5e-4),
-                                 dict(params=m.conv2.parameters(), weight_decay=0)],
-                                lr=0.01)  # fmt: skip
+        return torch.optim.Adam(
+            [
+                dict(params=m.conv1.parameters(), weight_decay=5e-4),
+                dict(params=m.conv2.parameters(), weight_decay=0),
+            ],
+            lr=0.01,
+        )
 
-    lab = Lab(model, data, loss=F.cross_entropy, optimizer=lambda ps: groups(model),
-              logdir=tmp_path)  # fmt: skip
+    lab = Lab(
+        model, data, loss=F.cross_entropy, optimizer=lambda ps: groups(model), logdir=tmp_path
+    )
     run = lab.fit(max_epochs=20, seed=2, **FIT)
     mask = data.train_mask
 
@@ -118,9 +132,14 @@ def test_an_optimizer_instance_with_weight_decay_groups_trains_the_model(tmp_pat
     reference = copy.deepcopy(model)
 
     def build(m: torch.nn.Module) -> torch.optim.Optimizer:
-        return torch.optim.SGD([{"params": m[0].parameters(), "weight_decay": 0.1},
-                                {"params": m[3].parameters(), "weight_decay": 0.0}],
-                               lr=0.05, momentum=0.9)  # fmt: skip
+        return torch.optim.SGD(
+            [
+                {"params": m[0].parameters(), "weight_decay": 0.1},
+                {"params": m[3].parameters(), "weight_decay": 0.0},
+            ],
+            lr=0.05,
+            momentum=0.9,
+        )
 
     opt = build(model)
     train, val = loaders()
@@ -154,8 +173,14 @@ def test_with_a_recipe_the_copy_is_trained_by_the_optimizer_that_named_the_model
     reference = copy.deepcopy(model)
     train, val = loaders()
     factory = lambda ps: torch.optim.AdamW(model.parameters(), lr=1e-2)  # noqa: E731
-    lab = Lab(model, (train, val), loss=LOSS, optimizer=factory, logdir=tmp_path,
-              recipe=Recipe(checkpoint=("0",)))  # a copy with block 0 checkpointed  # fmt: skip
+    lab = Lab(
+        model,
+        (train, val),
+        loss=LOSS,
+        optimizer=factory,
+        logdir=tmp_path,
+        recipe=Recipe(checkpoint=("0",)),
+    )  # a copy with block 0 checkpointed
     run = lab.fit(max_epochs=2, seed=0, **FIT)
     assert lab.trained_model is not model  # a Recipe applies to a copy
     opt = torch.optim.AdamW(reference.parameters(), lr=1e-2)

@@ -16,9 +16,16 @@ from labkit.train._preflight import check_logdir, first_checkpoint_bytes, optimi
 
 @pytest.mark.parametrize(
     ("optimizer", "kwargs", "states"),
-    [("adam", {}, 2), ("adamw", {}, 2), (torch.optim.Adam, {}, 2), ("sgd", {}, 0),
-     ("sgd", {"momentum": 0.9}, 1), ("rmsprop", {}, 1), (None, {}, 1)],
-)  # fmt: skip
+    [
+        ("adam", {}, 2),
+        ("adamw", {}, 2),
+        (torch.optim.Adam, {}, 2),
+        ("sgd", {}, 0),
+        ("sgd", {"momentum": 0.9}, 1),
+        ("rmsprop", {}, 1),
+        (None, {}, 1),
+    ],
+)
 def test_optimizer_states(optimizer, kwargs, states):
     assert optimizer_states(optimizer, kwargs) == states
 
@@ -28,8 +35,15 @@ def test_estimate_covers_a_real_first_checkpoint(tmp_path, optimizer, kwargs):
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(64, 128), nn.BatchNorm1d(128), nn.Linear(128, 1))
     x = torch.randn(32, 64)
-    lab = Lab(model, TensorDataset(x, x[:, :1]), loss=F.mse_loss, optimizer=optimizer,
-              optimizer_kwargs=kwargs, batch_size=16, logdir=tmp_path)  # fmt: skip
+    lab = Lab(
+        model,
+        TensorDataset(x, x[:, :1]),
+        loss=F.mse_loss,
+        optimizer=optimizer,
+        optimizer_kwargs=kwargs,
+        batch_size=16,
+        logdir=tmp_path,
+    )
     lab.fit(max_epochs=1, dashboard=False, trainer_kwargs={"enable_progress_bar": False})
     written = (tmp_path / "checkpoints" / "last.ckpt").stat().st_size  # the reference
     estimate = first_checkpoint_bytes(model, optimizer_states(optimizer, kwargs))

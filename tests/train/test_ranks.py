@@ -58,8 +58,14 @@ class SlowForwardOnRank1(mlp().__class__):
 def _fit(tmp_path, model, data, **kw):  # type: ignore[no-untyped-def]
     lab = Lab(model, data, loss=LOSS, batch_size=8, logdir=tmp_path)
     kw = {"max_epochs": 1, **kw}
-    return lab.fit(devices=2, accelerator="cpu", dashboard=False, dry_run=False,
-                   trainer_kwargs={"enable_progress_bar": False}, **kw)  # fmt: skip
+    return lab.fit(
+        devices=2,
+        accelerator="cpu",
+        dashboard=False,
+        dry_run=False,
+        trainer_kwargs={"enable_progress_bar": False},
+        **kw,
+    )
 
 
 @pytest.mark.slow
@@ -76,8 +82,13 @@ def test_planted_straggler_is_named_with_its_cause(tmp_path, where):
     assert [r["rank"] for r in ranks] == [0, 1] and all(r["steps"] == 11 for r in ranks)
     assert gathered["comm_hook"] is True
     for r in ranks:  # the parts add up to the step, measured end to end, within 5%
-        parts = (r["data_time"] + r["forward_time"] + r["backward_time"] + r["comm_wait"]
-                 + r["optimizer_time"])  # fmt: skip
+        parts = (
+            r["data_time"]
+            + r["forward_time"]
+            + r["backward_time"]
+            + r["comm_wait"]
+            + r["optimizer_time"]
+        )
         assert parts == pytest.approx(r["step_time"], rel=0.05), r
         # the tiny MLP's gradients fit one bucket: 16*8+16+2*16+2 floats
         assert r["buckets"] == 1 and r["bucket_bytes"] == 4 * (8 * 16 + 16 + 16 * 2 + 2)
@@ -126,8 +137,13 @@ def test_even_ranks_have_no_straggler_and_option_turns_it_off(tmp_path):
 
 
 def _row(rank: int, data: float, compute: float, wait: float) -> dict:
-    return {"rank": rank, "steps": 10, "data_time": data, "compute_time": compute,
-            "comm_wait": wait}  # fmt: skip
+    return {
+        "rank": rank,
+        "steps": 10,
+        "data_time": data,
+        "compute_time": compute,
+        "comm_wait": wait,
+    }
 
 
 @pytest.mark.parametrize(
@@ -180,11 +196,23 @@ def test_under_torchrun_each_rank_writes_its_file(tmp_path):
     path = os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])
     env = {**os.environ, "PYTHONWARNINGS": "ignore", "OMP_NUM_THREADS": "1", "PYTHONPATH": path}
     logdir = tmp_path / "run"
-    cmd = [str(Path(sys.executable).with_name("torchrun")), "--nproc-per-node", "2",
-           "--master-addr", "127.0.0.1", "--master-port", str(port), str(script),
-           "--devices", "2", "--strategy", "ddp", "--logdir", str(logdir)]  # fmt: skip
-    done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=180)  # fmt: skip
+    cmd = [
+        str(Path(sys.executable).with_name("torchrun")),
+        "--nproc-per-node",
+        "2",
+        "--master-addr",
+        "127.0.0.1",
+        "--master-port",
+        str(port),
+        str(script),
+        "--devices",
+        "2",
+        "--strategy",
+        "ddp",
+        "--logdir",
+        str(logdir),
+    ]
+    done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr[-3000:]
     gathered = Run.load(logdir).ranks
     assert len(gathered) == 1 and [r["rank"] for r in gathered[0]["ranks"]] == [0, 1]

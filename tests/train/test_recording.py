@@ -58,12 +58,14 @@ def test_tensorboard_scalars_every_log_every(tmp_path):
 def test_learning_rate_is_sent_once_per_run():
     events: list = []
     rec = StepRecorder(events.append)
-    opt = torch.optim.SGD([{"params": [torch.zeros(1)], "lr": 0.1},
-                           {"params": [torch.zeros(1)], "lr": 0.2}])  # fmt: skip
+    opt = torch.optim.SGD(
+        [{"params": [torch.zeros(1)], "lr": 0.1}, {"params": [torch.zeros(1)], "lr": 0.2}]
+    )
     rec.learning_rate(opt, 1)
     rec.learning_rate(opt, 2)
-    assert events == [{"type": "optimizer", "step": 1, "lr": [0.1, 0.2], "optimizer": "SGD",
-                       "t": events[0]["t"]}]  # fmt: skip
+    assert events == [
+        {"type": "optimizer", "step": 1, "lr": [0.1, 0.2], "optimizer": "SGD", "t": events[0]["t"]}
+    ]
     assert learning_rates(torch.optim.Adam([torch.zeros(1)], lr=0.01)) == 0.01
 
 
@@ -83,9 +85,15 @@ def test_lab_fit_records_the_lr_its_optimizer_had(tmp_path):
     from labkit import runs
     from labkit.train import Lab
 
-    lab = Lab(mlp(), datasets(64), loss=F.cross_entropy, lr=0.001, batch_size=16,
-              optimizer=lambda params: torch.optim.SGD(params, lr=0.01),
-              logdir=tmp_path / "lab")  # fmt: skip
+    lab = Lab(
+        mlp(),
+        datasets(64),
+        loss=F.cross_entropy,
+        lr=0.001,
+        batch_size=16,
+        optimizer=lambda params: torch.optim.SGD(params, lr=0.01),
+        logdir=tmp_path / "lab",
+    )
     run = lab.fit(max_epochs=1, dashboard=False, dry_run=False)
     assert run.config["lr"] == 0.01 and run.source == "lab"
     assert any("lr=0.01" in n and "0.001" in n for n in run.notes)
@@ -98,16 +106,16 @@ def test_scalar_file_is_read_by_tensorboard(tmp_path):
 
     from labkit.train._tensorboard import ScalarFile
 
-    rec = StepRecorder(lambda e: None, flush_interval=3600, scalars=lambda: ScalarFile(tmp_path),
-                       log_every=2)  # fmt: skip
+    rec = StepRecorder(
+        lambda e: None, flush_interval=3600, scalars=lambda: ScalarFile(tmp_path), log_every=2
+    )
     for step in range(1, 6):
         rec.add_step(step, 0, torch.tensor(float(step)), 0.0, 0.0, 0, {"val_acc": 0.5})
     rec.epoch(0, 5, {"val_loss": 0.25})
     rec.end("finished", 5)  # closes the file
     acc = EventAccumulator(str(tmp_path))
     acc.Reload()
-    assert [(e.step, e.value) for e in acc.Scalars("train_loss")] == [(2, 2.0), (4, 4.0),
-                                                                      (5, 5.0)]  # fmt: skip
+    assert [(e.step, e.value) for e in acc.Scalars("train_loss")] == [(2, 2.0), (4, 4.0), (5, 5.0)]
     assert [e.step for e in acc.Scalars("val_acc")] == [2, 4, 5]
     assert [(e.step, e.value) for e in acc.Scalars("val_loss")] == [(5, 0.25)]
     assert len(list(tmp_path.glob("events.out.tfevents.*.labkit"))) == 1

@@ -50,10 +50,18 @@ def test_fit_summary_states_flops_per_second(tmp_path):
 
 
 def test_mfu_against_the_device_table_and_unknown_devices():
-    steps = [{"step": i, "epoch": 0, "loss": 1.0, "compute_time": t}
-             for i, t in enumerate((9.0, 0.5, 0.25, 0.5), start=1)]  # fmt: skip
-    flops = {"flops": 10**12, "step": 1, "device": "cuda:0", "dtype": "bf16",
-             "device_name": "NVIDIA H100 80GB HBM3", "how": "training step 1"}  # fmt: skip
+    steps = [
+        {"step": i, "epoch": 0, "loss": 1.0, "compute_time": t}
+        for i, t in enumerate((9.0, 0.5, 0.25, 0.5), start=1)
+    ]
+    flops = {
+        "flops": 10**12,
+        "step": 1,
+        "device": "cuda:0",
+        "dtype": "bf16",
+        "device_name": "NVIDIA H100 80GB HBM3",
+        "how": "training step 1",
+    }
     run = Run(steps=steps, flops=flops)
     rate, mfu, text = run.utilization()
     assert rate == 2e12 and mfu == pytest.approx(2e12 / 989e12)  # step 1 (9 s) left out

@@ -24,9 +24,15 @@ def _fit(logdir: Path, lr: float, epochs: int = 2) -> Run:
     x = torch.randn(48, 4, generator=g)
     y = x.sum(1, keepdim=True)
     torch.manual_seed(0)
-    lab = labkit.Lab(torch.nn.Linear(4, 1), (TensorDataset(x, y), TensorDataset(x[:16], y[:16])),
-                     loss=F.mse_loss, optimizer="sgd", lr=lr, batch_size=8,
-                     logdir=logdir)  # fmt: skip
+    lab = labkit.Lab(
+        torch.nn.Linear(4, 1),
+        (TensorDataset(x, y), TensorDataset(x[:16], y[:16])),
+        loss=F.mse_loss,
+        optimizer="sgd",
+        lr=lr,
+        batch_size=8,
+        logdir=logdir,
+    )
     return lab.fit(max_epochs=epochs, **FIT)
 
 
@@ -62,8 +68,16 @@ def test_rows_agree_with_each_run_record(root: Path) -> None:
 def test_summary_pandas_and_repr(root: Path) -> None:
     rs = runs([root / "slow", root / "fast" / "run.json"], metrics=["loss"])
     text = rs.summary()
-    assert text.splitlines()[0].split() == ["run", "source", "status", "steps", "wall", "loss",
-                                            "lr", "recipe"]  # fmt: skip
+    assert text.splitlines()[0].split() == [
+        "run",
+        "source",
+        "status",
+        "steps",
+        "wall",
+        "loss",
+        "lr",
+        "recipe",
+    ]
     assert "fast" in text and "slow" in text and text.endswith("2 run(s)")
     df = rs.to_pandas()
     assert list(df["name"]) == ["fast", "slow"] and list(df["lr"]) == [0.05, 0.01]
@@ -91,8 +105,10 @@ def test_a_corrupt_series_file_is_skipped_with_the_reason(root: Path, tmp_path: 
     (tmp_path / "fast" / SERIES_FILE).write_bytes(b"not a series file")
     rs = runs(tmp_path)
     assert [r.name for r in rs] == ["slow"]
-    assert len(rs.skipped) == 1 and f"{tmp_path / 'fast' / SERIES_FILE}: not a labkit run" in \
-        rs.skipped[0]  # fmt: skip
+    assert (
+        len(rs.skipped) == 1
+        and f"{tmp_path / 'fast' / SERIES_FILE}: not a labkit run" in rs.skipped[0]
+    )
     with pytest.raises(labkit.train.run_table.RunsError, match="no such run folder"):
         runs(tmp_path / "missing")
 

@@ -27,8 +27,11 @@ def _start(logdir: Path) -> subprocess.Popen:
     with open(logdir.parent / f"{logdir.name}.log", "ab") as log:
         return subprocess.Popen(
             [sys.executable, "-m", "tests.train._sigkill_script", str(logdir), str(EPOCHS)],
-            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
 
 
 def _tail(logdir: Path) -> str:

@@ -52,13 +52,31 @@ def test_two_ranks_stop_together_and_rank_zero_records(tmp_path: Path) -> None:
     script.write_text(SCRIPT)
     logdir = tmp_path / "runs"
     done = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-         str(script), str(logdir)],
-        capture_output=True, text=True, timeout=300, check=False, cwd=tmp_path,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc-per-node",
+            "2",
+            str(script),
+            str(logdir),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
-    results = sorted((json.loads(line.split(" ", 1)[1]) for line in done.stdout.splitlines()
-                      if line.startswith("RESULT ")), key=lambda r: r["rank"])  # fmt: skip
+    results = sorted(
+        (
+            json.loads(line.split(" ", 1)[1])
+            for line in done.stdout.splitlines()
+            if line.startswith("RESULT ")
+        ),
+        key=lambda r: r["rank"],
+    )
     # Stop is agreed every 10 steps (one all-reduce): both ranks stop after step 20
     assert [(r["status"], r["done"]) for r in results] == [("stopped", 19), ("stopped", 19)]
     assert [r["steps"] for r in results] == [20, 0]  # only rank 0 records
@@ -77,7 +95,7 @@ def test_two_ranks_stop_together_and_rank_zero_records(tmp_path: Path) -> None:
         assert fast["comm_wait"] > 0.015  # rank 0 waits for it in backward's all-reduce
         assert [(s["rank"], s["cause"]) for s in g["stragglers"]] == [(1, "data wait")]
     for r in (0, 1):  # each rank's own file holds what rank 0 gathered from it
-        rows = [json.loads(ln) for ln in (logdir / "ranks" / f"rank_{r}.jsonl").read_text()
-                .splitlines()]  # fmt: skip
-        assert rows == [{"epoch": g["epoch"], "step": g["step"], **g["ranks"][r]}
-                        for g in gathered]  # fmt: skip
+        rows = [
+            json.loads(ln) for ln in (logdir / "ranks" / f"rank_{r}.jsonl").read_text().splitlines()
+        ]
+        assert rows == [{"epoch": g["epoch"], "step": g["step"], **g["ranks"][r]} for g in gathered]

@@ -18,9 +18,14 @@ def _fit(cb, module, *, batches=8, epochs=1, extra=()):
     x, y = tensors(16)
     data = DataLoader(TensorDataset(x.repeat(batches, 1), y.repeat(batches)), batch_size=16)
     with _quiet_lightning():
-        trainer = pl.Trainer(max_epochs=epochs, logger=False, enable_progress_bar=False,
-                             enable_model_summary=False, enable_checkpointing=False,
-                             callbacks=[cb, *extra])  # fmt: skip
+        trainer = pl.Trainer(
+            max_epochs=epochs,
+            logger=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+            enable_checkpointing=False,
+            callbacks=[cb, *extra],
+        )
         trainer.fit(module, data)
     return trainer
 

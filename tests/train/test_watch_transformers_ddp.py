@@ -60,13 +60,32 @@ def test_trainer_under_ddp_gathers_rank_stats(tmp_path: Path) -> None:
     script.write_text(SCRIPT)
     env = {**os.environ, "PYTHONWARNINGS": "ignore", "OMP_NUM_THREADS": "1"}
     done = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-         str(script), str(tmp_path)],
-        capture_output=True, text=True, timeout=300, check=False, cwd=tmp_path, env=env,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc-per-node",
+            "2",
+            str(script),
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        cwd=tmp_path,
+        env=env,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
-    results = sorted((json.loads(line.split(" ", 1)[1]) for line in done.stdout.splitlines()
-                      if line.startswith("RESULT ")), key=lambda r: r["rank"])  # fmt: skip
+    results = sorted(
+        (
+            json.loads(line.split(" ", 1)[1])
+            for line in done.stdout.splitlines()
+            if line.startswith("RESULT ")
+        ),
+        key=lambda r: r["rank"],
+    )
     # 64 samples, 2 ranks, 4 a batch: 8 optimizer steps an epoch; only rank 0 records
     assert [(r["status"], r["steps"]) for r in results] == [("finished", 16), ("finished", 0)]
     logdir = tmp_path / "run"

@@ -98,8 +98,10 @@ def test_a_forward_nan_names_the_step_and_first_module(tmp_path):
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
     x, y = tensors(32)
     before = None
-    with pytest.raises(NonFiniteError) as info, labkit.watch(model, opt, logdir=tmp_path,
-                                                             dashboard=False) as run:  # fmt: skip
+    with (
+        pytest.raises(NonFiniteError) as info,
+        labkit.watch(model, opt, logdir=tmp_path, dashboard=False) as run,
+    ):
         _loop(run, model, opt, x, y, 3)
         with torch.no_grad():
             model[2].weight[0, 0] = float("inf")  # the third module's output breaks
@@ -147,8 +149,10 @@ def test_a_guard_costs_no_behaviour(tmp_path):
     ],
 )
 def test_bad_steps_are_named_and_record_nothing(tmp_path, call, error, match):
-    with labkit.watch(mlp(), logdir=tmp_path, dashboard=False) as run, pytest.raises(
-            error, match=match):  # fmt: skip
+    with (
+        labkit.watch(mlp(), logdir=tmp_path, dashboard=False) as run,
+        pytest.raises(error, match=match),
+    ):
         call(run)
     assert run.status == "finished" and run.steps == []
 
@@ -191,7 +195,11 @@ def test_watch_is_callable_with_trainer_callbacks():
     import inspect
 
     assert list(inspect.signature(labkit.watch).parameters)[:4] == [
-        "model", "optimizer", "logdir", "dashboard"]  # fmt: skip
+        "model",
+        "optimizer",
+        "logdir",
+        "dashboard",
+    ]
     assert callable(labkit.watch.lightning) and callable(labkit.watch.transformers)
     assert repr(labkit.watch) == "labkit.watch"
     assert "guard" in labkit.watch.__doc__
@@ -201,11 +209,15 @@ def test_trace_and_histogram_sampling(tmp_path):
     model = mlp()
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
     x, y = tensors(32)
-    with labkit.watch(model, opt, logdir=tmp_path, dashboard=False, trace_every=2,
-                      histogram_every=3) as run:  # fmt: skip
+    with labkit.watch(
+        model, opt, logdir=tmp_path, dashboard=False, trace_every=2, histogram_every=3
+    ) as run:
         _loop(run, model, opt, x, y, 6)
-    assert [p.rsplit("_", 1)[1] for p in run.traces] == ["0000002.json", "0000004.json",
-                                                          "0000006.json"]  # fmt: skip
+    assert [p.rsplit("_", 1)[1] for p in run.traces] == [
+        "0000002.json",
+        "0000004.json",
+        "0000006.json",
+    ]
     trace = labkit.Trace.load(run.traces[0])
     assert {r["path"] for r in trace.rows()} >= {"0", "3"}
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -228,8 +240,11 @@ def test_calls_after_the_block_are_refused_and_change_nothing(tmp_path, call, wh
     with labkit.watch(mlp(), logdir=tmp_path, dashboard=False) as run:
         run.step(loss=0.25)
     written = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
-    with pytest.raises(RunClosedError, match=rf"{what} after the watched loop ended \(finished\)"
-                       r".*labkit\.watch\(model, optimizer\)"):  # fmt: skip
+    with pytest.raises(
+        RunClosedError,
+        match=rf"{what} after the watched loop ended \(finished\)"
+        r".*labkit\.watch\(model, optimizer\)",
+    ):
         call(run)
     assert run.status == "finished" and run.losses == [0.25]
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == written

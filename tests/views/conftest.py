@@ -20,9 +20,14 @@ def memory_trace(cnn_trace):
     samples = (
         MemorySample(0.0, "forward", "stem", {"parameters": 1000, "activations": 100}),
         MemorySample(0.1, "forward", "blocks.0", {"parameters": 1000, "activations": 900}),
-        MemorySample(0.2, "backward", "blocks.0", {"parameters": 1000, "gradients": 400,
-                                                   "activations": 600, "temporaries": 50}),
-        MemorySample(0.3, "optimizer", "", {"parameters": 1000, "gradients": 1000,
-                                            "optimizer": 2000}),
-    )  # fmt: skip
+        MemorySample(
+            0.2,
+            "backward",
+            "blocks.0",
+            {"parameters": 1000, "gradients": 400, "activations": 600, "temporaries": 50},
+        ),
+        MemorySample(
+            0.3, "optimizer", "", {"parameters": 1000, "gradients": 1000, "optimizer": 2000}
+        ),
+    )
     return cnn_trace.replace(memory=samples)

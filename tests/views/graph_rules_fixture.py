@@ -72,13 +72,15 @@ def _drawn(trace: Trace, rolled: bool) -> list[dict[str, Any]]:
     canon = canonicalize(trace, rolled=rolled)
     for name, expanded in _cases(trace, rolled).items():
         g = visible_graph(trace, expanded=expanded, rolled=rolled, canon=canon)
-        out.append({
-            "name": name,
-            "expanded": expanded,
-            "boxes": list(g.boxes),
-            "groups": list(g.groups),
-            "edges": [list(e) for e in g.edges],
-        })  # fmt: skip
+        out.append(
+            {
+                "name": name,
+                "expanded": expanded,
+                "boxes": list(g.boxes),
+                "groups": list(g.groups),
+                "edges": [list(e) for e in g.edges],
+            }
+        )
     return out
 
 
@@ -97,11 +99,15 @@ def fixture() -> dict[str, Any]:
         # the ops recorded (names, decompositions) can change with torch's version
         "torch": torch.__version__.split("+")[0],
         "views": [
-            {"rolled": rolled, "graph": graph_payload(trace, rolled=rolled),
-             "labels": _labels(trace, rolled), "cases": _drawn(trace, rolled)}
+            {
+                "rolled": rolled,
+                "graph": graph_payload(trace, rolled=rolled),
+                "labels": _labels(trace, rolled),
+                "cases": _drawn(trace, rolled),
+            }
             for rolled in (True, False)
         ],
-    }  # fmt: skip
+    }
 
 
 def profile_fixture() -> dict[str, Any]:

@@ -9,9 +9,21 @@ from labkit.views.dashboard import Dashboard, downsample
 
 
 def _steps(a: int, b: int) -> dict:
-    return {"type": "steps", "memory": 1024, "steps": [
-        {"step": s, "epoch": 0, "loss": 1.0 / s, "compute_time": 0.01, "data_time": 0.002,
-         "samples": 32} for s in range(a, b)]}  # fmt: skip
+    return {
+        "type": "steps",
+        "memory": 1024,
+        "steps": [
+            {
+                "step": s,
+                "epoch": 0,
+                "loss": 1.0 / s,
+                "compute_time": 0.01,
+                "data_time": 0.002,
+                "samples": 32,
+            }
+            for s in range(a, b)
+        ],
+    }
 
 
 def test_push_is_throttled_and_ends_on_latest():
@@ -72,16 +84,22 @@ def test_stop_file_is_registered_until_the_fit_ends(tmp_path, monkeypatch):
     assert calls == [] and dash.status == "stopped"
 
 
-EARLIER = {"lr-0.1": {"train_loss": {"x": [1, 2], "t": [0.1, 0.2], "y": [1.0, 0.5]}},
-           "lr-0.01": {"train_loss": {"x": [1, 2], "t": [0.1, 0.2], "y": [0.9, 0.8]}}}  # fmt: skip
+EARLIER = {
+    "lr-0.1": {"train_loss": {"x": [1, 2], "t": [0.1, 0.2], "y": [1.0, 0.5]}},
+    "lr-0.01": {"train_loss": {"x": [1, 2], "t": [0.1, 0.2], "y": [0.9, 0.8]}},
+}
 
 
 @pytest.mark.parametrize(
     ("compare_with", "runs", "on"),
-    [(None, ["lr-0.1", "lr-0.01"], False), (False, ["lr-0.1", "lr-0.01"], False),
-     (True, ["lr-0.1", "lr-0.01"], True), (["lr-0.01"], ["lr-0.01"], True),
-     ("lr-0.1", ["lr-0.1"], True)],
-)  # fmt: skip
+    [
+        (None, ["lr-0.1", "lr-0.01"], False),
+        (False, ["lr-0.1", "lr-0.01"], False),
+        (True, ["lr-0.1", "lr-0.01"], True),
+        (["lr-0.01"], ["lr-0.01"], True),
+        ("lr-0.1", ["lr-0.1"], True),
+    ],
+)
 def test_earlier_runs_are_offered_and_overlaid_only_when_asked(compare_with, runs, on):
     dash = Dashboard(earlier=EARLIER, compare_with=compare_with)
     assert list(dash.earlier) == runs and dash.compare is on

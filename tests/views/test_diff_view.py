@@ -17,8 +17,9 @@ from labkit.views.diff import BLUE, RED, WHITE, DiffView, diff_html, diff_png, d
 class Net(nn.Module):
     def __init__(self, hidden: tuple[int, ...] = (8, 8, 8)) -> None:
         super().__init__()
-        self.blocks = nn.Sequential(*[nn.Sequential(nn.Linear(4, h), nn.ReLU(), nn.Linear(h, 4))
-                                      for h in hidden])  # fmt: skip
+        self.blocks = nn.Sequential(
+            *[nn.Sequential(nn.Linear(4, h), nn.ReLU(), nn.Linear(h, 4)) for h in hidden]
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.blocks(x)

@@ -73,6 +73,5 @@ def test_the_data_packages_do_not_import_the_views() -> None:
         "assert t.plot('profile').startswith(b'\\x89PNG')  # the first display loads them\n"
         "assert 'labkit.views.display' in sys.modules\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=240)  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-2000:]

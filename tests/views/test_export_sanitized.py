@@ -82,11 +82,19 @@ ESCAPED = re.compile(r"&lt;(img|div|pre|table|th|tr|td)\b")
 def executed(tmp_path_factory: pytest.TempPathFactory) -> nbformat.NotebookNode:
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(SETUP), *map(nbformat.v4.new_code_cell, VIEWS)]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
-                                 "language": "python"}  # fmt: skip
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
     path = tmp_path_factory.mktemp("export")
-    NotebookClient(nb, timeout=300, kernel_name="python3", store_widget_state=False,
-                   resources={"metadata": {"path": str(path)}}).execute()  # fmt: skip
+    NotebookClient(
+        nb,
+        timeout=300,
+        kernel_name="python3",
+        store_widget_state=False,
+        resources={"metadata": {"path": str(path)}},
+    ).execute()
     return nb
 
 
@@ -117,8 +125,9 @@ def test_the_pictures_are_the_views(executed: nbformat.NotebookNode) -> None:
     """Each output: the widget, its picture as image/png, and its figures as text."""
     import base64
 
-    outputs = {name: c.outputs[-1] for c, name in zip(executed.cells[1:], VIEWS.values(),
-                                                       strict=True)}  # fmt: skip
+    outputs = {
+        name: c.outputs[-1] for c, name in zip(executed.cells[1:], VIEWS.values(), strict=True)
+    }
     for name, out in outputs.items():
         assert "text/html" not in out.data, name
         assert base64.b64decode(out.data["image/png"]).startswith(b"\x89PNG"), name

@@ -27,8 +27,12 @@ print("ok")
 
 @pytest.mark.parametrize("first", ["import labkit.widgets.graph", "import labkit.views.graph"])
 def test_former_name_is_the_same_modules(first: str) -> None:
-    done = subprocess.run([sys.executable, "-c", CHECK.format(first=first)],
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", CHECK.format(first=first)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
 
 

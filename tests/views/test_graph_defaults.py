@@ -40,8 +40,14 @@ def test_hugging_face_attention_opens_collapsed():
     from transformers import BertConfig, BertModel
 
     torch.manual_seed(0)
-    cfg = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                     intermediate_size=32, max_position_embeddings=16)  # fmt: skip
+    cfg = BertConfig(
+        vocab_size=50,
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=16,
+    )
     t = labkit.trace(BertModel(cfg).eval(), input_ids=torch.randint(0, 50, (2, 6)))
     attn = [n for n in t.nodes if n.kind == "module" and n.type.endswith("Attention")]
     assert attn

@@ -63,9 +63,15 @@ def test_a_compile_comparisons_breaks_mark_every_call_of_their_module():
     torch.manual_seed(0)
     model, x = Net().eval(), torch.randn(4, 8)
     cmp = compare(
-        model, x, Recipe(compile="default"), mode="inference", steps=1, warmup=0,
-        memory=False, drift=False,
-    )  # fmt: skip
+        model,
+        x,
+        Recipe(compile="default"),
+        mode="inference",
+        steps=1,
+        warmup=0,
+        memory=False,
+        drift=False,
+    )
     assert cmp.result("compile").graph_breaks, cmp.summary()
     trace = labkit.trace(model, x)
     gates = calls(trace, "gate")
@@ -128,8 +134,9 @@ def test_a_break_whose_module_did_not_run_is_named_in_a_warning(stack_breaks):
 
 def test_a_comparison_without_a_compile_recipe_is_refused():
     model, x = nn.Linear(8, 4), torch.randn(4, 8)
-    cmp = compare(model, x, Recipe(), mode="inference", steps=1, warmup=0, memory=False,
-                  drift=False)  # fmt: skip
+    cmp = compare(
+        model, x, Recipe(), mode="inference", steps=1, warmup=0, memory=False, drift=False
+    )
     with pytest.raises(ValueError, match=r"no compiled recipe in this comparison"):
         GraphView(labkit.trace(model, x)).mark_breaks(cmp)
 

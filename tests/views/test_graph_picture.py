@@ -131,8 +131,10 @@ def test_edges_never_cross_a_frame_label(cnn_trace):
     header = {k: 12 + _width(head[k], 11, bold=True) + 16 for k in g.groups}
     lay = layout(cnn_trace, g, {k: (80.0, 36.0) for k in g.boxes}, header)
     # each frame's label, where draw() writes it: from x + 8, across the header's height
-    labels = {k: (lay.pos[k][0] + 8, lay.pos[k][1], _width(head[k], 11, bold=True), _HEADER)
-              for k in g.groups}  # fmt: skip
+    labels = {
+        k: (lay.pos[k][0] + 8, lay.pos[k][1], _width(head[k], 11, bold=True), _HEADER)
+        for k in g.groups
+    }
     routes = edge_routes(cnn_trace, g, lay)
     assert len(routes) == len(g.edges) and len(g.groups) >= 3
     entering = 0
@@ -152,6 +154,8 @@ def test_edges_never_cross_a_frame_label(cnn_trace):
     boxes = [lay.pos[k] for k in g.boxes]
     straight = [edge_points(lay.pos[s], lay.pos[d], boxes) for s, d in g.edges]
     assert any(
-        _crosses(p, q, rect) for pts in straight for p, q in itertools.pairwise(pts)
+        _crosses(p, q, rect)
+        for pts in straight
+        for p, q in itertools.pairwise(pts)
         for rect in labels.values()
-    )  # fmt: skip
+    )

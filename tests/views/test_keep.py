@@ -15,9 +15,16 @@ from labkit.views.dashboard import Dashboard
 
 PNG = b"\x89PNG"
 STEPS = [
-    {"step": s, "epoch": 0, "loss": 1.0 / s, "compute_time": 0.01, "data_time": 0.002,
-     "samples": 32} for s in range(1, 4)
-]  # fmt: skip
+    {
+        "step": s,
+        "epoch": 0,
+        "loss": 1.0 / s,
+        "compute_time": 0.01,
+        "data_time": 0.002,
+        "samples": 32,
+    }
+    for s in range(1, 4)
+]
 CELLS = [
     "from labkit.views import Dashboard\n"
     "from labkit.train.run import Run\n"
@@ -42,8 +49,9 @@ CELLS = [
 def test_outputs_are_replaced_by_the_final_picture(tmp_path):
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(c) for c in CELLS]
-    NotebookClient(nb, timeout=180, kernel_name="python3",
-                   resources={"metadata": {"path": str(tmp_path)}}).execute()  # fmt: skip
+    NotebookClient(
+        nb, timeout=180, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+    ).execute()
     dash_out, panel_out = nb.cells[0].outputs, nb.cells[2].outputs
     assert len(dash_out) == 1 and nb.cells[1].outputs == [] and nb.cells[3].outputs == []
     data = dash_out[0]["data"]

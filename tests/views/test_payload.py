@@ -125,8 +125,16 @@ def test_memory_payload(memory_trace, cnn_trace):
     odd = memory_trace.replace(memory=(MemorySample(0.0, "forward", "", {"cuda_graphs": 8}),))
     assert memory_payload(odd)["colors"] == [OTHER_COLOR]
     empty = memory_payload(cnn_trace.replace(memory=(), memory_meta=None))
-    assert empty == {"time": [], "phase": [], "module": [], "categories": [], "bytes": [],
-                     "colors": [], "largest": [], "peak_where": ""}  # fmt: skip
+    assert empty == {
+        "time": [],
+        "phase": [],
+        "module": [],
+        "categories": [],
+        "bytes": [],
+        "colors": [],
+        "largest": [],
+        "peak_where": "",
+    }
     # the header names where the peak is as the summary does (a backward sample has no module)
     real = memory_payload(cnn_trace)["peak_where"]
     assert real and real == cnn_trace.memory_meta.peak_where, real
@@ -207,9 +215,16 @@ def test_optimize_panel_sends_what_the_contract_says():
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
     panel = OptimizePanel(
-        model, torch.randn(8, 16), recipe=Recipe(channels_last=True), mode="inference",
-        steps=5, warmup=0, drift=False, memory=False, batch_sizes=(2, 4),
-    )  # fmt: skip
+        model,
+        torch.randn(8, 16),
+        recipe=Recipe(channels_last=True),
+        mode="inference",
+        steps=5,
+        warmup=0,
+        drift=False,
+        memory=False,
+        batch_sizes=(2, 4),
+    )
     _conforms(panel.recipe_state, RecipeState, "OptimizePanel.recipe_state")
     _conforms(panel.choices, RecipeChoices, "OptimizePanel.choices")
     _conforms(panel.locks, RecipeLocks, "OptimizePanel.locks")
@@ -236,8 +251,14 @@ def test_the_checker_names_what_is_wrong(cnn_trace):
     ]
     assert problems({"x": [1], "y": [None]}, Curve) == ["payload['y'][0]: None is not a float"]
     assert problems({"a": [0.5, 2]}, NodeMetrics) == []
-    check = {"name": "fuse_conv_bn", "label": "fuse conv bn", "kind": "check", "modes": [],
-             "hints": {}, "with_export": True}  # fmt: skip
+    check = {
+        "name": "fuse_conv_bn",
+        "label": "fuse conv bn",
+        "kind": "check",
+        "modes": [],
+        "hints": {},
+        "with_export": True,
+    }
     assert problems(check, RecipeField) == []  # options, sets_mode, placeholder: optional
     assert problems({**check, "options": [{}]}, RecipeField)[0] == (
         "payload['options'][0]: no 'value' (SelectOption needs it)"

@@ -15,12 +15,20 @@ from labkit.views.runs import RunsView
 
 
 def _run(folder: Path, lr: float, losses: list[float], *, t0: float = 1000.0) -> None:
-    run = Run(logdir=str(folder), config={"lr": lr, "seed": 0, "max_epochs": 2,
-                                          "recipe": labkit.Recipe().to_dict()})  # fmt: skip
+    run = Run(
+        logdir=str(folder),
+        config={"lr": lr, "seed": 0, "max_epochs": 2, "recipe": labkit.Recipe().to_dict()},
+    )
     run.add_event({"type": "start", "t": t0})
-    run.add_event({"type": "steps", "steps": [
-        {"step": i + 1, "epoch": i // 2, "loss": v, "t": t0 + 0.5 * (i + 1)}
-        for i, v in enumerate(losses)]})  # fmt: skip
+    run.add_event(
+        {
+            "type": "steps",
+            "steps": [
+                {"step": i + 1, "epoch": i // 2, "loss": v, "t": t0 + 0.5 * (i + 1)}
+                for i, v in enumerate(losses)
+            ],
+        }
+    )
     run.add_event({"type": "epoch", "epoch": 0, "step": 2, "val_loss": losses[1], "t": t0 + 1.1})
     run.add_event({"type": "epoch", "epoch": 1, "step": 4, "val_loss": losses[3], "t": t0 + 2.1})
     run.add_event({"type": "end", "status": "finished", "t": t0 + 2.5})
@@ -43,11 +51,16 @@ def test_the_view_sends_the_runs_rows_and_curves(root: Path) -> None:
     assert view.rows[0]["hparams"] == {"lr": 0.1, "seed": 0, "max_epochs": 2}
     assert view.rows[1]["last"] == {"loss": 0.85, "val_loss": 0.85}
     assert view.rows[0]["best"]["loss"] == 0.5 and view.rows[0]["wall_time"] == 2.5
-    assert view.curves["b"]["loss"] == {"x": [1, 2, 3, 4], "t": [0.5, 1.0, 1.5, 2.0],
-                                        "y": [1.0, 0.95, 0.9, 0.85]}  # fmt: skip
+    assert view.curves["b"]["loss"] == {
+        "x": [1, 2, 3, 4],
+        "t": [0.5, 1.0, 1.5, 2.0],
+        "y": [1.0, 0.95, 0.9, 0.85],
+    }
     assert view.curves["a"]["val_loss"]["t"] == pytest.approx([1.1, 2.1])
-    assert repr(view) == ("RunsView(runs=2, shown=2, metrics=['loss', 'val_loss'], x='step', "
-                          "smoothing=0.6, log=False)")  # fmt: skip
+    assert repr(view) == (
+        "RunsView(runs=2, shown=2, metrics=['loss', 'val_loss'], x='step', "
+        "smoothing=0.6, log=False)"
+    )
 
 
 def test_choices_and_bad_arguments(root: Path) -> None:
@@ -91,8 +104,9 @@ def test_the_best_runs_by_the_ranking_metric_are_drawn_first(tmp_path: Path) -> 
     assert view.selected == [f"r{i:02d}" for i in order[:10]]
     assert view.selected != [f"r{i:02d}" for i in range(10)]  # not the order by name
     assert view.rank_by == "val_loss"
-    assert view.rank_note.startswith("drawn: the best 10 of 24 runs, ranked by best val_loss "
-                                     "(lower is better)")  # fmt: skip
+    assert view.rank_note.startswith(
+        "drawn: the best 10 of 24 runs, ranked by best val_loss (lower is better)"
+    )
     top3 = RunsView(runs(tmp_path), rank_by="loss", top=3)
     assert top3.selected == [f"r{i:02d}" for i in order[:3]]  # loss ends at the same best
     assert "best 3 of 24" in top3.rank_note
@@ -136,9 +150,24 @@ def test_the_picture_has_one_legend_entry_per_run(root: Path) -> None:
 def test_dashboard_sends_wall_time_per_point() -> None:
     dash = Dashboard(throttle=0.0)
     dash.push({"type": "start", "total_steps": 4, "max_epochs": 2, "world_size": 1, "t": 100.0})
-    dash.push({"type": "steps", "memory": 0, "steps": [
-        {"step": s, "epoch": 0, "loss": 1.0 / s, "compute_time": 0.01, "data_time": 0.0,
-         "samples": 8, "t": 100.0 + s} for s in (1, 2)]})  # fmt: skip
+    dash.push(
+        {
+            "type": "steps",
+            "memory": 0,
+            "steps": [
+                {
+                    "step": s,
+                    "epoch": 0,
+                    "loss": 1.0 / s,
+                    "compute_time": 0.01,
+                    "data_time": 0.0,
+                    "samples": 8,
+                    "t": 100.0 + s,
+                }
+                for s in (1, 2)
+            ],
+        }
+    )
     dash.push({"type": "epoch", "epoch": 0, "step": 2, "val_loss": 0.4, "t": 102.5})
     dash.flush()
     assert dash.series_t == {"train_loss": [1.0, 2.0], "val_loss": [2.5]}
@@ -149,9 +178,24 @@ def test_dashboard_sends_wall_time_per_point() -> None:
 def test_dashboard_wall_time_follows_downsampling() -> None:
     dash = Dashboard(throttle=0.0, max_points=10)
     dash.push({"type": "start", "t": 0.0})
-    dash.push({"type": "steps", "memory": 0, "steps": [
-        {"step": s, "epoch": 0, "loss": 1.0, "compute_time": 0.0, "data_time": 0.0,
-         "samples": 1, "t": 2.0 * s} for s in range(1, 101)]})  # fmt: skip
+    dash.push(
+        {
+            "type": "steps",
+            "memory": 0,
+            "steps": [
+                {
+                    "step": s,
+                    "epoch": 0,
+                    "loss": 1.0,
+                    "compute_time": 0.0,
+                    "data_time": 0.0,
+                    "samples": 1,
+                    "t": 2.0 * s,
+                }
+                for s in range(1, 101)
+            ],
+        }
+    )
     dash.flush()
     xs, ts = dash.series["train_loss"]["x"], dash.series_t["train_loss"]
     assert len(ts) == len(xs) == 10 and ts == [2.0 * x for x in xs]  # the same points
@@ -168,11 +212,13 @@ def test_the_live_dashboard_overlays_earlier_runs_of_the_same_root(tmp_path: Pat
         TensorDataset(x[:8], x[:8].sum(1, keepdim=True)),
     )
     kw = {"launch": "inline", "trainer_kwargs": {"enable_progress_bar": False}}
-    first = labkit.Lab(torch.nn.Linear(4, 1), data, loss=F.mse_loss, batch_size=8,
-                       logdir=tmp_path / "first")  # fmt: skip
+    first = labkit.Lab(
+        torch.nn.Linear(4, 1), data, loss=F.mse_loss, batch_size=8, logdir=tmp_path / "first"
+    )
     run = first.fit(max_epochs=1, dashboard=False, **kw)
-    second = labkit.Lab(torch.nn.Linear(4, 1), data, loss=F.mse_loss, batch_size=8,
-                        logdir=tmp_path / "second")  # fmt: skip
+    second = labkit.Lab(
+        torch.nn.Linear(4, 1), data, loss=F.mse_loss, batch_size=8, logdir=tmp_path / "second"
+    )
     second.fit(max_epochs=1, dashboard=True, **kw)
     earlier = second.dashboard.earlier
     assert list(earlier) == ["first"]

@@ -77,8 +77,12 @@ def test_graph_traits(cnn_trace, comms):
         model(x).sum().backward()
     counts = counter.get_flop_counts()
     names = view.graph["name"]
-    for path, scope in (("", "ResCNN"), ("stem", "ResCNN.stem"), ("blocks", "ResCNN.blocks"),
-                        ("head", "ResCNN.head")):  # fmt: skip
+    for path, scope in (
+        ("", "ResCNN"),
+        ("stem", "ResCNN.stem"),
+        ("blocks", "ResCNN.blocks"),
+        ("head", "ResCNN.head"),
+    ):
         reference = sum(counts[scope].values())
         assert view.metrics["flops"][names.index(path)] == pytest.approx(reference, rel=1e-3)
     assert view.metrics["params"][names.index("")] == sum(p.numel() for p in model.parameters())

@@ -283,8 +283,7 @@ TRAIN_PY = [
 def unseeded(cells: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
     """The makemore notebook as first drafted: the word list is shuffled unseeded (Python's
     ``random`` seeds itself from the OS), so every run splits the data differently."""
-    return [(kind, source.replace("random.seed(42)\n", ""), *rest)
-            for kind, source, *rest in cells]  # fmt: skip
+    return [(kind, source.replace("random.seed(42)\n", ""), *rest) for kind, source, *rest in cells]
 
 
 NOTEBOOKS = {
@@ -303,8 +302,11 @@ def notebook(cells: list[tuple[str, ...]]) -> nbformat.NotebookNode:
         if tags:
             cell.metadata["tags"] = list(tags)
         nb.cells.append(cell)
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
-                                 "language": "python"}  # fmt: skip
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
     nbformat.validate(nb)
     return nb
 

@@ -32,8 +32,7 @@ def test_makemore_script_prints_what_the_notebook_prints(
     lectures: dict[str, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
     nb = lectures["makemore_mlp.ipynb"]
-    status, out, err = _promote(capsys, str(nb), "--verify", "--show-results", "-p",
-                                "max_steps=40")  # fmt: skip
+    status, out, err = _promote(capsys, str(nb), "--verify", "--show-results", "-p", "max_steps=40")
     assert status == 0, out + err
     # vocab size, word count, shapes, parameter count; 2 loss lines and the loss of each
     # training call, the sample between them; the dev loss
@@ -90,9 +89,12 @@ def test_hidden_state_is_reported(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert status == 1 and "verify: different: line 1 differs" in out
     assert "  notebook: '2'\n  script:   '5'" in out
     assert "verify: hidden state: the saved outputs come from running cells out of file " in out
-    gone = write_notebook(tmp_path / "gone.ipynb",
-                          [code("import math", 1), code("y = math.sqrt(x)", 3)])  # fmt: skip
+    gone = write_notebook(
+        tmp_path / "gone.ipynb", [code("import math", 1), code("y = math.sqrt(x)", 3)]
+    )
     found = hidden_state(read_notebook(gone))
-    assert found == ("cell 2 (In [3]) uses 'x', which no cell above it defines in file order "
-                     "(it came from the kernel's history: a deleted cell, a cell run later, or "
-                     "code typed by hand)",)  # fmt: skip
+    assert found == (
+        "cell 2 (In [3]) uses 'x', which no cell above it defines in file order "
+        "(it came from the kernel's history: a deleted cell, a cell run later, or "
+        "code typed by hand)",
+    )
