@@ -1,5 +1,5 @@
-"""Types that say something (issue 28 item 4): in ``labkit.trace`` and ``labkit.memory``, fewer
-than one annotated parameter or return in ten is a bare ``Any``.
+"""Types that say something (issue 28 item 4, issue 40 item 4): in each package of ``CHECKED``,
+fewer than one annotated parameter or return in ten is a bare ``Any``.
 
 Every function and method under the package is parsed; each annotated parameter (``*args``
 and ``**kwargs`` too) and each return annotation counts once, and it counts as ``Any`` when
@@ -60,10 +60,27 @@ def test_the_count_sees_parameters_returns_and_star_args(tmp_path: Path) -> None
     assert flags == [True, False, False, True, False, True, False]
 
 
-@pytest.mark.parametrize("package", ["trace", "memory"])
+# issue 40 item 4 asks this of every package; these hold it. Still above it (2026-12-03):
+# plan 23% (fake-tensor and index-value modes), train 18% (watch_transformers, module),
+# panels 17%, optimize 12%: each moves into CHECKED once under the limit.
+CHECKED = ["trace", "memory", "gnn", "promote", "server", "views"]
+NOT_YET = {"plan", "train", "panels", "optimize"}
+
+
+def test_every_package_is_checked_or_listed() -> None:
+    packages = {
+        p.name for p in LABKIT.iterdir() if p.is_dir() and any(p.glob("*.py")) and p.name[0] != "_"
+    }
+    missing = sorted(packages - set(CHECKED) - NOT_YET - {"widgets"})  # widgets: an alias
+    assert not missing, f"add these to CHECKED (or NOT_YET, with why): {missing}"
+    now_fine = sorted(p for p in NOT_YET if any_share(p)[0] / any_share(p)[1] < LIMIT)
+    assert not now_fine, f"these now hold the limit: move them from NOT_YET to CHECKED: {now_fine}"
+
+
+@pytest.mark.parametrize("package", CHECKED)
 def test_fewer_than_one_annotation_in_ten_is_any(package: str) -> None:
     bare, total, per_file = any_share(package)
-    assert total > 100, f"labkit/{package} has only {total} annotations: is the path right?"
+    assert total > 30, f"labkit/{package} has only {total} annotations: is the path right?"
     share = bare / total
     assert share < LIMIT, (
         f"labkit/{package}: {bare} of {total} annotated parameters and returns are Any "

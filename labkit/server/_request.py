@@ -44,7 +44,7 @@ def json_body(body: bytes | None) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}  # the handler then asks for its fields
 
 
-def checked_path(path: Any, example: str) -> str:
+def checked_path(path: object, example: str) -> str:
     """A client's relative path, refused when empty, with a NUL byte, or too long.
 
     Args:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 from jupyter_server.base.handlers import APIHandler
 from jupyter_server.utils import url_path_join
@@ -25,7 +24,7 @@ class DoctorHandler(APIHandler):
         self.finish(doctor.to_json(checks))
 
 
-def setup_handlers(web_app: Any) -> None:
+def setup_handlers(web_app: web.Application) -> None:
     """Register labkit's routes under the server's base URL."""
     base_url = web_app.settings["base_url"]
     from labkit.server.promote_handler import PROMOTE_ROUTE, PromoteHandler
