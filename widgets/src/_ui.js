@@ -151,7 +151,14 @@ export function ensureStyles() {
   else document.head.appendChild(style);
 }
 
-/** Create an element with attributes and children. */
+/**
+ * Create an element with attributes and children.
+ * @template {keyof HTMLElementTagNameMap} K
+ * @param {K} tag
+ * @param {Record<string, any>} [attrs] attributes; `class`, `style`, and `on<event>` listeners
+ * @param {...(Node | string)} children
+ * @returns {HTMLElementTagNameMap[K]}
+ */
 export function h(tag, attrs = {}, ...children) {
   const el = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs)) {
@@ -165,7 +172,10 @@ export function h(tag, attrs = {}, ...children) {
 }
 
 /** Fill a <select> with [value, label] options, rebuilt only when the list changes (the
- * user's choice and focus survive a payload update with the same options). */
+ * user's choice and focus survive a payload update with the same options).
+ * @param {HTMLSelectElement} select
+ * @param {[string, string][]} pairs
+ */
 export function setOptions(select, pairs) {
   const sig = pairs.map(([v, l]) => `${v}:${l}`).join("|");
   if (select.dataset.options === sig) return;
@@ -173,16 +183,20 @@ export function setOptions(select, pairs) {
   select.replaceChildren(...pairs.map(([v, l]) => h("option", { value: v }, l)));
 }
 
-/** Escape text for innerHTML. */
+/** Escape text for innerHTML. @param {unknown} s */
 export function esc(s) {
-  return String(s).replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]);
+  return String(s).replace(
+    /[&<>"]/g,
+    (c) => /** @type {Record<string, string>} */ ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c],
+  );
 }
 
-/** A tooltip positioned inside `host` (which must be position: relative). */
+/** A tooltip positioned inside `host` (which must be position: relative). @param {HTMLElement} host */
 export function tooltip(host) {
   const tip = h("div", { class: "lk-tip" });
   host.appendChild(tip);
   return {
+    /** @param {string} html @param {number} clientX @param {number} clientY */
     show(html, clientX, clientY) {
       tip.innerHTML = html;
       tip.style.display = "block";
@@ -203,7 +217,12 @@ export function tooltip(host) {
   };
 }
 
-/** Offer a blob or data URL as a file download. */
+/**
+ * Offer a blob or data URL as a file download.
+ * @param {string} name
+ * @param {BlobPart} data a data URL, or the file's contents
+ * @param {string} [type]
+ */
 export function download(name, data, type = "application/octet-stream") {
   const url = typeof data === "string" && data.startsWith("data:") ? data : URL.createObjectURL(new Blob([data], { type }));
   const a = h("a", { href: url, download: name });
@@ -213,7 +232,15 @@ export function download(name, data, type = "application/octet-stream") {
   if (!url.startsWith("data:")) setTimeout(() => URL.revokeObjectURL(url), 1000);
 }
 
-/** Render an SVG element to PNG (data URL) at a scale. */
+/**
+ * Render an SVG element to PNG (data URL) at a scale.
+ * @param {string} svgText
+ * @param {number} width
+ * @param {number} height
+ * @param {number} [scale]
+ * @param {string} [background]
+ * @returns {Promise<string>}
+ */
 export function svgToPng(svgText, width, height, scale = 2, background = "#fff") {
   return new Promise((resolve, reject) => {
     const img = new Image();
