@@ -39,7 +39,6 @@ const SVG_DIFF = `
 .lk-hatch-line { stroke: rgba(107,114,128,.9); stroke-width: 1.5; }
 `;
 
-/** @param {import("./_contract_types").RenderContext<Traits>} ctx anywidget's model and element */
 /**
  * The view's elements (toolbar with a button per metric, canvas, table, pages, notes), not yet wired.
  * @param {any} model
@@ -87,6 +86,7 @@ function skeleton(model, hatchId) {
   return { root, head, buttons, fitBtn, legend, canvas, viewport, gEdges, gGroups, gNodes, tableWrap, pages, notes };
 }
 
+/** @param {import("./_contract_types").RenderContext<Traits>} ctx anywidget's model and element */
 function render({ model, el }) {
   ensureStyles();
   const hatchId = uid("lk-hatch");

@@ -56,6 +56,7 @@ function tableRow(r, cols, { picked, color, dashed, pick }) {
   // the run's colour, and its dash where colours came round again
   const swatch = h("span", { class: `lk-runs-swatch${dashed ? " lk-dashed" : ""}` });
   swatch.style.setProperty("--lk-swatch", color);
+  /** @param {{key: string, num?: boolean, get: (r: any) => any}} c @param {number} i */
   const cell = (c, i) =>
     h(
       "td",
@@ -149,7 +150,9 @@ function render({ model, el }) {
     }
     for (const m of metrics) {
       if (!shown.has(m)) {
-        const c = timeChart(charts, { keys: runs, title: m, sync, colors, dashes: dashOf(), oneEntry: true });
+        const c = /** @type {ReturnType<typeof timeChart> & {keys?: string}} */ (
+          timeChart(charts, { keys: runs, title: m, sync, colors, dashes: dashOf(), oneEntry: true })
+        );
         c.keys = runs.join();
         c.el.dataset.metric = m;
         shown.set(m, c);
@@ -188,12 +191,15 @@ function render({ model, el }) {
       sortKey = key;
       drawTable();
     });
+    /** @param {string} name @param {boolean} on */
     const pick = (name, on) => {
       const now = rows.map((x) => x.name).filter((n) => (n === name ? on : picked.has(n)));
       model.set("selected", now);
       model.save_changes();
     };
-    const body = visible.map((r) => tableRow(r, cols, { picked, color: colors[r.name], dashed: Boolean(dashes[r.name]), pick }));
+    const body = visible.map((/** @type {import("./_contract_types").RunRow} */ r) =>
+      tableRow(r, cols, { picked, color: colors[r.name], dashed: Boolean(dashes[r.name]), pick }),
+    );
     table.replaceChildren(h("thead", {}, head), h("tbody", {}, ...body));
     count.textContent = `${visible.length} of ${rows.length} runs · ${picked.size} drawn`;
   }
