@@ -1,8 +1,18 @@
 // Pure helpers of the runs view (no DOM): the table's columns, sorting and filtering, and
 // each metric's curves of the chosen runs as the charts take them.
 
-/** Columns of the runs table: fixed ones, the last/best of the charted metrics, then hparams. */
+/** @typedef {import("./_contract_types").RunRow} RunRow */
+/** @typedef {import("./_contract_types").RunCurve} RunCurve */
+/** @typedef {{key: string, label: string, get: (r: RunRow) => any, num?: boolean}} Column a table column: its value in a row */
+
+/**
+ * Columns of the runs table: fixed ones, the last/best of the charted metrics, then hparams.
+ * @param {RunRow[]} rows
+ * @param {string[]} metrics
+ * @returns {Column[]}
+ */
 export function columns(rows, metrics) {
+  /** @type {Column[]} */
   const fixed = [
     { key: "name", label: "run", get: (r) => r.name },
     // what the run is now (running, crashed, or how it ended): `state` where the payload has
@@ -11,26 +21,38 @@ export function columns(rows, metrics) {
     { key: "steps", label: "steps", get: (r) => r.steps, num: true },
     { key: "wall_time", label: "wall (s)", get: (r) => r.wall_time, num: true },
   ];
-  const figs = metrics.flatMap((m) => [
-    { key: `last:${m}`, label: `last ${m}`, get: (r) => r.last?.[m], num: true },
-    { key: `best:${m}`, label: `best ${m}`, get: (r) => r.best?.[m], num: true },
-  ]);
+  const figs = metrics.flatMap(
+    (m) =>
+      /** @type {Column[]} */ ([
+        { key: `last:${m}`, label: `last ${m}`, get: (r) => r.last?.[m], num: true },
+        { key: `best:${m}`, label: `best ${m}`, get: (r) => r.best?.[m], num: true },
+      ]),
+  );
   const names = [...new Set(rows.flatMap((r) => Object.keys(r.hparams || {})))];
   const varying = names.filter((k) => new Set(rows.map((r) => JSON.stringify(r.hparams?.[k]))).size > 1);
   const same = names.filter((k) => !varying.includes(k));
-  const hp = [...varying, ...same].map((k) => ({
-    key: `hp:${k}`,
-    label: k,
-    get: (r) => r.hparams?.[k],
-    num: rows.every((r) => {
-      const v = r.hparams?.[k];
-      return v == null || typeof v === "number";
-    }),
-  }));
+  const hp = [...varying, ...same].map(
+    (k) =>
+      /** @type {Column} */ ({
+        key: `hp:${k}`,
+        label: k,
+        get: (r) => r.hparams?.[k],
+        num: rows.every((r) => {
+          const v = r.hparams?.[k];
+          return v == null || typeof v === "number";
+        }),
+      }),
+  );
   return [...fixed, ...figs, ...hp];
 }
 
-/** Rows sorted by column `key` (missing values last, whatever the direction). */
+/**
+ * Rows sorted by column `key` (missing values last, whatever the direction).
+ * @param {RunRow[]} rows
+ * @param {Column[]} cols
+ * @param {string} key
+ * @param {boolean} [desc]
+ */
 export function sortRows(rows, cols, key, desc = false) {
   const col = cols.find((c) => c.key === key);
   if (!col) return rows.slice();
@@ -54,6 +76,9 @@ export function sortRows(rows, cols, key, desc = false) {
  * hparams. A comparison that names no column, or compares with a non-number, throws a
  * FilterError that says what to write instead (never a filter that silently matches
  * nothing).
+ * @param {RunRow[]} rows
+ * @param {Column[]} cols
+ * @param {string} query
  */
 export function filterRows(rows, cols, query) {
   const words = String(query || "")
@@ -73,7 +98,8 @@ export function filterRows(rows, cols, query) {
     if (!m) {
       if (/[<>=]/.test(w)) throw new FilterError(`"${w}": write a column, an operator and a value, as lr<0.05`);
       const text = w.toLowerCase();
-      return (r) => `${r.name} ${r.state ?? r.status} ${JSON.stringify(r.hparams || {})}`.toLowerCase().includes(text);
+      return (/** @type {RunRow} */ r) =>
+        `${r.name} ${r.state ?? r.status} ${JSON.stringify(r.hparams || {})}`.toLowerCase().includes(text);
     }
     const [, name, op, raw] = m;
     const col = byName.get(name.toLowerCase()) || metricColumn(name, metrics);
@@ -90,7 +116,7 @@ export function filterRows(rows, cols, query) {
     const num = Number(raw);
     if (raw === "") throw new FilterError(`"${w}": no value after ${op}`);
     if (op !== "=" && !Number.isFinite(num)) throw new FilterError(`"${w}": ${op} compares with a number, as ${name}${op}0.5`);
-    return (r) => {
+    return (/** @type {RunRow} */ r) => {
       const v = col.get(r);
       if (v == null) return false;
       if (op === "=") return String(v).toLowerCase() === raw.toLowerCase() || (Number.isFinite(num) && v === num);
@@ -104,14 +130,25 @@ export function filterRows(rows, cols, query) {
 /** A filter the runs table cannot read; its message says what to write. */
 export class FilterError extends Error {}
 
-/** `val_acc` (a metric some run has, not a column shown) as the column of its last value. */
+/**
+ * `val_acc` (a metric some run has, not a column shown) as the column of its last value.
+ * @param {string} name
+ * @param {string[]} metrics
+ * @returns {Column | null}
+ */
 function metricColumn(name, metrics) {
   const m = metrics.find((k) => k.toLowerCase() === name.toLowerCase());
-  return m ? { key: `last:${m}`, label: `last ${m}`, get: (r) => r.last?.[m], num: true } : null;
+  return m ? { key: `last:${m}`, label: `last ${m}`, get: (/** @type {RunRow} */ r) => r.last?.[m], num: true } : null;
 }
 
-/** One metric's curves of the chosen runs, keyed by run name: {run: {x, t, y}}. */
+/**
+ * One metric's curves of the chosen runs, keyed by run name: {run: {x, t, y}}.
+ * @param {import("./_contract_types").RunCurves} curves
+ * @param {string} metric
+ * @param {string[]} runs
+ */
 export function metricSeries(curves, metric, runs) {
+  /** @type {Record<string, RunCurve>} */
   const out = {};
   for (const name of runs) {
     const c = curves[name]?.[metric];
@@ -120,7 +157,7 @@ export function metricSeries(curves, metric, runs) {
   return out;
 }
 
-/** A number for the table: 4 significant digits, exponent for very large or small. */
+/** A number for the table: 4 significant digits, exponent for very large or small. @param {unknown} v */
 export function fmtCell(v) {
   if (v == null) return "-";
   if (typeof v !== "number") return String(v);
