@@ -25,11 +25,15 @@ function serverSettings(doc = document) {
   }
 }
 
-/** POST /labkit/api/stop with the fit's token; resolves to a message ("" when it worked). */
+/**
+ * POST /labkit/api/stop with the fit's token; resolves to a message ("" when it worked).
+ * @param {string} token
+ */
 export async function postStop(token, doc = document, fetchFn = globalThis.fetch) {
   const cfg = serverSettings(doc);
   if (!token) return "this dashboard has no stop token (its fit did not register one)";
   if (!cfg) return "not inside a Jupyter server page: Stop waits for the kernel";
+  /** @type {Record<string, string>} */
   const headers = { "Content-Type": "application/json" };
   const xsrf = (doc.cookie.match(/(?:^|;\s*)_xsrf=([^;]*)/) || [])[1];
   if (xsrf) headers["X-XSRFToken"] = decodeURIComponent(xsrf);
@@ -58,6 +62,7 @@ export async function postStop(token, doc = document, fetchFn = globalThis.fetch
 
 // per-rank bars (several processes): data wait | compute | all-reduce wait, per step;
 // their colours are the stylesheet's .lk-dash-part-<key>
+/** @type {["data_time" | "compute_time" | "comm_wait", string][]} */
 const PARTS = [
   ["data_time", "data wait"],
   ["compute_time", "compute"],
@@ -149,8 +154,18 @@ function render({ model, el }) {
   // one chart for the losses, one for the other metrics; rebuilt only when the keys change.
   // Both share one hover cursor (hovering the loss chart shows val_acc at that step too).
   const sync = `lk-dash-${Math.random().toString(36).slice(2)}`;
+  /** @typedef {ReturnType<typeof timeChart> & {keys?: string}} Chart a chart, with the keys it was built for */
+  /** @type {Chart | null} */
   let lossChart = null;
+  /** @type {Chart | null} */
   let metricChart = null;
+  /**
+   * @param {Chart | null} current
+   * @param {string[]} keys
+   * @param {string} title
+   * @param {ReturnType<typeof overlaySeries>} overlay
+   * @returns {Chart | null}
+   */
   const chartOf = (current, keys, title, overlay) => {
     if (!keys.length) {
       current?.destroy();
@@ -158,6 +173,7 @@ function render({ model, el }) {
     }
     if (current && current.keys === keys.join()) return current;
     current?.destroy();
+    /** @type {Chart} */
     const c = timeChart(charts, { keys, title, sync, dashes: overlay.dashes, dim: overlay.dim });
     c.keys = keys.join();
     return c;
@@ -173,9 +189,9 @@ function render({ model, el }) {
     const overlay = overlaySeries(earlier, compareBox.checked);
     Object.assign(series, overlay.series);
     const dim = new Set(overlay.dim);
-    const base = (k) => k.split(" · ")[0];
+    const base = (/** @type {string} */ k) => k.split(" · ")[0];
     // this fit's curves first (drawn last, so on top), then the dimmed earlier runs
-    const order = (keys) => keys.sort((a, b) => Number(dim.has(b)) - Number(dim.has(a)) || a.localeCompare(b));
+    const order = (/** @type {string[]} */ keys) => keys.sort((a, b) => Number(dim.has(b)) - Number(dim.has(a)) || a.localeCompare(b));
     const lossKeys = order(Object.keys(series).filter((k) => base(k).endsWith("_loss")));
     const metricKeys = order(Object.keys(series).filter((k) => !base(k).endsWith("_loss")));
     lossChart = chartOf(lossChart, lossKeys, "loss", overlay);
