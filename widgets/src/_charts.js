@@ -31,8 +31,10 @@ function ensureCss() {
   document.head.appendChild(style);
 }
 
+/** @param {HTMLElement} el */
 function tokens(el) {
   const cs = getComputedStyle(el);
+  /** @param {string} name @param {string} dflt */
   const v = (name, dflt) => cs.getPropertyValue(name).trim() || dflt;
   // dimmed curves (earlier runs): the theme's secondary ink at half its opacity, below
   // the current run's colours in Light and Dark
@@ -93,13 +95,23 @@ export function chartSeries(present, base, { keys, title, colors = null, dashes 
 
 // the legend's value: the point under the cursor, or the curve's last one before it
 // (a validation curve has points only at epoch ends)
+/**
+ * @param {uPlot} self
+ * @param {number | null | undefined} v
+ * @param {number} si
+ * @param {number | null | undefined} di
+ */
 function legendValue(self, v, si, di) {
   const y = v ?? (di == null ? null : lastBefore(self.data[si], di));
   if (y == null || !Number.isFinite(y)) return "--";
   return Math.abs(y) >= 1e4 || (Math.abs(y) < 1e-3 && y !== 0) ? y.toExponential(3) : +y.toPrecision(4);
 }
 
-/** Hides the legend rows of raw curves that share an entry with their smoothed curve. */
+/**
+ * Hides the legend rows of raw curves that share an entry with their smoothed curve.
+ * @param {uPlot} u
+ * @param {{hidden?: boolean}[]} names
+ */
 function hideRawRows(u, names) {
   const rows = u.root.querySelectorAll(".u-legend tr.u-series");
   names.forEach((n, i) => {
@@ -111,7 +123,12 @@ function hideRawRows(u, names) {
   });
 }
 
-/** What the chart draws, as data attributes (tests read them; the canvas holds no text). */
+/**
+ * What the chart draws, as data attributes (tests read them; the canvas holds no text).
+ * @param {HTMLElement} wrap
+ * @param {{names: Names, data: (number | null)[][], present: string[], series: Curves, dim: string[] | null,
+ *   useLog: boolean, canLog: boolean, xKind: string}} drawn
+ */
 function describe(wrap, { names, data, present, series, dim, useLog, canLog, xKind }) {
   // each curve's stroke and the dimmed ones (tests measure their contrast per theme)
   wrap.dataset.strokes = JSON.stringify(Object.fromEntries(names.map((n) => [n.key, n.opts.stroke])));
@@ -124,6 +141,9 @@ function describe(wrap, { names, data, present, series, dim, useLog, canLog, xKi
   wrap.dataset.lastX = String(xs.length ? xs[xs.length - 1] : "");
   wrap.dataset.x = xKind;
 }
+
+/** @typedef {ReturnType<typeof chartSeries>["names"]} Names the chart's series: key, legend row, uPlot options */
+/** @typedef {Record<string, {x: number[], y: number[], t?: (number | null)[]}>} Curves curves by key */
 
 /**
  * A chart of the curves `keys` (validation curves as points, the rest as lines).
@@ -142,13 +162,18 @@ export function timeChart(host, { keys, title, sync = null, colors = null, dashe
   ensureCss();
   const wrap = h("div", { class: "lk-chart lk-dash-chart", "data-title": title });
   host.appendChild(wrap);
+  /** @type {uPlot | null} */
   let u = null;
   let shape = "";
+  /** @type {[number, number] | null} */
   let zoom = null; // [x0, x1] chosen by the user
+  /** @type {[Curves, {smoothing: number, log: boolean, x: string}] | null} */
   let last = null;
+  /** @type {(number | null)[][]} */
   let cols = []; // the y columns shown now: the y range is taken from them on every update
   let xKind = "step";
 
+  /** @param {(number | null)[][]} data @param {Names} names @param {boolean} log */
   function build(data, names, log) {
     if (u) u.destroy();
     const t = tokens(wrap);
@@ -173,7 +198,11 @@ export function timeChart(host, { keys, title, sync = null, colors = null, dashe
         ],
         series: [
           { label: xKind === "time" ? "seconds" : "step" },
-          ...names.map((s) => ({ ...s.opts, value: (self, v, si, di) => legendValue(self, v, si, di) })),
+          ...names.map((s) => ({
+            ...s.opts,
+            value: (/** @type {uPlot} */ self, /** @type {number | null} */ v, /** @type {number} */ si, /** @type {number | null} */ di) =>
+              legendValue(self, v, si, di),
+          })),
         ],
         cursor: { drag: { x: true, y: false }, ...(sync ? { sync: { key: sync, setSeries: false } } : {}) },
         legend: { live: true },
@@ -205,7 +234,7 @@ export function timeChart(host, { keys, title, sync = null, colors = null, dashe
           ],
         },
       },
-      data,
+      /** @type {uPlot.AlignedData} */ (data),
       wrap,
     );
     hideRawRows(u, names);
@@ -216,6 +245,11 @@ export function timeChart(host, { keys, title, sync = null, colors = null, dashe
     });
   }
 
+  /**
+   * @param {Curves} input
+   * @param {{smoothing?: number, log?: boolean, x?: string}} [settings]
+   * @param {boolean} [force]
+   */
   function update(input, { smoothing = 0, log = false, x = "step" } = {}, force = false) {
     last = [input, { smoothing, log, x }];
     if (x !== xKind) {
@@ -236,7 +270,7 @@ export function timeChart(host, { keys, title, sync = null, colors = null, dashe
       build(data, names, useLog);
     } else {
       cols = data.slice(1);
-      u.setData(data, true);
+      u.setData(/** @type {uPlot.AlignedData} */ (data), true);
     }
     describe(wrap, { names, data, present, series, dim, useLog, canLog, xKind });
   }
@@ -253,7 +287,12 @@ export function timeChart(host, { keys, title, sync = null, colors = null, dashe
     el: wrap,
     /** The legend values now (tests: the shared cursor fills every chart's legend). */
     legend: () =>
-      u ? u.series.slice(1).map((s, i) => [s.label, legendValue(u, u.data[i + 1][u.cursor.idx ?? -1], i + 1, u.cursor.idx)]) : [],
+      u
+        ? u.series.slice(1).map((s, i) => {
+            const p = /** @type {uPlot} */ (u); // not null: the map runs synchronously
+            return [s.label, legendValue(p, p.data[i + 1][p.cursor.idx ?? -1], i + 1, p.cursor.idx)];
+          })
+        : [],
     plot: () => u,
     destroy() {
       ro.disconnect();

@@ -191,8 +191,7 @@ function render({ model, el }) {
       sortKey = key;
       drawTable();
     });
-    /** @param {string} name @param {boolean} on */
-    const pick = (name, on) => {
+    const pick = (/** @type {string} */ name, /** @type {boolean} */ on) => {
       const now = rows.map((x) => x.name).filter((n) => (n === name ? on : picked.has(n)));
       model.set("selected", now);
       model.save_changes();
