@@ -125,7 +125,8 @@ def test_keep_step_keeps_exactly_one_step_of_the_loop() -> None:
     _assert_same(_world(a, opt_a), _world(b, opt_b), "memory(keep_step=True)")
     a2, _, b2, _ = _twins("buffer_reassign")
     labkit.trace(a2.model, *a2.args, keep_step=True, repeat=2)
-    b2.model(*b2.args).sum().backward()  # one step's effects: steps + 1, grads accumulated
+    # one step's effects: steps + 1, grads accumulated, on the default loss (the output's mean)
+    b2.model(*b2.args).mean(dtype=torch.float32).backward()
     _assert_same(_world(a2, None), _world(b2, None), "trace(keep_step=True)")
 
 
