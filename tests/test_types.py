@@ -88,3 +88,54 @@ def test_fewer_than_one_annotation_in_ten_is_any(package: str) -> None:
         f"torch.Tensor, an Observer, object for what is passed on untouched). By file: "
         f"{per_file.most_common(8)}"
     )
+
+
+# What a type checker sees of ``labkit.trace``'s two forms (issue 40 item 4): a Trace for the
+# call with inputs, a Recorder for the ``with`` form. Each ``reveal_type`` names the type it
+# must show. torch and Lightning are skipped (Any here), so it takes seconds cold and under
+# one warm (its own cache, beside the lint's).
+_SNIPPET = """\
+import torch
+from labkit.trace import trace
+from labkit.train.lab import Lab
+
+m = torch.nn.Linear(2, 2)
+x = torch.zeros(2)
+inputs = [x]
+reveal_type(trace(m, x))  # labkit.trace.model.Trace
+reveal_type(trace(m, x, loss=lambda o: o.sum(), mode="timing"))  # labkit.trace.model.Trace
+reveal_type(trace(m, *inputs))  # labkit.trace.model.Trace
+reveal_type(trace(m, model_kwargs={"x": x}))  # labkit.trace.model.Trace
+reveal_type(trace(m, x=x))  # labkit.trace.model.Trace
+reveal_type(trace(m))  # labkit.trace.recorder.Recorder
+reveal_type(trace(m, mode="timing", backward=False))  # labkit.trace.recorder.Recorder
+with trace(m) as rec:
+    reveal_type(rec)  # labkit.trace.recorder.Recorder
+lab = Lab(m, loss="model")
+reveal_type(lab.trace())  # labkit.trace.model.Trace
+reveal_type(lab.recipe)  # labkit.optimize.recipe.Recipe
+"""
+
+
+def test_trace_overloads_resolve_to_trace_or_recorder(tmp_path: Path) -> None:
+    from mypy import api
+
+    snippet = tmp_path / "snippet.py"
+    snippet.write_text(_SNIPPET)
+    config = tmp_path / "mypy.ini"
+    skipped = "torch.*,lightning.*,lightning_fabric.*,numpy.*,pandas.*,matplotlib.*,tqdm.*"
+    config.write_text(
+        f"[mypy]\npython_version = 3.10\nmypy_path = {LABKIT.parent}\nfollow_imports = silent\n"
+        f"cache_dir = {LABKIT.parent / '.mypy_cache' / 'test_types'}\n"
+        f"[mypy-{skipped}]\nfollow_imports = skip\n"
+    )
+    out, err, status = api.run(["--config-file", str(config), str(snippet)])
+    lines = _SNIPPET.splitlines()
+    want = {i + 1: line.split("# ")[-1] for i, line in enumerate(lines) if "reveal_type" in line}
+    seen = {}
+    for line in out.splitlines():
+        head, _, note = line.partition(": note: Revealed type is ")
+        if note:
+            seen[int(head.split(":")[1])] = note.strip('"')
+    assert seen == want, f"mypy saw other types:\n{out}{err}"
+    assert status == 0, f"mypy found errors in the snippet:\n{out}{err}"

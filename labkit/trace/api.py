@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, overload
 
 import torch
 
@@ -12,8 +12,62 @@ from labkit.trace.entry import StepOptions as _D
 from labkit.trace.entry import check_devices as check_devices
 from labkit.trace.entry import check_not_meta as check_not_meta
 from labkit.trace.entry import front_door
+from labkit.trace.model import Trace
 from labkit.trace.recorder import MODES, Recorder
 from labkit.trace.step import Step, record_step
+
+
+# What a type checker sees: a Recorder without inputs (the ``with`` form), a Trace with a
+# positional input (``trace(model, *inputs)`` counts as one) or keyword inputs only
+# (``model_kwargs=``, ``x=...``).
+@overload
+def trace(
+    model: torch.nn.Module,
+    *,
+    loss: Callable[[Any], torch.Tensor] | None = ...,
+    backward: bool = ...,
+    mode: str = ...,
+    warmup: int = ...,
+    repeat: int = ...,
+    time_budget: float | None = ...,
+    keep_step: bool = ...,
+    keep_output: bool = ...,
+    model_kwargs: None = ...,
+    progress: ProgressOption = ...,
+) -> Recorder: ...
+@overload
+def trace(
+    model: torch.nn.Module,
+    input_0: object,
+    *args: object,
+    loss: Callable[[Any], torch.Tensor] | None = ...,
+    backward: bool = ...,
+    mode: str = ...,
+    warmup: int = ...,
+    repeat: int = ...,
+    time_budget: float | None = ...,
+    keep_step: bool = ...,
+    keep_output: bool = ...,
+    model_kwargs: dict[str, Any] | None = ...,
+    progress: ProgressOption = ...,
+    **kwargs: object,
+) -> Trace: ...
+@overload
+def trace(
+    model: torch.nn.Module,
+    *,
+    loss: Callable[[Any], torch.Tensor] | None = ...,
+    backward: bool = ...,
+    mode: str = ...,
+    warmup: int = ...,
+    repeat: int = ...,
+    time_budget: float | None = ...,
+    keep_step: bool = ...,
+    keep_output: bool = ...,
+    model_kwargs: dict[str, Any] | None = ...,
+    progress: ProgressOption = ...,
+    **kwargs: object,
+) -> Trace: ...
 
 
 def trace(
@@ -30,7 +84,7 @@ def trace(
     model_kwargs: dict[str, Any] | None = None,
     progress: ProgressOption = _D.progress,
     **kwargs: object,
-) -> Any:  # Trace | Recorder: Any, so callers with inputs need not narrow it
+) -> Trace | Recorder:
     """Record what ``model`` does on the given inputs, or return a Recorder.
 
     With inputs, records one forward pass (and a backward pass when gradients are
