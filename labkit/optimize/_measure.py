@@ -15,7 +15,7 @@ equivalent (and the note says so).
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -26,8 +26,12 @@ from labkit.optimize.step import RecipeStep
 from labkit.trace import MemoryMeta, MemoryObserver, MemorySample
 from labkit.trace.recorder import Recorder
 
+if TYPE_CHECKING:
+    from labkit.optimize._run import _Run
+    from labkit.optimize.recipe import Recipe
 
-def peak_memory(run: Any, eager_recipe: Any) -> tuple[int | None, str | None]:
+
+def peak_memory(run: _Run, eager_recipe: Recipe) -> tuple[int | None, str | None]:
     """(peak bytes of one step, note) for a ``compare`` run; ``(None, why)`` when unmeasurable."""
     from labkit.optimize.apply import apply
 
@@ -50,7 +54,7 @@ def peak_memory(run: Any, eager_recipe: Any) -> tuple[int | None, str | None]:
         return None, f"peak memory not measured ({type(exc).__name__}: {exc})"
 
 
-def step_flops(run: Any, eager_recipe: Any) -> tuple[int | None, str]:
+def step_flops(run: _Run, eager_recipe: Recipe) -> tuple[int | None, str]:
     """(FLOPs of one step, how they were counted) for a ``compare`` run; ``(None, why)`` when
     they could not be counted.
 
@@ -94,14 +98,14 @@ def weight_bytes(model: torch.nn.Module) -> int:
     return sum(held_bytes(p) for p in model.parameters())
 
 
-def _fresh_step(run: Any, model: torch.nn.Module) -> RecipeStep:
+def _fresh_step(run: _Run, model: torch.nn.Module) -> RecipeStep:
     """The run's step on a copy of ``model`` (so the step does not move the weights being
     compared), with its own optimizer and GradScaler."""
     model = copy.deepcopy(model) if model is run.model else model
     return RecipeStep(model, run.recipe, mode=run.mode, loss=run.loss_fn, lr=run.lr)
 
 
-def _tracked_peak(run: Any, model: torch.nn.Module) -> int:
+def _tracked_peak(run: _Run, model: torch.nn.Module) -> int:
     """The step's peak of live tensor storages, by labkit's own MemoryTracker (the figure
     ``labkit.memory`` reports for the same step)."""
     step = _fresh_step(run, model)
@@ -116,7 +120,7 @@ def _tracked_peak(run: Any, model: torch.nn.Module) -> int:
     return int(tracker.peak)
 
 
-def _cuda_peak(run: Any, model: torch.nn.Module, device: torch.device) -> int:
+def _cuda_peak(run: _Run, model: torch.nn.Module, device: torch.device) -> int:
     """Weights of this model plus the step's rise over what was allocated before it.
 
     Other recipes' models share the device, so the allocator's absolute peak would

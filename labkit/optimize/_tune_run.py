@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 import inspect
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
@@ -23,13 +23,22 @@ from labkit.optimize.step import RecipeStep
 
 DEFAULT_LR = 1e-2  # the SGD made when no optimizer is given (no state: its peak is the step's)
 
+LossFn = Callable[[Any], torch.Tensor]
+"""``loss(output) -> scalar``."""
 
-def default_optimizer(params: Any) -> torch.optim.Optimizer:
+OptimizerChoice = torch.optim.Optimizer | Callable[..., torch.optim.Optimizer] | None
+"""What ``tune(optimizer=...)`` takes: an optimizer of the model (rebuilt for each copy), a
+factory ``params -> optimizer`` (or ``module -> optimizer``), or ``None`` (plain SGD)."""
+
+
+def default_optimizer(params: Iterable[torch.nn.Parameter]) -> torch.optim.Optimizer:
     """What tune plans and times without ``optimizer=``: plain SGD (no state)."""
     return torch.optim.SGD(params, lr=DEFAULT_LR)
 
 
-def optimizer_for(work: torch.nn.Module, model: torch.nn.Module, optimizer: Any) -> Any:
+def optimizer_for(
+    work: torch.nn.Module, model: torch.nn.Module, optimizer: OptimizerChoice
+) -> torch.optim.Optimizer:
     """The user's optimizer made again for ``work`` (an :func:`apply` copy of ``model``).
 
     An optimizer instance is rebuilt with the same class, param groups (parameters matched
@@ -65,7 +74,7 @@ def optimizer_for(work: torch.nn.Module, model: torch.nn.Module, optimizer: Any)
     return new
 
 
-def plan_optimizer(optimizer: Any) -> Any:
+def plan_optimizer(optimizer: OptimizerChoice) -> OptimizerChoice:
     """The optimizer to give ``labkit.plan`` (the user's, or the SGD tune times without one)."""
     return optimizer if optimizer is not None else default_optimizer
 
@@ -84,8 +93,8 @@ class Runner:
         self,
         model: torch.nn.Module,
         recipe: Recipe,
-        optimizer: Any,
-        loss: Callable[[Any], torch.Tensor] | None,
+        optimizer: OptimizerChoice,
+        loss: LossFn | None,
     ) -> None:
         self.recipe = recipe
         self.model = apply(model, recipe)
@@ -123,8 +132,8 @@ def channels_last(args: tuple[Any, ...], recipe: Recipe) -> tuple[Any, ...]:
 def measured_peak(
     model: torch.nn.Module,
     recipe: Recipe,
-    optimizer: Any,
-    loss: Any,
+    optimizer: OptimizerChoice,
+    loss: LossFn | None,
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
 ) -> tuple[int, str]:
@@ -157,8 +166,8 @@ def measured_peak(
 def _cuda_peak(
     model: torch.nn.Module,
     recipe: Recipe,
-    optimizer: Any,
-    loss: Any,
+    optimizer: OptimizerChoice,
+    loss: LossFn | None,
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
     device: torch.device,

@@ -19,14 +19,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
 import torch
 
 from labkit._format import first_line, fmt_bytes
 from labkit.optimize import _tune_ckpt
 from labkit.optimize._tune_batch import Inputs
-from labkit.optimize._tune_run import measured_peak, plan_optimizer
+from labkit.optimize._tune_run import LossFn, OptimizerChoice, measured_peak, plan_optimizer
 from labkit.optimize._tune_space import SetUp
 from labkit.optimize.apply import apply
 from labkit.optimize.recipe import Recipe
@@ -74,8 +73,8 @@ class Search:
     model: torch.nn.Module
     make: Callable[[int], Inputs]
     n0: int
-    loss: Any
-    optimizer: Any
+    loss: LossFn | None
+    optimizer: OptimizerChoice
     cap: int
     report: Progress
     deadline: float = float("inf")

@@ -9,7 +9,7 @@ of the model's repeated stack); ``"none"`` is no checkpointing.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +19,10 @@ from labkit.optimize import _cpu
 from labkit.optimize.recipe import Recipe, RecipeError
 
 CKPT_MODES = ("none", "auto", "blocks")
+
+Space = Mapping[str, object] | Sequence[Recipe | Mapping[str, object]] | Recipe | None
+"""What ``tune(space=...)`` takes: Recipe fields to the values to try (one value or a list
+of them), a list of Recipes or of their dicts, one Recipe, or ``None`` (the default)."""
 
 
 @dataclass(frozen=True)
@@ -56,7 +60,7 @@ def default_space(device: torch.device) -> dict[str, list[Any]]:
     return {"precision": precisions, "compile": compiles, "checkpoint": ["none", "auto"]}
 
 
-def expand(space: Any, device: torch.device) -> tuple[list[SetUp], list[tuple[str, str]]]:
+def expand(space: Space, device: torch.device) -> tuple[list[SetUp], list[tuple[str, str]]]:
     """``(set-ups, refused)``: ``refused`` holds ``(combination, the Recipe's reason)``."""
     if space is None:
         space = default_space(device)
@@ -108,7 +112,7 @@ def _product(space: Mapping[str, Any]) -> tuple[list[SetUp], list[tuple[str, str
     return _dedupe(setups), refused
 
 
-def _values(v: Any, name: str) -> list[Any]:
+def _values(v: object, name: str) -> list[Any]:
     if isinstance(v, (list, tuple, set, frozenset)) and not (
         name == "checkpoint"
         and isinstance(v, tuple)
@@ -120,14 +124,17 @@ def _values(v: Any, name: str) -> list[Any]:
     return [v]
 
 
-def _ckpt(value: Any) -> tuple[str, tuple[str, ...]]:
+def _ckpt(value: object) -> tuple[str, tuple[str, ...]]:
     if value in (None, "none", (), []):
         return "none", ()
-    if value in ("auto", "blocks"):
-        return value, ()
     if isinstance(value, str):
-        return "fixed", (value,)
-    return "fixed", tuple(value)
+        return (value, ()) if value in ("auto", "blocks") else ("fixed", (value,))
+    if isinstance(value, Iterable):
+        return "fixed", tuple(value)  # the Recipe checks each pattern
+    raise TypeError(
+        "tune(space=...): checkpoint takes 'none', 'auto', 'blocks', a module pattern or a "
+        f"tuple of them, got {value!r}"
+    )
 
 
 def _dedupe(setups: list[SetUp]) -> list[SetUp]:

@@ -20,7 +20,7 @@ import torch
 from labkit._tensors import named_tensors
 from labkit.optimize._random import held_randomness
 from labkit.trace import Step, record_step
-from labkit.trace.instrument import Observer
+from labkit.trace.instrument import Observer, RawNode
 
 FP16_MAX = 65504.0
 
@@ -52,7 +52,7 @@ class LayerDrift:
         return not self.finite or self.rel > tolerance
 
 
-def flat(value: Any) -> torch.Tensor | None:
+def flat(value: object) -> torch.Tensor | None:
     """All floating-point tensors in ``value`` flattened into one fp32 vector (None if none)."""
     parts = [
         t.detach().reshape(-1).float().cpu()
@@ -84,11 +84,11 @@ def deviation(base: torch.Tensor, cand: torch.Tensor) -> tuple[float, float, flo
 def layer_drift(
     baseline: torch.nn.Module,
     candidate: torch.nn.Module,
-    *args: Any,
+    *args: object,
     skip: tuple[str, ...] = (),
     seed: int = 0,
     hold_random: bool = True,
-    **kwargs: Any,
+    **kwargs: object,
 ) -> list[LayerDrift]:
     """Per-module output drift of ``candidate`` against ``baseline``, in baseline call order.
 
@@ -128,7 +128,7 @@ def layer_drift(
     base_out: dict[str, torch.Tensor] = {}
     results: dict[str, LayerDrift] = {}
 
-    def record(path: str, module: torch.nn.Module, output: Any) -> None:
+    def record(path: str, module: torch.nn.Module, output: object) -> None:
         if path in base_out:
             return
         vec = flat(output)
@@ -136,7 +136,7 @@ def layer_drift(
             base_out[path] = vec
             order.append(path)
 
-    def check(path: str, module: torch.nn.Module, output: Any) -> None:
+    def check(path: str, module: torch.nn.Module, output: object) -> None:
         if path in results or path not in base_out:
             return
         vec = flat(output)
@@ -153,7 +153,7 @@ def layer_drift(
     return [results[p] for p in order if p in results]
 
 
-OnOutput = Callable[[str, torch.nn.Module, Any], None]
+OnOutput = Callable[[str, torch.nn.Module, object], None]
 
 
 class _Outputs(Observer):
@@ -165,7 +165,7 @@ class _Outputs(Observer):
     def __repr__(self) -> str:
         return f"_Outputs(skip={self.skip})"
 
-    def ret(self, node: Any, module: Any, output: Any) -> None:
+    def ret(self, node: RawNode, module: torch.nn.Module, output: object) -> None:
         path = node.module or ""
         if path not in self.skip:
             self.on_output(path, module, output)
@@ -198,7 +198,7 @@ def module_outputs(
         hold_random: Switch dropout off (modules and functional calls).
     """
 
-    def forward(*a: Any, **k: Any) -> Any:
+    def forward(*a: object, **k: object) -> object:
         torch.manual_seed(seed)
         return model(*a, **k)
 

@@ -15,13 +15,20 @@ from labkit._progress import progress as progress_of
 from labkit._tensors import call_inputs, held_bytes, model_device
 from labkit.optimize import _tune_flops
 from labkit.optimize._bench_checks import Progress
-from labkit.optimize._tune_batch import batch_dim, ladder, maker
+from labkit.optimize._tune_batch import Inputs, batch_dim, ladder, maker
 from labkit.optimize._tune_choice import STATUSES, Candidate, Choice
 from labkit.optimize._tune_heats import heats
 from labkit.optimize._tune_race import MIN_PAIRS, Entry, race, speed_interval, versus
-from labkit.optimize._tune_run import Runner, channels_last, measured_peak
+from labkit.optimize._tune_run import (
+    LossFn,
+    OptimizerChoice,
+    Runner,
+    channels_last,
+    measured_peak,
+)
 from labkit.optimize._tune_search import Draft, Search
-from labkit.optimize._tune_space import expand
+from labkit.optimize._tune_space import SetUp, Space, expand
+from labkit.optimize.recipe import Recipe
 from labkit.plan.batch import DEFAULT_MARGIN, resolve_budget
 from labkit.trace import StepState
 from labkit.trace.entry import StepOptions
@@ -49,12 +56,12 @@ class TuneError(ValueError):
 
 def tune(
     model: torch.nn.Module,
-    batch: Any,
+    batch: object,
     budget: int | None = None,
     *,
-    loss: Callable[[Any], torch.Tensor] | None = None,
-    optimizer: Any = None,
-    space: Any = None,
+    loss: LossFn | None = None,
+    optimizer: OptimizerChoice = None,
+    space: Space = None,
     batch_sizes: Sequence[int] | None = None,
     budget_s: float = 60.0,
     plan_s: float | None = None,
@@ -196,23 +203,23 @@ def tune(
 
 def _tune(
     model: torch.nn.Module,
-    make: Any,
+    make: Callable[[int], Inputs],
     n0: int,
     sizes: list[int],
-    setups: Any,
+    setups: list[SetUp],
     refused: list[tuple[str, str]],
     cap: int,
     how: str,
     device: torch.device,
-    loss: Any,
-    optimizer: Any,
+    loss: LossFn | None,
+    optimizer: OptimizerChoice,
     timing: tuple[float, float, int, int, float],
     t0: float,
     report: Progress,
 ) -> Choice:
     budget_s, plan_s, steps, warmup, level = timing
     search = Search(model, make, n0, loss, optimizer, cap, report, deadline=t0 + plan_s)
-    drafts: dict[tuple[Any, int], Draft] = {}
+    drafts: dict[tuple[Recipe, int], Draft] = {}
     others: list[Draft] = [
         Draft(label, 0, None, status="refused", reason=why) for label, why in refused
     ]
@@ -236,7 +243,7 @@ def _tune(
         cap,
         shared=device.type == "cuda",
     )
-    runners: dict[Any, Runner] = {}
+    runners: dict[Recipe, Runner] = {}
     entries: dict[int, Entry] = {}
     verdicts: dict[int, Verdict] = {}
     champion: int | None = None
@@ -336,10 +343,10 @@ def _entry(
     k: int,
     d: Draft,
     model: torch.nn.Module,
-    make: Any,
-    optimizer: Any,
-    loss: Any,
-    runners: dict[Any, Runner],
+    make: Callable[[int], Inputs],
+    optimizer: OptimizerChoice,
+    loss: LossFn | None,
+    runners: dict[Recipe, Runner],
 ) -> Entry:
     assert d.recipe is not None
     e = Entry(k, d.batch_size, lambda: 0.0)
@@ -365,9 +372,9 @@ def _measure_pick(
     entries: dict[int, Entry],
     fitting: list[Draft],
     model: torch.nn.Module,
-    make: Any,
-    optimizer: Any,
-    loss: Any,
+    make: Callable[[int], Inputs],
+    optimizer: OptimizerChoice,
+    loss: LossFn | None,
     cap: int,
     ended_by: str,
 ) -> tuple[int | None, Measured, list[str]]:
@@ -495,7 +502,7 @@ def _candidates(
     return out
 
 
-def _rest(drafts: dict[tuple[Any, int], Draft], others: list[Draft]) -> list[Candidate]:
+def _rest(drafts: dict[tuple[Recipe, int], Draft], others: list[Draft]) -> list[Candidate]:
     rows = [d for d in drafts.values() if not d.fits and d.status != "picked"] + others
     order = {s: i for i, s in enumerate(STATUSES)}
     rows.sort(key=lambda d: (order.get(d.status, 99), d.label, d.batch_size))
@@ -601,7 +608,7 @@ def _nothing_fits(drafts: list[Draft], cap: int, how: str) -> TuneError:
 
 
 # ---------------------------------------------------------------------- input checks
-def _budget(budget: Any, device: torch.device, margin: float) -> tuple[int, str]:
+def _budget(budget: float | None, device: torch.device, margin: float) -> tuple[int, str]:
     if budget is not None:
         if isinstance(budget, bool) or not isinstance(budget, (int, float)):
             raise TypeError(f"tune(budget=...) is a number of bytes, got {type(budget).__name__}")
@@ -641,7 +648,7 @@ def _check_real(model: torch.nn.Module) -> None:
         )
 
 
-def _check_numbers(budget_s: Any, steps: Any, warmup: Any, level: Any) -> None:
+def _check_numbers(budget_s: object, steps: object, warmup: object, level: object) -> None:
     if isinstance(budget_s, bool) or not isinstance(budget_s, (int, float)) or not budget_s > 0:
         raise ValueError(f"tune(budget_s=...) is seconds for tuning, > 0; got {budget_s!r}")
     for name, v, low in (("steps", steps, 2), ("warmup", warmup, 0)):

@@ -3,10 +3,10 @@ and what its loss column holds. (How long it measures is ``labkit.compare``'s bu
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterable
 
 
-def spread(times: Any) -> dict[str, float | int | None]:
+def spread(times: Iterable[float]) -> dict[str, float | int | None]:
     """Median and quartiles of the timed steps (``statistics.quantiles``, inclusive)."""
     import statistics
 
@@ -21,7 +21,7 @@ def spread(times: Any) -> dict[str, float | int | None]:
     return {"step_median": med, "step_q1": q1, "step_q3": q3, "step_n": len(times)}
 
 
-def loss_label(mode: str, loss: Any) -> str:
+def loss_label(mode: str, loss: object) -> str:
     """What the results' loss column holds ("" when it holds nothing)."""
     if loss is not None:
         return "loss (your loss)" if mode == "train" else "loss(output)"

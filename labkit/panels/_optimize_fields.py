@@ -11,7 +11,7 @@ the panel's mode and Recipe; :func:`rows` shapes ``Comparison`` rows for the tab
 from __future__ import annotations
 
 import importlib.util
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from labkit._format import first_line
 from labkit.optimize.export import ONNX_FIX
@@ -25,6 +25,13 @@ from labkit.optimize.recipe import (
     RecipeError,
 )
 from labkit.panels._measure_budget import spread
+
+if TYPE_CHECKING:
+    import torch
+
+    from labkit.optimize.advise import Suggestion
+    from labkit.optimize.comparison_result import Comparison
+    from labkit.trace.model import Trace
 
 MODES = ("train", "inference")
 NONE = "none"  # the option value that stands for None
@@ -232,7 +239,7 @@ _KEYS = (
 )
 
 
-def rows(cmp: Any) -> list[dict[str, Any]]:
+def rows(cmp: Comparison) -> list[dict[str, Any]]:
     """The table's rows: figures, the step-time spread, per-batch latency, a one-line error."""
     out = []
     for row in cmp.rows():
@@ -251,7 +258,7 @@ def rows(cmp: Any) -> list[dict[str, Any]]:
     return out
 
 
-def ended(cmp: Any, took: float | None = None, label: str | None = None) -> str:
+def ended(cmp: Comparison, took: float | None = None, label: str | None = None) -> str:
     """What ended the last Measure's timed rounds (the interval target, the budget of
     timed rounds, or the fixed number of steps), how long the timed rounds took, and how
     long measuring took in all (``took``: set-up, compiling, warm-up, memory and drift
@@ -275,12 +282,13 @@ def ended(cmp: Any, took: float | None = None, label: str | None = None) -> str:
         sum(sum((r.step_times or ())[-rounds:]) for r in [*cmp.results[:1], *now]) if rounds else 0
     )
     spent = f" ({fmt_time(timed)} spent)" if timed else ""
+    aim = f"+-{cmp.target * 100:g}%" if cmp.target is not None else "the target"
     if cmp.ended_by == "target":
-        why = f"{rounds} rounds: every interval within +-{cmp.target * 100:g}%, the target{spent}"
+        why = f"{rounds} rounds: every interval within {aim}, the target{spent}"
     elif cmp.ended_by == "budget":
         why = (
             f"{rounds} rounds: the {cmp.budget_s:g} s budget of timed rounds{spent} ran out "
-            f"before every interval was within +-{cmp.target * 100:g}%"
+            f"before every interval was within {aim}"
         )
     else:
         why = f"{rounds or cmp.steps} rounds: steps={cmp.steps}, no interval target{spent}"
@@ -289,7 +297,7 @@ def ended(cmp: Any, took: float | None = None, label: str | None = None) -> str:
     return why
 
 
-def suggestion_text(sug: Any, trace: Any) -> str:
+def suggestion_text(sug: Suggestion, trace: Trace) -> str:
     """One advise() suggestion in figures from its trace: a checkpointing one reads
     "checkpointing Block (blocks.0, blocks.1) would cut the peak by ~308 KiB at ~+12% step
     time" (the saved activations of those modules; one more forward of them); any other
@@ -314,7 +322,9 @@ def suggestion_text(sug: Any, trace: Any) -> str:
     )
 
 
-def export_model(model: Any, batch: Any, recipe: Recipe) -> tuple[Any, float]:
+def export_model(
+    model: torch.nn.Module, batch: object, recipe: Recipe
+) -> tuple[torch.nn.Module, float]:
     """``model`` (in eval mode, copied) applied with an export ``recipe`` and exported on
     ``batch`` now, so that a model that cannot be exported fails here; and the seconds
     the export took. ``model`` is left in the mode it was in."""

@@ -12,6 +12,10 @@ from labkit.views import MONO, KeepsPicture, bundle_path
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
+    from torch import nn
+    from torch_geometric.data import Data
+
+    from labkit.gnn.attention import AttentionMap
 
 #: Node colours by class (``PALETTE`` in widgets/src/attention.js).
 PALETTE = [
@@ -71,8 +75,8 @@ class AttentionView(KeepsPicture, anywidget.AnyWidget):
 
     def __init__(
         self,
-        model: Any,
-        data: Any,
+        model: nn.Module,
+        data: Data,
         *,
         node: int = 0,
         hops: int = 2,
@@ -97,7 +101,7 @@ class AttentionView(KeepsPicture, anywidget.AnyWidget):
         self.observe(self._on_change, names=["node", "hops"])
 
     @staticmethod
-    def _check(node: int, hops: int, head: int, amap: Any) -> None:
+    def _check(node: int, hops: int, head: int, amap: AttentionMap) -> None:
         if not 0 <= node < amap.num_nodes:
             raise ValueError(f"AttentionView: node must be in [0, {amap.num_nodes}), got {node}")
         if not 1 <= hops <= amap.num_layers:
@@ -108,7 +112,7 @@ class AttentionView(KeepsPicture, anywidget.AnyWidget):
             )
 
     @property
-    def attention(self) -> Any:
+    def attention(self) -> AttentionMap:
         """The :class:`~labkit.gnn.attention.AttentionMap` behind the view."""
         return self._amap
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anywidget
 import traitlets as t
@@ -15,6 +15,23 @@ from labkit.optimize.recipe import Recipe, RecipeError
 from labkit.panels import _optimize_fields as fields
 from labkit.panels._measure_budget import loss_label
 from labkit.views import KeepsPicture, bundle_path
+
+if TYPE_CHECKING:
+    import torch
+
+    from labkit.optimize.advise import Suggestion
+    from labkit.optimize.bench import Bench
+    from labkit.optimize.comparison_result import Comparison
+    from labkit.trace.model import Trace
+
+
+class RecipeHolder(Protocol):
+    """What ``OptimizePanel(target=...)`` is: an object whose ``recipe`` Apply sets (a Lab)."""
+
+    recipe: Recipe
+
+
+_NO_MODEL = "OptimizePanel needs a model and a batch to measure: OptimizePanel(model, batch)"
 
 
 class OptimizePanel(KeepsPicture, anywidget.AnyWidget):
@@ -110,20 +127,20 @@ class OptimizePanel(KeepsPicture, anywidget.AnyWidget):
 
     def __init__(
         self,
-        model: Any = None,
-        batch: Any = None,
+        model: torch.nn.Module | None = None,
+        batch: object = None,
         *,
         recipe: Recipe | None = None,
-        loss: Callable[[Any], Any] | None = None,
+        loss: Callable[[Any], torch.Tensor] | None = None,
         mode: str = "train",
         steps: int = 5,
         warmup: int = 1,
         budget_s: float | None = None,
         speedup_target: float | None = 0.03,
         batch_sizes: Sequence[int] = (),
-        on_apply: Callable[[Recipe], Any] | None = None,
-        target: Any = None,
-        **compare_kwargs: Any,
+        on_apply: Callable[[Recipe], object] | None = None,
+        target: RecipeHolder | None = None,
+        **compare_kwargs: object,
     ) -> None:
         if mode not in fields.MODES:
             raise ValueError(
@@ -144,12 +161,12 @@ class OptimizePanel(KeepsPicture, anywidget.AnyWidget):
         if budget_s is not None and not (isinstance(budget_s, (int, float)) and budget_s > 0):
             raise ValueError(f"OptimizePanel(budget_s=...) must be > 0 seconds, got {budget_s}")
         self.compare_kwargs = compare_kwargs
-        self.comparison: Any = None
-        self._bench: Any = None
-        self._advice: dict[str, tuple[Any, list[Any]]] = {}
+        self.comparison: Comparison | None = None
+        self._bench: Bench | None = None
+        self._advice: dict[str, tuple[Trace, list[Suggestion]]] = {}
         self._suggested: Recipe | None = None
-        self._bench_key: tuple[Any, ...] = ()
-        self.exported: Any = None
+        self._bench_key: tuple[str, tuple[int, ...]] | None = None
+        self.exported: torch.nn.Module | None = None
         self._thread: threading.Thread | None = None
         self._fields = fields.fields()
         self._reset_note = ""
@@ -266,10 +283,7 @@ class OptimizePanel(KeepsPicture, anywidget.AnyWidget):
         Returns:
             The thread; ``join()`` it to wait. ``panel.comparison`` holds the result.
         """
-        if self.model is None or self.batch is None:
-            raise ValueError(
-                "OptimizePanel needs a model and a batch to measure: OptimizePanel(model, batch)"
-            )
+        self._model()
         if self.running and self._thread is not None:  # measuring now: that measurement
             return self._thread  # (a thread only refreshing the saved picture does not count)
         recipe, mode = self.recipe, self.mode
@@ -299,12 +313,11 @@ class OptimizePanel(KeepsPicture, anywidget.AnyWidget):
         return recipe
 
     def _apply_export(self, recipe: Recipe) -> Recipe:
-        if self.model is None or self.batch is None:
-            raise ValueError(
-                f"Apply with export={recipe.export!r} exports the model on its batch: "
-                "OptimizePanel(model, batch)"
-            )
-        self.exported, took = fields.export_model(self.model, self.batch, recipe)
+        model = self._model(
+            f"Apply with export={recipe.export!r} exports the model on its batch: "
+            "OptimizePanel(model, batch)"
+        )
+        self.exported, took = fields.export_model(model, self.batch, recipe)
         if self.on_apply is not None:
             self.on_apply(recipe)
         kept = "target.recipe not changed, " if self.target is not None else ""
@@ -348,7 +361,13 @@ class OptimizePanel(KeepsPicture, anywidget.AnyWidget):
             self.running = False
             self.refresh_output()  # the saved notebook keeps the measured table
 
-    def _bench_for(self, mode: str) -> Any:
+    def _model(self, why: str = _NO_MODEL) -> torch.nn.Module:
+        """The model, or ``why`` raised when the panel has no model or no batch."""
+        if self.model is None or self.batch is None:
+            raise ValueError(why)
+        return self.model
+
+    def _bench_for(self, mode: str) -> Bench:
         """The Bench of this mode and settings: its baseline is measured once and reused,
         and its rows accumulate until :meth:`clear` (a new mode or batch sizes start a new
         one)."""
@@ -361,8 +380,9 @@ class OptimizePanel(KeepsPicture, anywidget.AnyWidget):
             if self.budget_s is not None:
                 extra["budget_s"] = self.budget_s
             self._bench = Bench(
-                self.model,
+                self._model(),
                 self.batch,
+                None,
                 loss=self.loss,
                 mode=mode,
                 steps=self.steps,
@@ -374,7 +394,7 @@ class OptimizePanel(KeepsPicture, anywidget.AnyWidget):
             self._bench_key = key
         return self._bench
 
-    def _next_suggestion(self, mode: str, cmp: Any) -> str:
+    def _next_suggestion(self, mode: str, cmp: Comparison) -> str:
         """advise()'s first suggestion not measured yet, in figures, ending "Measure it"
         ("" when every suggestion was measured).
 
@@ -390,7 +410,7 @@ class OptimizePanel(KeepsPicture, anywidget.AnyWidget):
             try:
                 args, kwargs = split_batch(self.batch)
                 t = trace(
-                    self.model,
+                    self._model(),
                     *args,
                     loss=self.loss,
                     backward=mode == "train",
@@ -431,7 +451,7 @@ class OptimizePanel(KeepsPicture, anywidget.AnyWidget):
 
         return optimize_picture(self.recipe.label, self.comparison, list(self.results), self.error)
 
-    def _on_custom(self, _widget: Any, content: dict[str, Any], _buffers: Any) -> None:
+    def _on_custom(self, _widget: object, content: dict[str, Any], _buffers: object) -> None:
         kind = content.get("type") if isinstance(content, dict) else None
         try:
             if kind == "measure":
