@@ -132,8 +132,9 @@ def run_cell(page, index: int) -> dict[str, float]:
     start = time.perf_counter()  # the cell runs: Python's payload, the transfer, the layout
     page.keyboard.press("Control+Enter")
     page.wait_for_function(
-        "([el, old]) => { const g = el.querySelector('.lk-graph');"
-        " return g && g.dataset.laidOut && g.dataset.laidOut !== old; }",
+        "([el, old]) => { const g = el.querySelector('.lk-graph');"  # drawn, and its frame begun
+        " return g && g.dataset.laidOut && g.dataset.laidOut !== old"
+        " && g.dataset.painted === g.dataset.laidOut; }",
         arg=[c.element_handle(), old],
         timeout=60_000,
     )

@@ -23,6 +23,20 @@ export function matchesOf(graph, q) {
  */
 export function findAll(graph, q) {
   if (!q) return [];
+  // the last search's answer per payload: each relayout marks the matches again (a scan
+  // of 100,000 names)
+  const last = found.get(graph);
+  if (last?.q === q) return last.out;
+  const out = findNew(graph, q);
+  found.set(graph, { q, out });
+  return out;
+}
+
+/** @type {WeakMap<GraphPayload, {q: string, out: {k: number, name: string}[]}>} */
+const found = new WeakMap();
+
+/** findAll's answer, searched for. @param {GraphPayload} graph @param {string} q */
+function findNew(graph, q) {
   q = q.toLowerCase();
   const out = [];
   const { name, type } = lowered(graph);

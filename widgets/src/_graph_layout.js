@@ -129,6 +129,9 @@ export function prepare(graph) {
   return { n, parent, hasKids, kidStart, kidList, local, boxW, boxH, headW, es, ed, et, elevel, eA, eB, eL, lvStart, lvSrc, lvDst };
 }
 
+/** @type {import("./_layout.js").LevelLayout} a level not laid out (a node drawn as a box) */
+const NO_LEVEL = { x: new Float64Array(0), y: new Float64Array(0), way: [], width: 0, height: 0, cols: [], col: new Int32Array(0) };
+
 /**
  * @typedef {object} GraphLayout the layout of one expansion, in transferable arrays
  * @property {Int32Array} boxOf the drawn box or frame that shows each payload node
@@ -140,22 +143,48 @@ export function prepare(graph) {
  * @property {Int32Array} edges s, d, tensor per drawn edge
  * @property {Int32Array} edgeOff edge i's points are edgeXY[2 edgeOff[i] .. 2 edgeOff[i+1])
  * @property {Float64Array} edgeXY
+ * @property {Float64Array} edgeBox edge i's bounds: x0, y0, x1, y1 at 4i
  * @property {Float64Array} cols wrapped columns: x, y, w, h, first node, last node each
  * @property {number} laidOut levels laid out (not taken from the cache)
  */
 
 /**
+ * @typedef {object} Kept what a layout leaves for the next one of the same graph: the open
+ *   calls, every node's size and place in its level, and each level's layout
+ * @property {number} n
+ * @property {Uint8Array} open
+ * @property {Float64Array} W
+ * @property {Float64Array} H
+ * @property {Float64Array} relX
+ * @property {Float64Array} relY
+ * @property {import("./_layout.js").LevelLayout[]} levels
+ * @property {(Float64Array | null)[]} ways every level edge's bend points, by its number over
+ *   all levels (lvStart[g] + its index in level g): one array read per drawn edge, not
+ *   three objects deep into that level's layout (100,000 edges: half of their routing)
+ * @property {Uint8Array} wrapped 1 for a level wrapped into columns
+ * @property {Float64Array} levW each level's width
+ */
+
+/**
  * Lay out the graph with these calls expanded.
  * @param {Prepared} P
- * @param {Iterable<number>} expandedIdx payload indices of expanded calls
+ * @param {Iterable<number> | Uint8Array} expandedIdx payload indices of expanded calls, or a
+ *   mask of n bytes (1: expanded)
  * @param {Map<number, {sizes: Float64Array, lay: import("./_layout.js").LevelLayout}> | null} cache level -> its last
  *   layout, kept between calls for one graph
+ * @param {{last?: Kept} | null} keep kept between calls for one graph (the service's): the
+ *   last layout's sizes and levels, so a toggle visits only the levels it changes (the
+ *   toggled call's, those inside it when it opens, and those around it), not all 40,000
  * @returns {GraphLayout}
  */
-export function layoutGraph(P, expandedIdx, cache = null) {
-  const { n, parent, hasKids, kidStart, kidList, boxW, boxH, headW, lvStart, lvSrc, lvDst } = P;
-  const open = new Uint8Array(n);
-  for (const k of expandedIdx) if (k >= 0 && k < n) open[k] = 1;
+export function layoutGraph(P, expandedIdx, cache = null, keep = null) {
+  const { n, parent, hasKids, kidStart, kidList } = P;
+  // a mask per payload node (the service's, made from the ids without a Set), or indices
+  let open = expandedIdx instanceof Uint8Array && expandedIdx.length === n ? expandedIdx.slice() : null;
+  if (!open) {
+    open = new Uint8Array(n);
+    for (const k of expandedIdx) if (k >= 0 && k < n) open[k] = 1;
+  }
   const boxOf = new Int32Array(n);
   const frame = new Uint8Array(n);
   let nBoxes = 0;
@@ -177,48 +206,10 @@ export function layoutGraph(P, expandedIdx, cache = null) {
     if (frame[k]) groups[nGroups++] = k;
     else boxes[nBoxes++] = k;
   }
-  // levels bottom-up: a frame's children come after it in the payload
-  const W = Float64Array.from(boxW);
-  const H = Float64Array.from(boxH);
-  const relX = new Float64Array(n);
-  const relY = new Float64Array(n);
-  /** @type {import("./_layout.js").LevelLayout[]} */
-  const levels = new Array(n + 1);
-  let laidOut = 0;
-  const level = (/** @type {number} */ g) => {
-    const a = kidStart[g];
-    const m = kidStart[g + 1] - a;
-    const hit = cache?.get(g);
-    // the children's sizes as last laid out: the cached layout holds (no copy made)
-    let lay = hit && sameSizes(hit.sizes, W, H, kidList, a, m) ? hit.lay : null;
-    if (!lay) {
-      const sizes = new Float64Array(2 * m);
-      for (let i = 0; i < m; i++) {
-        sizes[2 * i] = W[kidList[a + i]];
-        sizes[2 * i + 1] = H[kidList[a + i]];
-      }
-      const w = new Float64Array(m);
-      const h = new Float64Array(m);
-      for (let i = 0; i < m; i++) {
-        w[i] = sizes[2 * i];
-        h[i] = sizes[2 * i + 1];
-      }
-      lay = layoutLevel(m, w, h, lvSrc.subarray(lvStart[g], lvStart[g + 1]), lvDst.subarray(lvStart[g], lvStart[g + 1]));
-      laidOut++;
-      if (cache) cache.set(g, { sizes, lay });
-    }
-    levels[g] = lay;
-    for (let i = 0; i < m; i++) {
-      relX[kidList[a + i]] = lay.x[i];
-      relY[kidList[a + i]] = lay.y[i];
-    }
-    if (g < n) {
-      W[g] = Math.max(lay.width + 2 * PAD, 90, headW[g]); // room for the header label
-      H[g] = lay.height + HEADER + PAD;
-    }
-  };
-  for (let i = nGroups - 1; i >= 0; i--) level(groups[i]);
-  level(n);
+  const last = keep?.last?.n === n ? keep.last : null;
+  const lv = layLevels(P, open, boxOf, frame, groups, cache, last);
+  if (keep) keep.last = lv.kept;
+  const { W, H, relX, relY, levels, ways, wrapped, levW } = lv.kept;
   // absolute positions top-down; a frame's children are centred under its header
   const pos = new Float64Array(4 * n).fill(NaN);
   const ox = new Float64Array(n + 1);
@@ -233,23 +224,26 @@ export function layoutGraph(P, expandedIdx, cache = null) {
     pos[4 * k + 2] = W[k];
     pos[4 * k + 3] = H[k];
     if (frame[k]) {
-      ox[k] = x + (W[k] - levels[k].width) / 2;
+      ox[k] = x + (W[k] - levW[k]) / 2;
       oy[k] = y + HEADER;
     }
   }
-  const { edges, edgeOff, edgeXY } = edgeLines(P, boxOf, pos, levels, ox, oy);
-  const cols = [];
-  for (const g of [n, ...groups]) {
+  const { edges, edgeOff, edgeXY, edgeBox } = edgeLines(P, boxOf, pos, { levels, ways, wrapped }, ox, oy);
+  let nc = levels[n].cols.length;
+  for (let i = 0; i < groups.length; i++) nc += levels[groups[i]].cols.length;
+  const cols = new Float64Array(nc);
+  let at = 0;
+  for (let i = -1; i < groups.length; i++) {
+    const g = i < 0 ? n : groups[i];
     const c = levels[g].cols;
-    for (let i = 0; i < c.length; i += 6)
-      cols.push(
-        ox[g] + c[i],
-        oy[g] + c[i + 1],
-        c[i + 2],
-        c[i + 3],
-        c[i + 4] < 0 ? -1 : kidList[kidStart[g] + c[i + 4]],
-        c[i + 5] < 0 ? -1 : kidList[kidStart[g] + c[i + 5]],
-      );
+    for (let j = 0; j < c.length; j += 6) {
+      cols[at++] = ox[g] + c[j];
+      cols[at++] = oy[g] + c[j + 1];
+      cols[at++] = c[j + 2];
+      cols[at++] = c[j + 3];
+      cols[at++] = c[j + 4] < 0 ? -1 : kidList[kidStart[g] + c[j + 4]];
+      cols[at++] = c[j + 5] < 0 ? -1 : kidList[kidStart[g] + c[j + 5]];
+    }
   }
   const top = levels[n];
   return {
@@ -262,9 +256,125 @@ export function layoutGraph(P, expandedIdx, cache = null) {
     edges,
     edgeOff,
     edgeXY,
-    cols: Float64Array.from(cols),
-    laidOut,
+    edgeBox,
+    cols,
+    laidOut: lv.laidOut,
   };
+}
+
+/**
+ * Every frame's level and the top, bottom-up (a frame's children come after it in the
+ * payload): each node's size (W, H) and place in its level (relX, relY). With the last
+ * layout's, only the levels a change reaches: around each call opened or closed, and
+ * inside one opened; the others keep their sizes and places.
+ * @param {Prepared} P @param {Uint8Array} open @param {Int32Array} boxOf @param {Uint8Array} frame
+ * @param {Int32Array} groups frames, in payload order
+ * @param {Map<number, {sizes: Float64Array, lay: import("./_layout.js").LevelLayout}> | null} cache
+ * @param {Kept | null} last
+ * @returns {{kept: Kept, laidOut: number}}
+ */
+function layLevels(P, open, boxOf, frame, groups, cache, last) {
+  const { n, kidStart, kidList, boxW, boxH, headW, lvStart, lvSrc, lvDst } = P;
+  /** @type {Kept} */
+  const kept = last
+    ? { ...last, open }
+    : {
+        n,
+        open,
+        W: Float64Array.from(boxW),
+        H: Float64Array.from(boxH),
+        relX: new Float64Array(n),
+        relY: new Float64Array(n),
+        // grown by push, not new Array(n + 1): V8 keeps an array of 100,000 holes as a
+        // dictionary, and every levels[g] read (per edge, per frame) was a hash lookup
+        levels: [],
+        ways: [],
+        wrapped: new Uint8Array(n + 1),
+        levW: new Float64Array(n + 1),
+      };
+  const { W, H, relX, relY, levels, ways, wrapped, levW } = kept;
+  if (!last) {
+    for (let g = 0; g <= n; g++) levels.push(NO_LEVEL);
+    for (let e = 0; e < lvStart[n + 1]; e++) ways.push(null);
+  }
+  const dirty = last ? dirtyLevels(P, last.open, open, boxOf, frame, W, H) : null;
+  let laidOut = 0;
+  const level = (/** @type {number} */ g) => {
+    const a = kidStart[g];
+    const m = kidStart[g + 1] - a;
+    const hit = cache?.get(g);
+    // the children's sizes as last laid out: the cached layout holds (no copy made)
+    let lay = hit && sameSizes(hit.sizes, W, H, kidList, a, m) ? hit.lay : null;
+    if (!lay) {
+      const sizes = new Float64Array(2 * m);
+      const w = new Float64Array(m);
+      const h = new Float64Array(m);
+      for (let i = 0; i < m; i++) {
+        w[i] = sizes[2 * i] = W[kidList[a + i]];
+        h[i] = sizes[2 * i + 1] = H[kidList[a + i]];
+      }
+      lay = layoutLevel(m, w, h, lvSrc.subarray(lvStart[g], lvStart[g + 1]), lvDst.subarray(lvStart[g], lvStart[g + 1]));
+      laidOut++;
+      if (cache) cache.set(g, { sizes, lay });
+    }
+    levels[g] = lay;
+    for (let e = 0; e < lay.way.length; e++) ways[lvStart[g] + e] = lay.way[e];
+    wrapped[g] = lay.cols.length > 6 ? 1 : 0;
+    levW[g] = lay.width;
+    for (let i = 0; i < m; i++) {
+      relX[kidList[a + i]] = lay.x[i];
+      relY[kidList[a + i]] = lay.y[i];
+    }
+    if (g < n) {
+      W[g] = Math.max(lay.width + 2 * PAD, 90, headW[g]); // room for the header label
+      H[g] = lay.height + HEADER + PAD;
+    }
+  };
+  for (let i = groups.length - 1; i >= 0; i--) if (!dirty || dirty[groups[i]]) level(groups[i]);
+  if (!dirty || dirty[n]) level(n);
+  return { kept, laidOut };
+}
+
+/**
+ * The levels to lay out again after the open calls changed from `was` to `open` (1 per
+ * level, n: the top): a drawn call that closed is its box again (its size reset here),
+ * one that opened has its level and every frame inside it laid out (their boxes' sizes
+ * reset: a call inside may have closed while hidden), and each frame around a change.
+ * @param {Prepared} P @param {Uint8Array} was @param {Uint8Array} open @param {Int32Array} boxOf
+ * @param {Uint8Array} frame @param {Float64Array} W @param {Float64Array} H
+ * @returns {Uint8Array}
+ */
+export function dirtyLevels(P, was, open, boxOf, frame, W, H) {
+  const { n, parent, hasKids, kidStart, kidList, boxW, boxH } = P;
+  const dirty = new Uint8Array(n + 1);
+  /** @type {number[]} */
+  const stack = [];
+  for (let c = 0; c < n; c++) {
+    if (was[c] === open[c] || !hasKids[c] || boxOf[c] !== c) continue; // no change, or hidden
+    if (frame[c]) stack.push(c);
+    else {
+      W[c] = boxW[c];
+      H[c] = boxH[c];
+    }
+    for (let a = parent[c]; ; a = parent[a]) {
+      dirty[a < 0 ? n : a] = 1;
+      if (a < 0) break;
+    }
+  }
+  while (stack.length) {
+    const f = /** @type {number} */ (stack.pop());
+    if (dirty[f] === 2) continue;
+    dirty[f] = 2; // a frame inside an opened call: its children drawn again
+    for (let i = kidStart[f]; i < kidStart[f + 1]; i++) {
+      const k = kidList[i];
+      if (frame[k]) stack.push(k);
+      else {
+        W[k] = boxW[k];
+        H[k] = boxH[k];
+      }
+    }
+  }
+  return dirty;
 }
 
 /**
@@ -282,6 +392,8 @@ function sameSizes(sizes, W, H, kidList, a, m) {
   return true;
 }
 
+/** @typedef {{levels: import("./_layout.js").LevelLayout[], ways: (Float64Array | null)[], wrapped: Uint8Array}} Levels each level's layout, edge bends and whether it is wrapped */
+
 /**
  * The drawn edges (trace edges lifted to the boxes that show their ends, deduplicated)
  * and their points: bottom of the source, out of a frame down its left margin, the level's
@@ -289,20 +401,26 @@ function sameSizes(sizes, W, H, kidList, a, m) {
  * the target. So a skip connection into a block (its "add" at the bottom) does not cross
  * the block's boxes and no edge crosses a frame's label.
  * @param {Prepared} P @param {Int32Array} boxOf @param {Float64Array} pos
- * @param {import("./_layout.js").LevelLayout[]} levels @param {Float64Array} ox @param {Float64Array} oy
+ * @param {Levels} levels @param {Float64Array} ox @param {Float64Array} oy
  */
 function edgeLines(P, boxOf, pos, levels, ox, oy) {
-  const { n, parent, es, ed, et, elevel, eA, eB, eL } = P;
+  const { n, parent, es, ed, et, elevel, eA, eB, eL, lvStart } = P;
+  const ways = levels.ways;
   const seen = new PairSet(n, es.length);
-  const edges = [];
-  const off = [0];
+  // sized for every trace edge drawn, cut to those drawn at the end
+  const edges = new Int32Array(3 * es.length);
+  const off = new Int32Array(es.length + 1);
+  const box = new Float64Array(4 * es.length); // each drawn edge's bounds (the canvas culls by them)
+  let ne = 0;
   const xy = new Grow();
   for (let j = 0; j < es.length; j++) {
     const s = boxOf[es[j]];
     const d = boxOf[ed[j]];
     if (s === d || seen.get(s, d) >= 0) continue;
     seen.add(s, d, 0);
-    edges.push(s, d, et[j]);
+    edges[3 * ne] = s;
+    edges[3 * ne + 1] = d;
+    edges[3 * ne + 2] = et[j];
     const ax = pos[4 * s];
     const ay = pos[4 * s + 1];
     const aw = pos[4 * s + 2];
@@ -319,8 +437,7 @@ function edgeLines(P, boxOf, pos, levels, ox, oy) {
       }
     }
     const g = elevel[j];
-    const lay = levels[g];
-    const via = lay && eL[j] >= 0 ? lay.way[eL[j]] : null;
+    const via = eL[j] >= 0 ? ways[lvStart[g] + eL[j]] : null;
     if (via) for (let i = 0; i < via.length; i += 2) xy.push(ox[g] + via[i], oy[g] + via[i + 1]);
     const bx = pos[4 * d];
     const by = pos[4 * d + 1];
@@ -334,9 +451,24 @@ function edgeLines(P, boxOf, pos, levels, ox, oy) {
       xy.push(xr, Math.max(below, by - GAP_Y / 3));
     }
     xy.push(bx + pos[4 * d + 2] / 2, by);
-    off.push(xy.length / 2);
+    let x0 = Infinity;
+    let y0 = Infinity;
+    let x1 = -Infinity;
+    let y1 = -Infinity;
+    const pts = xy.a;
+    for (let i = 2 * off[ne]; i < xy.length; i += 2) {
+      if (pts[i] < x0) x0 = pts[i];
+      if (pts[i] > x1) x1 = pts[i];
+      if (pts[i + 1] < y0) y0 = pts[i + 1];
+      if (pts[i + 1] > y1) y1 = pts[i + 1];
+    }
+    box[4 * ne] = x0;
+    box[4 * ne + 1] = y0;
+    box[4 * ne + 2] = x1;
+    box[4 * ne + 3] = y1;
+    off[++ne] = xy.length / 2;
   }
-  return { edges: Int32Array.from(edges), edgeOff: Int32Array.from(off), edgeXY: xy.done() };
+  return { edges: edges.slice(0, 3 * ne), edgeOff: off.slice(0, ne + 1), edgeXY: xy.done(), edgeBox: box.slice(0, 4 * ne) };
 }
 
 /**
@@ -345,12 +477,12 @@ function edgeLines(P, boxOf, pos, levels, ox, oy) {
  * of the column holding k, not the margin of a frame as wide as all its columns.
  */
 /**
- * @param {Prepared} P @param {import("./_layout.js").LevelLayout[]} levels @param {Float64Array} ox
+ * @param {Prepared} P @param {Levels} levels @param {Float64Array} ox
  * @param {Float64Array} pos @param {number} f @param {number} k @param {boolean} right
  */
 function margin(P, levels, ox, pos, f, k, right) {
-  const lay = levels[f];
-  if (lay && lay.cols.length > 6) {
+  if (levels.wrapped[f]) {
+    const lay = levels.levels[f];
     let c = k;
     while (P.parent[c] !== f) c = P.parent[c];
     const col = lay.col[P.local[c]];

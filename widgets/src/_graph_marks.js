@@ -6,6 +6,8 @@
 // is drawn; while it is hidden (inside a collapsed call) it shows on the drawn box that
 // holds it, as "N graph breaks inside", so expanding moves it to the right node.
 
+import { indexOfIds } from "./_graphcore.js";
+
 /**
  * @typedef {object} Mark the graph breaks a drawn box shows
  * @property {string[]} own breaks in this call
@@ -19,9 +21,12 @@
  * @returns {Map<number, Mark>} drawn box index -> its marks
  */
 export function liftMarks(graph, boxOf, marks) {
-  const index = new Map(graph.ids.map((id, k) => [id, k]));
+  /** @type {Map<number, Mark>} */
   const out = new Map();
-  for (const [id, texts] of Object.entries(marks || {})) {
+  const entries = Object.entries(marks || {});
+  if (!entries.length) return out; // no id index made per layout (100,000 ids: ~10 ms)
+  const index = indexOfIds(graph);
+  for (const [id, texts] of entries) {
     const k = index.get(Number(id));
     if (k === undefined) continue; // not drawn at any expansion (graph.py maps rolled calls)
     const box = boxOf[k];

@@ -361,8 +361,11 @@ function finish(m, _total, x, vw, vRank, layerY, layerH, colOf, colY, src, dst, 
     oy[i] = layerY[rank[i]] + colY[colOf[rank[i]]];
     col[i] = colOf[rank[i]];
   }
+  // grown by push: V8 keeps new Array(n) of more than ~16,000 holes as a dictionary, and
+  // the graph's edge routing reads way[e] once per drawn edge
   /** @type {(Float64Array | null)[]} */
-  const way = new Array(src.length).fill(null);
+  const way = [];
+  for (let e = 0; e < src.length; e++) way.push(null);
   const wrapped = cols.length > 6;
   const gapX = (/** @type {number} */ c) => cols[6 * c] - COL_GAP / 2; // the gap left of column c
   for (let e = 0; e < src.length; e++) {

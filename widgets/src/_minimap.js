@@ -5,6 +5,8 @@ import { h } from "./_ui.js";
 
 const W = 160;
 const H = 110;
+/** Above this many drawn boxes and frames, the boxes are painted when the page is idle. */
+const IDLE_MIN = 5000;
 
 /**
  * @param {HTMLElement} host the graph's canvas element (position: relative)
@@ -37,6 +39,49 @@ export function makeMinimap(host, state, view, moveTo) {
   let drawnFor = null;
   let drawnInk = "";
 
+  let pending = false; // a repaint of the boxes waits for the page to be idle
+
+  /**
+   * Paint the boxes of S's layout on the boxes canvas, and place them (fitK, ox, oy).
+   * @param {NonNullable<ReturnType<typeof state>>} S @param {string} ink
+   */
+  function paintBoxes(S, ink) {
+    const gw = S.layout.width;
+    const gh = S.layout.height;
+    fitK = Math.min((W - 8) / gw, (H - 8) / gh);
+    ox = (W - gw * fitK) / 2;
+    oy = (H - gh * fitK) / 2;
+    const bx = boxes.getContext("2d");
+    if (!bx) return; // no 2d context (a page out of canvas memory): nothing to draw on
+    bx.clearRect(0, 0, W, H);
+    // at least 3 px wide: a long thin graph is a visible band, not a 1-px line; what is
+    // inside a frame under 3 px here is that frame's rectangle (100,000 boxes: a few
+    // thousand rectangles). Painted as coverage: each pixel's ink is how much of it the
+    // rectangles cover, at most DENSE opaque, so a dense graph reads as shades of its
+    // ink, never as a solid (black) block
+    const P = S.layout.P;
+    const parent = S.graph.parent;
+    const tiny = new Uint8Array(parent.length);
+    const cover = new Float32Array(W * H);
+    /** @param {number} k */
+    const rect = (k) =>
+      coverRect(cover, ox + P[4 * k] * fitK, oy + P[4 * k + 1] * fitK, Math.max(3, P[4 * k + 2] * fitK), Math.max(1, P[4 * k + 3] * fitK));
+    for (const g of S.vis.groups) {
+      const p = parent[g];
+      if (p >= 0 && tiny[p]) tiny[g] = 1;
+      else if (Math.min(P[4 * g + 2], P[4 * g + 3]) * fitK < 3) {
+        tiny[g] = 1;
+        rect(g);
+      }
+    }
+    for (const k of S.vis.boxes) if (!(parent[k] >= 0 && tiny[parent[k]])) rect(k);
+    bx.fillStyle = ink;
+    bx.putImageData(coverImage(bx, cover, rgbOf(bx.fillStyle)), 0, 0);
+    drawnFor = S.layout;
+    drawnInk = ink;
+    cv.dataset.boxes = String(S.vis.boxes.length);
+  }
+
   function draw() {
     const S = state();
     if (!S) return;
@@ -53,48 +98,28 @@ export function makeMinimap(host, state, view, moveTo) {
       view.y + gh * view.k <= ch + 1;
     cv.style.display = fits ? "none" : "block";
     if (fits) return;
-    fitK = Math.min((W - 8) / gw, (H - 8) / gh);
-    ox = (W - gw * fitK) / 2;
-    oy = (H - gh * fitK) / 2;
     const css = getComputedStyle(cv);
     const ink = css.getPropertyValue("--lk-fg2").trim() || "#888";
     const accent = css.getPropertyValue("--lk-accent").trim() || "#1976d2";
     if (drawnFor !== S.layout || drawnInk !== ink) {
-      const bx = boxes.getContext("2d");
-      if (!bx) return; // no 2d context (a page out of canvas memory): nothing to draw on
-      bx.clearRect(0, 0, W, H);
-      // at least 3 px wide: a long thin graph is a visible band, not a 1-px line; what is
-      // inside a frame under 3 px here is that frame's rectangle (100,000 boxes: a few
-      // thousand rectangles). Painted as coverage: each pixel's ink is how much of it the
-      // rectangles cover, at most DENSE opaque, so a dense graph reads as shades of its
-      // ink, never as a solid (black) block
-      const P = S.layout.P;
-      const parent = S.graph.parent;
-      const tiny = new Uint8Array(parent.length);
-      const cover = new Float32Array(W * H);
-      /** @param {number} k */
-      const rect = (k) =>
-        coverRect(
-          cover,
-          ox + P[4 * k] * fitK,
-          oy + P[4 * k + 1] * fitK,
-          Math.max(3, P[4 * k + 2] * fitK),
-          Math.max(1, P[4 * k + 3] * fitK),
+      // a big drawing's boxes (100,000: ~10 ms) are painted once the page is idle, after
+      // the new layout is on screen; until then the last picture of them stays
+      if (S.vis.boxes.length + S.vis.groups.length <= IDLE_MIN) paintBoxes(S, ink);
+      else if (!pending) {
+        pending = true;
+        const idle = globalThis.requestIdleCallback || ((/** @type {() => void} */ f) => setTimeout(f, 50));
+        idle(
+          () => {
+            pending = false;
+            const now = state();
+            if (now && (drawnFor !== now.layout || drawnInk !== ink)) paintBoxes(now, ink);
+            draw();
+          },
+          { timeout: 500 },
         );
-      for (const g of S.vis.groups) {
-        const p = parent[g];
-        if (p >= 0 && tiny[p]) tiny[g] = 1;
-        else if (Math.min(P[4 * g + 2], P[4 * g + 3]) * fitK < 3) {
-          tiny[g] = 1;
-          rect(g);
-        }
       }
-      for (const k of S.vis.boxes) if (!(parent[k] >= 0 && tiny[parent[k]])) rect(k);
-      bx.fillStyle = ink;
-      bx.putImageData(coverImage(bx, cover, rgbOf(bx.fillStyle)), 0, 0);
-      drawnFor = S.layout;
-      drawnInk = ink;
     }
+    if (!drawnFor) return; // nothing painted yet
     const ctx = cv.getContext("2d");
     if (!ctx) return;
     ctx.clearRect(0, 0, W, H);
@@ -102,7 +127,6 @@ export function makeMinimap(host, state, view, moveTo) {
     ctx.strokeStyle = accent;
     ctx.lineWidth = 1.5;
     ctx.strokeRect(ox + (-view.x / view.k) * fitK, oy + (-view.y / view.k) * fitK, (cw / view.k) * fitK, (ch / view.k) * fitK);
-    cv.dataset.boxes = String(S.vis.boxes.length);
   }
 
   /** Centre the view on the drawing point under the pointer. @param {PointerEvent} e */

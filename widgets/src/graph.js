@@ -243,10 +243,14 @@ function layoutFlow(app) {
     root.dataset.layoutMs = ms.toFixed(1);
     root.dataset.workerMs = L.ms.toFixed(1);
     root.dataset.inWorker = String(runner.inWorker());
+    // the canvas painted now, not on the next animation frame: the coming frame shows it
+    if (S.canvas) app.cview.flush();
+    const stamp = String(Date.now());
+    root.dataset.laidOut = stamp; // drawn: the next frame shows it
     requestAnimationFrame(() => {
-      root.dataset.laidOut = String(Date.now());
       root.dataset.sinceRenderMs = (performance.now() - app.t0).toFixed(1);
       root.dataset.paintMs = (performance.now() - start).toFixed(1);
+      root.dataset.painted = stamp; // the frame showing this layout has started
     });
   };
   return { relayout, laidOut };
@@ -291,7 +295,10 @@ function painter(app) {
     const metric = model.get("metric");
     bar.metricSel.value = metric;
     const values = app.trait("metrics")?.[metric] || [];
-    const scale = colorScale(S.vis.boxes.map((k) => values[k] || 0));
+    const boxes = S.vis.boxes;
+    const shown = new Float64Array(boxes.length); // the drawn boxes' values (no closure per box)
+    for (let i = 0; i < boxes.length; i++) shown[i] = values[boxes[i]] || 0;
+    const scale = colorScale(shown);
     if (S.canvas) {
       const key = `${metric}|${scale.min}|${scale.max}|${scale.log}`;
       if (!st.heat || st.heat.key !== key || st.heat.values !== values)

@@ -1,26 +1,35 @@
-// The canvas drawing's hit testing: what is under a point, through a grid of cells.
+// The canvas drawing's hit testing (what is under a point, found down the tree of drawn
+// boxes) and its painting (what is in sight, with level of detail).
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { aggregatedAt, canvasIndex, gridOf, hitIn, paintScene } from "../src/_graph_canvas.js";
+import { aggregatedAt, canvasIndex, hitIn, inSight, paintScene, treeOf } from "../src/_graph_canvas.js";
 import { drawState } from "../src/_graph_draw.js";
 
-const layout = {
-  pos: new Map([
-    [1, { x: 0, y: 0, w: 600, h: 400 }], // a frame
-    [2, { x: 20, y: 30, w: 100, h: 36 }], // a box with hidden insides, in the frame
-    [3, { x: 300, y: 300, w: 80, h: 36 }], // a box crossing grid cells (256 units)
-    [4, { x: 250, y: 100, w: 300, h: 200 }], // a frame inside the frame
-  ]),
-};
-const groups = new Set([1, 4]);
-const hasKids = { 2: 1, 3: 0 };
-const grid = gridOf(layout, [1, 2, 3, 4]);
-const at = (x, y) => hitIn(grid, layout, (k) => groups.has(k), hasKids, x, y);
+// node 0 is not drawn; 1 a frame holding 2 (a box with hidden insides), 3 and 4 (a frame)
+const rects = [
+  [Number.NaN, Number.NaN, Number.NaN, Number.NaN],
+  [0, 0, 600, 400],
+  [20, 30, 100, 36],
+  [300, 300, 80, 36],
+  [250, 100, 300, 200],
+];
+const P = Float64Array.from(rects.flat());
+const tree = treeOf([-1, -1, 1, 1, 1]);
+const isGroup = [0, 1, 0, 0, 1];
+const hasKids = [0, 1, 1, 0, 1];
+const at = (x, y) => hitIn(tree, P, isGroup, hasKids, x, y);
+
+test("the tree lists each node's children, and the top's last", () => {
+  assert.deepEqual([...tree.kidStart], [0, 0, 3, 3, 3, 3, 5]);
+  assert.deepEqual([...tree.kidList], [2, 3, 4, 0, 1]);
+  const parent = [-1, 0];
+  assert.equal(treeOf(parent), treeOf(parent)); // made once per payload
+});
 
 test("boxes, their toggle, frames' headers and toggles; nothing elsewhere", () => {
   assert.deepEqual(at(50, 50), { k: 2, part: "box" });
   assert.deepEqual(at(112, 35), { k: 2, part: "expand" }); // top-right corner of a box
-  assert.deepEqual(at(340, 320), { k: 3, part: "box" }); // across cells
+  assert.deepEqual(at(340, 320), { k: 3, part: "box" });
   assert.deepEqual(at(8, 8), { k: 1, part: "collapse" });
   assert.deepEqual(at(200, 10), { k: 1, part: "frame" });
   assert.deepEqual(at(400, 110), { k: 4, part: "frame" }); // the inner frame wins
@@ -160,4 +169,37 @@ test("a column aggregates when its items are under AGGREGATE_PX across or down",
   assert.deepEqual(Array.from(aggregatedAt(cols, count, 0.053)), [0, 0]);
   // a single item is never an aggregate
   assert.deepEqual(Array.from(aggregatedAt(cols, new Int32Array([1, 1]), 0.001)), [0, 0]);
+});
+
+test("a paint visits the frames and boxes in sight, as a scan of every drawn item finds them", () => {
+  const P2 = S.layout.P;
+  const { width, height } = S.layout;
+  for (const [k, x0, y0] of [
+    [1, 0, 0],
+    [1, width / 2, height / 3],
+    [0.3, width / 4, 0],
+    [0.05, 0, 0],
+  ]) {
+    const sight = { x0, y0, x1: x0 + 1200 / k, y1: y0 + 500 / k, k };
+    const seen = (i) =>
+      P2[4 * i] <= sight.x1 && P2[4 * i] + P2[4 * i + 2] >= x0 && P2[4 * i + 1] <= sight.y1 && P2[4 * i + 1] + P2[4 * i + 3] >= y0;
+    const got = inSight(S, index, sight, new Uint8Array(S.graph.parent.length), seen);
+    // a scan: in sight, and no frame around it drawn as one block (under SUMMARY_PX)
+    const small = (g) => Math.min(P2[4 * g + 2], P2[4 * g + 3]) * k < 28;
+    const open = (i) => {
+      for (let p = S.graph.parent[i]; p >= 0; p = S.graph.parent[p]) if (small(p)) return false;
+      return true;
+    };
+    assert.deepEqual(
+      got.frames,
+      S.vis.groups.filter((g) => seen(g) && open(g)),
+      `frames at ${k}`,
+    );
+    assert.deepEqual(
+      got.boxes,
+      S.vis.boxes.filter((b) => seen(b) && open(b)),
+      `boxes at ${k}`,
+    );
+    assert.ok(got.boxes.length > 0 || k < 0.1, `nothing in sight at ${k}`);
+  }
 });

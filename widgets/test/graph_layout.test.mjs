@@ -178,3 +178,66 @@ test("a worker that fails (a page refusing Blob workers) hands its waiting layou
     else globalThis.LABKIT_GRAPH_WORKER = saved.src;
   }
 });
+
+// residual blocks, each a call holding two calls of one op and two ops: the 100,000-node
+// benchmark's shape, small
+function blockGraph(blocks) {
+  const g = { model: "Net", ids: [], kind: "", parent: [], name: [], type: [], ins: [], outs: [], rolled: [] };
+  Object.assign(g, { edges: [], edge_tensor: [], tensors: ["8x64 float32"], runs: [], total_runs: 1, metrics: {} });
+  const add = (kind, parent, name) => {
+    const k = g.ids.length;
+    g.ids.push(10 * k + 3); // trace ids are not payload indices
+    g.kind += kind;
+    g.parent.push(parent);
+    g.name.push(name);
+    g.type.push(kind === "m" ? "Block" : name);
+    g.ins.push([0]);
+    g.outs.push([0]);
+    g.runs.push(1);
+    return k;
+  };
+  let prev = add("i", -1, "x");
+  add("m", -1, "");
+  for (let b = 0; b < blocks; b++) {
+    const blk = add("m", 1, `layers.${b}`);
+    const a = add("p", add("m", blk, `layers.${b}.fc1`), "linear");
+    const r = add("p", blk, "relu");
+    const c = add("p", add("m", blk, `layers.${b}.fc2`), "linear");
+    const s = add("p", blk, "add");
+    g.edges.push(prev, a, a, r, r, c, c, s, prev, s);
+    g.edge_tensor.push(0, 0, 0, 0, 0);
+    prev = s;
+  }
+  return g;
+}
+
+test("a toggle lays out only the levels it reaches, and the layout is the one made afresh", () => {
+  const g = { ...blockGraph(300), key: "blocks" };
+  const calls = g.ids.filter((_, k) => g.kind[k] === "m");
+  const service = makeService();
+  let open = new Set(calls);
+  const first = service({ view: 1, seq: 1, key: "blocks", graph: g, expanded: [...open] });
+  assert.ok(first.cols.length > 6, "the blocks are wrapped into columns");
+  let rng = 3;
+  const pick = () => {
+    rng = (rng * 48271) % 2147483647;
+    return calls[rng % calls.length];
+  };
+  for (let step = 2; step < 40; step++) {
+    // close or open one to three calls, some of them inside a closed call
+    for (let i = 0; i < 1 + (step % 3); i++) {
+      const id = pick();
+      open = new Set(open);
+      if (open.has(id)) open.delete(id);
+      else open.add(id);
+    }
+    const got = service({ view: 1, seq: step, key: "blocks", expanded: [...open] });
+    const want = layoutGraph(prepare(g), expandedIndices(g, open));
+    for (const key of ["boxOf", "boxes", "groups", "pos", "edges", "edgeOff", "edgeXY", "edgeBox", "cols"])
+      assert.deepEqual(got[key], want[key], `${key} after step ${step}`);
+    assert.equal(got.width, want.width);
+    assert.equal(got.height, want.height);
+    // the toggled calls' levels and those around them, not the 900 frames of the graph
+    assert.ok(got.laidOut < 30, `${got.laidOut} levels laid out at step ${step}`);
+  }
+});
