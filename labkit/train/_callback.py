@@ -13,8 +13,9 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import lightning.pytorch as pl
 import torch
@@ -22,6 +23,9 @@ import torch
 from labkit.train import _tensorboard
 from labkit.train.checkpoint import CHECKPOINTS, LAST
 from labkit.train.recording import FILE_CHECK_S, Sink, StepRecorder, StopPoll, memory_bytes
+
+if TYPE_CHECKING:
+    from torch.utils.tensorboard import SummaryWriter
 
 __all__ = ["FILE_CHECK_S", "EpochSeed", "LabCallback", "LabCheckpoint", "memory_bytes", "seed_all"]
 
@@ -73,7 +77,7 @@ class LabCallback(pl.Callback):
         logdir: str | os.PathLike[str] | None = None,
         resumed_from: str | None = None,
         hparams: dict[str, Any] | None = None,
-        writer: Any = None,
+        writer: SummaryWriter | Callable[[], SummaryWriter | None] | None = None,
         log_every: int = 0,
         checkpoint_on_stop: bool = True,
     ) -> None:
@@ -159,7 +163,9 @@ class LabCallback(pl.Callback):
     def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._t_end = time.perf_counter()
 
-    def on_train_batch_start(self, trainer: pl.Trainer, pl_module: Any, batch: Any, i: int) -> None:
+    def on_train_batch_start(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: object, i: int
+    ) -> None:
         traced = self.trace_every > 1 and trainer.global_step % self.trace_every == 0
         if not self._flops_done and trainer.is_global_zero and not traced:  # a sampled trace's
             self._flops_done = True  # times stay free of the counter; once per fit
@@ -167,13 +173,20 @@ class LabCallback(pl.Callback):
         self._t_start = time.perf_counter()
         self.recorder.begin_step(trainer.global_step)
 
-    def on_before_optimizer_step(self, trainer: pl.Trainer, pl_module: Any, optimizer: Any) -> None:
+    def on_before_optimizer_step(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, optimizer: torch.optim.Optimizer
+    ) -> None:
         if trainer.is_global_zero:
             self.recorder.learning_rate(optimizer, trainer.global_step)
             self.recorder.histograms(self._net(pl_module), trainer.global_step)
 
     def on_train_batch_end(
-        self, trainer: pl.Trainer, pl_module: Any, outputs: Any, batch: Any, i: int
+        self,
+        trainer: pl.Trainer,
+        pl_module: pl.LightningModule,
+        outputs: object,
+        batch: object,
+        i: int,
     ) -> None:
         now = time.perf_counter()
         step = trainer.global_step  # already counts this step
@@ -232,7 +245,9 @@ class LabCallback(pl.Callback):
     def on_fit_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.recorder.end("stopped" if self.stopped else "finished", trainer.global_step)
 
-    def on_exception(self, trainer: pl.Trainer, pl_module: Any, exception: BaseException) -> None:
+    def on_exception(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException
+    ) -> None:
         if self._flops is not None:  # the counted step failed: its counter goes, nothing sent
             self._flops.abandon()
             self._flops = None
@@ -303,7 +318,7 @@ class _StepFlops:
         self.mode.__exit__(None, None, None)
 
 
-def _logger_writer(trainer: pl.Trainer) -> Any:
+def _logger_writer(trainer: pl.Trainer) -> SummaryWriter | None:
     """The trainer's TensorBoard ``SummaryWriter`` (its logger's ``experiment``), or None."""
     writer = getattr(trainer.logger, "experiment", None)
     return writer if hasattr(writer, "add_scalar") else None
@@ -376,7 +391,9 @@ class EpochSeed(pl.Callback):
     def __init__(self, seed: int) -> None:
         self.seed = seed
 
-    def on_train_batch_start(self, trainer: pl.Trainer, pl_module: Any, batch: Any, i: int) -> None:
+    def on_train_batch_start(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: object, i: int
+    ) -> None:
         if i == 0:
             seed_all(self.seed + trainer.current_epoch)
 

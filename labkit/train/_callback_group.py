@@ -28,7 +28,7 @@ def _overrides(callback: pl.Callback, hook: str) -> bool:
 
 
 def _fan_out(methods: list[Callable[..., Any]]) -> Callable[..., None]:
-    def call_all(*args: Any, **kwargs: Any) -> None:
+    def call_all(*args: object, **kwargs: object) -> None:
         for method in methods:
             method(*args, **kwargs)
 

@@ -19,7 +19,7 @@ import torch
 Reduce = Callable[[torch.Tensor], torch.Tensor]
 
 
-def as_scalar(name: str, value: Any, device: torch.device) -> torch.Tensor:
+def as_scalar(name: str, value: object, device: torch.device) -> torch.Tensor:
     """A metric's value as a detached float32 scalar on ``device``; a clear error otherwise."""
     if isinstance(value, torch.Tensor):
         if value.numel() != 1:

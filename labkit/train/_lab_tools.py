@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 if TYPE_CHECKING:
+    from lightning.pytorch.tuner.lr_finder import _LRFinder
+
     from labkit.trace.model import Trace
     from labkit.train.lab import Lab
 
@@ -71,7 +73,7 @@ def trace_step(lab: Lab, *, mode: str, warmup: int, repeat: int) -> Trace:
 
 def lr_find(
     lab: Lab, *, min_lr: float, max_lr: float, num_training: int, seed: int, **kwargs: Any
-) -> Any:
+) -> _LRFinder | None:
     """Lightning's ``Tuner.lr_find`` on a copy of ``lab``'s module (see ``Lab.lr_find``).
 
     Returns:

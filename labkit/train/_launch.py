@@ -27,9 +27,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
+
+if TYPE_CHECKING:
+    from torch.multiprocessing.spawn import ProcessRaisedException
+
+    from labkit.train.lab import Lab
 
 MODES = ("auto", "inline", "fork", "subprocess")
 
@@ -66,7 +71,7 @@ def in_notebook() -> bool:
     return shell is not None and hasattr(shell, "kernel")
 
 
-def _count(devices: Any) -> int:
+def _count(devices: object) -> int:
     if isinstance(devices, int):
         return devices if devices > 0 else max(torch.cuda.device_count(), 1)
     if isinstance(devices, list | tuple):
@@ -98,7 +103,9 @@ class Plan:
         return f"Plan(mode={self.mode!r}, processes={self.processes}, reason={self.reason!r})"
 
 
-def plan(*, devices: Any, strategy: Any, num_nodes: int, launch: str = "auto") -> Plan:
+def plan(
+    *, devices: int | str | list[int], strategy: object, num_nodes: int, launch: str = "auto"
+) -> Plan:
     """Decide how to launch a fit.
 
     Args:
@@ -161,7 +168,7 @@ def rendezvous_env(plan_: Plan) -> Iterator[None]:
                 os.environ[key] = value
 
 
-def ddp_strategy(plan_: Plan, strategy: Any, timeout_s: float) -> Any:
+def ddp_strategy(plan_: Plan, strategy: object, timeout_s: float) -> object:
     """The Lightning strategy for ``plan_``: DDP with a short timeout, forked if asked."""
     if plan_.processes <= 1 and not under_launcher():
         return strategy
@@ -200,7 +207,7 @@ def worker_error(exc: BaseException) -> DDPWorkerError | None:
     return None
 
 
-def _hung_rank(exc: Any, last: str) -> DDPWorkerError | None:
+def _hung_rank(exc: ProcessRaisedException, last: str) -> DDPWorkerError | None:
     """A timed-out collective: name the rank that did not arrive (see ``_progress``)."""
     from labkit.train._progress import describe, is_timeout, laggards
 
@@ -225,7 +232,7 @@ def _hung_rank(exc: Any, last: str) -> DDPWorkerError | None:
 
 # ---------------------------------------------------------------- subprocess mode
 def run_in_subprocess(
-    lab: Any, fit_kwargs: dict[str, Any], logdir: Path
+    lab: Lab, fit_kwargs: dict[str, Any], logdir: Path
 ) -> subprocess.Popen[bytes]:
     """Pickle ``lab`` (cloudpickle) and start ``python -m labkit.train._launch`` on it."""
     import cloudpickle

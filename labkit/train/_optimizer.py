@@ -18,7 +18,6 @@ from __future__ import annotations
 import copy
 from collections import defaultdict
 from collections.abc import Iterable
-from typing import Any
 
 import torch
 
@@ -74,7 +73,9 @@ def bind(
     return bound
 
 
-def check_covers(optimizer: Any, trained: torch.nn.Module, *, where: str = "the optimizer") -> None:
+def check_covers(
+    optimizer: object, trained: torch.nn.Module, *, where: str = "the optimizer"
+) -> None:
     """Refuse an optimizer that misses trainable parameters of ``trained`` or holds others.
 
     Args:
@@ -115,7 +116,7 @@ def check_covers(optimizer: Any, trained: torch.nn.Module, *, where: str = "the 
         )
 
 
-def _optimizers(value: Any) -> Iterable[torch.optim.Optimizer]:
+def _optimizers(value: object) -> Iterable[torch.optim.Optimizer]:
     if isinstance(value, torch.optim.Optimizer):
         yield value
     elif isinstance(value, dict) and "optimizer" in value:

@@ -31,7 +31,7 @@ def check_logdir(
     logdir: str | os.PathLike[str],
     model: torch.nn.Module | None = None,
     *,
-    optimizer: Any = None,
+    optimizer: object = None,
     optimizer_kwargs: Mapping[str, Any] | None = None,
 ) -> Path:
     """Check (and create) a fit's logdir before any work; see the module docstring.
@@ -101,7 +101,7 @@ def _kind(path: Path) -> str:
     return "a non-regular file"
 
 
-def optimizer_states(optimizer: Any, kwargs: Mapping[str, Any]) -> int:
+def optimizer_states(optimizer: object, kwargs: Mapping[str, Any]) -> int:
     """Tensors the optimizer keeps per parameter: 2 (Adam family), 0 (plain SGD), else 1."""
     name = (optimizer if isinstance(optimizer, str) else getattr(optimizer, "__name__", "")).lower()
     if "adam" in name:

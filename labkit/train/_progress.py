@@ -39,10 +39,10 @@ class RankProgress(pl.Callback):
             self._slots[2 * r] = trainer.global_step
             self._slots[2 * r + 1] = phase
 
-    def on_train_batch_start(self, trainer: pl.Trainer, *args: Any) -> None:
+    def on_train_batch_start(self, trainer: pl.Trainer, *args: object) -> None:
         self._mark(trainer, 1)
 
-    def on_before_backward(self, trainer: pl.Trainer, *args: Any) -> None:
+    def on_before_backward(self, trainer: pl.Trainer, *args: object) -> None:
         self._mark(trainer, 2)
 
     def snapshot(self) -> list[tuple[int, int]]:

@@ -22,11 +22,14 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from labkit.train.checkpoint import CheckpointError, load_checkpoint
+
+if TYPE_CHECKING:
+    from labkit.train.module import LabModule
 
 ON_CHANGE = ("refuse", "keep", "apply")
 
@@ -199,7 +202,7 @@ def _saved_lr(ckpt: Mapping[str, Any], saved: Mapping[str, Any] | None) -> float
     return None
 
 
-def apply_rule(diff: list[str], rule: str, path: Path, module: Any) -> list[str]:
+def apply_rule(diff: list[str], rule: str, path: Path, module: LabModule) -> list[str]:
     """Apply the resume rule to the differences; returns notes for the Run.
 
     Args:

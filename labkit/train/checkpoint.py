@@ -20,12 +20,15 @@ import os
 import pickle
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 
 from labkit._paths import InputFileError, atomic_writer, check_folder, open_input
+
+if TYPE_CHECKING:
+    from torch.serialization import MAP_LOCATION
 
 CHECKPOINTS = "checkpoints"  # the folder under a run's logdir
 LAST = "last.ckpt"  # the checkpoint Lab writes after every epoch, and resumes from
@@ -54,10 +57,10 @@ def save_checkpoint(obj: dict[str, Any], path: str | os.PathLike[str]) -> Path:
     return target
 
 
-def checkpoint_bytes(obj: Any) -> int:
+def checkpoint_bytes(obj: object) -> int:
     """About the bytes ``torch.save(obj)`` writes: each tensor storage once, plus 64 KiB."""
     seen: dict[tuple[str, int], int] = {}
-    stack = [obj]
+    stack: list[object] = [obj]
     while stack:
         x = stack.pop()
         if isinstance(x, torch.Tensor):
@@ -76,7 +79,7 @@ MAX_CHECKPOINT_BYTES = 64 << 30
 
 def load_checkpoint(
     path: str | os.PathLike[str],
-    map_location: Any = "cpu",
+    map_location: MAP_LOCATION = "cpu",
     *,
     max_bytes: int = MAX_CHECKPOINT_BYTES,
 ) -> dict[str, Any]:
@@ -159,14 +162,20 @@ class AtomicCheckpointIO(TorchCheckpointIO):
     """
 
     def save_checkpoint(
-        self, checkpoint: dict[str, Any], path: Any, storage_options: Any | None = None
+        self,
+        checkpoint: dict[str, Any],
+        path: str | os.PathLike[str],
+        storage_options: object = None,
     ) -> None:
         if storage_options is not None:
             raise TypeError("AtomicCheckpointIO takes no storage_options")
         save_checkpoint(checkpoint, path)
 
     def load_checkpoint(
-        self, path: Any, map_location: Any = None, weights_only: bool | None = None
+        self,
+        path: str | os.PathLike[str],
+        map_location: MAP_LOCATION = None,
+        weights_only: bool | None = None,
     ) -> dict[str, Any]:
         return load_checkpoint(path, map_location=map_location or "cpu")
 

@@ -13,7 +13,7 @@ Datasets are wrapped in DataLoaders with ``batch_size``; the training loader shu
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator, Sized
 from typing import Any
 
 import lightning.pytorch as pl
@@ -36,7 +36,7 @@ def register_adapter(
     _ADAPTERS.insert(0, (accepts, adapt))
 
 
-def _is_pyg_dataset(data: Any) -> bool:
+def _is_pyg_dataset(data: object) -> bool:
     return any(
         c.__module__.startswith("torch_geometric.") and c.__name__ == "Dataset"
         for c in type(data).__mro__
@@ -50,12 +50,12 @@ class TrainDataModule(pl.LightningDataModule):
         train: Training DataLoader.
     """
 
-    def __init__(self, train: Any) -> None:
+    def __init__(self, train: Iterable[Any]) -> None:
         super().__init__()
         self.train = train
-        self.val = None
+        self.val: Iterable[Any] | None = None
 
-    def train_dataloader(self) -> Any:
+    def train_dataloader(self) -> Iterable[Any]:
         return self.train
 
     def __repr__(self) -> str:
@@ -73,23 +73,23 @@ class PairDataModule(TrainDataModule):
         >>> dm = PairDataModule(DataLoader(train_ds, batch_size=32), None)  # doctest: +SKIP
     """
 
-    def __init__(self, train: Any, val: Any) -> None:
+    def __init__(self, train: Iterable[Any], val: Iterable[Any] | None) -> None:
         super().__init__(train)
         self.val = val
 
-    def val_dataloader(self) -> Any:
+    def val_dataloader(self) -> Iterable[Any] | None:
         return self.val
 
     def __repr__(self) -> str:
         return f"PairDataModule(train={_describe(self.train)}, val={_describe(self.val)})"
 
 
-def _describe(loader: Any) -> str:
+def _describe(loader: object) -> str:
     if loader is None:
         return "None"
     try:
-        n: int | str = len(loader)
-    except TypeError:
+        n: int | str = len(loader) if isinstance(loader, Sized) else "?"
+    except TypeError:  # a DataLoader over an IterableDataset without a length
         n = "?"
     bs = getattr(loader, "batch_size", None)
     return f"{type(loader).__name__}(batches={n}, batch_size={bs})"
@@ -119,7 +119,7 @@ class EpochShuffleSampler(Sampler[int]):
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
 
-    def __iter__(self) -> Any:
+    def __iter__(self) -> Iterator[int]:
         g = torch.Generator().manual_seed(self.seed + self.epoch)
         return iter(torch.randperm(self.n, generator=g).tolist())
 
@@ -130,9 +130,11 @@ class EpochShuffleSampler(Sampler[int]):
         return f"EpochShuffleSampler(n={self.n}, seed={self.seed}, epoch={self.epoch})"
 
 
-def resumable(loader: Any, seed: int) -> Any:
+def resumable(loader: Iterable[Any], seed: int) -> Iterable[Any]:
     """A plain shuffling ``DataLoader`` rebuilt with :class:`EpochShuffleSampler`; others as is."""
-    if type(loader) is not DataLoader or not isinstance(loader.sampler, RandomSampler):
+    if not isinstance(loader, DataLoader) or type(loader) is not DataLoader:
+        return loader
+    if not isinstance(loader.sampler, RandomSampler):
         return loader
     if loader.sampler.generator is not None or loader.sampler.replacement:
         return loader  # the user chose the randomness: keep it
@@ -151,8 +153,8 @@ def resumable(loader: Any, seed: int) -> Any:
 
 
 def _loader(
-    obj: Any, *, batch_size: int, shuffle: bool, num_workers: int, pyg: bool, seed: int
-) -> Any:
+    obj: object, *, batch_size: int, shuffle: bool, num_workers: int, pyg: bool, seed: int
+) -> object:
     if isinstance(obj, DataLoader):
         return resumable(obj, seed) if shuffle else obj
     if obj is None or not isinstance(obj, Dataset | list):
@@ -169,7 +171,7 @@ def _loader(
 
 
 def as_datamodule(
-    data: Any, *, batch_size: int = 32, num_workers: int = 0, seed: int = 0
+    data: object, *, batch_size: int = 32, num_workers: int = 0, seed: int = 0
 ) -> pl.LightningDataModule:
     """Wrap ``data`` into a ``LightningDataModule``.
 
@@ -196,20 +198,29 @@ def as_datamodule(
         train, val = data, None
     pyg = _is_pyg_dataset(train)
     kw: dict[str, Any] = {"batch_size": batch_size, "num_workers": num_workers, "seed": seed}
-    train_loader = _loader(train, shuffle=True, pyg=pyg, **kw)
-    val_loader = _loader(val, shuffle=False, pyg=pyg, **kw)
-    for name, obj in (("train", train_loader), ("val", val_loader)):
-        if obj is not None and not hasattr(obj, "__iter__"):
-            raise TypeError(
-                f"Lab data: the {name} part is a {type(obj).__name__}; give a DataLoader, a "
-                "Dataset, a (train, val) pair of them, a LightningDataModule or a PyG dataset"
-            )
+    train_loader = _iterable("train", _loader(train, shuffle=True, pyg=pyg, **kw))
+    val_loader = _iterable("val", _loader(val, shuffle=False, pyg=pyg, **kw))
+    if train_loader is None:
+        raise TypeError(f"Lab data: the train part is None; {_ACCEPTED}")
     if val_loader is None:
         return TrainDataModule(train_loader)
     return PairDataModule(train_loader, val_loader)
 
 
-def first_batch(loader: Any) -> Any:
+_ACCEPTED = (
+    "give a DataLoader, a Dataset, a (train, val) pair of them, a LightningDataModule or a "
+    "PyG dataset"
+)
+
+
+def _iterable(name: str, obj: object) -> Iterable[Any] | None:
+    """``obj`` when it can be iterated (or None); else a TypeError naming the part."""
+    if obj is not None and not isinstance(obj, Iterable):
+        raise TypeError(f"Lab data: the {name} part is a {type(obj).__name__}; {_ACCEPTED}")
+    return obj
+
+
+def first_batch(loader: Iterable[Any]) -> Any:
     """The first batch of ``loader`` (the iterator is dropped afterwards)."""
     it = iter(loader)
     try:

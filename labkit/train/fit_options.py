@@ -20,7 +20,7 @@ import inspect
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from labkit._options import args_doc, changes_repr, check_names, keyword_signature
 
@@ -61,6 +61,8 @@ def _count_or_fraction(text: str) -> int | float:
             ) from None
 
 
+T = TypeVar("T")  # a field's value: _opt returns its default's type
+
 _PARSERS: dict[str, Any] = {
     "int": int,
     "float": float,
@@ -70,7 +72,7 @@ _PARSERS: dict[str, Any] = {
 }
 
 
-def _opt(default: Any, help: str, cli: str | None) -> Any:
+def _opt(default: T, help: str, cli: str | None) -> T:
     """A field with its help text and its command-line kind (``None``: not on the CLI)."""
     return field(default=default, metadata={"help": help, "cli": cli})
 
@@ -184,7 +186,7 @@ class FitOptions:
         except FitOptionError as exc:
             raise FitOptionError(f"{where}(): {exc}") from None
 
-    def replace(self, **changes: Any) -> FitOptions:
+    def replace(self, **changes: object) -> FitOptions:
         """A copy with ``changes`` (unknown names raise ``TypeError``)."""
         return FitOptions.build(self, changes, where="FitOptions.replace")
 
@@ -211,15 +213,15 @@ class FitOptionError(TypeError):
     """A fit option of the wrong type or value; names the option, the value and what it takes."""
 
 
-def _is_int(v: Any) -> bool:
+def _is_int(v: object) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def _is_number(v: Any) -> bool:
+def _is_number(v: object) -> bool:
     return isinstance(v, int | float) and not isinstance(v, bool)
 
 
-def _is_path(v: Any) -> bool:
+def _is_path(v: object) -> bool:
     return isinstance(v, str | os.PathLike)
 
 

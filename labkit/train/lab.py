@@ -46,9 +46,11 @@ from labkit.train.run import Run
 
 if TYPE_CHECKING:
     import lightning.pytorch as pl
+    from lightning.pytorch.tuner.lr_finder import _LRFinder
 
     from labkit.optimize.recipe import Recipe
     from labkit.trace.model import Trace
+    from labkit.train.module import OptimizerArg
     from labkit.train.scaling import Scaling
 
 V = TypeVar("V")  # a view linked to the fit: returned as given
@@ -97,10 +99,10 @@ class Lab:
     def __init__(
         self,
         model: torch.nn.Module,
-        data: Any = None,
+        data: object = None,
         *,
         loss: Callable[[Any, Any], torch.Tensor] | str | None = None,
-        optimizer: Any = "adam",
+        optimizer: OptimizerArg = "adam",
         lr: float = 1e-3,
         optimizer_kwargs: Mapping[str, Any] | None = None,
         metrics: Mapping[str, Callable[[Any, Any], Any]] | None = None,
@@ -327,7 +329,7 @@ class Lab:
         seed: int = 0,
         apply: bool = False,
         **kwargs: Any,
-    ) -> Any:
+    ) -> _LRFinder | None:
         """Lightning's learning-rate finder (``Tuner.lr_find``) on this Lab's model and data.
 
         The model is left as it was. ``result.plot(suggest=True)`` draws loss against
@@ -415,7 +417,7 @@ def fit_from_args(
     *,
     description: str | None = None,
     script_options: argparse.ArgumentParser | None = None,
-    **fit_kwargs: Any,
+    **fit_kwargs: object,
 ) -> Run:
     """Train ``lab`` with ``fit_kwargs`` overridden by the command line: promoted scripts' entry.
 

@@ -7,7 +7,7 @@ batch.y``. The loss is ``loss(output, target)``; each metric is ``metric(output,
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import lightning.pytorch as pl
@@ -19,12 +19,18 @@ OPTIMIZERS = {"adam": "Adam", "adamw": "AdamW", "sgd": "SGD", "rmsprop": "RMSpro
 
 StepFn = Callable[[torch.nn.Module, Any], tuple[Any, Any]]
 
+OptimizerArg = (
+    str | torch.optim.Optimizer | type[torch.optim.Optimizer] | Callable[..., torch.optim.Optimizer]
+)
+"""What ``Lab(optimizer=...)`` takes: a name (``"adam"``), a ``torch.optim`` class, an
+optimizer of the model, or a factory ``params -> optimizer``."""
+
 
 #: keys a dict batch's target may have, in the order they are looked for
 TARGET_KEYS = ("y", "target", "targets", "label", "labels")
 
 
-def default_step(net: torch.nn.Module, batch: Any) -> tuple[Any, Any]:
+def default_step(net: torch.nn.Module, batch: object) -> tuple[Any, Any]:
     """``(x, y) -> (net(x), y)``; a PyG batch (has ``.y``) -> ``(net(batch), batch.y)``; a
     dict batch -> ``(net(batch["x"]), target)`` or, without ``"x"``, ``net(**the rest)``
     (Hugging Face style: ``input_ids``, ``attention_mask``), the target being the first of
@@ -51,7 +57,7 @@ def default_step(net: torch.nn.Module, batch: Any) -> tuple[Any, Any]:
     )
 
 
-def model_step(net: torch.nn.Module, batch: Any) -> tuple[Any, Any]:
+def model_step(net: torch.nn.Module, batch: object) -> tuple[Any, Any]:
     """The step of ``Lab(..., loss="model")``: the model computes its own loss, so the whole
     batch goes in: a dict as keywords (``net(**batch)``, Hugging Face style, labels
     included), a tuple or list as positional inputs (``net(x, y)``, nanoGPT style), anything
@@ -66,7 +72,7 @@ def model_step(net: torch.nn.Module, batch: Any) -> tuple[Any, Any]:
 
 
 def dict_batch_note(
-    batch: Any, step: StepFn | None, loss: Callable[[Any, Any], Any] | None
+    batch: object, step: StepFn | None, loss: Callable[[Any, Any], Any] | None
 ) -> str | None:
     """How a dict batch given without ``step=`` was used: which keys went to the model, which
     one is the target, which were left out (a sentence for the run's notes), or None when
@@ -108,7 +114,7 @@ def dict_batch_note(
     return head + f"{', '.join(rest)} went to the model as keyword arguments and {to_loss}"
 
 
-def output_loss(out: Any, target: Any = None) -> torch.Tensor:
+def output_loss(out: object, target: object = None) -> torch.Tensor:
     """The loss the model returned (``Lab(..., loss="model")``), and only a loss.
 
     A loss is ``out.loss`` (a Hugging Face ``ModelOutput``), ``out["loss"]``, the second
@@ -157,7 +163,7 @@ _HOW_TO_PASS_TARGETS = (
 )
 
 
-def _find_loss(out: Any) -> tuple[str, Any]:
+def _find_loss(out: object) -> tuple[str, object]:
     """``(where the loss was found, what is there)``; ``(where, None)`` names a None loss."""
     if isinstance(out, torch.Tensor):
         return _ITSELF, out
@@ -175,7 +181,7 @@ def _find_loss(out: Any) -> tuple[str, Any]:
 _ITSELF = "the output itself"
 
 
-def _describe_output(out: Any) -> str:
+def _describe_output(out: object) -> str:
     """What the model returned, in a message: ``(Tensor [1, 1] float32, None)``."""
     if out is None:
         return "None"
@@ -194,7 +200,7 @@ def _describe_output(out: Any) -> str:
     return f"a {type(out).__name__}"
 
 
-def batch_size_of(batch: Any) -> int:
+def batch_size_of(batch: object) -> int:
     """Samples in a batch: ``num_graphs`` for PyG batches, else the first tensor's first dim."""
     n = getattr(batch, "num_graphs", None)
     if isinstance(n, int):
@@ -209,7 +215,10 @@ def batch_size_of(batch: Any) -> int:
 
 
 def make_optimizer(
-    optimizer: Any, params: Any, lr: float, kwargs: Mapping[str, Any] | None
+    optimizer: OptimizerArg,
+    params: Iterable[torch.nn.Parameter],
+    lr: float,
+    kwargs: Mapping[str, Any] | None,
 ) -> torch.optim.Optimizer:
     """Build the optimizer from a class, a name (``"adam"``) or ``params -> optimizer``.
 
@@ -247,7 +256,7 @@ class MetricError(RuntimeError):
     """A metric function raised; names the metric, the stage, the batch and the shapes."""
 
 
-def _shape(value: Any) -> str:
+def _shape(value: object) -> str:
     if isinstance(value, torch.Tensor):
         return f"{list(value.shape)} {str(value.dtype).removeprefix('torch.')}"
     return type(value).__name__
@@ -289,7 +298,7 @@ class LabModule(pl.LightningModule):
         net: torch.nn.Module,
         *,
         loss: Callable[[Any, Any], torch.Tensor],
-        optimizer: Any = "adam",
+        optimizer: OptimizerArg = "adam",
         lr: float = 1e-3,
         optimizer_kwargs: Mapping[str, Any] | None = None,
         metrics: Mapping[str, Callable[[Any, Any], Any]] | None = None,
@@ -326,10 +335,10 @@ class LabModule(pl.LightningModule):
         else:
             super().__setattr__(name, value)
 
-    def forward(self, *args: Any, **kwargs: Any) -> Any:
+    def forward(self, *args: object, **kwargs: object) -> object:
         return self.net(*args, **kwargs)
 
-    def _evaluate(self, batch: Any, stage: str, batch_idx: int = 0) -> torch.Tensor:
+    def _evaluate(self, batch: object, stage: str, batch_idx: int = 0) -> torch.Tensor:
         out, target = self.step_fn(self.net, batch)
         loss = self.loss_fn(out, target)
         bs = batch_size_of(batch)
@@ -353,10 +362,10 @@ class LabModule(pl.LightningModule):
             self.last_batch_size = bs
         return loss
 
-    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+    def training_step(self, batch: object, batch_idx: int) -> torch.Tensor:
         return self._evaluate(batch, "train", batch_idx)
 
-    def validation_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+    def validation_step(self, batch: object, batch_idx: int) -> torch.Tensor:
         return self._evaluate(batch, "val", batch_idx)
 
     # Logging. Per step, ``train_<name>`` goes to the loggers on the steps Lightning writes
@@ -375,7 +384,7 @@ class LabModule(pl.LightningModule):
         self._means["val"].reset()
         self._closed.discard("val")
 
-    def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
+    def on_train_batch_end(self, outputs: object, batch: object, batch_idx: int) -> None:
         """Write ``train_<name>`` to the loggers on Lightning's logging steps.
 
         The same steps and step index as Lightning's own step logging: after every
@@ -493,7 +502,7 @@ class LabModule(pl.LightningModule):
         )
 
 
-def _describe(optimizer: Any) -> str:
+def _describe(optimizer: object) -> str:
     """How an optimizer argument is named in messages and reprs."""
     if isinstance(optimizer, str):
         return repr(optimizer)

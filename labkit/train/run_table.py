@@ -37,13 +37,18 @@ import os
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from labkit._paths import InputFileError, atomic_writer, open_input
 from labkit.train._lock import LOCK_FILE
 from labkit.train._run_state import has_run_files, observe
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from labkit.train.run import Run
 
 SERIES_FILE = "series.bin"
 RUN_FILE = "run.json"
@@ -61,7 +66,7 @@ class RunsError(ValueError):
 
 
 # ---------------------------------------------------------------------- writing
-def write_series(run: Any, folder: str | os.PathLike[str]) -> Path:
+def write_series(run: Run, folder: str | os.PathLike[str]) -> Path:
     """Write ``<folder>/series.bin``: ``run``'s record without steps plus its steps as columns.
 
     A figure missing from a step is NaN in its column; a figure that is not a number (or
@@ -406,7 +411,7 @@ class Runs:
         text.append(f"{len(self.rows)} run(s)" + (skipped if self.skipped else ""))
         return "\n".join(text)
 
-    def to_pandas(self) -> Any:
+    def to_pandas(self) -> pd.DataFrame:
         """A DataFrame: one row per run; ``last_*``, ``best_*``, options, ``recipe.*``, versions."""
         import pandas as pd
 
@@ -477,18 +482,18 @@ class Runs:
         return f"Runs({len(self.rows)} runs: {counts or 'none'}; metrics={self.metrics})"
 
 
-def _num(v: Any) -> str:
+def _num(v: object) -> str:
     return "-" if v is None else f"{v:.4g}"
 
 
-def _lr(v: Any) -> str:
+def _lr(v: object) -> str:
     """The lr the optimizer had: one number, or one per param group."""
     if isinstance(v, list):
         return ",".join(_num(x) for x in v)
     return _num(v) if isinstance(v, int | float) else "-"
 
 
-def _cell(v: Any) -> Any:
+def _cell(v: object) -> object:
     return json.dumps(v) if isinstance(v, list | dict) else v
 
 
@@ -747,7 +752,7 @@ def _last_float(meta: dict[str, Any], cols: Columns) -> float | None:
     return float(t[-1]) if t is not None and len(t) else None
 
 
-def _number(v: Any) -> bool:
+def _number(v: object) -> bool:
     return isinstance(v, int | float) and not isinstance(v, bool)
 
 

@@ -20,12 +20,16 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import lightning.pytorch as pl
 import torch
 
 from labkit.train._ranks import SKIP, advice
+
+if TYPE_CHECKING:
+    from labkit.train.lab import Lab
+    from labkit.train.run import Run
 
 __all__ = ["Scaling", "ScalingPoint", "scaling"]
 
@@ -147,7 +151,7 @@ def _mean(values: list[float]) -> float:
     return statistics.fmean(values) if values else 0.0
 
 
-def _point(run: Any, processes: int) -> dict[str, Any]:
+def _point(run: Run, processes: int) -> dict[str, Any]:
     """A short fit's figures: per-rank means on several processes, rank 0's steps on one."""
     ranks = [r for g in run.ranks for r in g["ranks"] if r["steps"]]
     steps = run.steps[SKIP:]
@@ -215,14 +219,14 @@ def _notes(points: list[ScalingPoint]) -> list[str]:
 
 
 def scaling(
-    lab: Any,
+    lab: Lab,
     *,
     devices: Sequence[int] = (1, 2),
     steps: int = 30,
     accelerator: str = "cpu",
     logdir: str | os.PathLike[str] | None = None,
     threads: int | None = None,
-    **fit_kwargs: Any,
+    **fit_kwargs: object,
 ) -> Scaling:
     """Run ``steps`` steps at each process count in ``devices`` and compare throughput.
 
@@ -263,7 +267,7 @@ def scaling(
     raw = []
     try:
         for n in devices:
-            opts = {
+            opts: dict[str, Any] = {
                 "max_steps": steps,
                 "max_epochs": -1,
                 "devices": int(n),
@@ -274,7 +278,10 @@ def scaling(
                 "limit_val_batches": 0,
                 **fit_kwargs,
             }
-            tk = {"enable_progress_bar": False, **(opts.get("trainer_kwargs") or {})}
+            tk: dict[str, Any] = {
+                "enable_progress_bar": False,
+                **(opts.get("trainer_kwargs") or {}),
+            }
             extra = tk.get("callbacks") or []
             tk["callbacks"] = [
                 _Threads(threads),

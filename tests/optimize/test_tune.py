@@ -350,6 +350,11 @@ def test_space_expands_and_names_refused_combinations(
         assert "quantization='int8-dynamic'" in combo and "16-mixed" in why
 
 
+def test_a_checkpoint_value_that_is_no_pattern_is_named() -> None:
+    with pytest.raises(TypeError, match=r"checkpoint takes 'none', 'auto', 'blocks'.* got 5"):
+        _tune_space.expand({"checkpoint": [5]}, torch.device("cpu"))
+
+
 def test_default_space_on_this_cpu() -> None:
     space = _tune_space.default_space(torch.device("cpu"))
     assert space["checkpoint"] == ["none", "auto"] and space["compile"] == [None]
