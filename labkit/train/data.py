@@ -220,7 +220,7 @@ def _iterable(name: str, obj: object) -> Iterable[Any] | None:
     return obj
 
 
-def first_batch(loader: Iterable[Any]) -> Any:
+def first_batch(loader: Iterable[Any]) -> object:
     """The first batch of ``loader`` (the iterator is dropped afterwards)."""
     it = iter(loader)
     try:
