@@ -16,18 +16,25 @@ import weakref
 from typing import Any
 
 import torch
+from torch._subclasses import fake_tensor as _fake_tensor
 from torch._subclasses.fake_tensor import (
     DataDependentOutputException,
     DynamicOutputShapeException,
+    FakeTensor,
     FakeTensorMode,
     is_fake,
     unset_fake_temporarily,
 )
-from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
+
+from labkit.trace.instrument import Observer
 
 MAX_NUMEL = 1 << 22  # real copies above this many elements are not kept (memory)
 _DEVICE = torch.ops.prim.device.default
+# what FakeTensorMode answers a fake tensor's device query with (its fake device, or meta
+# inside a kernel), asked of it directly: autograd asks ~30 times a Linear call, and each
+# query dispatched goes through every Python mode on the stack
+_device_of_fake = getattr(_fake_tensor, "_device_handler", None)
 _VALUE_ERRORS = (DataDependentOutputException, DynamicOutputShapeException)
 _aten = torch.ops.aten
 # ops taking a list of index tensors, where a boolean mask's shape depends on its values
@@ -45,16 +52,17 @@ def _indexlike(t: Any) -> bool:
     return isinstance(t, torch.Tensor) and not (t.is_floating_point() or t.is_complex())
 
 
-class IndexValues(TorchDispatchMode):
-    """Real copies of integer/boolean fake tensors, computed op by op (enter inside the
-    fake mode: ``with fake, IndexValues(fake):``).
+class IndexValues(Observer):
+    """Real copies of integer/boolean fake tensors, computed op by op: an observer of the
+    recording that runs its aten ops (``runs_ops``), inside the fake mode.
 
     Args:
         fake: The fake-tensor mode the step runs under.
     """
 
+    runs_ops = True
+
     def __init__(self, fake: FakeTensorMode) -> None:
-        super().__init__()
         self.fake = fake
         self._values: dict[int, tuple[Any, torch.Tensor]] = {}
         self.computed = 0  # ops computed on real copies
@@ -85,15 +93,10 @@ class IndexValues(TorchDispatchMode):
             return entry[1]
         return None
 
-    def __torch_dispatch__(
-        self,
-        func: Any,
-        types: Any,
-        args: tuple[Any, ...] = (),
-        kwargs: dict[str, Any] | None = None,
-    ) -> Any:
-        kwargs = kwargs or {}
+    def run_op(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if func is _DEVICE:  # a fake tensor's device (autograd asks it of every gradient)
+            if _device_of_fake is not None and len(args) == 1 and type(args[0]) is FakeTensor:
+                return _device_of_fake(args)
             return func(*args, **kwargs)
         if func in _INDEX_OPS:
             args = self._masks_as_indices(args)

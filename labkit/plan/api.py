@@ -34,7 +34,7 @@ from labkit.trace.entry import StepOptions as _D
 from labkit.trace.entry import front_door
 from labkit.trace.model import Trace
 from labkit.trace.recorder import Recorder, script_modules
-from labkit.trace.step import Step, add_notes, record_step
+from labkit.trace.step import Step, add_notes, record_step, young_gc_only
 
 _FAKE_ERRORS = (
     DataDependentOutputException,
@@ -150,7 +150,7 @@ def plan(
             f"planning for {dev} needs a PyTorch built with CUDA (this one is CPU-only; no GPU "
             "is needed, only the build): plan for device='cpu', or install a CUDA build"
         )
-    with door.progress as bar:
+    with door.progress as bar, young_gc_only():  # the fake copy too: no full collections
         return _plan(
             model,
             batch,
@@ -194,8 +194,8 @@ def _plan(
     values = IndexValues(mode)
     seed_values(values, (args, kwargs), real)
     for t in (*model.parameters(), *model.buffers()):
-        if id(t) in memo and t.device.type != "meta":
-            values.know(memo[id(t)], t.detach().clone())
+        if id(t) in memo and t.device.type != "meta" and not t.is_floating_point():
+            values.know(memo[id(t)], t.detach().clone())  # integer buffers: their values
     bar(0.05, "recording the step on fake tensors")
     trace = _record(
         model,
@@ -283,8 +283,15 @@ def _record(
     def failed(err: BaseException, rec: Recorder) -> None:
         raise PlanError(_failure(model, err, rec)) from None
 
+    mode, values = modes
     return record_step(
-        step, mode="full", memory=tracker, contexts=modes, on_error=failed, progress=progress
+        step,
+        mode="full",
+        observers=(values,),
+        memory=tracker,
+        contexts=(mode,),
+        on_error=failed,
+        progress=progress,
     )
 
 

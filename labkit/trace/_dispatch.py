@@ -358,6 +358,11 @@ class _DispatchMode(TorchDispatchMode):
         self.inst = inst
         self.obs = tuple(o for o in inst.observers if o.needs_dispatch)
         self.decompose = any(o.decompose for o in self.obs)
+        runners = [o for o in inst.observers if o.runs_ops]
+        if len(runners) > 1:
+            names = ", ".join(type(o).__name__ for o in runners)
+            raise ValueError(f"one observer of a recording may run the ops, got {names}")
+        self.run = runners[0].run_op if runners else None
 
     def __torch_dispatch__(
         self,
@@ -367,8 +372,9 @@ class _DispatchMode(TorchDispatchMode):
         kwargs: dict[str, object] | None = None,
     ) -> object:
         kwargs = kwargs or {}
+        run = self.run
         if func in _QUERIES:  # a device or shape query: nothing to count, nothing made
-            return func(*args, **kwargs)
+            return func(*args, **kwargs) if run is None else run(func, args, kwargs)
         if self.decompose:
             try:
                 decomposable = _PER_OP[func][1]
@@ -379,7 +385,7 @@ class _DispatchMode(TorchDispatchMode):
                     r = func.decompose(*args, **kwargs)
                     if r is not NotImplemented:
                         return r
-        out = func(*args, **kwargs)
+        out = func(*args, **kwargs) if run is None else run(func, args, kwargs)
         inst = self.inst
         if inst.enabled:
             if not inst.clock:
@@ -463,7 +469,7 @@ def contexts(inst: Instrumentation) -> list[AbstractContextManager[object]]:
         out.append(_FunctionMode(inst))
     if any(o.needs_saved for o in obs):
         out.append(_SavedHooks(inst))
-    if any(o.needs_dispatch for o in obs):
+    if any(o.needs_dispatch or o.runs_ops for o in obs):
         importlib.import_module("torch._dynamo")  # a dispatch mode's first op imports it (~2 s)
         out.append(_DispatchMode(inst))
     return out
@@ -481,10 +487,11 @@ def global_handles(inst: Instrumentation) -> list[RemovableHandle]:
         register_optimizer_step_post_hook(inst._opt_post),
     ]
     if any(o.needs_grads for o in inst.observers):
-        try:
-            for p in inst.model.parameters():
-                if p.requires_grad:
-                    handles.append(p.register_post_accumulate_grad_hook(inst._grad))
+        try:  # not through the function mode entered already (6x the cost of a hook)
+            with torch._C.DisableTorchFunction():
+                for p in inst.model.parameters():
+                    if p.requires_grad:
+                        handles.append(p.register_post_accumulate_grad_hook(inst._grad))
         except BaseException:
             for h in handles:
                 h.remove()

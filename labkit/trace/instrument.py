@@ -37,6 +37,7 @@ _perf = time.perf_counter
 _current_task = torch._C._current_graph_task_id
 _current_node = torch._C._current_autograd_node
 _NO_SEQ = 2**64 - 1  # AccumulateGrad nodes have no sequence number
+_no_torch_function = torch._C.DisableTorchFunction
 
 
 class Observer:
@@ -57,6 +58,7 @@ class Observer:
     needs_saved = False  # tensors saved for backward
     needs_grads = False  # a parameter's gradient was accumulated
     needs_segments = False  # backward segments (one per module call or op)
+    runs_ops = False  # runs each aten op itself (run_op): at most one observer of a recording
 
     def start(self, inst: Instrumentation) -> None:
         """The recording begins (hooks installed)."""
@@ -98,6 +100,14 @@ class Observer:
         self, func: OpOverload, args: tuple[object, ...], kwargs: dict[str, object], out: object
     ) -> None:
         """An aten op ran (forward, backward or optimizer step)."""
+
+    def run_op(
+        self, func: OpOverload, args: tuple[object, ...], kwargs: dict[str, object]
+    ) -> object:
+        """With ``runs_ops``: run the aten op (every one, queries too) and return its result,
+        as a dispatch mode just below the layer's would; the other observers see what it
+        returns. One Python mode fewer per op than entering a mode of one's own."""
+        return func(*args, **kwargs)
 
     def saved(self, t: torch.Tensor) -> None:
         """Autograd saved ``t`` for backward."""
@@ -399,6 +409,19 @@ class Instrumentation:
         path = self._paths.get(id(module))
         if path is None:
             return
+        # observers read tensors' metadata (``t.shape``...): with the function mode off,
+        # not as calls of the model's (each a Python mode call: ~8 a module call)
+        with _no_torch_function():
+            self._pre_observed(module, path, args, kwargs, t_in)
+
+    def _pre_observed(
+        self,
+        module: torch.nn.Module,
+        path: str,
+        args: tuple[object, ...],
+        kwargs: dict[str, object],
+        t_in: float,
+    ) -> None:
         stack = self.stack
         parent = stack[-1] if stack else None
         if parent is None:
@@ -442,12 +465,13 @@ class Instrumentation:
         node = stack.pop()
         node.fwd_time = (t_in - node.t0) - (self.lost - node.lost0)
         node.seq1 = _get_sequence_nr()
-        for o in self._ret_obs:
-            o.ret(node, module, output)
-        if not stack:
-            self.top_calls += 1
-            if torch.is_grad_enabled():
-                self._hook_graph(output)
+        with _no_torch_function():
+            for o in self._ret_obs:
+                o.ret(node, module, output)
+            if not stack:
+                self.top_calls += 1
+                if torch.is_grad_enabled():
+                    self._hook_graph(output)
         self.lost += _perf() - t_in
 
     # ------------------------------------------------------------ torch-level ops

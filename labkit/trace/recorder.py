@@ -144,7 +144,7 @@ class Recorder:
             self.memory = memory if memory is not None else default_memory(model)
         elif memory is not None:
             raise ValueError("memory= is for mode='full'; pass the tracker in observers=")
-        per_op = any(o.needs_dispatch for o in self.extra)
+        per_op = any(o.needs_dispatch or o.runs_ops for o in self.extra)
         self.timing = (
             TimingObserver(cuda=_on_cuda(model)) if (mode != "full" and not per_op) else None
         )

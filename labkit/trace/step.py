@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from labkit._tensors import named_tensors
+from labkit.trace._gc import young_gc_only as young_gc_only  # plan's fake copy uses it
 from labkit.trace._globals import ModuleGlobals
 from labkit.trace._passes import time_step
 from labkit.trace.errors import TraceError, scalar_loss
@@ -245,6 +246,32 @@ def record_step(
         >>> t.meta.calls, torch.equal(model[1].running_mean, before)
         (1, True)
     """
+    with young_gc_only():  # a full collection walks the whole process: none while recording
+        return _record_step(
+            step,
+            mode,
+            observers,
+            memory,
+            (warmup, repeat, time_budget),
+            keep_step,
+            contexts,
+            on_error,
+            progress,
+        )
+
+
+def _record_step(
+    step: Step,
+    mode: str,
+    observers: Sequence[Observer],
+    memory: MemoryObserver | None,
+    passes_: tuple[int, int, float | None],
+    keep_step: bool,
+    contexts: Iterable[AbstractContextManager[Any]],
+    on_error: OnError | None,
+    progress: Callable[[float, str], None] | None,
+) -> Trace:
+    warmup, repeat, time_budget = passes_
     state = step.state()
     module_globals = ModuleGlobals(step.model, (step.loss, step.forward), state.restores)
     kept: StepState | None = None
