@@ -17,9 +17,10 @@ import ts from "typescript";
 
 export const MAX_LINES = 150;
 
-/** Over-long functions not yet split, "file:name" -> lines when listed (issue 40: only the diff view
- * render is left: its skeleton is split out, the wiring is next). */
-export const ALLOWED = new Map([["diff.js:render", 216]]);
+/** Over-long functions not yet split, "file:name" -> lines when listed: none left (issue 40;
+ * the last, the diff view's render, is state, pure drawing and wiring now). A new entry needs
+ * a reason here. @type {Map<string, number>} */
+export const ALLOWED = new Map();
 
 /**
  * The name a function goes by: its own, else the variable, property or method it is
@@ -87,8 +88,8 @@ export function findings(fns, allowed, max = MAX_LINES) {
   return out;
 }
 
-/** @param {string} dir @returns {{file: string, name: string, line: number, lines: number}[]} */
-function scan(dir) {
+/** Every function of the .js files in dir. @param {string} dir @returns {{file: string, name: string, line: number, lines: number}[]} */
+export function scan(dir) {
   const files = readdirSync(dir)
     .filter((f) => f.endsWith(".js"))
     .sort();

@@ -133,14 +133,11 @@ export function crumbOf(graph, rolled, sel, k, values, instValues, metrics) {
 
 /** The breadcrumb as HTML (the unroll button is added by the view). A narrow view wraps
  * it between its parts, never inside one: each frame, the selection and each figure is
- * an unbreakable piece (`lk-crumb-part`).
+ * an unbreakable piece (`lk-crumb-part`: white-space nowrap in _ui.js's stylesheet).
  * @param {Crumb | null} c */
 export function crumbHtml(c) {
   if (!c) return "";
-  const nowrap = 'style="white-space:nowrap"';
-  const trail = c.trail.map((/** @type {string} */ t) => `<span class="lk-crumb-up lk-crumb-part" ${nowrap}>${esc(t)} ›</span> `).join("");
-  const figs = c.figures
-    .map((/** @type {string} */ f) => ` <span class="lk-crumb-fig lk-crumb-part" ${nowrap}>${esc(f)}</span>`)
-    .join(" ·");
-  return `${trail}<b class="lk-crumb-sel lk-crumb-part" ${nowrap}>${esc(c.text)}</b>${figs}`;
+  const trail = c.trail.map((/** @type {string} */ t) => `<span class="lk-crumb-up lk-crumb-part">${esc(t)} ›</span> `).join("");
+  const figs = c.figures.map((/** @type {string} */ f) => ` <span class="lk-crumb-fig lk-crumb-part">${esc(f)}</span>`).join(" ·");
+  return `${trail}<b class="lk-crumb-sel lk-crumb-part">${esc(c.text)}</b>${figs}`;
 }

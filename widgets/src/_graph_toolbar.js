@@ -54,7 +54,7 @@ export function legendHtml(scale, def) {
 export function buildToolbar(act) {
   const metricSel = h("select", { title: "colour by", class: "lk-metric" });
   const search = h("input", { type: "search", placeholder: "search modules / ops", class: "lk-search", size: "18" });
-  const depthIn = h("input", { type: "number", min: "0", max: "64", class: "lk-depth", title: "expand to depth", style: "width:3.5em" });
+  const depthIn = h("input", { type: "number", min: "0", max: "64", class: "lk-depth", title: "expand to depth" });
   const legend = h("div", { class: "lk-legend" });
   const btn = (/** @type {string} */ text, /** @type {string} */ title, /** @type {() => void} */ fn, cls = "") =>
     h("button", { title, onclick: fn, class: cls }, text);

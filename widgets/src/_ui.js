@@ -64,6 +64,18 @@ export const CSS = `${THEME}
 .lk-table tr.lk-selected td { background: var(--lk-bg3); }
 .lk-table th.lk-sorted::after { content: " \\25BE"; }
 .lk-table th.lk-sorted.lk-asc::after { content: " \\25B4"; }
+.lk-crumb { display: none; align-items: center; flex-wrap: wrap; gap: 6px; padding: 3px 8px;
+  border-bottom: 1px solid var(--lk-border2); font-size: 12px; }
+.lk-crumb .lk-crumb-text { flex: 1 1 20em; min-width: 0; }
+.lk-crumb .lk-crumb-part { white-space: nowrap; }
+.lk-crumb .lk-crumb-up, .lk-crumb .lk-crumb-fig { color: var(--lk-fg2); }
+.lk-view .lk-crumb .lk-unroll { height: 20px; }
+.lk-view input.lk-depth { width: 3.5em; }
+.lk-view input.lk-top { width: 4em; }
+.lk-profile .lk-chart { padding: 4px 8px; border-bottom: 1px solid var(--lk-border2); max-height: 40%; overflow: auto; }
+.lk-canvas.lk-mem-canvas { cursor: crosshair; }
+.lk-memory .lk-mem-sel, .lk-memory .lk-mem-live { font-family: var(--lk-mono); font-size: 11px; padding: 2px 8px;
+  color: var(--lk-fg); }
 .lk-swatch { display: inline-block; width: 10px; height: 10px; margin-right: 3px; vertical-align: -1px; }
 .lk-error-text { color: var(--lk-error); }
 .lk-control-bar { display: flex; gap: 12px; align-items: center; flex-wrap: wrap; font-size: 11px; padding: 2px 0; }

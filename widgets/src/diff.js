@@ -4,27 +4,32 @@
 // the frames around that module open, the graph pans to it and highlights it; click a
 // box: its row is selected); a toggle between metrics. The graph is laid out and drawn by
 // the GraphView's modules (_graph_draw.js, _graph_layout.js, _layout.js, _panzoom.js),
-// called, not copied; the colouring and paging are pure (_diff_color.js).
+// called, not copied. As the other views: a typed state (DiffState: the drawing, the page,
+// the colour scale, the view's transform), pure drawing of it (_diff_draw.js: table,
+// legend, titles; _diff_color.js: colours and paging; node-tested), the parts acting on it
+// (placing the view, painting, user actions) and a thin wiring layer (model and DOM events
+// -> state -> paint).
 import { unpacked } from "./_graphcore.js";
 import { edgesSvg, groupsSvg, nodesSvg, SVG_STYLE, drawState } from "./_graph_draw.js";
 import { svgEl } from "./_graph_export.js";
 import { attachPanZoom, centerView, fitView, openView, zoomView } from "./_panzoom.js";
 import { uid } from "./_shared.js";
-import { ensureStyles, esc, h } from "./_ui.js";
+import { ensureStyles, h } from "./_ui.js";
 import { formatterOf } from "./_units.js";
-import { boxLook, legendText, pageOf, revealIds, rowOf, scaleOf, shownAs } from "./_diff_color.js";
+import { BLUE, boxLook, legendText, RED, revealIds, rowOf, scaleOf, shownAs, WHITE } from "./_diff_color.js";
+import { boxTitle, headline, legendHtml, METRICS, metricButtons, PAGE, tableHtml } from "./_diff_draw.js";
 
 /** @typedef {import("./_contract_types").DiffViewTraits} Traits the synced traits (labkit/views/_contract.py) */
 /** @typedef {import("./_contract_types").DiffMetric} DiffMetric */
-
-const METRICS = ["time", "memory", "flops", "params"];
-const PAGE = 100; // table rows per page (a diff of thousands of modules pages)
+/** @typedef {import("./_contract_types").RenderContext<Traits>["model"]} Model */
 
 const DIFF_CSS = `
 .lk-diff .lk-diff-head { padding: 4px 8px; font-weight: 600; border-bottom: 1px solid var(--lk-border2); }
 .lk-diff .lk-diff-metric[aria-pressed="true"] { background: var(--lk-bg3); font-weight: 600; }
 .lk-diff .lk-diff-legend { display: flex; align-items: center; gap: 6px; font-size: 11px; }
-.lk-diff .lk-diff-bar { width: 140px; height: 10px; border: 1px solid var(--lk-border); }
+.lk-diff .lk-diff-bar { width: 140px; height: 10px; border: 1px solid var(--lk-border);
+  background: linear-gradient(to right, rgb(${BLUE}), rgb(${WHITE}), rgb(${RED})); }
+.lk-diff .lk-diff-swatch { border: 1px solid var(--lk-border); }
 .lk-diff .lk-diff-hatch { display: inline-block; width: 22px; height: 10px; border: 1px solid var(--lk-border);
   background: repeating-linear-gradient(135deg, transparent 0 3px, rgba(107,114,128,.9) 3px 4px), var(--lk-bg); }
 .lk-diff .lk-canvas { flex: none; border-bottom: 1px solid var(--lk-border2); }
@@ -41,7 +46,7 @@ const SVG_DIFF = `
 
 /**
  * The view's elements (toolbar with a button per metric, canvas, table, pages, notes), not yet wired.
- * @param {any} model
+ * @param {Model} model
  * @param {string} hatchId
  */
 function skeleton(model, hatchId) {
@@ -86,47 +91,79 @@ function skeleton(model, hatchId) {
   return { root, head, buttons, fitBtn, legend, canvas, viewport, gEdges, gGroups, gNodes, tableWrap, pages, notes };
 }
 
-/** @param {import("./_contract_types").RenderContext<Traits>} ctx anywidget's model and element */
-function render({ model, el }) {
-  ensureStyles();
-  const hatchId = uid("lk-hatch");
-  const arrowId = uid("lk-arrow");
-  const { root, head, buttons, fitBtn, legend, canvas, viewport, gEdges, gGroups, gNodes, tableWrap, pages, notes } = skeleton(
-    model,
-    hatchId,
-  );
-  fitBtn.addEventListener("click", () => fit());
-  el.appendChild(root);
+/**
+ * @typedef {object} DiffState what the user sees
+ * @property {ReturnType<typeof drawState> | null} S the drawing (null until the first layout)
+ * @property {number} page the table's page
+ * @property {number} scale the colour scale of the metric shown (its largest drawn change)
+ * @property {import("./_panzoom.js").View} view the transform: translation and scale
+ */
 
-  const graph = /** @type {import("./_contract_types").GraphPayload} */ (unpacked(model.get("graph")));
-  const cache = new Map();
-  /** @type {ReturnType<typeof drawState> | null} */
-  let S = null;
-  let page = 0;
-  let scaleNow = 0; // the colour scale of the metric shown (its largest drawn change)
-  const view = { x: 0, y: 0, k: 1 };
+/** @returns {DiffState} the state of a view before its first drawing */
+export function initialState() {
+  return { S: null, page: 0, scale: 0, view: { x: 0, y: 0, k: 1 } };
+}
 
-  const changes = () => /** @type {Record<string, DiffMetric>} */ (unpacked(model.get("changes")));
-  const current = () => changes()[model.get("metric")];
+/** @typedef {ReturnType<typeof skeleton>} Dom */
+/**
+ * @typedef {object} App one view: its model, DOM, state and the parts acting on them
+ * @property {Model} model
+ * @property {Dom} dom
+ * @property {DiffState} st
+ * @property {import("./_contract_types").GraphPayload} graph the base trace's graph
+ * @property {Map<any, any>} cache the layout's, kept per graph
+ * @property {string} hatchId
+ * @property {string} arrowId
+ * @property {() => DiffMetric} current the metric shown
+ * @property {ReturnType<typeof placement>} place
+ * @property {ReturnType<typeof painter>} paint
+ * @property {ReturnType<typeof actions>} act
+ */
 
-  const applyView = () => viewport.setAttribute("transform", `translate(${view.x},${view.y}) scale(${view.k})`);
-  const setView = (/** @type {{x: number, y: number, k: number}} */ v) => {
+/** @param {Model} model @returns {Record<string, DiffMetric>} every metric's changes */
+const changesOf = (model) => /** @type {Record<string, DiffMetric>} */ (unpacked(model.get("changes")));
+
+/**
+ * Placing the view: set it, fit the graph, centre a box.
+ * @param {App} app
+ */
+function placement(app) {
+  const { dom, st } = app;
+  const view = st.view;
+  const applyView = () => dom.viewport.setAttribute("transform", `translate(${view.x},${view.y}) scale(${view.k})`);
+  /** @param {import("./_panzoom.js").View} v */
+  const setView = (v) => {
     Object.assign(view, v);
     applyView();
   };
   /** @returns {[number, number]} the canvas's width and height */
-  const size = () => [canvas.clientWidth || 800, canvas.clientHeight || 480];
-  function fit() {
-    if (S) setView(fitView(...size(), S.layout.width, S.layout.height));
-  }
+  const size = () => [dom.canvas.clientWidth || 800, dom.canvas.clientHeight || 480];
+  const fit = () => {
+    if (st.S) setView(fitView(...size(), st.S.layout.width, st.S.layout.height));
+  };
+  const home = () => {
+    if (st.S) setView(openView(...size(), st.S.layout.width, st.S.layout.height));
+  };
+  /** @param {{x: number, y: number, w: number, h: number}} p a box's place */
+  const center = (p) => setView(centerView(view, p, ...size()));
+  return { applyView, setView, fit, home, center };
+}
 
+/**
+ * Painting the state: the graph for the open calls, its colours for the metric shown,
+ * the table's page, the selection.
+ * @param {App} app
+ */
+function painter(app) {
+  const { model, dom, st, graph } = app;
   /** Lay out and draw the graph for the open calls (once, and when a frame opens or closes). */
-  function draw() {
-    S = drawState(graph, model.get("expanded") || [], cache);
-    gGroups.innerHTML = groupsSvg(graph, S.vis, S.layout, S.rolled);
-    gEdges.innerHTML = edgesSvg(S.layout, arrowId);
-    gNodes.innerHTML = nodesSvg(graph, S.vis, S.layout, S.rolled);
-    for (const node of gNodes.querySelectorAll("g.lk-node")) {
+  const draw = () => {
+    const S = drawState(graph, model.get("expanded") || [], app.cache);
+    st.S = S;
+    dom.gGroups.innerHTML = groupsSvg(graph, S.vis, S.layout, S.rolled);
+    dom.gEdges.innerHTML = edgesSvg(S.layout, app.arrowId);
+    dom.gNodes.innerHTML = nodesSvg(graph, S.vis, S.layout, S.rolled);
+    for (const node of dom.gNodes.querySelectorAll("g.lk-node")) {
       const box = node.querySelector("rect.lk-box");
       const hatch = svgEl("rect", {
         class: "lk-hatch",
@@ -134,174 +171,185 @@ function render({ model, el }) {
         height: box?.getAttribute("height") || "0",
         rx: "4",
       });
-      hatch.setAttribute("fill", `url(#${hatchId})`);
+      hatch.setAttribute("fill", `url(#${app.hatchId})`);
       box?.after(hatch);
     }
-    paint();
-  }
-
+    colour();
+  };
   /** Colour the drawn boxes for the metric shown, and say what the colours mean. */
-  function paint() {
-    if (!S) return;
-    const c = current();
+  const colour = () => {
+    if (!st.S) return;
+    const c = app.current();
     const fmt = formatterOf(c.unit);
-    const scale = c.error ? 0 : scaleOf(c.delta, S.vis.boxes);
-    scaleNow = scale;
-    for (const node of gNodes.querySelectorAll("g.lk-node")) {
-      const k = Number(/** @type {SVGGElement} */ (node).dataset.k);
-      const look = c.error ? boxLook({ delta: [], noise: [] }, k, 0) : boxLook(c, k, scale);
+    st.scale = c.error ? 0 : scaleOf(c.delta, st.S.vis.boxes);
+    for (const node of dom.gNodes.querySelectorAll("g.lk-node")) {
+      const g = /** @type {SVGGElement} */ (node);
+      const k = Number(g.dataset.k);
+      const look = c.error ? boxLook({ delta: [], noise: [] }, k, 0) : boxLook(c, k, st.scale);
       const box = /** @type {SVGRectElement | null} */ (node.querySelector("rect.lk-box"));
       if (box) box.style.fill = look.fill;
       const hatch = /** @type {SVGRectElement | null} */ (node.querySelector("rect.lk-hatch"));
       if (hatch) hatch.style.display = look.hatched ? "" : "none";
       for (const t of node.querySelectorAll("text.lk-label, text.lk-sub")) /** @type {SVGTextElement} */ (t).style.fill = look.ink;
-      const g = /** @type {SVGGElement} */ (node);
       g.dataset.fill = look.fill;
       g.dataset.change = String(look.value);
       g.classList.toggle("lk-diff-noise", look.hatched);
       const title = node.querySelector("title") || node.appendChild(svgEl("title"));
-      title.textContent = `${graph.name[k] || "(root)"}: ${look.value > 0 ? "+" : ""}${fmt(look.value)}${look.hatched ? " (within noise)" : ""}`;
+      title.textContent = boxTitle(graph.name[k], look, fmt);
     }
-    const words = legendText(scale, fmt, c.worse, c.better);
-    legend.innerHTML =
-      `<span class="lk-diff-low">${esc(words.low)}</span>` +
-      `<span class="lk-diff-bar" style="background:linear-gradient(to right, rgb(33,102,172), rgb(247,247,247), rgb(178,24,43))"></span>` +
-      `<span class="lk-diff-high">${esc(words.high)}</span>` +
-      `<span class="lk-diff-hatch"></span><span>within noise (95% interval spans 0)</span>`;
-    head.textContent = c.error ? `${model.get("metric")}: ${c.error}` : c.headline;
+    dom.legend.innerHTML = legendHtml(legendText(st.scale, fmt, c.worse, c.better));
+    dom.head.textContent = headline(c, model.get("metric"));
+    const states = metricButtons(changesOf(model), model.get("metric"));
     for (const m of METRICS) {
-      const info = changes()[m];
-      buttons[m].disabled = Boolean(info?.error);
-      buttons[m].title = info?.error || info?.headline || "";
-      buttons[m].setAttribute("aria-pressed", String(m === model.get("metric")));
+      const b = dom.buttons[m];
+      b.disabled = states[m].disabled;
+      b.title = states[m].title;
+      b.setAttribute("aria-pressed", String(states[m].pressed));
     }
-    notes.textContent = (c.notes || []).join(" · ");
-    table();
-    highlight();
-  }
-
-  /** The ranked rows of the metric shown, one page. */
-  function table() {
-    const c = current();
-    const [a, b] = model.get("labels");
-    const { rows, start, pages: n } = pageOf(c.rows, page, PAGE);
-    const head = ["#", "module", "type", a || "base", b || "other", "change", "95% interval", "share", "match"];
-    let body = "";
-    rows.forEach((r, i) => {
-      const look = r.node >= 0 && !c.error ? boxLook(c, r.node, scaleNow) : null;
-      const swatch = look ? `<span class="lk-swatch" style="background:${look.fill};border:1px solid var(--lk-border)"></span>` : "";
-      const noise = r.noise ? " lk-diff-noise" : "";
-      body +=
-        `<tr data-row="${start + i}" data-node="${r.node}" data-module="${esc(r.module)}">` +
-        `<td>${start + i + 1}</td><td>${swatch}${esc(r.module || "(root)")}</td><td>${esc(r.type)}</td>` +
-        `<td>${esc(r.a)}</td><td>${esc(r.b)}</td><td class="${noise}">${esc(r.delta)}${r.noise ? " (noise)" : ""}</td>` +
-        `<td>${esc(r.interval)}</td><td>${esc(r.share)}</td><td>${esc(r.status === "same" ? r.match : `${r.match}, ${r.status}`)}</td></tr>`;
-    });
-    tableWrap.innerHTML = `<table class="lk-table"><thead><tr>${head.map((x) => `<th>${esc(x)}</th>`).join("")}</tr></thead><tbody>${body}</tbody></table>`;
-    pages.innerHTML = "";
-    if (n > 1) {
-      const prev = h("button", {}, "‹ prev");
-      const next = h("button", {}, "next ›");
-      prev.disabled = page === 0;
-      next.disabled = page >= n - 1;
-      prev.addEventListener("click", () => turn(page - 1));
-      next.addEventListener("click", () => turn(page + 1));
-      pages.append(prev, h("span", {}, `page ${page + 1} of ${n} (${c.rows.length} rows)`), next);
-    }
-  }
-
-  const turn = (/** @type {number} */ p) => {
-    page = p;
+    dom.notes.textContent = (c.notes || []).join(" · ");
     table();
     highlight();
   };
-
+  /** The ranked rows of the metric shown, one page, and the buttons to turn it. */
+  const table = () => {
+    const c = app.current();
+    const t = tableHtml(c, model.get("labels"), st.page, st.scale);
+    dom.tableWrap.innerHTML = t.html;
+    dom.pages.innerHTML = "";
+    if (t.pages < 2) return;
+    const prev = /** @type {HTMLButtonElement} */ (h("button", {}, "‹ prev"));
+    const next = /** @type {HTMLButtonElement} */ (h("button", {}, "next ›"));
+    prev.disabled = st.page === 0;
+    next.disabled = st.page >= t.pages - 1;
+    prev.addEventListener("click", () => app.act.turn(st.page - 1));
+    next.addEventListener("click", () => app.act.turn(st.page + 1));
+    dom.pages.append(prev, h("span", {}, `page ${st.page + 1} of ${t.pages} (${c.rows.length} rows)`), next);
+  };
   /** The selected row and the box that draws its module, marked. */
-  function highlight() {
+  const highlight = () => {
     const path = model.get("selected");
-    for (const tr of tableWrap.querySelectorAll("tr.lk-selected")) tr.classList.remove("lk-selected");
-    for (const n of viewport.querySelectorAll(".lk-selected")) n.classList.remove("lk-selected");
+    for (const tr of dom.tableWrap.querySelectorAll("tr.lk-selected")) tr.classList.remove("lk-selected");
+    for (const n of dom.viewport.querySelectorAll(".lk-selected")) n.classList.remove("lk-selected");
     if (path === null || path === undefined) return;
-    const tr = tableWrap.querySelector(`tr[data-module="${CSS.escape(path)}"]`);
-    tr?.classList.add("lk-selected");
-    const i = rowOf(current().rows, path);
-    const k = i >= 0 ? current().rows[i].node : -1;
-    if (k < 0 || !S) return;
-    const at = shownAs(graph, k, new Set(S.vis.boxes), new Set(S.vis.groups));
-    viewport.querySelector(`[data-k="${at}"]`)?.classList.add("lk-selected");
-  }
+    dom.tableWrap.querySelector(`tr[data-module="${CSS.escape(path)}"]`)?.classList.add("lk-selected");
+    const rows = app.current().rows;
+    const i = rowOf(rows, path);
+    const k = i >= 0 ? rows[i].node : -1;
+    if (k < 0 || !st.S) return;
+    const at = shownAs(graph, k, new Set(st.S.vis.boxes), new Set(st.S.vis.groups));
+    dom.viewport.querySelector(`[data-k="${at}"]`)?.classList.add("lk-selected");
+  };
+  return { draw, colour, table, highlight };
+}
 
-  /** Select the module at `path` (payload node k): open its frames, pan to it, mark it. */
-  function select(/** @type {string} */ path) {
-    const c = current();
-    const i = rowOf(c.rows, path);
-    if (i >= 0 && Math.floor(i / PAGE) !== page) page = Math.floor(i / PAGE);
-    const k = i >= 0 ? c.rows[i].node : -1;
-    if (k >= 0 && S && !new Set(S.vis.boxes).has(k) && !new Set(S.vis.groups).has(k)) {
+/**
+ * What the user does: select a module (a row or a box), turn the table's page, open or
+ * close a call.
+ * @param {App} app
+ */
+function actions(app) {
+  const { model, dom, st, graph } = app;
+  /** Show the module at `path`: its page, the frames around it opened, the view on it, marked. @param {string} path */
+  const select = (path) => {
+    const rows = app.current().rows;
+    const i = rowOf(rows, path);
+    if (i >= 0 && Math.floor(i / PAGE) !== st.page) st.page = Math.floor(i / PAGE);
+    const k = i >= 0 ? rows[i].node : -1;
+    if (k >= 0 && st.S && !new Set(st.S.vis.boxes).has(k) && !new Set(st.S.vis.groups).has(k)) {
       const open = new Set(model.get("expanded") || []);
       const more = revealIds(graph, k).filter((id) => !open.has(id));
       if (more.length) {
         model.set("expanded", [...open, ...more]);
         model.save_changes();
-        draw();
+        app.paint.draw();
       }
     }
-    table();
-    highlight();
-    const p = k >= 0 ? S?.layout.pos.get(k) : null;
+    app.paint.table();
+    app.paint.highlight();
+    const p = k >= 0 ? st.S?.layout.pos.get(k) : null;
     if (p) {
-      const [cw, ch] = size();
-      setView(centerView(view, p, cw, ch));
-      root.dataset.centered = String(k);
+      app.place.center(p);
+      dom.root.dataset.centered = String(k);
     }
-  }
-
-  const choose = (/** @type {string} */ path) => {
+  };
+  /** A row or a box chosen here: the kernel is told, then it is shown. @param {string} path */
+  const choose = (path) => {
     model.set("selected", path);
     model.save_changes();
     select(path);
   };
+  /** @param {number} p */
+  const turn = (p) => {
+    st.page = p;
+    app.paint.table();
+    app.paint.highlight();
+  };
+  /** Open or close the call drawn at payload index k. @param {number} k @param {string | undefined} act */
+  const toggle = (k, act) => {
+    const id = graph.ids[k];
+    const cur = model.get("expanded") || [];
+    model.set("expanded", act === "expand" ? [...cur, id] : cur.filter((x) => x !== id));
+    model.save_changes();
+    app.paint.draw();
+  };
+  return { select, choose, turn, toggle };
+}
 
-  tableWrap.addEventListener("click", (e) => {
+/**
+ * DOM and model events -> state -> paint.
+ * @param {App} app
+ */
+function wire(app) {
+  const { model, dom, graph } = app;
+  dom.fitBtn.addEventListener("click", () => app.place.fit());
+  dom.tableWrap.addEventListener("click", (e) => {
     const tr = /** @type {HTMLElement | null} */ (/** @type {HTMLElement} */ (e.target).closest("tr[data-module]"));
-    if (tr && tr.dataset.node !== "-1") choose(tr.dataset.module || "");
+    if (tr && tr.dataset.node !== "-1") app.act.choose(tr.dataset.module || "");
   });
-
-  attachPanZoom(canvas, view, {
-    panned: applyView,
-    zoom: (f, cx, cy) => setView(zoomView(view, f, cx, cy)),
+  attachPanZoom(dom.canvas, app.st.view, {
+    panned: app.place.applyView,
+    zoom: (f, cx, cy) => app.place.setView(zoomView(app.st.view, f, cx, cy)),
     hover: () => {},
     leave: () => {},
     click: (e) => {
       const target = /** @type {Element} */ (e.target);
       const toggle = /** @type {SVGGElement | null} */ (target.closest?.(".lk-toggle"));
       if (toggle) {
-        const id = graph.ids[Number(toggle.dataset.k)];
-        const cur = model.get("expanded") || [];
-        model.set("expanded", toggle.dataset.act === "expand" ? [...cur, id] : cur.filter((x) => x !== id));
-        model.save_changes();
-        draw();
+        app.act.toggle(Number(toggle.dataset.k), toggle.dataset.act);
         return;
       }
       const node = /** @type {SVGGElement | null} */ (target.closest?.(".lk-node, .lk-group"));
-      if (node) choose(graph.name[Number(node.dataset.k)]);
+      if (node) app.act.choose(graph.name[Number(node.dataset.k)]);
     },
   });
-
-  model.on("change:metric", () => paint());
-  model.on("change:changes", () => paint());
+  model.on("change:metric", () => app.paint.colour());
+  model.on("change:changes", () => app.paint.colour());
   model.on("change:selected", () => {
     const path = model.get("selected");
-    if (path !== null && path !== undefined) select(path);
-    else highlight();
+    if (path !== null && path !== undefined) app.act.select(path);
+    else app.paint.highlight();
   });
+}
 
-  draw();
-  const drawn = /** @type {ReturnType<typeof drawState> | null} */ (S); // draw() set it
-  if (drawn) setView(openView(...size(), drawn.layout.width, drawn.layout.height));
-  root.dataset.ready = "1";
+/** @param {import("./_contract_types").RenderContext<Traits>} ctx anywidget's model and element */
+function render({ model, el }) {
+  ensureStyles();
+  const hatchId = uid("lk-hatch");
+  const graph = /** @type {import("./_contract_types").GraphPayload} */ (unpacked(model.get("graph")));
+  /** @type {App} */
+  const app = /** @type {any} */ ({ model, graph, hatchId, arrowId: uid("lk-arrow"), cache: new Map(), st: initialState() });
+  app.dom = skeleton(model, hatchId);
+  app.current = () => changesOf(model)[model.get("metric")];
+  app.place = placement(app);
+  app.paint = painter(app);
+  app.act = actions(app);
+  wire(app);
+  el.appendChild(app.dom.root);
+  app.paint.draw();
+  app.place.home();
+  app.dom.root.dataset.ready = "1";
   const sel = model.get("selected");
-  if (sel !== null && sel !== undefined) select(sel);
+  if (sel !== null && sel !== undefined) app.act.select(sel);
 }
 
 export default { render };

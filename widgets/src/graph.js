@@ -80,11 +80,7 @@ function buildDom(model, el, acts) {
   root.style.height = `${model.get("height")}px`;
   const bar = buildToolbar(acts);
   // the selection: which frames it is in, which call of a rolled block, its own figures
-  const crumb = h("div", {
-    class: "lk-crumb",
-    style:
-      "display:none;align-items:center;flex-wrap:wrap;gap:6px;padding:3px 8px;border-bottom:1px solid var(--lk-border2);font-size:12px",
-  });
+  const crumb = h("div", { class: "lk-crumb" }); // shown (display: flex) while there is a selection
   const canvas = h("div", { class: "lk-canvas" });
   const svg = /** @type {SVGSVGElement} */ (svgEl("svg"));
   const style = svgEl("style");
@@ -96,12 +92,7 @@ function buildDom(model, el, acts) {
   viewport.append(gGroups, gEdges, gNodes);
   svg.append(style, viewport);
   canvas.append(svg);
-  const crumbStyle = h(
-    "style",
-    {},
-    ".lk-crumb .lk-crumb-up, .lk-crumb .lk-crumb-fig { color: var(--lk-fg2); } .lk-crumb .lk-unroll { height: 20px; }",
-  );
-  root.append(crumbStyle, bar.el, crumb, canvas);
+  root.append(bar.el, crumb, canvas);
   el.appendChild(root);
   return { root, bar, crumb, canvas, svg, viewport, gEdges, gGroups, gNodes, arrowId: uid("lk-arrow") };
 }
@@ -393,7 +384,7 @@ function crumbShown(app, sel, k) {
   crumb.dataset.text = c ? c.text : "";
   crumb.style.display = c ? "flex" : "none";
   // wraps between its parts in a narrow view (never cut inside a figure)
-  const text = h("span", { style: "flex:1 1 20em;min-width:0" });
+  const text = h("span", { class: "lk-crumb-text" });
   text.innerHTML = crumbHtml(c);
   crumb.append(text);
   if (c?.block) {

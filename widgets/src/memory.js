@@ -44,7 +44,6 @@ import { ensureStyles, esc, h, tooltip } from "./_ui.js";
 // translucent bands over the theme's background, so the phases read in Light and Dark
 /** @type {Record<string, string>} */
 const PHASE_COLORS = { forward: "var(--lk-accent)", backward: "var(--lk-accent2)", optimizer: "var(--lk-fg2)" };
-const MONO = "font-family:var(--jp-code-font-family,monospace);font-size:11px;padding:2px 8px;color:var(--lk-fg)";
 
 /** Cumulative stacks: out[c][i] = sum of categories 0..c at sample i. @param {number[][]} bytes */
 export function stack(bytes) {
@@ -378,10 +377,10 @@ function render({ model, el }) {
   ensureStyles();
   const clipId = uid("lk-mem-clip"); // ids are page-wide: this view's own
   const root = h("div", { class: "lk-view lk-memory" });
-  const body = h("div", { class: "lk-canvas", style: "cursor:crosshair" });
+  const body = h("div", { class: "lk-canvas lk-mem-canvas" });
   const legend = h("div", { class: "lk-toolbar lk-mem-legend" });
-  const selLine = h("div", { class: "lk-mem-sel", style: MONO });
-  const live = h("div", { class: "lk-mem-live", style: MONO });
+  const selLine = h("div", { class: "lk-mem-sel" });
+  const live = h("div", { class: "lk-mem-live" });
   root.append(legend, body, selLine, live);
   el.appendChild(root);
   const tip = tooltip(body);

@@ -163,12 +163,9 @@ function render({ model, el }) {
   const root = h("div", { class: "lk-view lk-profile" });
   root.style.height = `${model.get("height")}px`;
   const metricSel = /** @type {HTMLSelectElement} */ (h("select", { class: "lk-metric" }));
-  const topIn = /** @type {HTMLInputElement} */ (h("input", { type: "number", min: "1", max: "100", class: "lk-top", style: "width:4em" }));
+  const topIn = /** @type {HTMLInputElement} */ (h("input", { type: "number", min: "1", max: "100", class: "lk-top" }));
   const toolbar = h("div", { class: "lk-toolbar" }, h("span", {}, "top"), topIn, h("span", {}, "by self"), metricSel);
-  const chart = h("div", {
-    class: "lk-chart",
-    style: "padding:4px 8px;border-bottom:1px solid var(--lk-border2);max-height:40%;overflow:auto",
-  });
+  const chart = h("div", { class: "lk-chart" });
   const wrap = h("div", { class: "lk-table-wrap" });
   root.append(toolbar, chart, wrap);
   el.appendChild(root);

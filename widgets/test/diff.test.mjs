@@ -14,6 +14,7 @@ import {
   UNCHANGED,
   WHITE,
 } from "../src/_diff_color.js";
+import { boxTitle, headline, legendHtml, METRICS, metricButtons, PAGE, tableHtml } from "../src/_diff_draw.js";
 import { drawState } from "../src/_graph_draw.js";
 import { contrast, fmtBytes, rgbOf } from "../src/_shared.js";
 import { graph } from "./_graph_fixture.mjs";
@@ -101,4 +102,69 @@ test("table pages and row lookup", () => {
   assert.equal(rowOf(rows, "m120"), 120);
   assert.equal(rowOf(rows, "m3"), -1); // an added module is not in the base graph
   assert.equal(rowOf(rows, null), -1);
+});
+
+// the drawing as text (_diff_draw.js): what the table, legend, titles and buttons say
+const row = (i, node, noise = false) => ({
+  module: `blocks.${i}`,
+  type: "Linear",
+  status: i % 2 ? "changed" : "same",
+  match: "path",
+  a: "1 ms",
+  b: "2 ms",
+  delta: `+${i} ms`,
+  interval: "0.9-1.1x",
+  share: "1%",
+  value: i,
+  noise,
+  node,
+});
+const metric = (rows, extra = {}) => ({
+  headline: "time +12 ms",
+  error: "",
+  unit: "time",
+  worse: "slower",
+  better: "faster",
+  delta: [0, 4, -4, 1, 0, 0],
+  noise: [0, 0, 0, 1, 0, 0],
+  rows,
+  notes: [],
+  ...extra,
+});
+
+test("the table: one page of rows, numbered on, each swatch the colour of its module's box", () => {
+  const rows = Array.from({ length: 250 }, (_, i) => row(i, i === 101 ? 1 : -1, i === 102));
+  const c = metric(rows);
+  const t = tableHtml(c, ["a <b>", "other"], 1, 4);
+  assert.equal(t.pages, 3);
+  assert.equal(t.start, PAGE);
+  assert.equal((t.html.match(/<tr data-row=/g) || []).length, PAGE);
+  assert.match(t.html, /<tr data-row="100" data-node="-1" data-module="blocks\.100"><td>101<\/td>/);
+  assert.match(t.html, /<th>a &lt;b&gt;<\/th>/); // the trace's name escaped
+  // row 101 draws node 1 (a rise of 4 at scale 4): full red, as its box
+  const swatch = t.html.match(/data-row="101".*?<span class="lk-swatch lk-diff-swatch" style="background:([^"]+)">/);
+  assert.equal(swatch?.[1], boxLook(c, 1, 4).fill);
+  assert.match(t.html, /data-row="102".*?<td class=" lk-diff-noise">\+102 ms \(noise\)<\/td>/);
+  assert.match(t.html, /<td>path, changed<\/td>/); // how it matched, and what happened to it
+  // a metric the traces cannot answer: its rows, no colours
+  assert.doesNotMatch(tableHtml(metric(rows, { error: "no timings" }), ["a", "b"], 1, 4).html, /lk-swatch/);
+  // past the last page: the last page
+  assert.equal(tableHtml(c, ["a", "b"], 9, 4).start, 200);
+});
+
+test("legend, titles, headline and metric buttons say what is drawn", () => {
+  const legend = legendHtml({ low: "4 ms <faster>", high: "4 ms slower" });
+  assert.match(legend, /^<span class="lk-diff-low">4 ms &lt;faster&gt;<\/span><span class="lk-diff-bar"><\/span>/);
+  assert.match(legend, /within noise \(95% interval spans 0\)/);
+  assert.doesNotMatch(legend, /style=/); // the bar's colours are the stylesheet's
+  const ms = (v) => `${v} ms`;
+  assert.equal(boxTitle("blocks.0", { value: 3, hatched: false }, ms), "blocks.0: +3 ms");
+  assert.equal(boxTitle("", { value: -2, hatched: true }, ms), "(root): -2 ms (within noise)");
+  assert.equal(headline(metric([]), "time"), "time +12 ms");
+  assert.equal(headline(metric([], { error: "no memory recorded" }), "memory"), "memory: no memory recorded");
+  const states = metricButtons({ time: metric([]), memory: metric([], { error: "no memory recorded" }) }, "time");
+  assert.deepEqual(Object.keys(states), METRICS);
+  assert.deepEqual(states.time, { disabled: false, title: "time +12 ms", pressed: true });
+  assert.deepEqual(states.memory, { disabled: true, title: "no memory recorded", pressed: false });
+  assert.deepEqual(states.flops, { disabled: false, title: "", pressed: false }); // not in this diff
 });

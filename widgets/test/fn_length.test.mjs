@@ -2,7 +2,8 @@
 // functions, what they are called, how long they are, and what is a finding.
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { findings, functionsOf } from "../scripts/fn_length.mjs";
+import { fileURLToPath } from "node:url";
+import { ALLOWED, findings, functionsOf, MAX_LINES, scan } from "../scripts/fn_length.mjs";
 
 const SOURCE = `function top(a) {
   const inner = (x) => {
@@ -47,4 +48,13 @@ test("findings: over the limit and not allowed, allowed but grown, allowed and n
   assert.match(out[1], /^gone\.js:old: no longer over 10 lines: remove it from ALLOWED/);
   assert.match(findings(fns, new Map([["a.js:render", 11]]), 10)[0], /^a\.js:3: function render grew to 12 lines \(allowed 11/);
   assert.deepEqual(findings([{ file: "c.js", name: "ok", line: 1, lines: 10 }], new Map(), 10), []);
+});
+
+test("widgets/src: no function over the limit, none allowed to be", () => {
+  assert.equal(ALLOWED.size, 0);
+  const fns = scan(fileURLToPath(new URL("../src", import.meta.url)));
+  assert.ok(fns.some((f) => f.file === "diff.js" && f.name === "render"));
+  assert.deepEqual(findings(fns, ALLOWED), []);
+  const longest = Math.max(...fns.map((f) => f.lines));
+  assert.ok(longest <= MAX_LINES, `${longest} lines`);
 });
