@@ -74,6 +74,14 @@ export const CSS = `${THEME}
 .lk-view input.lk-top { width: 4em; }
 .lk-profile .lk-chart { padding: 4px 8px; border-bottom: 1px solid var(--lk-border2); max-height: 40%; overflow: auto; }
 .lk-canvas.lk-mem-canvas { cursor: crosshair; }
+.lk-att-legend { display: flex; flex-wrap: wrap; gap: 4px 12px; align-items: center; font-size: 12px; padding: 2px 6px; }
+.lk-att-class { display: inline-flex; gap: 3px; align-items: center; }
+.lk-att-scale { display: inline-flex; gap: 4px; align-items: center; margin-left: 8px; }
+.lk-att-swatch { display: inline-block; width: 11px; height: 11px; border-radius: 2px; }
+.lk-att-swatch.lk-att-round { border-radius: 50%; }
+.lk-att-bar { display: inline-block; width: 80px; height: 8px; }
+.lk-view input.lk-att-pick { width: 5em; }
+.lk-att-node { cursor: pointer; }
 .lk-memory .lk-mem-sel, .lk-memory .lk-mem-live { font-family: var(--lk-mono); font-size: 11px; padding: 2px 8px;
   color: var(--lk-fg); }
 .lk-swatch { display: inline-block; width: 10px; height: 10px; margin-right: 3px; vertical-align: -1px; }

@@ -75,34 +75,16 @@ export function layout(view, radius) {
  * @param {Pick<View, "labels">} view @param {number} maxW */
 export function legendItems(view, maxW) {
   /** @param {string} color @param {boolean} round */
-  const swatch = (color, round) =>
-    h("span", { style: `display:inline-block;width:11px;height:11px;background:${color};border-radius:${round ? "50%" : "2px"}` });
+  const swatch = (color, round) => h("span", { class: `lk-att-swatch${round ? " lk-att-round" : ""}`, style: `background:${color}` });
   const classes = view.labels ? [...new Set(view.labels.filter((c) => c != null))].sort((a, b) => a - b) : [];
   const items = classes.length
     ? [
         h("span", {}, "node class:"),
-        ...classes.map((c) =>
-          h(
-            "span",
-            { class: "lk-att-class", style: "display:inline-flex;gap:3px;align-items:center" },
-            swatch(PALETTE[c % PALETTE.length], true),
-            String(c),
-          ),
-        ),
+        ...classes.map((c) => h("span", { class: "lk-att-class" }, swatch(PALETTE[c % PALETTE.length], true), String(c))),
       ]
     : [h("span", {}, "nodes: no class labels (y) given"), swatch("#999999", true)];
-  const scale = h("span", {
-    style: `display:inline-block;width:80px;height:8px;background:linear-gradient(to right, ${weightColor(0)}, ${weightColor(1)})`,
-  });
-  items.push(
-    h(
-      "span",
-      { class: "lk-att-scale", style: "display:inline-flex;gap:4px;align-items:center;margin-left:8px" },
-      "edge weight 0",
-      scale,
-      maxW.toFixed(3),
-    ),
-  );
+  const scale = h("span", { class: "lk-att-bar", style: `background:linear-gradient(to right, ${weightColor(0)}, ${weightColor(1)})` });
+  items.push(h("span", { class: "lk-att-scale" }, "edge weight 0", scale, maxW.toFixed(3)));
   return items;
 }
 
@@ -200,7 +182,7 @@ function drawSvg(sc, pick) {
     edges.append(line);
   }
   for (const n of sc.nodes) {
-    const g = s("g", { class: "lk-att-node", "data-node": n.id, transform: `translate(${n.p.x},${n.p.y})`, style: "cursor:pointer" });
+    const g = s("g", { class: "lk-att-node", "data-node": n.id, transform: `translate(${n.p.x},${n.p.y})` });
     const stroke = `stroke:${n.picked ? "var(--lk-fg)" : "var(--lk-bg)"}`;
     g.append(s("circle", { r: n.r, fill: n.fill, style: stroke, "stroke-width": 2 }));
     // black or white, whichever reads on the class colour (WCAG AA)
@@ -226,7 +208,7 @@ function drawSvg(sc, pick) {
 
 /** The toolbar's controls. */
 function toolbarOf() {
-  const nodeIn = /** @type {HTMLInputElement} */ (h("input", { type: "number", min: "0", class: "lk-att-pick", style: "width:5em" }));
+  const nodeIn = /** @type {HTMLInputElement} */ (h("input", { type: "number", min: "0", class: "lk-att-pick" }));
   const hopSel = /** @type {HTMLSelectElement} */ (h("select", { class: "lk-att-hops" }));
   const headSel = /** @type {HTMLSelectElement} */ (h("select", { class: "lk-att-head" }));
   const info = h("span", { class: "lk-att-info" });
@@ -264,10 +246,7 @@ function render({ model, el }) {
   const tb = toolbarOf();
   const canvas = h("div", { class: "lk-canvas" });
   // what the colours mean: node fill = class (y), edge = weight relative to the darkest
-  const legend = h("div", {
-    class: "lk-att-legend",
-    style: "display:flex;flex-wrap:wrap;gap:4px 12px;align-items:center;font-size:12px;padding:2px 6px",
-  });
+  const legend = h("div", { class: "lk-att-legend" });
   root.append(tb.bar, legend, canvas);
   el.appendChild(root);
   /** @returns {AttentionState} */
