@@ -41,13 +41,26 @@ FILE_CHECK_S = 0.1  # a Stop through the stop file is seen within this (a stat p
 _SPECIAL = ("step", "epoch", "loss", "compute_time", "data_time", "samples", "t")
 
 
+_STATM: dict[int, int] = {}  # pid -> descriptor of /proc/<pid>/statm, kept open
+
+
+def _resident_bytes() -> int:
+    """This process's resident set from ``/proc/self/statm``, through a descriptor kept
+    open (one ``pread`` a flush, not an open, a read and a close); OSError where none."""
+    pid = os.getpid()
+    fd = _STATM.get(pid)
+    if fd is None:
+        _STATM.clear()  # a forked process: the parent's descriptor reads the parent
+        fd = _STATM[pid] = os.open("/proc/self/statm", os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    return int(os.pread(fd, 256, 0).split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
 def memory_bytes() -> int:
     """Memory in use: CUDA allocated bytes on a GPU, else this process's resident set."""
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         return int(torch.cuda.memory_allocated())
     try:
-        with open("/proc/self/statm") as fh:
-            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        return _resident_bytes()
     except OSError:
         return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 

@@ -407,7 +407,8 @@ class Run:
             RunClosedError: the loop's block has ended.
             TypeError, ValueError: no loss, a non-scalar loss, a Python int loss.
         """
-        self._watch("run.step").step(loss, metrics)
+        live = self._live  # the common case without a call more (once per optimizer step)
+        (live if live is not None else self._watch("run.step")).step(loss, metrics)
 
     def log(self, **metrics: Any) -> None:
         """Record evaluation figures (``val_loss=...``) at the current step of a watched loop."""

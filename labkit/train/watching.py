@@ -29,6 +29,7 @@ from typing import Any
 import torch
 
 from labkit._options import args_doc, changes_repr, check_names
+from labkit.train.recording import FILE_CHECK_S
 from labkit.train.run import Run, RunStopped
 
 __all__ = ["Watch", "WatchOptions", "watch"]
@@ -257,24 +258,23 @@ class LoopWatch:
         self.recorder.histograms(self.net, self.count + 1)
 
     # ------------------------------------------------------------------ run.step / run.log
-    def step(self, loss: Any, metrics: dict[str, Any]) -> None:
+    def step(self, loss: Any, metrics: dict[str, Any]) -> None:  # noqa: C901 - inline, flat: once a step
         # the common case first (a floating point scalar tensor, no other figures), with as
-        # little Python per step as can be: this runs once per optimizer step
-        if isinstance(loss, torch.Tensor) and loss.is_floating_point() and loss.numel() == 1:
-            kept = loss.detach()
+        # little Python per step as can be: this runs once per optimizer step, between the
+        # user's own steps, where every object it touches is out of the caches
+        if type(loss) is torch.Tensor and loss.is_cpu:
+            # a CPU loss is read now (no sync to wait for, the same float the flush would
+            # read, and cheaper than a detached copy kept until then)
+            kept = loss.item() if loss.numel() == 1 else None
+            if type(kept) is not float:  # not one floating point number: the error
+                kept = _loss(loss)
+        elif type(loss) is torch.Tensor and loss.is_floating_point() and loss.numel() == 1:
+            kept = loss.detach()  # on its device until the flush: no sync per step
         else:
             kept = _loss(loss)
         epoch, samples, figures = self.epoch, 0, None
         if metrics:
-            epoch = metrics.pop("epoch", epoch)
-            samples = metrics.pop("samples", 0)
-            if not isinstance(epoch, int) or isinstance(epoch, bool):
-                raise TypeError(f"run.step(epoch={epoch!r}): the epoch is a whole number")
-            if not isinstance(samples, int) or isinstance(samples, bool) or samples < 0:
-                raise TypeError(
-                    f"run.step(samples={samples!r}): the batch's samples, a whole number"
-                )
-            figures = {k: _number(k, v) for k, v in metrics.items()} or None
+            epoch, samples, figures = self._figures(metrics)
         now = time.perf_counter()
         self.count = k = self.count + 1
         self.epoch = epoch
@@ -286,18 +286,37 @@ class LoopWatch:
             rec.learning_rate(self.optimizer, k)
         if rec._tracing:
             rec.end_step(k)
-        flushed = rec.add_step(k, epoch, kept, now - self._t, 0.0, samples, figures)
-        if guard is not None:
-            if flushed:
+        # StepRecorder.add_step, inline: kept as it is, read at the flush
+        rec._pending.append((k, epoch, kept, now - self._t, 0.0, samples, time.time(), figures))
+        if now - rec._last_flush >= rec.flush_interval:
+            flushed = rec.flush()
+            if guard is not None and flushed:
                 guard.check_losses(flushed)  # read together, a few times a second
-            guard.stepped(k)
+        if guard is not None:  # StepGuard.stepped, inline
+            guard.step = k + 1
+            if guard._inputs:
+                guard._inputs = []
         if self.clock is not None:
             self.clock.step_end()
-        if self._should_stop(now, k):
+        if self.world == 1:  # _should_stop, inline: the event, the stop file now and then
+            stop = rec.stop
+            if stop.event.is_set() or (now - stop.checked >= FILE_CHECK_S and stop.file_seen(now)):
+                raise RunStopped(f"Stop was asked: the watched loop stopped after step {k}")
+        elif self._should_stop(now, k):
             raise RunStopped(f"Stop was asked: the watched loop stopped after step {k}")
         if rec._recorder is not None:
             rec.begin_step(k + 1)
         self._t = now
+
+    def _figures(self, metrics: dict[str, Any]) -> tuple[int, int, dict[str, Any] | None]:
+        """``run.step``'s other arguments: the epoch, the samples and the figures kept."""
+        epoch = metrics.pop("epoch", self.epoch)
+        samples = metrics.pop("samples", 0)
+        if not isinstance(epoch, int) or isinstance(epoch, bool):
+            raise TypeError(f"run.step(epoch={epoch!r}): the epoch is a whole number")
+        if not isinstance(samples, int) or isinstance(samples, bool) or samples < 0:
+            raise TypeError(f"run.step(samples={samples!r}): the batch's samples, a whole number")
+        return epoch, samples, {k: _number(k, v) for k, v in metrics.items()} or None
 
     def _should_stop(self, now: float, k: int) -> bool:
         if self.world == 1:
