@@ -358,6 +358,7 @@ class _DispatchMode(TorchDispatchMode):
         self.inst = inst
         self.obs = tuple(o for o in inst.observers if o.needs_dispatch)
         self.decompose = any(o.decompose for o in self.obs)
+        self.calls = tuple(o.dispatch for o in self.obs)  # bound once, not per op
         runners = [o for o in inst.observers if o.runs_ops]
         if len(runners) > 1:
             names = ", ".join(type(o).__name__ for o in runners)
@@ -389,12 +390,12 @@ class _DispatchMode(TorchDispatchMode):
         inst = self.inst
         if inst.enabled:
             if not inst.clock:
-                for o in self.obs:
-                    o.dispatch(func, args, kwargs, out)
+                for see in self.calls:
+                    see(func, args, kwargs, out)
                 return out
             t_in = _perf()
-            for o in self.obs:
-                o.dispatch(func, args, kwargs, out)
+            for see in self.calls:
+                see(func, args, kwargs, out)
             inst.lost += _perf() - t_in
         return out
 

@@ -20,11 +20,13 @@ from typing import Any
 import torch
 from torch._ops import OpOverload
 
-from labkit.trace._dispatch import flop_formula, uncounted
+from labkit.trace._dispatch import FlopFormula, flop_formula, uncounted
 from labkit.trace._raw import RawNode
 from labkit.trace.instrument import Instrumentation, Observer
 
 _current_task = torch._C._current_graph_task_id
+# per aten overload: (its FLOP formula or None, computes without one): one lookup per op
+_PER_OP: dict[OpOverload, tuple[FlopFormula | None, bool]] = {}
 
 
 class FlopObserver(Observer):
@@ -76,9 +78,14 @@ class FlopObserver(Observer):
     def dispatch(
         self, func: OpOverload, args: tuple[object, ...], kwargs: dict[str, object], out: object
     ) -> None:
-        formula = flop_formula(func)
+        try:
+            formula, missing = _PER_OP[func]
+        except KeyError:
+            formula = flop_formula(func)
+            missing = formula is None and uncounted(func)
+            _PER_OP[func] = (formula, missing)
         if formula is None:
-            if uncounted(func):
+            if missing:
                 self._uncounted(func)
             return
         n = int(formula(*args, **kwargs, out_val=out))

@@ -136,3 +136,44 @@ def test_instrumentation_repr() -> None:
     assert repr(inst) == (
         "Instrumentation(model=MLP, observers=[Where], ops=False, attached=False, enabled=False)"
     )
+
+
+class Runner(Observer):
+    """Runs every aten op itself (as plan's index values do), writing each one down."""
+
+    runs_ops = True
+
+    def __init__(self) -> None:
+        self.ran: list[Any] = []
+
+    def run_op(self, func: Any, args: Any, kwargs: Any) -> Any:
+        self.ran.append(func)
+        return func(*args, **kwargs)
+
+
+class Ops(Observer):
+    needs_dispatch = True
+
+    def __init__(self) -> None:
+        self.seen: list[Any] = []
+
+    def dispatch(self, func: Any, args: Any, kwargs: Any, out: Any) -> None:
+        self.seen.append(func)
+
+
+def test_an_op_runner_runs_each_op_the_other_observers_see() -> None:
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    x = torch.randn(3, 4)
+    runner, ops, plain = Runner(), Ops(), Ops()
+    with Instrumentation(model, [runner, ops]):
+        model(x).sum().backward()
+    model.zero_grad(set_to_none=True)
+    with Instrumentation(model, [plain]):
+        model(x).sum().backward()
+    model.zero_grad(set_to_none=True)
+    assert ops.seen == plain.seen  # the same ops seen, in the same order
+    assert [f for f in runner.ran if f in set(ops.seen)] == ops.seen
+    two = Instrumentation(model, [Runner(), Runner()])
+    with pytest.raises(ValueError, match="one observer of a recording may run the ops"), two:
+        pass
+    assert_clean(model)
