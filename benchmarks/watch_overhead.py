@@ -2,7 +2,8 @@
 
 Run: ``python -m benchmarks.watch_overhead`` (``--quick`` for a short run).
 Target (issue 36): watched / unwatched <= 1.02x at the default settings (guard on),
-dashboard off and on, for a small MLP (a step of about a millisecond) and a tiny nanoGPT.
+dashboard off and on, for a small MLP (a step of about a millisecond) and a tiny nanoGPT;
+the watched loop with ``guard=False`` shows what the guard's own checks cost.
 
 Each variant has its own copy of the model and optimizer (same seed) and its watch stays
 open over the whole run; one sample is ``--steps`` consecutive optimizer steps of that
@@ -41,6 +42,7 @@ VARIANTS = (
     "unwatched",
     "watched (dashboard off)",
     "watched (dashboard on)",
+    "watched (guard off)",
     "unwatched again (A/A control)",
 )
 
@@ -81,7 +83,13 @@ def measure(
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
         run = None
         if v.startswith("watched"):
-            run = labkit.watch(model, opt, logdir=root / f"{name}-{k}", dashboard=k == 2)
+            run = labkit.watch(
+                model,
+                opt,
+                logdir=root / f"{name}-{k}",
+                dashboard="dashboard on" in v,
+                guard="guard off" not in v,
+            )
         setups[v] = (model, opt, run)
     cpu: dict[str, list[float]] = {v: [] for v in VARIANTS}
 
@@ -128,7 +136,7 @@ def main() -> None:
     print(
         f"# labkit.watch overhead: {platform.processor() or platform.machine()}, "
         f"torch {torch.__version__}, {args.threads} thread(s), {args.steps} steps a sample, "
-        f"{rounds} rounds (A B C D interleaved), paired ratios with bootstrap 95% intervals, "
+        f"{rounds} rounds (A B C D E interleaved), paired ratios with bootstrap 95% intervals, "
         f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
     )
     print("| model | step (unwatched) | variant | wall ratio | CPU ratio | target |")

@@ -185,9 +185,9 @@ class StepGuard:
             self._small_dtype, self._small_numel = self._small.dtype, self._small.numel()
             self._small_read = _reader(self._small.dtype, self._small.numel())
         self._handles: list[Any] = []
-        self._cost = 0.0  # what the last full check took: the first step checks at once
-        self._credit = 0.0
-        self._last = time.perf_counter()
+        self._skip = 0  # steps before the next full check: the first step checks at once
+        self._gap = 1  # steps from the last full check to the next one
+        self._last = time.perf_counter()  # when the last full check began
         self.step = 1  # the optimizer step being taken (1-based, as run.step counts)
 
     # ------------------------------------------------------------------ hooks
@@ -222,10 +222,12 @@ class StepGuard:
 
         ``hook_args``: what an optimizer step pre-hook is given (not used).
 
-        The budget is a token bucket: each step earns ``budget`` times its duration (the
-        time since the previous check), the bucket holds at most one full check's cost
-        (time spent away from training earns no more), and a full check runs when the
-        bucket covers what the last one cost.
+        The budget: a full check runs once the steps since the last one took ``cost /
+        budget`` (its cost, the time the last full check took), so full checks take
+        ``budget`` of the training time. The clock is read at a full check only: the
+        steps to the next one are the cost over ``budget`` times the mean step since the
+        last one (a pause in training makes that mean long, so the next step checks in
+        full: time away from training earns one check, no more).
         """
         small = self._small.grad if self._small is not None else None
         if small is not None:
@@ -244,19 +246,21 @@ class StepGuard:
                 total = host_sum(small)
             if not math.isfinite(total):
                 self.fail("gradient")  # a non-finite loss makes every gradient non-finite
-        now = time.perf_counter()
-        dt, self._last = now - self._last, now
-        self._credit = min(self._credit + self.budget * dt, self._cost)
-        if self._credit < self._cost:
+        if self._skip:
+            self._skip -= 1
             return
+        now = time.perf_counter()
+        step_time = (now - self._last) / self._gap
         grads = [p.grad for p in self._params if p.grad is not None]
         if grads:
             total = float(torch.stack(torch._foreach_norm(grads)).sum())
             self.full_checks += 1
             if not math.isfinite(total) and any(not bool(torch.isfinite(g).all()) for g in grads):
                 self.fail("gradient")
-        self._cost = time.perf_counter() - now
-        self._credit -= self._cost
+        cost = time.perf_counter() - now
+        earned = self.budget * step_time  # budget earned by a step
+        self._gap = max(1, math.ceil(cost / earned)) if earned > 0 else 1 << 62
+        self._skip, self._last = self._gap - 1, now
 
     def check_loss(self, loss: Any) -> None:
         """An immediate check of a loss on the CPU (a float or a CPU tensor)."""
