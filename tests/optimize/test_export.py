@@ -109,6 +109,7 @@ def test_data_dependent_branch_names_construct_module_and_line(target, capsys):
         mode="inference",
         steps=1,
         warmup=0,
+        progress=False,  # a progress line after 2 s on a slow machine is not the exporter's dump
     )
     err = cmp.result(target).error
     assert err.startswith(f"ExportError: {target} could not export the model: data-dependent ")
