@@ -191,3 +191,39 @@ def test_check_loaders_says_drop_last_and_batch_size():
         r"samples \(batch_size=8 and drop_last=True\)",
     ):
         check_loaders(PairDataModule(full, DataLoader(ds, batch_size=8, drop_last=True)))
+
+
+def _contiguous_nan(w: torch.Tensor) -> torch.Tensor:
+    g = torch.zeros_like(w)
+    g.view(-1)[-1] = float("nan")  # the last element read from memory
+    return g
+
+
+def _transposed_inf(w: torch.Tensor) -> torch.Tensor:
+    g = torch.zeros(w.shape[1], w.shape[0], dtype=w.dtype)
+    g[-1, 0] = float("inf")
+    return g.t()  # the parameter's shape, not contiguous: read by torch, not from memory
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("bad", [_contiguous_nan, _transposed_inf])
+def test_the_every_step_gradient_check_sees_any_gradient(dtype, bad):
+    """Budget 0: after the first step only the cheap every-step check runs; it must see it."""
+    from labkit.train._step_guard import StepGuard
+
+    torch.manual_seed(0)
+    model = nn.Linear(4, 3, bias=False).to(dtype)  # one parameter: the one checked each step
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    guard = StepGuard(model, budget=0.0).attach(opt)
+    x = torch.randn(5, 4, dtype=dtype)
+    with pytest.raises(NonFiniteError) as info:
+        for step in range(1, 5):
+            opt.zero_grad()
+            model(x).square().mean().backward()
+            if step == 3:
+                model.weight.grad = bad(model.weight)
+            opt.step()
+            guard.stepped(step)
+    guard.detach()
+    assert info.value.step == 3 and info.value.where == "gradient"
+    assert guard.full_checks == 1  # the first step's: the cheap check found it
