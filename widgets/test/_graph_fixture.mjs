@@ -1,7 +1,9 @@
 // A small graph payload shared by the graph view's node tests:
 // x -> Net[ stem[conv], blocks[ b0[conv, relu, add], (b1, b2 rolled away) ], head ] -> out
 // payload indices: 0 x, 1 Net, 2 stem, 3 conv, 4 blocks, 5 b0, 6 conv, 7 relu, 8 add, 9 head, 10 out
+/** @type {import("../src/_contract_types").GraphPayload} */
 export const graph = {
+  key: "fixture",
   model: "Net",
   ids: [0, 1, 2, 3, 4, 5, 6, 7, 20, 30, 31],
   kind: "immpmmpppmo",

@@ -11,9 +11,9 @@ test("ema is TensorBoard's debiased smoothing", () => {
     l3 = l2 * 0.5 + 1,
     l4 = l3 * 0.5 + 2;
   const want = [l1 / 0.5, l2 / 0.75, l3 / 0.875, NaN, l4 / 0.9375];
-  for (const [i, v] of got.entries()) assert.ok(Number.isNaN(want[i]) ? Number.isNaN(v) : Math.abs(v - want[i]) < 1e-12);
+  for (const [i, v] of got.entries()) assert.ok(Number.isNaN(want[i]) ? Number.isNaN(v) : v !== null && Math.abs(v - want[i]) < 1e-12);
   assert.equal(
-    ema([5, 5, 5], 0.9).every((v) => Math.abs(v - 5) < 1e-12),
+    ema([5, 5, 5], 0.9).every((v) => v !== null && Math.abs(v - 5) < 1e-12),
     true,
   ); // no pull to 0
   assert.deepEqual(ema([1, 2], 0), [1, 2]);
@@ -42,9 +42,10 @@ test("axis ranges come from the data, log only for positive values", () => {
 });
 
 test("earlier runs are overlaid only when asked, each run with its own dash, all dimmed", () => {
+  // each curve as the payload has it (RunCurve): steps, seconds since the run started (null: unknown), values
   const earlier = {
-    "lr-0.1": { train_loss: { x: [1, 2], y: [1, 0.5] }, val_loss: { x: [2], y: [0.6] } },
-    "lr-0.01": { train_loss: { x: [1, 2], y: [0.9, 0.8] } },
+    "lr-0.1": { train_loss: { x: [1, 2], t: [0.5, 1], y: [1, 0.5] }, val_loss: { x: [2], t: [1.2], y: [0.6] } },
+    "lr-0.01": { train_loss: { x: [1, 2], t: [0.4, null], y: [0.9, 0.8] } },
   };
   assert.deepEqual(overlaySeries(earlier, false), { series: {}, dashes: {}, dim: [] });
   const on = overlaySeries(earlier, true);

@@ -19,8 +19,13 @@ import { drawState } from "../src/_graph_draw.js";
 import { contrast, fmtBytes, rgbOf } from "../src/_shared.js";
 import { graph } from "./_graph_fixture.mjs";
 
+/** @typedef {import("../src/_contract_types").DiffRow} DiffRow */
+/** @typedef {import("../src/_contract_types").DiffMetric} DiffMetric */
+
+/** @param {number[]} c [r, g, b] */
 const rgb = (c) => `rgb(${c.join(",")})`;
 // "#fff" / "#000" (inkOn's answers) and "rgb(...)" as [r, g, b]
+/** @param {string} c */
 const rgbIn = (c) => (c.length === 4 ? rgbOf(`#${[...c.slice(1)].map((d) => d + d).join("")}`) : rgbOf(c));
 
 test("diverging: white at 0, red for a rise, blue for a fall, full at the scale", () => {
@@ -91,20 +96,8 @@ test("selecting a module inside closed frames opens its enclosing calls, then it
   assert.ok(open.layout.pos.get(conv)); // it has a place to pan to
 });
 
-test("table pages and row lookup", () => {
-  const rows = Array.from({ length: 250 }, (_, i) => ({ module: `m${i}`, status: i === 3 ? "added" : "changed" }));
-  const p = pageOf(rows, 2, 100);
-  assert.equal(p.pages, 3);
-  assert.equal(p.start, 200);
-  assert.equal(p.rows.length, 50);
-  assert.equal(pageOf(rows, 9, 100).start, 200); // past the end: the last page
-  assert.equal(pageOf([], 0, 100).pages, 1);
-  assert.equal(rowOf(rows, "m120"), 120);
-  assert.equal(rowOf(rows, "m3"), -1); // an added module is not in the base graph
-  assert.equal(rowOf(rows, null), -1);
-});
-
-// the drawing as text (_diff_draw.js): what the table, legend, titles and buttons say
+// rows and metrics as DiffView.changes has them
+/** A ranked row of module blocks.i. @param {number} i @param {number} node @returns {DiffRow} */
 const row = (i, node, noise = false) => ({
   module: `blocks.${i}`,
   type: "Linear",
@@ -119,6 +112,7 @@ const row = (i, node, noise = false) => ({
   noise,
   node,
 });
+/** @param {DiffRow[]} rows @param {Partial<DiffMetric>} [extra] @returns {DiffMetric} */
 const metric = (rows, extra = {}) => ({
   headline: "time +12 ms",
   error: "",
@@ -132,6 +126,20 @@ const metric = (rows, extra = {}) => ({
   ...extra,
 });
 
+test("table pages and row lookup", () => {
+  const rows = Array.from({ length: 250 }, (_, i) => ({ ...row(i, i), module: `m${i}`, status: i === 3 ? "added" : "changed" }));
+  const p = pageOf(rows, 2, 100);
+  assert.equal(p.pages, 3);
+  assert.equal(p.start, 200);
+  assert.equal(p.rows.length, 50);
+  assert.equal(pageOf(rows, 9, 100).start, 200); // past the end: the last page
+  assert.equal(pageOf([], 0, 100).pages, 1);
+  assert.equal(rowOf(rows, "m120"), 120);
+  assert.equal(rowOf(rows, "m3"), -1); // an added module is not in the base graph
+  assert.equal(rowOf(rows, null), -1);
+});
+
+// the drawing as text (_diff_draw.js): what the table, legend, titles and buttons say
 test("the table: one page of rows, numbered on, each swatch the colour of its module's box", () => {
   const rows = Array.from({ length: 250 }, (_, i) => row(i, i === 101 ? 1 : -1, i === 102));
   const c = metric(rows);
@@ -157,7 +165,7 @@ test("legend, titles, headline and metric buttons say what is drawn", () => {
   assert.match(legend, /^<span class="lk-diff-low">4 ms &lt;faster&gt;<\/span><span class="lk-diff-bar"><\/span>/);
   assert.match(legend, /within noise \(95% interval spans 0\)/);
   assert.doesNotMatch(legend, /style=/); // the bar's colours are the stylesheet's
-  const ms = (v) => `${v} ms`;
+  const ms = (/** @type {number} */ v) => `${v} ms`;
   assert.equal(boxTitle("blocks.0", { value: 3, hatched: false }, ms), "blocks.0: +3 ms");
   assert.equal(boxTitle("", { value: -2, hatched: true }, ms), "(root): -2 ms (within noise)");
   assert.equal(headline(metric([]), "time"), "time +12 ms");
