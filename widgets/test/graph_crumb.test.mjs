@@ -50,7 +50,7 @@ test("a path called twice: the nth entry", () => {
       ],
     },
   };
-  assert.equal(instanceOf(g, "a", 1).k, 6);
+  assert.equal(instanceOf(g, "a", 1)?.k, 6);
   assert.equal(instanceOf(g, "a", 2), null);
 });
 
@@ -68,6 +68,7 @@ test("breadcrumb: frames around, the instance, and that call's own figures", () 
   const values = { params: [0, 0, 0, 0, 0, 600] };
   const inst = { params: [100, 250, 250] };
   const c = crumbOf(graph, rolled, "blocks.1", 5, values, inst, defs);
+  assert.ok(c);
   assert.deepEqual(c.trail, ["Net", "blocks"]);
   assert.equal(c.text, "blocks.1 - instance 2 of 3");
   assert.deepEqual(c.figures, ["parameters 250"]);
@@ -77,6 +78,7 @@ test("breadcrumb: frames around, the instance, and that call's own figures", () 
     /Net ›<\/span> <span class="lk-crumb-up lk-crumb-part">blocks ›<\/span> <b class="lk-crumb-sel lk-crumb-part">blocks.1 - instance 2 of 3<\/b>/,
   );
   const plain = crumbOf(graph, rolled, "stem", 2, { params: [0, 0, 224] }, {}, defs);
+  assert.ok(plain);
   assert.equal(plain.text, "stem");
   assert.deepEqual(plain.figures, ["parameters 224"]);
   assert.equal(plain.block, "");

@@ -9,7 +9,9 @@ import { metricDefs } from "../src/_graph_toolbar.js";
 import { uid } from "../src/_shared.js";
 import { graph } from "./_graph_fixture.mjs";
 
+/** @param {number[]} expandedIds */
 const drawn = (expandedIds) => drawState(graph, expandedIds);
+/** The first group of each match. @param {string} svg @param {RegExp} re */
 const attrs = (svg, re) => [...svg.matchAll(re)].map((m) => m[1]);
 
 test("boxes and frames: one <g> per drawn call, toggles where insides hide", () => {
@@ -24,7 +26,7 @@ test("boxes and frames: one <g> per drawn call, toggles where insides hide", () 
   assert.deepEqual(attrs(groups, /class="lk-group[^"]*" data-k="(\d+)"/g).map(Number), vis.groups);
   assert.match(groups, /Net · Net/);
   assert.ok(!/lk-mark|lk-broken/.test(nodes + groups)); // no marks given
-  for (const k of vis.boxes) assert.equal(layout.pos.get(k).w, boxSize(labelOf(graph, k, rolled), subOf(graph, k)).w);
+  for (const k of vis.boxes) assert.equal(layout.pos.get(k)?.w, boxSize(labelOf(graph, k, rolled), subOf(graph, k)).w);
   assert.equal(subOf(graph, 0), "2x3"); // an input: its shape
   assert.equal(subOf(graph, 10), "2x10"); // the output: its input's shape
 });

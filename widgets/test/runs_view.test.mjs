@@ -4,35 +4,42 @@ import { byTime, lastBefore } from "../src/_chart_x.js";
 import { runStyle } from "../src/_series.js";
 import { columns, FilterError, filterRows, fmtCell, metricSeries, sortRows } from "../src/_runs_table.js";
 
-const rows = [
-  {
-    name: "a",
-    status: "finished",
-    steps: 100,
-    wall_time: 12.5,
-    last: { loss: 0.3 },
-    best: { loss: 0.2, val_acc: 0.9 },
-    hparams: { lr: 0.1, seed: 0, optimizer: "adam" },
-  },
-  {
-    name: "b",
-    status: "failed",
-    steps: 40,
-    wall_time: null,
-    last: { loss: 0.9 },
-    best: { loss: 0.8 },
-    hparams: { lr: 0.01, seed: 0, optimizer: "adam" },
-  },
-  {
-    name: "c10",
-    status: "finished",
-    steps: 100,
-    wall_time: 11.0,
-    last: {},
-    best: { val_acc: 0.95 },
-    hparams: { lr: 0.001, seed: 0, optimizer: "sgd" },
-  },
-];
+/** @typedef {import("../src/_contract_types").RunRow} RunRow */
+
+// rows as an older payload has them: no `state` or `state_note` yet (the table shows `status`
+// then: "older payload" in the state column's test), no `epochs` or `error` (the table reads
+// neither). RunRow is today's payload, which has them all: hence the cast.
+const rows = /** @type {RunRow[]} */ (
+  /** @type {Partial<RunRow>[]} */ ([
+    {
+      name: "a",
+      status: "finished",
+      steps: 100,
+      wall_time: 12.5,
+      last: { loss: 0.3 },
+      best: { loss: 0.2, val_acc: 0.9 },
+      hparams: { lr: 0.1, seed: 0, optimizer: "adam" },
+    },
+    {
+      name: "b",
+      status: "failed",
+      steps: 40,
+      wall_time: null,
+      last: { loss: 0.9 },
+      best: { loss: 0.8 },
+      hparams: { lr: 0.01, seed: 0, optimizer: "adam" },
+    },
+    {
+      name: "c10",
+      status: "finished",
+      steps: 100,
+      wall_time: 11.0,
+      last: {},
+      best: { val_acc: 0.95 },
+      hparams: { lr: 0.001, seed: 0, optimizer: "sgd" },
+    },
+  ])
+);
 
 test("columns: fixed, then last/best of the charted metrics, then hparams that vary first", () => {
   const cols = columns(rows, ["loss"]);
@@ -40,8 +47,8 @@ test("columns: fixed, then last/best of the charted metrics, then hparams that v
     cols.map((c) => c.key),
     ["name", "status", "steps", "wall_time", "last:loss", "best:loss", "hp:lr", "hp:optimizer", "hp:seed"],
   );
-  assert.equal(cols.find((c) => c.key === "hp:lr").num, true);
-  assert.equal(cols.find((c) => c.key === "hp:optimizer").num, false);
+  assert.equal(cols.find((c) => c.key === "hp:lr")?.num, true);
+  assert.equal(cols.find((c) => c.key === "hp:optimizer")?.num, false);
 });
 
 test("sorting by number or text, missing values last in both directions", () => {
@@ -70,7 +77,7 @@ test("sorting by number or text, missing values last in both directions", () => 
 
 test("filtering by text and by column comparisons", () => {
   const cols = columns(rows, ["loss"]);
-  const names = (q) => filterRows(rows, cols, q).map((r) => r.name);
+  const names = (/** @type {string} */ q) => filterRows(rows, cols, q).map((r) => r.name);
   assert.deepEqual(names(""), ["a", "b", "c10"]);
   assert.deepEqual(names("sgd"), ["c10"]);
   assert.deepEqual(names("lr<0.05"), ["b", "c10"]);
@@ -85,12 +92,15 @@ test("filtering by text and by column comparisons", () => {
 });
 
 test("a bare metric name filters by its last value (val_acc>0.8 = last:val_acc>0.8)", () => {
-  const rs = [
-    { name: "a", status: "finished", last: { val_acc: 0.9 }, best: { val_acc: 0.9 }, hparams: {} },
-    { name: "b", status: "finished", last: { val_acc: 0.7 }, best: { val_acc: 0.85 }, hparams: {} },
-  ];
+  // only the fields a filter reads (name, state or status, last, best, hparams): cast
+  const rs = /** @type {RunRow[]} */ (
+    /** @type {Partial<RunRow>[]} */ ([
+      { name: "a", status: "finished", last: { val_acc: 0.9 }, best: { val_acc: 0.9 }, hparams: {} },
+      { name: "b", status: "finished", last: { val_acc: 0.7 }, best: { val_acc: 0.85 }, hparams: {} },
+    ])
+  );
   const cols = columns(rs, []); // val_acc not charted: no last/best column shown
-  const names = (q) => filterRows(rs, cols, q).map((r) => r.name);
+  const names = (/** @type {string} */ q) => filterRows(rs, cols, q).map((r) => r.name);
   assert.deepEqual(names("val_acc>0.8"), ["a"]);
   assert.deepEqual(names("VAL_ACC<0.8"), ["b"]);
   const charted = columns(rs, ["val_acc"]);
@@ -109,7 +119,8 @@ test("run colours do not come again before 20 runs; then the same colours dashed
   assert.equal(new Set(colors).size, 20);
   assert.ok(colors.every((_, i) => runStyle(i).dash === null));
   assert.equal(runStyle(20).color, runStyle(0).color);
-  assert.ok(Array.isArray(runStyle(20).dash) && runStyle(20).dash.length > 0);
+  const dash = runStyle(20).dash;
+  assert.ok(Array.isArray(dash) && dash.length > 0);
   assert.notDeepEqual(runStyle(40).dash, runStyle(20).dash);
 });
 
@@ -138,12 +149,13 @@ test("the state column shows what a run is now; state= and status= filter on it"
   ];
   const cols = columns(now, []);
   const col = cols.find((c) => c.key === "status");
+  assert.ok(col);
   assert.equal(col.label, "state");
   assert.deepEqual(now.map(col.get), ["running", "crashed", "finished"]); // not the old status words
   assert.deepEqual(
     columns(rows, [])
       .find((c) => c.key === "status")
-      .get(rows[1]),
+      ?.get(rows[1]),
     "failed",
   ); // older payload
   assert.deepEqual(
