@@ -567,6 +567,7 @@ export function posView(L) {
     get,
     has: (/** @type {number} */ k) => get(k) !== undefined,
     size: L.boxes.length + L.groups.length,
+    /** [k, box] per drawn node, frames then boxes (a Map's entries). @returns {Generator<[number, ReturnType<typeof get>]>} */
     *[Symbol.iterator]() {
       for (const k of L.groups) yield [k, get(k)];
       for (const k of L.boxes) yield [k, get(k)];

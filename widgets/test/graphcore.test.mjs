@@ -88,13 +88,21 @@ test("layout input puts each drawn node in its frame and lifts edges per level",
   assert.deepEqual(input.route[0], [-1, 0, 1]);
 });
 
-/** The layout with these payload indices expanded, and its drawn edges as [s, d]. */
+/** A drawn node's box {x, y, w, h}, which must be drawn. @param {import("../src/_graph_draw.js").DrawLayout} lay @param {number} k */
+function boxAt(lay, k) {
+  const box = lay.pos.get(k);
+  assert.ok(box, `node ${k} is not drawn`);
+  return box;
+}
+
+/** The layout with these payload indices expanded, and its drawn edges as [s, d]. @param {Set<number>} open */
 function nested(open) {
   const lay = layoutGraph(prepare(graph), open);
   const S = drawState(
     graph,
     [...open].map((k) => graph.ids[k]),
   );
+  /** @type {[number, number][]} */
   const edges = [];
   for (let i = 0; i < lay.edges.length; i += 3) edges.push([lay.edges[i], lay.edges[i + 1]]);
   return { lay: S.layout, edges, vis: S.vis };
@@ -106,9 +114,9 @@ test("nested layout: frames contain their children, ranks go down along edges", 
     edges,
     liftEdges(graph, visibleNodes(graph, new Set([1, 4, 5])).boxOf).map(([s, d]) => [s, d]),
   );
-  const inside = (k, g) => {
-    const a = lay.pos.get(k);
-    const b = lay.pos.get(g);
+  const inside = (/** @type {number} */ k, /** @type {number} */ g) => {
+    const a = boxAt(lay, k);
+    const b = boxAt(lay, g);
     return a.x >= b.x - 0.01 && a.y >= b.y && a.x + a.w <= b.x + b.w + 0.01 && a.y + a.h <= b.y + b.h;
   };
   for (const [k, g] of [
@@ -121,7 +129,7 @@ test("nested layout: frames contain their children, ranks go down along edges", 
   ])
     assert.ok(inside(k, g), `${k} in ${g}`);
   edges.forEach(([s, d], i) => {
-    assert.ok(lay.pos.get(s).y + lay.pos.get(s).h < lay.pos.get(d).y, `edge ${s}>${d} goes down`);
+    assert.ok(boxAt(lay, s).y + boxAt(lay, s).h < boxAt(lay, d).y, `edge ${s}>${d} goes down`);
     const pts = edgePointsOf(lay, i);
     assert.ok(pts.length >= 2);
   });
@@ -142,20 +150,23 @@ test("a skip edge into a block runs down the block's margin, not through its box
   // every point but the two ends lies outside the boxes the edge passes (conv, relu)
   for (const p of pts.slice(1, -1)) {
     for (const k of [6, 7]) {
-      const r = lay.pos.get(k);
+      const r = boxAt(lay, k);
       assert.ok(!(p.x >= r.x && p.x <= r.x + r.w && p.y >= r.y && p.y <= r.y + r.h), `${JSON.stringify(p)} in box ${k}`);
     }
   }
-  const frame = lay.pos.get(4);
+  const frame = boxAt(lay, 4);
   assert.ok(
     pts.some((p) => Math.abs(p.x - (frame.x + frame.w - 5)) < 1e-9),
     "runs down the frame's right margin",
   );
   const last = pts[pts.length - 1];
-  assert.ok(Math.abs(last.y - lay.pos.get(8).y) < 1e-9);
+  assert.ok(Math.abs(last.y - boxAt(lay, 8).y) < 1e-9);
 });
 
-/** layoutLevel on item ids 0..m-1 of one size, edges as [a, b] pairs. */
+/**
+ * layoutLevel on item ids 0..m-1 of one size, edges as [a, b] pairs.
+ * @param {number} m @param {number} w @param {number} h @param {number[][]} edges
+ */
 const level = (m, w, h, edges) =>
   layoutLevel(
     m,
@@ -176,9 +187,12 @@ test("layoutLevel: long edges get waypoints, no overlaps in a layer", () => {
     [4, 3],
   ];
   const lay = level(5, 50, 20, edges);
-  assert.equal(lay.way[3].length / 2, 2); // 0->3 spans three ranks: two bend points
+  const skip = lay.way[3];
+  assert.ok(skip);
+  assert.equal(skip.length / 2, 2); // 0->3 spans three ranks: two bend points
+  /** @type {Map<number, {x: number, w: number}[]>} */
   const byY = new Map();
-  for (let i = 0; i < 5; i++) (byY.get(lay.y[i]) || byY.set(lay.y[i], []).get(lay.y[i])).push({ x: lay.x[i], w: 50 });
+  for (let i = 0; i < 5; i++) byY.set(lay.y[i], [...(byY.get(lay.y[i]) ?? []), { x: lay.x[i], w: 50 }]);
   for (const row of byY.values()) {
     row.sort((a, b) => a.x - b.x);
     for (let i = 1; i < row.length; i++) assert.ok(row[i].x >= row[i - 1].x + row[i - 1].w);
@@ -230,8 +244,10 @@ test("colour scale: neutral for zero, log over decades, monotone", () => {
   assert.ok(s.log);
   assert.equal(s.min, 1);
   assert.equal(s.max, 1000);
-  const lum = (c) => {
-    const [r, g, b] = /rgb\((\d+),(\d+),(\d+)\)/.exec(c).slice(1).map(Number);
+  const lum = (/** @type {string} */ c) => {
+    const m = /rgb\((\d+),(\d+),(\d+)\)/.exec(c);
+    assert.ok(m, c);
+    const [r, g, b] = m.slice(1).map(Number);
     return 0.299 * r + 0.587 * g + 0.114 * b;
   };
   assert.ok(lum(s.color(1)) > lum(s.color(10)) && lum(s.color(10)) > lum(s.color(1000)));
@@ -298,9 +314,9 @@ test("a graph opens with labels >= 11 px; Fit shows it whole", () => {
 
 test("memory: the largest storages live in a time range", () => {
   const largest = [
-    { bytes: 400, category: "activations", start: 0.1, end: 0.5 },
-    { bytes: 300, category: "parameters", start: 0, end: null },
-    { bytes: 200, category: "temporaries", start: 0.6, end: 0.7 },
+    { bytes: 400, category: "activations", module: "a", op: "mm", phase: "forward", start: 0.1, end: 0.5, site: "" },
+    { bytes: 300, category: "parameters", module: "", op: "", phase: "forward", start: 0, end: null, site: "" },
+    { bytes: 200, category: "temporaries", module: "b", op: "relu", phase: "backward", start: 0.6, end: 0.7, site: "" },
   ];
   assert.deepEqual(
     liveIn(largest, 0.2, 0.3).map((r) => r.bytes),
@@ -324,6 +340,12 @@ test("memory: the largest storages live in a time range", () => {
 // block repeated x3, ops), rolled and flat, for several sets of expanded calls. Written by
 // tests/views/graph_rules_fixture.py; tests/views/test_graph_rules.py checks it is
 // current. The browser's rules must draw exactly the same, in the same order.
+/**
+ * @typedef {object} RulesCase expanded calls (trace ids) and what is drawn then (trace ids)
+ * @property {string} name @property {number[]} expanded @property {number[]} boxes
+ * @property {number[]} groups @property {number[][]} edges
+ */
+/** @type {{model: string, views: {rolled: boolean, graph: import("../src/_contract_types").GraphPayload, labels: string[], cases: RulesCase[]}[]}} */
 const rules = JSON.parse(readFileSync(new URL("./fixtures/graph_rules.json", import.meta.url), "utf8"));
 
 for (const view of rules.views) {
@@ -331,7 +353,7 @@ for (const view of rules.views) {
     test(`graph rules as Python draws them: ${view.rolled ? "rolled" : "flat"} ${rules.model}, ${c.name}`, () => {
       const g = view.graph;
       const vis = visibleNodes(g, expandedIndices(g, c.expanded));
-      const ids = (ks) => Array.from(ks, (k) => g.ids[k]);
+      const ids = (/** @type {Iterable<number>} */ ks) => Array.from(ks, (k) => g.ids[k]);
       assert.deepEqual(ids(vis.boxes), c.boxes, "boxes");
       assert.deepEqual(ids(vis.groups), c.groups, "frames");
       const edges = liftEdges(g, vis.boxOf).map(([s, d]) => [g.ids[s], g.ids[d]]);
@@ -380,13 +402,14 @@ test("an edge into a nested frame turns in below every header it passes", () => 
   const i = edges.findIndex(([s, d]) => s === 2 && d === 6); // stem -> the first op in b0
   assert.ok(i >= 0, JSON.stringify(edges));
   const pts = edgePointsOf(lay, i);
-  const inner = lay.pos.get(5);
+  const inner = boxAt(lay, 5);
   assert.ok(pts[pts.length - 2].y >= inner.y + 22, JSON.stringify({ pts, inner }));
 });
 
 test("hottestInside: each frame holds its hottest box, at any depth; empty frames hold 0", () => {
   // 0 root frame > 1 frame > {3, 4 boxes}; 0 > 2 frame > 5 box; 6 an empty frame; 7 a box at the top
   const parent = [-1, 0, 0, 1, 1, 2, 0, -1];
+  /** @type {Record<number, number>} */
   const values = { 3: 2, 4: 9, 5: 30, 7: 100 };
   const hot = hottestInside(parent, [3, 4, 5, 7], (k) => values[k] || 0);
   assert.deepEqual([...hot], [30, 9, 30, 0, 0, 0, 0, 0]);
