@@ -5,6 +5,8 @@ import assert from "node:assert/strict";
 import { aggregatedAt, canvasIndex, hitIn, inSight, paintScene, treeOf } from "../src/_graph_canvas.js";
 import { drawState } from "../src/_graph_draw.js";
 
+/** @typedef {import("../src/_contract_types").GraphPayload} GraphPayload */
+
 // node 0 is not drawn; 1 a frame holding 2 (a box with hidden insides), 3 and 4 (a frame)
 const rects = [
   [Number.NaN, Number.NaN, Number.NaN, Number.NaN],
@@ -17,6 +19,7 @@ const P = Float64Array.from(rects.flat());
 const tree = treeOf([-1, -1, 1, 1, 1]);
 const isGroup = [0, 1, 0, 0, 1];
 const hasKids = [0, 1, 1, 0, 1];
+/** @param {number} x @param {number} y */
 const at = (x, y) => hitIn(tree, P, isGroup, hasKids, x, y);
 
 test("the tree lists each node's children, and the top's last", () => {
@@ -38,8 +41,11 @@ test("boxes, their toggle, frames' headers and toggles; nothing elsewhere", () =
 });
 
 // a long chain of blocks, every one open: the layout wraps it into columns
+/** @param {number} blocks */
 function chain(blocks) {
+  /** @type {GraphPayload} */
   const g = {
+    key: "chain",
     model: "Chain",
     ids: [],
     kind: "",
@@ -57,6 +63,7 @@ function chain(blocks) {
     total_runs: 1,
     metrics: { fwd_time: ["forward time", "time"] },
   };
+  /** @param {string} kind @param {number} parent @param {string} name @param {string} type */
   const add = (kind, parent, name, type) => {
     const k = g.ids.length;
     g.ids.push(k);
@@ -93,22 +100,27 @@ const S = {
 const index = canvasIndex(S);
 const recorder = () => {
   const calls = { rect: 0, text: 0 };
-  const ctx = new Proxy(
-    {},
-    {
-      get: (_t, name) =>
-        name === "measureText"
-          ? () => ({ width: 80 })
-          : name === "roundRect" || name === "fillRect"
-            ? () => calls.rect++
-            : name === "fillText"
-              ? () => calls.text++
-              : () => {},
-      set: () => true,
-    },
+  // a fake 2D context (node has no canvas): it counts rectangles and texts, every other call
+  // does nothing; cast to the context paintScene draws on
+  const ctx = /** @type {CanvasRenderingContext2D} */ (
+    new Proxy(
+      {},
+      {
+        get: (_t, name) =>
+          name === "measureText"
+            ? () => ({ width: 80 })
+            : name === "roundRect" || name === "fillRect"
+              ? () => calls.rect++
+              : name === "fillText"
+                ? () => calls.text++
+                : () => {},
+        set: () => true,
+      },
+    )
   );
   return { ctx, calls };
 };
+/** @type {import("../src/_graph_canvas.js").Colors} */
 const colors = {
   edge: "#999",
   fg: "#222",
@@ -120,6 +132,7 @@ const colors = {
   error: "#b00",
   font: "sans-serif",
 };
+/** @type {import("../src/_graph_canvas.js").CanvasLook} */
 const look = {
   fillOf: () => null,
   inkOf: () => null,
@@ -129,6 +142,7 @@ const look = {
   selected: new Set(),
   matches: new Set(),
 };
+/** The whole drawing in sight at scale k. @param {number} k */
 const sightAt = (k) => ({ x0: 0, y0: 0, x1: S.layout.width, y1: S.layout.height, k });
 
 test("each item of a wrapped level sits in one of its columns", () => {
@@ -181,12 +195,12 @@ test("a paint visits the frames and boxes in sight, as a scan of every drawn ite
     [0.05, 0, 0],
   ]) {
     const sight = { x0, y0, x1: x0 + 1200 / k, y1: y0 + 500 / k, k };
-    const seen = (i) =>
+    const seen = (/** @type {number} */ i) =>
       P2[4 * i] <= sight.x1 && P2[4 * i] + P2[4 * i + 2] >= x0 && P2[4 * i + 1] <= sight.y1 && P2[4 * i + 1] + P2[4 * i + 3] >= y0;
     const got = inSight(S, index, sight, new Uint8Array(S.graph.parent.length), seen);
     // a scan: in sight, and no frame around it drawn as one block (under SUMMARY_PX)
-    const small = (g) => Math.min(P2[4 * g + 2], P2[4 * g + 3]) * k < 28;
-    const open = (i) => {
+    const small = (/** @type {number} */ g) => Math.min(P2[4 * g + 2], P2[4 * g + 3]) * k < 28;
+    const open = (/** @type {number} */ i) => {
       for (let p = S.graph.parent[i]; p >= 0; p = S.graph.parent[p]) if (small(p)) return false;
       return true;
     };

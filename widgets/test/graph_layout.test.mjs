@@ -6,10 +6,15 @@ import { layoutGraph, posView, prepare } from "../src/_graph_layout.js";
 import { makeRunner, makeService, transfers } from "../src/_graph_runner.js";
 import { graph } from "./_graph_fixture.mjs";
 
+/** @typedef {import("../src/_contract_types").GraphPayload} GraphPayload */
+/** @typedef {import("../src/_worker_messages").LayoutGraph} LayoutGraph */
+/** @typedef {import("../src/_worker_messages").LayoutResponse} LayoutResponse */
+
 test("without a Worker (node) the runner lays out on this thread, at once, as layoutGraph does", () => {
   const runner = makeRunner();
   assert.equal(runner.inWorker(), false);
-  let got = null;
+  // typed by a cast: a plain null would be narrowed to null for good (tsc does not see the callback assign it)
+  let got = /** @type {LayoutResponse | null} */ (null);
   runner.layout(graph, [1, 4], (L) => (got = L));
   assert.ok(got, "answered synchronously");
   const want = layoutGraph(prepare(graph), expandedIndices(graph, [1, 4]));
@@ -23,6 +28,7 @@ test("the service is sent a graph once, then only what is expanded; a stale grap
   const service = makeService();
   const a = service({ view: 1, seq: 1, key: "g1", graph: { ...graph, key: "g1" }, expanded: [1] });
   const b = service({ view: 1, seq: 2, key: "g1", expanded: [1, 4] });
+  assert.ok(a && b, "a layout request is answered");
   assert.equal(a.seq, 1);
   assert.equal(b.seq, 2);
   assert.equal(b.view, 1);
@@ -32,7 +38,7 @@ test("the service is sent a graph once, then only what is expanded; a stale grap
   // views apart: another view has its own graph; a dropped view is forgotten
   assert.throws(() => service({ view: 2, seq: 1, key: "g1", expanded: [] }), /has none/);
   service({ view: 2, seq: 1, key: "g2", graph: { ...graph, key: "g2" }, expanded: [1, 4, 5] });
-  assert.equal(service({ view: 1, seq: 4, key: "g1", expanded: [1, 4] }).laidOut, 0); // all kept
+  assert.equal(service({ view: 1, seq: 4, key: "g1", expanded: [1, 4] })?.laidOut, 0); // all kept
   assert.equal(service({ view: 1, drop: true }), null);
   assert.throws(() => service({ view: 1, seq: 5, key: "g1", expanded: [] }), /has none/);
   // every typed array goes back to the view by transfer, none twice
@@ -62,8 +68,9 @@ test("a value sent as one buffer of JSON is decoded once; a plain value passes t
   assert.equal(unpacked(null), null);
 });
 
-/** x -> Net[ 600 blocks, each a call around one op, in a chain ] -> out: a wrapped level. */
+/** x -> Net[ 600 blocks, each a call around one op, in a chain ] -> out: a wrapped level. @param {number} blocks */
 function chainGraph(blocks) {
+  /** @type {LayoutGraph} */
   const g = {
     key: "chain",
     model: "Net",
@@ -79,6 +86,7 @@ function chainGraph(blocks) {
     edge_tensor: [],
     rolled: [],
   };
+  /** @param {string} kind @param {number} parent @param {string} name */
   const add = (kind, parent, name) => {
     g.ids.push(g.ids.length);
     g.kind += kind;
@@ -111,6 +119,9 @@ test("a wrapped frame: edges into and out of it run in the gap beside their colu
   for (let i = 0; i < L.cols.length; i += 6) cols.push(Array.from(L.cols.subarray(i, i + 6)));
   assert.ok(cols.length >= 3, `columns: ${cols.length}`);
   const root = posView(L).get(1);
+  const xin = posView(L).get(0);
+  const out = posView(L).get(g.ids.length - 1);
+  assert.ok(root && xin && out, "the model, the input and the output are drawn");
   const edges = [];
   for (let i = 0; i < L.edges.length; i += 3) edges.push([L.edges[i], L.edges[i + 1]]);
   // x -> the first op: down the gap right of the first column
@@ -129,8 +140,6 @@ test("a wrapped frame: edges into and out of it run in the gap beside their colu
     JSON.stringify(pts),
   );
   // the input sits above the first column, the output below the last (not the middle)
-  const xin = posView(L).get(0);
-  const out = posView(L).get(g.ids.length - 1);
   assert.ok(xin.x + xin.w <= root.x + x1, JSON.stringify({ xin, root }));
   assert.ok(out.x >= root.x + cols[cols.length - 1][0] - out.w, JSON.stringify({ out, root }));
   // the last op -> output leaves from the last column: its points stay near that column
@@ -141,21 +150,32 @@ test("a wrapped frame: edges into and out of it run in the gap beside their colu
 
 test("a worker that fails (a page refusing Blob workers) hands its waiting layouts to this thread", async () => {
   // a Worker that reports an error instead of starting, as a strict content policy does
+  /** @type {(string | URL)[]} */
   const started = [];
+  // only what the runner uses of a Worker: cast to one where it is installed below
   class Refused {
+    /** set by the runner: @type {((e: {preventDefault(): void}) => void) | null} */
+    onerror = null;
+    /** @param {string | URL} url */
     constructor(url) {
       started.push(url);
-      setTimeout(() => this.onerror({ preventDefault() {} }), 5);
+      setTimeout(() => {
+        assert.ok(this.onerror, "the runner listens for the worker's errors");
+        this.onerror({ preventDefault() {} });
+      }, 5);
     }
     postMessage() {}
     terminate() {}
   }
-  const saved = { Worker: globalThis.Worker, src: globalThis.LABKIT_GRAPH_WORKER };
-  globalThis.Worker = Refused;
-  globalThis.LABKIT_GRAPH_WORKER = "/* a worker's code */";
+  // the bundle defines LABKIT_GRAPH_WORKER (build.mjs); in node the runner reads it off the global object
+  const G = /** @type {typeof globalThis & {LABKIT_GRAPH_WORKER?: string}} */ (globalThis);
+  const saved = { Worker: G.Worker, src: G.LABKIT_GRAPH_WORKER };
+  G.Worker = /** @type {typeof Worker} */ (/** @type {unknown} */ (Refused));
+  G.LABKIT_GRAPH_WORKER = "/* a worker's code */";
   try {
     const a = makeRunner();
     const b = makeRunner();
+    /** @type {[string, LayoutResponse][]} */
     const got = [];
     a.layout(graph, [1, 4], (L) => got.push(["a", L]));
     b.layout(graph, [1], (L) => got.push(["b", L]));
@@ -164,7 +184,9 @@ test("a worker that fails (a page refusing Blob workers) hands its waiting layou
     await new Promise((ok) => setTimeout(ok, 30));
     assert.deepEqual(got.map(([v]) => v).sort(), ["a", "b"]); // both answered here
     const want = layoutGraph(prepare(graph), expandedIndices(graph, [1, 4]));
-    assert.deepEqual([...got.find(([v]) => v === "a")[1].pos], [...want.pos]);
+    const fromA = got.find(([v]) => v === "a");
+    assert.ok(fromA);
+    assert.deepEqual([...fromA[1].pos], [...want.pos]);
     assert.equal(a.inWorker(), false);
     let now = null;
     a.layout(graph, [1], (L) => (now = L)); // from now on at once, on this thread
@@ -173,17 +195,35 @@ test("a worker that fails (a page refusing Blob workers) hands its waiting layou
     a.close();
     b.close();
   } finally {
-    globalThis.Worker = saved.Worker;
-    if (saved.src === undefined) delete globalThis.LABKIT_GRAPH_WORKER;
-    else globalThis.LABKIT_GRAPH_WORKER = saved.src;
+    G.Worker = saved.Worker;
+    if (saved.src === undefined) delete G.LABKIT_GRAPH_WORKER;
+    else G.LABKIT_GRAPH_WORKER = saved.src;
   }
 });
 
 // residual blocks, each a call holding two calls of one op and two ops: the 100,000-node
 // benchmark's shape, small
+/** @param {number} blocks */
 function blockGraph(blocks) {
-  const g = { model: "Net", ids: [], kind: "", parent: [], name: [], type: [], ins: [], outs: [], rolled: [] };
-  Object.assign(g, { edges: [], edge_tensor: [], tensors: ["8x64 float32"], runs: [], total_runs: 1, metrics: {} });
+  /** @type {Omit<GraphPayload, "key" | "instances">} */
+  const g = {
+    model: "Net",
+    ids: [],
+    kind: "",
+    parent: [],
+    name: [],
+    type: [],
+    ins: [],
+    outs: [],
+    rolled: [],
+    edges: [],
+    edge_tensor: [],
+    tensors: ["8x64 float32"],
+    runs: [],
+    total_runs: 1,
+    metrics: {},
+  };
+  /** @param {string} kind @param {number} parent @param {string} name */
   const add = (kind, parent, name) => {
     const k = g.ids.length;
     g.ids.push(10 * k + 3); // trace ids are not payload indices
@@ -217,6 +257,7 @@ test("a toggle lays out only the levels it reaches, and the layout is the one ma
   const service = makeService();
   let open = new Set(calls);
   const first = service({ view: 1, seq: 1, key: "blocks", graph: g, expanded: [...open] });
+  assert.ok(first);
   assert.ok(first.cols.length > 6, "the blocks are wrapped into columns");
   let rng = 3;
   const pick = () => {
@@ -232,8 +273,9 @@ test("a toggle lays out only the levels it reaches, and the layout is the one ma
       else open.add(id);
     }
     const got = service({ view: 1, seq: step, key: "blocks", expanded: [...open] });
+    assert.ok(got);
     const want = layoutGraph(prepare(g), expandedIndices(g, open));
-    for (const key of ["boxOf", "boxes", "groups", "pos", "edges", "edgeOff", "edgeXY", "edgeBox", "cols"])
+    for (const key of /** @type {const} */ (["boxOf", "boxes", "groups", "pos", "edges", "edgeOff", "edgeXY", "edgeBox", "cols"]))
       assert.deepEqual(got[key], want[key], `${key} after step ${step}`);
     assert.equal(got.width, want.width);
     assert.equal(got.height, want.height);
