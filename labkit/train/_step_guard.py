@@ -4,11 +4,14 @@ For a loop labkit does not run (a plain loop, a Hugging Face ``Trainer``) the gu
 on the user's optimizer (``register_step_pre_hook``): before every ``optimizer.step()``,
 with the gradients there and the weights not yet updated, it checks
 
-- every step, the gradient of the smallest parameter (one sum, a few microseconds): a
-  non-finite loss or forward output makes every gradient non-finite through backward;
+- every step, the gradient of the smallest parameter (its sum, read from its memory on
+  the CPU, no torch op): a non-finite loss or forward output makes every gradient
+  non-finite through backward;
 - all gradients (one ``_foreach_norm``), as often as a budget of ``budget`` (0.5%) of the
-  training time allows (a token bucket, :meth:`StepGuard.check_gradients`), so a
-  gradient that breaks in backward only is found within a few steps at that cost.
+  training time allows (counted in steps, each full check at twice its own time:
+  :meth:`StepGuard.check_gradients`), so a gradient that breaks in backward only is
+  found within some steps at that cost (on the step it broke when a full check falls
+  there; else a plain loop's next step, whose forward the updated weights break).
 
 A non-finite loss is also caught when the steps' losses are read (``check_losses``,
 exact step). On a failure the guard replays the step's forward inputs, kept by one

@@ -262,6 +262,7 @@ class LoopWatch:
         # the common case first (a floating point scalar tensor, no other figures), with as
         # little Python per step as can be: this runs once per optimizer step, between the
         # user's own steps, where every object it touches is out of the caches
+        kept: Any
         if type(loss) is torch.Tensor and loss.is_cpu:
             # a CPU loss is read now (no sync to wait for, the same float the flush would
             # read, and cheaper than a detached copy kept until then)
