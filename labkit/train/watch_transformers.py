@@ -28,8 +28,9 @@ import math
 import os
 import time
 import weakref
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from transformers import TrainerCallback
@@ -37,17 +38,20 @@ from transformers import TrainerCallback
 from labkit.train.run import Run
 from labkit.train.watching import WatchOptions
 
+if TYPE_CHECKING:
+    from transformers import TrainerControl, TrainerState, TrainingArguments
+
 __all__ = ["WatchTrainerCallback"]
 
 
-def _loss_of(output: Any) -> Any:
+def _loss_of(output: object) -> torch.Tensor | None:
     loss = output.get("loss") if isinstance(output, dict) else getattr(output, "loss", None)
     if loss is None and isinstance(output, tuple | list) and output:
         loss = output[0]  # return_dict=False: the loss comes first
     return loss if isinstance(loss, torch.Tensor) and loss.numel() == 1 else None
 
 
-def sums_micro_losses(model: Any) -> bool:
+def sums_micro_losses(model: torch.nn.Module) -> bool:
     """Whether the Trainer adds its micro-batches' losses (not their mean) for a step.
 
     The Trainer's own rule: a model that accepts loss keywords (``accepts_loss_kwargs``,
@@ -78,7 +82,7 @@ class WatchTrainerCallback(TrainerCallback):
         self,
         logdir: str | os.PathLike[str] | None = None,
         dashboard: bool | None = None,
-        **options: Any,
+        **options: object,
     ) -> None:
         if dashboard is not None and not isinstance(dashboard, bool):
             raise TypeError(
@@ -103,18 +107,23 @@ class WatchTrainerCallback(TrainerCallback):
     # ------------------------------------------------------------------ the start
     def on_train_begin(
         self,
-        args: Any,
-        state: Any,
-        control: Any,
-        model: Any = None,
-        optimizer: Any = None,
-        **kwargs: Any,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        model: torch.nn.Module | None = None,
+        optimizer: torch.optim.Optimizer | None = None,
+        **kwargs: object,
     ) -> None:
         from labkit.train._run_session import RunSession, versions
         from labkit.train._step_guard import StepGuard
         from labkit.train.recording import StepRecorder, StopPoll
         from labkit.train.watching import default_logdir
 
+        if model is None:  # the Trainer always passes its model
+            raise TypeError(
+                "labkit.watch.transformers: on_train_begin(model=...) needs the model being "
+                "trained; add this callback to a transformers.Trainer"
+            )
         self._close("failed", "the previous train() ended by an exception")
         o = self.options
         logdir = self.logdir if self.logdir is not None else default_logdir(model)
@@ -183,7 +192,12 @@ class WatchTrainerCallback(TrainerCallback):
             self.recorder.attach_tracing(model)
         _OPEN.add(self)
 
-    def _start_clock(self, args: Any, model: torch.nn.Module, optimizer: Any) -> None:
+    def _start_clock(
+        self,
+        args: TrainingArguments,
+        model: torch.nn.Module,
+        optimizer: torch.optim.Optimizer | None,
+    ) -> None:
         """Time each training step's parts on every rank (``_ranks.StepClock``)."""
         import torch.distributed as dist
 
@@ -202,11 +216,11 @@ class WatchTrainerCallback(TrainerCallback):
             logdir=self.session.logdir,
         )
 
-        def start(module: torch.nn.Module, inputs: Any) -> None:
+        def start(module: torch.nn.Module, inputs: tuple[object, ...]) -> None:
             if module.training and torch.is_grad_enabled():
                 clock.forward_start()
 
-        def end(module: torch.nn.Module, inputs: Any, output: Any) -> None:
+        def end(module: torch.nn.Module, inputs: tuple[object, ...], output: object) -> None:
             if module.training and torch.is_grad_enabled():
                 clock.forward_end()
 
@@ -214,13 +228,15 @@ class WatchTrainerCallback(TrainerCallback):
         if optimizer is not None:
             self._handles.append(optimizer.register_step_pre_hook(clock.before_optimizer))
 
-    def _keep_loss(self, module: torch.nn.Module, args: Any, output: Any) -> None:
+    def _keep_loss(self, module: torch.nn.Module, args: tuple[object, ...], output: object) -> None:
         if module.training and torch.is_grad_enabled():
             loss = _loss_of(output)
             if loss is not None:
                 self._losses.append(loss.detach())
 
-    def _before_update(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+    def _before_update(
+        self, optimizer: torch.optim.Optimizer, args: tuple[object, ...], kwargs: dict[str, object]
+    ) -> None:
         if self.guard is None:
             return
         try:
@@ -230,12 +246,24 @@ class WatchTrainerCallback(TrainerCallback):
             raise
 
     # ------------------------------------------------------------------ steps
-    def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+    def on_step_begin(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        **kwargs: object,
+    ) -> None:
         self._t = time.perf_counter()
         if self.recorder is not None:
             self.recorder.begin_step(state.global_step + 1)
 
-    def on_pre_optimizer_step(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+    def on_pre_optimizer_step(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        **kwargs: object,
+    ) -> None:
         if self.recorder is None:
             return
         step = state.global_step + 1
@@ -245,7 +273,13 @@ class WatchTrainerCallback(TrainerCallback):
         if self._net is not None and self.session.recording:
             self.recorder.histograms(self._net, step)
 
-    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+    def on_step_end(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        **kwargs: object,
+    ) -> None:
         if self.recorder is None:
             return
         now = time.perf_counter()
@@ -272,17 +306,34 @@ class WatchTrainerCallback(TrainerCallback):
             self.stopped = True
             control.should_training_stop = True
 
-    def on_epoch_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+    def on_epoch_begin(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        **kwargs: object,
+    ) -> None:
         if self.clock is not None:
             self.clock.restart()  # what came before the epoch is no data wait
 
-    def on_epoch_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+    def on_epoch_end(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        **kwargs: object,
+    ) -> None:
         if self.clock is not None:  # every rank calls it: the one collective of a gathering
             epoch = max(0, round(state.epoch or 0) - 1)
             self.clock.gather(epoch, state.global_step)
 
     def on_evaluate(
-        self, args: Any, state: Any, control: Any, metrics: Any = None, **kwargs: Any
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        metrics: Mapping[str, object] | None = None,
+        **kwargs: object,
     ) -> None:
         if self.clock is not None:
             self.clock.restart()  # the evaluation is no data wait of the next step
@@ -303,7 +354,13 @@ class WatchTrainerCallback(TrainerCallback):
                 self.guard.check_losses(flushed)
 
     # ------------------------------------------------------------------ the end
-    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+    def on_train_end(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        **kwargs: object,
+    ) -> None:
         if self.clock is not None:  # steps since the last epoch end (max_steps, a Stop)
             try:
                 self.clock.gather(max(0, math.ceil(state.epoch or 0) - 1), state.global_step)
