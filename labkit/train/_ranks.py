@@ -125,7 +125,7 @@ class RankStats(pl.Callback):
         fut = group.allreduce([buf]).get_future()
         if pair:
 
-            def cuda_done(f: Any) -> torch.Tensor:
+            def cuda_done(f: torch.futures.Future[list[torch.Tensor]]) -> torch.Tensor:
                 end = torch.cuda.Event(enable_timing=True)
                 end.record()  # on the stream the all-reduce result is synchronised with
                 pair[1] = end
@@ -134,7 +134,7 @@ class RankStats(pl.Callback):
             return fut.then(cuda_done)
         done = self._done
 
-        def host_done(f: Any) -> torch.Tensor:
+        def host_done(f: torch.futures.Future[list[torch.Tensor]]) -> torch.Tensor:
             done.append(time.perf_counter())
             return f.value()[0]
 
@@ -154,22 +154,22 @@ class RankStats(pl.Callback):
     def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._t[0] = time.perf_counter()
 
-    def on_train_batch_start(self, trainer: pl.Trainer, *args: Any) -> None:
+    def on_train_batch_start(self, trainer: pl.Trainer, *args: object) -> None:
         self._t[1] = time.perf_counter()
         self._launches.clear()
         self._done.clear()
         self._bytes = 0
 
-    def on_before_backward(self, trainer: pl.Trainer, *args: Any) -> None:
+    def on_before_backward(self, trainer: pl.Trainer, *args: object) -> None:
         self._t[2] = time.perf_counter()
 
-    def on_after_backward(self, trainer: pl.Trainer, *args: Any) -> None:
+    def on_after_backward(self, trainer: pl.Trainer, *args: object) -> None:
         self._t[3] = time.perf_counter()
 
-    def on_before_optimizer_step(self, trainer: pl.Trainer, *args: Any) -> None:
+    def on_before_optimizer_step(self, trainer: pl.Trainer, *args: object) -> None:
         self._t[4] = time.perf_counter()
 
-    def on_train_batch_end(self, trainer: pl.Trainer, *args: Any) -> None:
+    def on_train_batch_end(self, trainer: pl.Trainer, *args: object) -> None:
         now = time.perf_counter()
         prev, start, before_bwd, after_bwd, before_opt = self._t
         self._t[0] = now
@@ -470,14 +470,14 @@ class StepClock:
         self._prev = time.perf_counter()
         self._fwd0 = self._fwd1 = self._opt = None
 
-    def forward_start(self, *args: Any, **kwargs: Any) -> None:
+    def forward_start(self, *args: object, **kwargs: object) -> None:
         if self._fwd0 is None:
             self._fwd0 = time.perf_counter()
 
-    def forward_end(self, *args: Any, **kwargs: Any) -> None:
+    def forward_end(self, *args: object, **kwargs: object) -> None:
         self._fwd1 = time.perf_counter()
 
-    def before_optimizer(self, *args: Any, **kwargs: Any) -> None:
+    def before_optimizer(self, *args: object, **kwargs: object) -> None:
         self._opt = time.perf_counter()
 
     def step_end(self) -> None:

@@ -68,7 +68,7 @@ def _rebuild(message: str, step: int, module: str | None, where: str) -> NonFini
     return NonFiniteError(message, step=step, module=module, where=where)
 
 
-def shape_of(x: Any) -> str:
+def shape_of(x: object) -> str:
     """``float32[4, 8]`` for a tensor, ``(a, b)`` for a tuple, else the type name."""
     if isinstance(x, torch.Tensor):
         return f"{str(x.dtype).replace('torch.', '')}{list(x.shape)}"
@@ -90,7 +90,7 @@ def replay_locate(model: torch.nn.Module, forward: Callable[[], Any]) -> tuple[s
     paths = {id(m): p for p, m in model.named_modules()}
     bad: list[tuple[str, str]] = []
 
-    def post(module: torch.nn.Module, args: Any, output: Any) -> None:
+    def post(module: torch.nn.Module, args: tuple[object, ...], output: object) -> None:
         if bad:
             return
         for _, t in named_tensors(output):
@@ -183,7 +183,7 @@ class StepGuard:
         self.check_grads = check_grads
         self.last_good: tuple[int, float] | None = None
         self.full_checks = 0
-        self._inputs: list[tuple[Any, Any]] = []
+        self._inputs: list[tuple[tuple[object, ...], dict[str, object]]] = []
         self._params = [p for p in model.parameters() if p.requires_grad]
         # the parameter whose gradient is checked every step: the smallest, read at once
         self._small = min(self._params, key=lambda p: p.numel(), default=None)
@@ -199,7 +199,7 @@ class StepGuard:
         self.step = 1  # the optimizer step being taken (1-based, as run.step counts)
 
     # ------------------------------------------------------------------ hooks
-    def attach(self, optimizer: Any = None) -> StepGuard:
+    def attach(self, optimizer: torch.optim.Optimizer | None = None) -> StepGuard:
         """Keep the model's forward inputs; check gradients before ``optimizer.step()``."""
         self._handles.append(self.model.register_forward_pre_hook(self._keep, with_kwargs=True))
         if optimizer is not None and self.check_grads:
@@ -214,7 +214,9 @@ class StepGuard:
         self._handles = []
         self._inputs = []
 
-    def _keep(self, module: torch.nn.Module, args: Any, kwargs: Any) -> None:
+    def _keep(
+        self, module: torch.nn.Module, args: tuple[object, ...], kwargs: dict[str, object]
+    ) -> None:
         if len(self._inputs) < MAX_KEPT:
             self._inputs.append((args, kwargs))
 
@@ -225,7 +227,7 @@ class StepGuard:
             self._inputs = []
 
     # ------------------------------------------------------------------ checks
-    def check_gradients(self, *hook_args: Any) -> None:
+    def check_gradients(self, *hook_args: object) -> None:
         """The cheap check every step; all gradients within the time budget.
 
         ``hook_args``: what an optimizer step pre-hook is given (not used).
@@ -270,7 +272,7 @@ class StepGuard:
         self._gap = max(1, math.ceil(cost / earned)) if earned > 0 else 1 << 62
         self._skip, self._last = self._gap - 1, now
 
-    def check_loss(self, loss: Any) -> None:
+    def check_loss(self, loss: torch.Tensor | float) -> None:
         """An immediate check of a loss on the CPU (a float or a CPU tensor)."""
         if isinstance(loss, torch.Tensor):
             if loss.device.type != "cpu":

@@ -91,7 +91,7 @@ def read_values(values: list[Any]) -> list[float]:
     return out
 
 
-def learning_rates(optimizer: Any) -> float | list[float] | None:
+def learning_rates(optimizer: object) -> float | list[float] | None:
     """The ``lr`` of each param group (one float when they agree), or None."""
     groups = getattr(optimizer, "param_groups", None)
     if not groups:
@@ -193,7 +193,7 @@ class StepRecorder:
         event.setdefault("t", time.time())
         self.sink(event)
 
-    def start(self, **info: Any) -> None:
+    def start(self, **info: object) -> None:
         """The ``start`` event (``total_steps``, ``max_epochs``, ``world_size``, ...)."""
         self.emit({"type": "start", **info})
 
@@ -201,7 +201,7 @@ class StepRecorder:
         self,
         step: int,
         epoch: int,
-        loss: Any,
+        loss: torch.Tensor | float,
         compute_time: float,
         data_time: float,
         samples: int,
@@ -307,7 +307,7 @@ class StepRecorder:
             self._write_scalars([(k, v, step, now) for k, v in figures.items()])
         return flushed
 
-    def learning_rate(self, optimizer: Any, step: int) -> None:
+    def learning_rate(self, optimizer: object, step: int) -> None:
         """Once per run: the ``lr`` the optimizer really has (its param groups now)."""
         if self._lr_sent:
             return
