@@ -14,6 +14,7 @@ from torch._subclasses.fake_tensor import (
     UnsupportedOperatorException,
 )
 
+from labkit._gc import young_gc_only
 from labkit._progress import Progress, ProgressOption
 from labkit._tensors import model_device
 from labkit.memory.tracker import MemoryTracker
@@ -34,7 +35,7 @@ from labkit.trace.entry import StepOptions as _D
 from labkit.trace.entry import front_door
 from labkit.trace.model import Trace
 from labkit.trace.recorder import Recorder, script_modules
-from labkit.trace.step import Step, add_notes, record_step, young_gc_only
+from labkit.trace.step import Step, add_notes, record_step
 
 _FAKE_ERRORS = (
     DataDependentOutputException,

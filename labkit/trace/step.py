@@ -21,8 +21,8 @@ from typing import Any
 
 import torch
 
+from labkit._gc import young_gc_only
 from labkit._tensors import named_tensors
-from labkit.trace._gc import young_gc_only as young_gc_only  # plan's fake copy uses it
 from labkit.trace._globals import ModuleGlobals
 from labkit.trace._passes import time_step
 from labkit.trace.errors import TraceError, scalar_loss

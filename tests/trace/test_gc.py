@@ -8,7 +8,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from labkit.trace._gc import OLDEST_THRESHOLD, young_gc_only
+from labkit._gc import OLDEST_THRESHOLD, young_gc_only
 from labkit.trace.instrument import Instrumentation, Observer
 from labkit.trace.step import Step, record_step
 
