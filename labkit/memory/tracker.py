@@ -25,7 +25,9 @@ import torch
 from torch._ops import OpOverload
 
 from labkit import _display
-from labkit._tensors import is_wrapper, model_device, named_tensors, plain_tensors
+from labkit._tensors import model_device, named_tensors, plain_tensors
+from labkit.memory._adopt import _COUNTS, adopt_optimizer, adopt_scalers, optimizer_step, track
+from labkit.memory._adopt import extent_bytes as extent_bytes  # its home before the split
 from labkit.trace.instrument import Instrumentation, RawNode
 from labkit.trace.model import MEMORY_CATEGORIES, MemoryMeta, MemorySample
 from labkit.trace.recorder import MemoryObserver
@@ -57,7 +59,8 @@ PARAMS, GRADS, OPT = int(Category.PARAMETERS), int(Category.GRADIENTS), int(Cate
 ACTS, TEMPS, INPUTS = int(Category.ACTIVATIONS), int(Category.TEMPORARIES), int(Category.INPUTS)
 EVENT_FIELDS = ("time", "phase", "module", *CATEGORIES)
 """An event's fields: ``(time, phase, module, *bytes per category)``."""
-_COUNTS = EVENT_FIELDS.index(CATEGORIES[0])  # event[_COUNTS + category] is that count
+if EVENT_FIELDS.index(CATEGORIES[0]) != _COUNTS:  # pragma: no cover
+    raise ImportError(f"memory._adopt._COUNTS does not match EVENT_FIELDS {EVENT_FIELDS}")
 PHASES = ("forward", "backward", "optimizer")
 LARGEST = 32  # storages kept with their lifetimes for "what was live then" queries
 _FWD, _BWD, _OPT = PHASES
@@ -233,16 +236,16 @@ class MemoryTracker(MemoryObserver):
         self.active = True
         for path, mod in model.named_modules():
             for p in (*mod.parameters(recurse=False), *mod.buffers(recurse=False)):
-                self._track(p, PARAMS, inst.param_owner(p) or path, _FWD)
+                track(self, p, PARAMS, inst.param_owner(p) or path, _FWD)
         for p in model.parameters():
             if p.grad is not None:
-                self._track(p.grad, GRADS, inst.param_owner(p), _FWD)
+                track(self, p.grad, GRADS, inst.param_owner(p), _FWD)
         self.grads_before = self._cat[GRADS]  # .grad left by an earlier backward
         for opt in self._optimizers:
-            self._adopt_optimizer(opt)
-        self._adopt_scalers()
+            adopt_optimizer(self, opt)
+        adopt_scalers(self)
         for _, t in named_tensors(self._initial_inputs):
-            self._track(t, INPUTS, "", _FWD)
+            track(self, t, INPUTS, "", _FWD)
         self.start_bytes = self.total
         self.start_cuda = self.dev_peak = self.dev_total
         self.peak = self.total
@@ -258,7 +261,7 @@ class MemoryTracker(MemoryObserver):
             if self.active:
                 if inst.stack and self.failed_module is None:  # left in the middle of a call
                     self.failed_module = inst.stack[-1].module or ""
-                self._adopt_scalers()
+                adopt_scalers(self)
                 self._sample(self._phase(), self._module())
                 if self._dirty or self._journal is not None:
                     self._snapshot()
@@ -331,31 +334,6 @@ class MemoryTracker(MemoryObserver):
         if self.stacks:
             rec.site = _user_frame()
         self._events.append((time.perf_counter() - self._t0, phase, module, *self._cat))
-
-    def _track(self, t: torch.Tensor, cat: int, module: str, phase: str) -> _Rec | None:
-        """Count ``t``'s storage as ``cat`` (moving it there if already counted)."""
-        if is_wrapper(t):
-            rec = None
-            for inner in plain_tensors(t):  # e.g. torchao's int8 data, scales and zero points
-                rec = self._track(inner, cat, module, phase)
-            return rec
-        try:
-            st = t.untyped_storage()
-        except (RuntimeError, NotImplementedError):
-            return None
-        rec = self._by_sid.get(id(st))
-        if rec is None:
-            if t.device.type == "meta":
-                return None
-            n = st.nbytes()
-            if cat == INPUTS:  # the bytes the batch uses; the rest of its storage is apart
-                used = min(n, extent_bytes(t))
-                self.resident_before += n - used
-                n = used
-            rec = self._add(st, cat, module, phase, t.dtype == torch.float32, n, not t.is_cpu)
-        elif rec.category != cat:
-            self._move(rec, cat, module)
-        return rec
 
     def _add(
         self,
@@ -448,44 +426,6 @@ class MemoryTracker(MemoryObserver):
         rec.nbytes += delta
         self._sample(self._phase(), self._module())
 
-    def _reclassify(self, recs: list[tuple[_Rec, str]], cat: int) -> None:
-        """Move storages to ``cat`` as of their creation (the timeline and the peak too).
-
-        For what a storage *became*: state an optimizer or a GradScaler made counts as
-        such from the moment it was allocated, not from the end of the step.
-        """
-        recs = [
-            (r, m) for r, m in recs if r.category != cat and self._by_sid.get(r.storage_id) is r
-        ]
-        if not recs:
-            return
-        if self._dirty or self._journal is not None:
-            self._snapshot()
-        delta = [0] * (len(self._events) + 1)
-        for rec, module in recs:
-            old = rec.category
-            n = rec.nbytes
-            if rec.born_event <= self._peak_ev:  # alive at the peak: the peak's breakdown moves too
-                self.peak_cat[old] -= n
-                self.peak_cat[cat] += n
-                for table, on in ((self.peak_mod, True), (self.peak_fp32, rec.fp32)):
-                    if on:
-                        table[(rec.module, old)] = table.get((rec.module, old), 0) - n
-                        table[(module, cat)] = table.get((module, cat), 0) + n
-            self._count(rec, -n)
-            rec.category, rec.module = cat, module
-            self._count(rec, n)
-            delta[rec.born_event] += n
-        events, moved = self._events, 0
-        for i in range(min(r.born_event for r, _ in recs), len(events)):
-            moved += delta[i]
-            if moved:  # they counted as temporaries until now
-                e = list(events[i])
-                e[_COUNTS + TEMPS] -= moved
-                e[_COUNTS + cat] += moved
-                events[i] = tuple(e)
-        self._sample(self._phase(), self._module())
-
     def _move(self, rec: _Rec, cat: int, module: str | None = None) -> None:
         if self._dirty:
             self._follow()
@@ -567,62 +507,14 @@ class MemoryTracker(MemoryObserver):
         for _, t in (*named_tensors(args), *named_tensors(kwargs)):
             rec = self._by_sid.get(id(t.untyped_storage())) if t.layout == torch.strided else None
             if rec is None or rec.category == TEMPS:
-                self._track(t, INPUTS, "", _FWD)
+                track(self, t, INPUTS, "", _FWD)
 
     def grad(self, p: torch.Tensor) -> None:
         if self.active and p.grad is not None:
-            self._track(p.grad, GRADS, self._inst.param_owner(p), self._phase())
+            track(self, p.grad, GRADS, self._inst.param_owner(p), self._phase())
 
     def optimizer(self, opt: torch.optim.Optimizer, entering: bool) -> None:
-        if entering:
-            self._on_opt_pre(opt)
-        else:
-            self._on_opt_post(opt)
-
-    def _adopt_optimizer(self, opt: torch.optim.Optimizer) -> None:
-        made: list[tuple[_Rec, str]] = []  # made during the recording, counted as temporaries
-        for p, state in opt.state.items():
-            owner = self._inst.param_owner(p)
-            for _, t in named_tensors(state):
-                self._adopt(t, owner, made)
-        self._reclassify(made, OPT)
-
-    def _adopt_scalers(self) -> None:
-        made: list[tuple[_Rec, str]] = []
-        for scaler in self._scalers:
-            for name in ("_scale", "_growth_tracker"):
-                t = getattr(scaler, name, None)
-                if isinstance(t, torch.Tensor):
-                    self._adopt(t, "", made)
-        self._reclassify(made, OPT)
-
-    def _adopt(self, t: torch.Tensor, owner: str, made: list[tuple[_Rec, str]]) -> None:
-        for inner in plain_tensors(t):
-            try:
-                rec = self._by_sid.get(id(inner.untyped_storage()))
-            except (RuntimeError, NotImplementedError):
-                continue
-            if rec is not None and rec.category == TEMPS:
-                made.append((rec, owner))
-            else:
-                self._track(inner, OPT, owner, _OPT)
-
-    def _on_opt_pre(self, opt: torch.optim.Optimizer) -> None:
-        if not self.active:
-            return
-        for group in opt.param_groups:
-            for p in group["params"]:
-                if p.grad is not None:
-                    self._track(p.grad, GRADS, self._inst.param_owner(p), _OPT)
-        self._adopt_optimizer(opt)
-        self._sample(_OPT, "")
-
-    def _on_opt_post(self, opt: torch.optim.Optimizer) -> None:
-        if not self.active:
-            return
-        self._adopt_optimizer(opt)  # state made in step() counts as state from its allocation
-        self._adopt_scalers()
-        self._sample(self._phase(), self._module())
+        optimizer_step(self, opt, entering)
 
     # ------------------------------------------------------------ results
     def live_bytes(self) -> int:
@@ -659,16 +551,6 @@ class MemoryTracker(MemoryObserver):
         The fields are named in :data:`EVENT_FIELDS`; the counts follow ``CATEGORIES``.
         """
         return self._events
-
-
-def extent_bytes(t: torch.Tensor) -> int:
-    """Bytes of storage a tensor spans: its own extent, not the whole storage of a view."""
-    if t.numel() == 0:
-        return 0
-    if t.is_contiguous():
-        return t.numel() * t.element_size()
-    span = 1 + sum((n - 1) * abs(s) for n, s in zip(t.shape, t.stride(), strict=True))
-    return span * t.element_size()
 
 
 def _user_frame() -> tuple[str, int, str] | None:
