@@ -25,14 +25,13 @@ from torch._C._autograd import _get_sequence_nr
 from torch._ops import OpOverload
 from torch.utils.hooks import RemovableHandle
 
-from labkit._tensors import named_tensors
 from labkit.trace import _dispatch
 from labkit.trace._raw import CallIndex
 from labkit.trace._raw import RawNode as RawNode  # the node observers are handed: public here
+from labkit.trace._segments import SegmentHook as SegmentHook  # its home before the split
+from labkit.trace._segments import hook_graph
 
 PHASES = ("forward", "backward", "optimizer")
-# an autograd node's pre-hook: marks where a backward segment begins
-SegmentHook = Callable[[tuple[torch.Tensor | None, ...]], None]
 _perf = time.perf_counter
 _current_task = torch._C._current_graph_task_id
 _current_node = torch._C._current_autograd_node
@@ -471,7 +470,7 @@ class Instrumentation:
             if not stack:
                 self.top_calls += 1
                 if torch.is_grad_enabled():
-                    self._hook_graph(output)
+                    hook_graph(self, output)
         self.lost += _perf() - t_in
 
     # ------------------------------------------------------------ torch-level ops
@@ -511,78 +510,6 @@ class Instrumentation:
         for o in self._fn_obs:
             o.function(node, func, args, kwargs, out)
 
-    # ------------------------------------------------------------ backward segments
-    # On the CPU (and per device on CUDA) autograd runs a graph's nodes in decreasing
-    # sequence number, which is reverse creation order; so the nodes one module call (or
-    # op) created run as contiguous *segments*, and one pre-hook on the first node of each
-    # segment marks every boundary. A segment lasts until the next begins or the pass ends.
-    def _hook_graph(self, output: object) -> None:
-        roots = [t.grad_fn for _, t in named_tensors(output) if t.grad_fn is not None]
-        found: list[tuple[int, RawNode | None, torch.autograd.graph.Node]] = []
-        # next_functions hold None for inputs without grad
-        todo: list[torch.autograd.graph.Node | None] = list(roots)
-        while todo:
-            fn = todo.pop()
-            if fn is None or hasattr(fn, "variable"):  # AccumulateGrad: no segment of its own
-                continue
-            seq = fn._sequence_nr()
-            if seq in self._hooked_seq:
-                continue
-            self._hooked_seq.add(seq)
-            if seq < self.seq_start:  # made before the recording: runs after all of ours
-                found.append((seq, None, fn))
-                continue
-            found.append((seq, self.index.find(seq), fn))
-            todo.extend(nf for nf, _ in fn.next_functions)
-        found.sort(key=lambda item: -item[0])
-        prev: object = _NO_CALL
-        for _, owner, fn in found:
-            if owner is not prev:
-                self._bwd_handles.append(fn.register_prehook(self._segment_hook(owner)))
-                prev = owner
-
-    def _segment_hook(self, owner: RawNode | None) -> SegmentHook:
-        key = id(owner)
-        hook = self._seg_hooks.get(key)
-        if hook is None:
-
-            def hook(grad_outputs: tuple[torch.Tensor | None, ...]) -> None:
-                t_in = _perf()
-                self._close_segment(t_in)
-                task = _current_task()
-                if task != self._bwd_task:  # first segment of this backward pass
-                    self._bwd_task = task
-                    torch.autograd.Variable._execution_engine.queue_callback(self._end_backward)
-                self._seg_owner = owner
-                self._last_phase = "backward"
-                for o in self._seg_start_obs:
-                    o.segment_start(owner)
-                t_out = _perf()
-                self.lost += t_out - t_in
-                self._seg_t0 = t_out
-                self._seg_lost = self.lost
-
-            self._seg_hooks[key] = hook
-        return hook
-
-    def _close_segment(self, now: float) -> None:
-        if self._seg_t0 is None:
-            return
-        dt = (now - self._seg_t0) - (self.lost - self._seg_lost)
-        for o in self._seg_obs:
-            o.segment(self._seg_owner, dt)
-
-    def _end_backward(self) -> None:
-        t_in = _perf()
-        self._close_segment(t_in)
-        self._seg_t0 = None
-        self._seg_owner = None
-        self._bwd_task = None
-        self.backward_passes += 1
-        for o in self.observers:
-            o.backward_end()
-        self.lost += _perf() - t_in
-
     # ------------------------------------------------------------ optimizer, grads
     def _opt_pre(
         self, opt: torch.optim.Optimizer, args: tuple[object, ...], kwargs: dict[str, object]
@@ -606,6 +533,3 @@ class Instrumentation:
         if self.enabled:
             for o in self.observers:
                 o.grad(p)
-
-
-_NO_CALL = object()
