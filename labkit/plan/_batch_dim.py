@@ -32,7 +32,7 @@ def resize(batch: Any, n: int, size: int | None = None) -> Any:
     return batch
 
 
-def batch_size(batch: Any) -> int | None:
+def batch_size(batch: object) -> int | None:
     """The first dimension of the batch's first tensor (or shape)."""
     if isinstance(batch, torch.Size):
         return batch[0] if batch else None

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import copy
 import inspect
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeAlias
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
@@ -20,6 +21,11 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 def new_mode() -> FakeTensorMode:
     """A fake-tensor mode that also accepts stray real tensors (constants in forward)."""
     return FakeTensorMode(allow_non_fake_inputs=True)
+
+
+# what labkit.plan takes as ``optimizer``: an optimizer of the model, or a factory called on
+# the fake copy's parameters (or on the fake copy itself), checked when it is called
+OptimizerArg: TypeAlias = "torch.optim.Optimizer | Callable[..., torch.optim.Optimizer] | None"
 
 
 def fake_tensor(t: torch.Tensor, mode: FakeTensorMode, device: torch.device) -> torch.Tensor:
@@ -80,7 +86,7 @@ def named_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     }
 
 
-def fake_batch(batch: Any, mode: FakeTensorMode, device: torch.device) -> Any:
+def fake_batch(batch: object, mode: FakeTensorMode, device: torch.device) -> object:
     """The batch with every tensor fake on ``device``; a ``torch.Size`` becomes float32 zeros."""
     if isinstance(batch, torch.Size):
         with mode:
@@ -90,7 +96,8 @@ def fake_batch(batch: Any, mode: FakeTensorMode, device: torch.device) -> Any:
     if isinstance(batch, dict):
         return {k: fake_batch(v, mode, device) for k, v in batch.items()}
     if isinstance(batch, tuple) and hasattr(batch, "_fields"):  # a named tuple
-        return type(batch)(*(fake_batch(v, mode, device) for v in batch))
+        fields: Callable[..., object] = type(batch)  # takes one argument per field
+        return fields(*(fake_batch(v, mode, device) for v in batch))
     if isinstance(batch, (list, tuple)):
         return type(batch)(fake_batch(v, mode, device) for v in batch)
     if hasattr(batch, "to_dict") and hasattr(batch, "from_dict"):  # a PyG Data / Batch
@@ -101,12 +108,12 @@ def fake_batch(batch: Any, mode: FakeTensorMode, device: torch.device) -> Any:
 
 
 def fake_optimizer(
-    optimizer: Any,
+    optimizer: OptimizerArg,
     fmodel: torch.nn.Module,
     mode: FakeTensorMode,
     device: torch.device,
     memo: dict[int, Any],
-) -> Any:
+) -> torch.optim.Optimizer | None:
     """The optimizer for the fake model: a factory is called on its parameters (or, failing
     that, on the fake model: ``lambda m: m.configure_optimizers(...)``); an optimizer is
     rebuilt with the same class, param groups and hyperparameters (and fake state)."""
@@ -164,7 +171,7 @@ def _accepted(cls: type, defaults: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in defaults.items() if k in params}
 
 
-def _fake_state(v: Any, mode: FakeTensorMode, device: torch.device) -> Any:
+def _fake_state(v: object, mode: FakeTensorMode, device: torch.device) -> object:
     """Optimizer state for the fake optimizer; a one-element CPU tensor (Adam's step count)
     keeps its value, since the step reads it with ``.item()``."""
     if not isinstance(v, torch.Tensor):

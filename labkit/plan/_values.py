@@ -13,9 +13,9 @@ the plan (the caller names it).
 from __future__ import annotations
 
 import weakref
-from typing import Any
 
 import torch
+from torch._ops import OpOverload
 from torch._subclasses import fake_tensor as _fake_tensor
 from torch._subclasses.fake_tensor import (
     DataDependentOutputException,
@@ -48,7 +48,7 @@ _INDEX_OPS = frozenset(
 )
 
 
-def _indexlike(t: Any) -> bool:
+def _indexlike(t: object) -> bool:
     return isinstance(t, torch.Tensor) and not (t.is_floating_point() or t.is_complex())
 
 
@@ -64,7 +64,7 @@ class IndexValues(Observer):
 
     def __init__(self, fake: FakeTensorMode) -> None:
         self.fake = fake
-        self._values: dict[int, tuple[Any, torch.Tensor]] = {}
+        self._values: dict[int, tuple[weakref.ref[torch.Tensor], torch.Tensor]] = {}
         self.computed = 0  # ops computed on real copies
 
     def __repr__(self) -> str:
@@ -75,7 +75,7 @@ class IndexValues(Observer):
         if _indexlike(fake_t) and real.numel() <= MAX_NUMEL:
             key = id(fake_t)
 
-            def forget(_ref: Any, k: int = key) -> None:
+            def forget(_ref: weakref.ref[torch.Tensor], k: int = key) -> None:
                 self._drop(k)
 
             self._values[key] = (weakref.ref(fake_t, forget), real)
@@ -83,7 +83,7 @@ class IndexValues(Observer):
     def _drop(self, key: int) -> None:
         self._values.pop(key, None)
 
-    def value(self, t: Any) -> torch.Tensor | None:
+    def value(self, t: object) -> torch.Tensor | None:
         """The real value of ``t``: a real tensor is its own (one the loss or the model
         captured, such as a boolean train mask); a fake one's recorded copy, or ``None``."""
         if isinstance(t, torch.Tensor) and not is_fake(t) and t.device.type != "meta":
@@ -93,7 +93,9 @@ class IndexValues(Observer):
             return entry[1]
         return None
 
-    def run_op(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    def run_op(
+        self, func: OpOverload, args: tuple[object, ...], kwargs: dict[str, object]
+    ) -> object:
         if func is _DEVICE:  # a fake tensor's device (autograd asks it of every gradient)
             if _device_of_fake is not None and len(args) == 1 and type(args[0]) is FakeTensor:
                 return _device_of_fake(args)
@@ -125,14 +127,15 @@ class IndexValues(Observer):
             self._pair(out, real)
         return out
 
-    def _masks_as_indices(self, args: tuple[Any, ...]) -> tuple[Any, ...]:
+    def _masks_as_indices(self, args: tuple[object, ...]) -> tuple[object, ...]:
         """``x[mask]`` with a known boolean mask becomes ``x[i, j, ...]`` with the mask's
         nonzero positions: the same result, and a shape fake tensors can compute."""
-        if len(args) < 2 or not isinstance(args[1], (list, tuple)):
+        indices = args[1] if len(args) >= 2 else None
+        if not isinstance(indices, (list, tuple)):
             return args
-        new: list[Any] = []
+        new: list[object] = []
         changed = False
-        for ix in args[1]:
+        for ix in indices:
             real = self.value(ix) if isinstance(ix, torch.Tensor) else None
             if real is None or real.dtype not in (torch.bool, torch.uint8):
                 new.append(ix)
@@ -146,16 +149,18 @@ class IndexValues(Observer):
                 new.append(f)
         return (args[0], new, *args[2:]) if changed else args
 
-    def _real(self, func: Any, args: Any, kwargs: Any) -> Any:
+    def _real(
+        self, func: OpOverload, args: tuple[object, ...], kwargs: dict[str, object]
+    ) -> object:
         self.computed += 1
 
-        def unwrap(a: Any) -> Any:
+        def unwrap(a: object) -> object:
             return self.value(a) if isinstance(a, torch.Tensor) else a
 
         with unset_fake_temporarily():
             return func(*tree_map(unwrap, args), **tree_map(unwrap, kwargs))
 
-    def _pair(self, out: Any, real: Any) -> None:
+    def _pair(self, out: object, real: object) -> None:
         outs, _ = tree_flatten(out)
         reals, _ = tree_flatten(real)
         for o, r in zip(outs, reals, strict=False):
@@ -163,10 +168,10 @@ class IndexValues(Observer):
                 self.know(o, r)
 
 
-_MUTABLE: dict[Any, bool] = {}
+_MUTABLE: dict[OpOverload, bool] = {}
 
 
-def _mutable(func: Any) -> bool:
+def _mutable(func: OpOverload) -> bool:
     """Whether an aten overload writes one of its inputs (looked up once per overload)."""
     hit = _MUTABLE.get(func)
     if hit is None:
@@ -174,7 +179,7 @@ def _mutable(func: Any) -> bool:
     return hit
 
 
-def _tensors(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[torch.Tensor]:
+def _tensors(args: tuple[object, ...], kwargs: dict[str, object]) -> list[torch.Tensor]:
     """The tensors among an aten op's arguments (a tensor, or a list of them: ``Tensor[]``,
     ``Tensor?[]``), as ``tree_flatten`` finds them, without its cost per op."""
     out: list[torch.Tensor] = []
@@ -186,7 +191,7 @@ def _tensors(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[torch.Tensor
     return out
 
 
-def seed_values(values: IndexValues, fake: Any, real: Any) -> None:
+def seed_values(values: IndexValues, fake: object, real: object) -> None:
     """Record the real integer/boolean tensors of a batch for their fakes (same structure)."""
     if isinstance(real, torch.Tensor):
         if isinstance(fake, torch.Tensor) and real.device.type != "meta":

@@ -5,12 +5,13 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch._subclasses.fake_tensor import (
     DataDependentOutputException,
     DynamicOutputShapeException,
+    FakeTensorMode,
     UnsupportedOperatorException,
 )
 
@@ -20,6 +21,7 @@ from labkit._tensors import model_device
 from labkit.memory.tracker import MemoryTracker
 from labkit.plan._batch_dim import batch_size
 from labkit.plan._fake import (
+    OptimizerArg,
     fake_batch,
     fake_model,
     fake_optimizer,
@@ -46,17 +48,17 @@ _FAKE_ERRORS = (
 
 def plan(
     model: torch.nn.Module,
-    batch: Any = None,
+    batch: object = None,
     *,
     loss: Callable[[Any], torch.Tensor] | None = _D.loss,
-    optimizer: Any = _D.optimizer,
+    optimizer: OptimizerArg = _D.optimizer,
     recipe: PlanRecipe | None = _D.recipe,
     device: str | torch.device | None = _D.device,
     backward: bool = _D.backward,
     keep_output: bool = _D.keep_output,
     model_kwargs: dict[str, Any] | None = None,
     progress: ProgressOption = _D.progress,
-    **inputs: Any,
+    **inputs: object,
 ) -> Plan:
     """Predict one training step's memory, FLOPs and graph without allocating it.
 
@@ -169,11 +171,11 @@ def plan(
 
 def _plan(
     model: torch.nn.Module,
-    batch: Any,
-    args_in: tuple[Any, ...],
-    kwargs_in: dict[str, Any],
-    loss: Any,
-    optimizer: Any,
+    batch: object,
+    args_in: tuple[object, ...],
+    kwargs_in: dict[str, object],
+    loss: Callable[[Any], torch.Tensor] | None,
+    optimizer: OptimizerArg,
     recipe: PlanRecipe | None,
     dev: torch.device,
     flags: tuple[bool, bool],
@@ -191,7 +193,9 @@ def _plan(
         fmodel = fake_model(model, mode, dev, memo)
     fopt = fake_optimizer(optimizer, fmodel, mode, dev, memo)
     real = (args_in, kwargs_in)
-    args, kwargs = fake_batch(real, mode, dev)
+    # the fake batch has the real one's structure: (positional inputs, keyword inputs)
+    fake = cast("tuple[tuple[object, ...], dict[str, object]]", fake_batch(real, mode, dev))
+    args, kwargs = fake
     values = IndexValues(mode)
     seed_values(values, (args, kwargs), real)
     for t in (*model.parameters(), *model.buffers()):
@@ -239,7 +243,11 @@ def _plan(
 
 
 def _with_recipe(
-    model: torch.nn.Module, recipe: PlanRecipe, mode: Any, dev: torch.device, memo: dict[int, Any]
+    model: torch.nn.Module,
+    recipe: PlanRecipe,
+    mode: FakeTensorMode,
+    dev: torch.device,
+    memo: dict[int, Any],
 ) -> torch.nn.Module:
     """The fake copy with ``recipe`` applied; ``memo`` maps the real tensors to its fakes.
 
@@ -265,11 +273,11 @@ def _with_recipe(
 def _record(
     model: torch.nn.Module,
     fmodel: torch.nn.Module,
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
-    loss: Any,
-    fopt: Any,
-    modes: tuple[Any, Any],
+    args: tuple[object, ...],
+    kwargs: dict[str, object],
+    loss: Callable[[Any], torch.Tensor] | None,
+    fopt: torch.optim.Optimizer | None,
+    modes: tuple[FakeTensorMode, IndexValues],
     backward: bool,
     keep_output: bool,
     progress: Callable[[float, str], None] | None = None,
