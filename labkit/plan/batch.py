@@ -15,7 +15,10 @@ from labkit._progress import progress as progress_of
 from labkit._tensors import model_device
 from labkit.memory.api import memory
 from labkit.plan._batch_dim import batch_size, resize
+from labkit.plan._fake import OptimizerArg
 from labkit.plan.api import plan
+from labkit.plan.model import Plan
+from labkit.plan.recipe import PlanRecipe
 from labkit.trace.entry import StepOptions
 
 # batch_size and resize are the batch-dimension rule labkit.tune makes other batch sizes by
@@ -153,9 +156,9 @@ def max_batch_size(
     batch: Any,
     budget: int | None = None,
     *,
-    loss: Any = None,
-    optimizer: Any = None,
-    recipe: Any = None,
+    loss: Callable[[Any], torch.Tensor] | None = None,
+    optimizer: OptimizerArg = None,
+    recipe: PlanRecipe | None = None,
     device: str | torch.device | None = None,
     margin: float = DEFAULT_MARGIN,
     limit: int = 1 << 20,
@@ -204,7 +207,7 @@ def max_batch_size(
         make = lambda n: resize((batch, inputs or {}), n, size)  # noqa: E731
     dev = torch.device(device) if device is not None else model_device(model)
 
-    def replan(n: int) -> Any:
+    def replan(n: int) -> Plan:
         b, kw = _split(make(n), callable(batch))
         return plan(
             model,
