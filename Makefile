@@ -19,13 +19,15 @@ lab: setup
 
 # ruff (lint, complexity, format) and mypy (configured in pyproject.toml: labkit/, typed defs);
 # the front end: types generated from the contract are current, tsc --checkJs over widgets/
-# (widgets/tsconfig.json) and biome's lint + format check (widgets/biome.jsonc)
+# (widgets/tsconfig.json) and biome's lint + format check (widgets/biome.jsonc); the layer
+# order, the bare-Any share per package and the class size limit (their tests, seconds)
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 	$(PY) scripts/gen_contract_types.py --check
 	cd widgets && npm run -s check
+	$(PY) -m pytest -q -p no:cacheprovider tests/test_layers.py tests/test_types.py tests/test_class_size.py
 
 test: lint
 	cd widgets && node --test --test-reporter=spec test/
