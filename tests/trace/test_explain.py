@@ -25,9 +25,8 @@ class Block(nn.Module):
     def __init__(self, hidden: int = 32, heavy: int = 0, expand: int = 1) -> None:
         super().__init__()
         self.fc1, self.act, self.fc2 = nn.Linear(16, hidden), nn.ReLU(), nn.Linear(hidden, 16)
-        self.register_buffer(
-            "w", torch.eye(192)
-        )  # heavy: ~1 GFLOP, far above a loaded machine's pauses
+        # heavy=64 on 192x192: ~1 GFLOP, far above a loaded machine's pauses
+        self.register_buffer("w", torch.eye(192))
         self.heavy, self.expand = heavy, expand
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
