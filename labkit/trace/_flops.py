@@ -25,8 +25,10 @@ from labkit.trace._raw import RawNode
 from labkit.trace.instrument import Instrumentation, Observer
 
 _current_task = torch._C._current_graph_task_id
-# per aten overload: (its FLOP formula or None, computes without one): one lookup per op
-_PER_OP: dict[OpOverload, tuple[FlopFormula | None, bool]] = {}
+# per aten overload, by id (the overload kept alive by the entry): (its FLOP formula or None,
+# computes without one, the overload): one dict lookup per op (an OpOverload's own
+# ``__hash__`` is Python code)
+_PER_OP: dict[int, tuple[FlopFormula | None, bool, OpOverload]] = {}
 
 
 class FlopObserver(Observer):
@@ -78,12 +80,11 @@ class FlopObserver(Observer):
     def dispatch(
         self, func: OpOverload, args: tuple[object, ...], kwargs: dict[str, object], out: object
     ) -> None:
-        try:
-            formula, missing = _PER_OP[func]
-        except KeyError:
+        hit = _PER_OP.get(id(func))
+        if hit is None:
             formula = flop_formula(func)
-            missing = formula is None and uncounted(func)
-            _PER_OP[func] = (formula, missing)
+            hit = _PER_OP[id(func)] = (formula, formula is None and uncounted(func), func)
+        formula, missing, _ = hit
         if formula is None:
             if missing:
                 self._uncounted(func)
