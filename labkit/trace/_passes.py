@@ -75,11 +75,85 @@ def time_step(
     return _with_times(base, passes, ops, warmup, cost)
 
 
+class _PassNode:
+    """What the timing passes keep of one node of a hooked pass: its key, kind, parent and
+    times (``bwd_time``: a module call's own backward plus its module calls'; an op's 0),
+    as a :class:`~labkit.trace.model.Node` of its trace would say, without building one."""
+
+    __slots__ = ("bwd_self_time", "bwd_time", "fwd_time", "id", "key", "kind", "parent")
+
+    def __init__(
+        self,
+        id: int,
+        key: str,
+        kind: str,
+        parent: int | None,
+        fwd: float,
+        bwd_self: float,
+        bwd: float | None = None,
+    ) -> None:
+        self.id, self.key, self.kind, self.parent = id, key, kind, parent
+        self.fwd_time, self.bwd_self_time = fwd, bwd_self
+        if bwd is None:  # the call's own until its module calls' are added
+            bwd = bwd_self if kind == "module" else 0.0
+        self.bwd_time = bwd
+
+
+@dataclasses.dataclass
+class _PassStep:
+    """One hooked timing pass: its nodes' times and the step's totals (what its Trace's
+    meta would hold)."""
+
+    nodes: list[_PassNode]
+    forward_time: float
+    backward_time: float
+    outside_bwd_time: float
+    cuda: bool
+
+    @classmethod
+    def of(cls, trace: Trace) -> _PassStep:
+        """The pass a recorded ``trace`` (mode ``"step"`` or ``"ops"``) would have given."""
+        nodes = [
+            _PassNode(n.id, n.key, n.kind, n.parent, n.fwd_time, n.bwd_self_time, n.bwd_time)
+            for n in trace.nodes
+        ]
+        m = trace.meta
+        cuda = "CUDA events" in m.timing
+        return cls(nodes, m.forward_time, m.backward_time, m.outside_bwd_time, cuda=cuda)
+
+
+def _end_pass(rec: Recorder) -> _PassStep:
+    """Stop ``rec``'s pass and keep its times: the recording's bookkeeping (shapes, module
+    infos, a frozen Trace) is the structural recording's, not redone per pass."""
+    inst = rec.inst
+    inst.stop()
+    timing = rec.timing
+    raw = inst.nodes
+    ids = {r.id: i for i, r in enumerate(raw)}
+    nodes = [
+        _PassNode(
+            i,
+            r.key,
+            r.kind,
+            None if r.parent is None else ids[r.parent.id],
+            r.fwd_time if timing is not None else 0.0,
+            r.bwd_self,
+        )
+        for i, r in enumerate(raw)
+    ]
+    for n in reversed(nodes):  # children come after parents: inclusive module backward
+        if n.parent is not None and n.kind == "module":
+            nodes[n.parent].bwd_time += n.bwd_time
+    if timing is None:
+        return _PassStep(nodes, 0.0, 0.0, 0.0, cuda=False)
+    return _PassStep(nodes, timing.forward, timing.backward, timing.outside_bwd, cuda=timing.cuda)
+
+
 @dataclasses.dataclass
 class _Passes:
-    """What the timing passes measured: hooked traces, segment counts, hook-free clocks."""
+    """What the timing passes measured: hooked passes, segment counts, hook-free clocks."""
 
-    steps: list[Trace] = dataclasses.field(default_factory=list)
+    steps: list[_PassStep] = dataclasses.field(default_factory=list)
     segments: list[dict[str, int]] = dataclasses.field(default_factory=list)
     plain_fwd: list[list[float]] = dataclasses.field(default_factory=list)
     plain_bwd: list[list[float]] = dataclasses.field(default_factory=list)
@@ -106,13 +180,14 @@ def _step_passes(
     rec = Recorder(model, mode=mode)
     clock = PlainClock(model)
     out = _Passes()
+    params = list(model.parameters())
     t_end = None if budget is None else time.perf_counter() + budget
     try:
         for i in range(warmup + repeat):
             if plain:
                 rec.detach()  # an attached hook sends every call down the slow path
                 clock.attach()
-                _clear_grads(model)
+                _clear_grads(params)
                 clock.start()
                 try:
                     with no_gc():
@@ -121,15 +196,15 @@ def _step_passes(
                     clock.stop()
                 clock.detach()
             rec.attach()
-            _clear_grads(model)
+            _clear_grads(params)
             rec.start()
             try:
                 with no_gc():
                     step([])
             finally:
-                trace = rec.stop()
+                done = _end_pass(rec)
             if i >= warmup:
-                out.steps.append(trace)
+                out.steps.append(done)
                 if rec.timing is not None:
                     out.segments.append(dict(rec.timing.segments))
                 if plain:
@@ -143,8 +218,8 @@ def _step_passes(
     return out
 
 
-def _clear_grads(model: torch.nn.Module) -> None:
-    for p in model.parameters():
+def _clear_grads(params: list[torch.nn.Parameter]) -> None:
+    for p in params:
         p.grad = None  # each pass is the same step: gradients made, not accumulated
 
 
@@ -158,7 +233,7 @@ def _stats(values: list[float]) -> tuple[float, float]:
     return statistics.median(values), q3 - q1
 
 
-def _by_key(traces: list[Trace], kind: str) -> dict[str, dict[str, list[float]]]:
+def _by_key(traces: list[_PassStep], kind: str) -> dict[str, dict[str, list[float]]]:
     out: dict[str, dict[str, list[float]]] = {}
     for t in traces:
         for n in t.nodes:
@@ -170,7 +245,7 @@ def _by_key(traces: list[Trace], kind: str) -> dict[str, dict[str, list[float]]]
     return out
 
 
-def _descendants(trace: Trace) -> dict[str, int]:
+def _descendants(trace: _PassStep) -> dict[str, int]:
     """Module calls inside each module call, by key."""
     counts = [0] * len(trace.nodes)
     for n in reversed(trace.nodes):  # children come after parents
@@ -184,7 +259,7 @@ def _median(values: list[float]) -> float:
 
 
 def _with_times(
-    base: Trace, passes: _Passes, ops: list[Trace], warmup: int, cost: HookCost | None
+    base: Trace, passes: _Passes, ops: list[_PassStep], warmup: int, cost: HookCost | None
 ) -> Trace:
     steps = passes.steps
     calls, op_times = _by_key(steps, "module"), _by_key(ops, "op")
@@ -197,52 +272,33 @@ def _with_times(
     if cost != HookCost():
         cost = _on_model(cost, calls, passes, steps[0], inside, segs)
 
-    def timed(n: Node) -> Node:
-        src = calls if n.kind == "module" else op_times if n.kind == "op" else None
-        d = src.get(n.key) if src is not None else None
-        if d is None:
-            return dataclasses.replace(n, fwd_time=0.0, bwd_time=0.0, bwd_self_time=0.0)
-        fwd, fwd_iqr = _stats(d["fwd"])
-        _, bwd_iqr = _stats(d["bwd"])
-        bwd_self, _ = _stats(d["bwd_self"])
-        # a module call's figures are still hooked here: _net_of_hooks takes the cost off
-        return dataclasses.replace(
-            n,
-            fwd_time=fwd,
-            fwd_iqr=fwd_iqr,
-            bwd_time=bwd_self,
-            bwd_iqr=bwd_iqr,
-            bwd_self_time=bwd_self,
-        )
-
-    nodes, floored = _net_of_hooks([timed(n) for n in base.nodes], calls, cost, inside, segs)
+    drafts = [_Draft(n, calls if n.kind == "module" else op_times) for n in base.nodes]
+    floored = _net_of_hooks(drafts, calls, cost, inside, segs)
     # a call's backward is its own median plus its children's, so the figures add up
-    inclusive = [n.bwd_self_time if n.kind == "module" else n.bwd_time for n in nodes]
-    for n in reversed(nodes):  # children come after parents
-        if n.parent is not None and n.kind == "module":
-            inclusive[n.parent] += inclusive[n.id]
-    nodes = [
-        dataclasses.replace(n, bwd_time=inclusive[n.id]) if n.kind == "module" else n for n in nodes
-    ]
+    for d in reversed(drafts):  # children come after parents
+        if d.kind == "module":
+            d.bwd_time = d.bwd_self_time
+    for d in reversed(drafts):
+        if d.parent is not None and d.kind == "module":
+            drafts[d.parent].bwd_time += d.bwd_time
 
     outside = max(
-        0.0, _stats([t.meta.outside_bwd_time for t in steps])[0] - segs.get("", 0.0) * cost.segment
+        0.0, _stats([t.outside_bwd_time for t in steps])[0] - segs.get("", 0.0) * cost.segment
     )
-    fwd, fwd_iqr = _stats([t.meta.forward_time for t in steps])
-    bwd, bwd_iqr = _stats([t.meta.backward_time for t in steps])
-    roots = [n for n in nodes if n.kind == "module" and n.parent is None]
+    fwd, fwd_iqr = _stats([t.forward_time for t in steps])
+    bwd, bwd_iqr = _stats([t.backward_time for t in steps])
+    roots = [d for d in drafts if d.kind == "module" and d.parent is None]
     if cost != HookCost():  # the roots' figures net of the hook cost
-        fwd = sum(n.fwd_time for n in roots)
-        bwd = sum(n.bwd_time for n in roots) + outside
+        fwd = sum(d.fwd_time for d in roots)
+        bwd = sum(d.bwd_time for d in roots) + outside
     plain = bool(passes.plain_fwd) and all(len(f) == len(roots) for f in passes.plain_fwd)
     if plain:  # the root's own figures from the hook-free passes
-        nodes, fwd, fwd_iqr, root_bwd = _plain_roots(nodes, roots, passes, cost)
+        fwd, fwd_iqr, root_bwd = _plain_roots(roots, passes, cost)
         if root_bwd is not None:
             bwd, bwd_iqr = root_bwd[0] + outside, root_bwd[1]
+    nodes = [d.node() for d in drafts]
     clock = (
-        "CUDA events (GPU time)"
-        if "CUDA events" in steps[0].meta.timing
-        else ("host clock, labkit's hook cost subtracted")
+        "CUDA events (GPU time)" if steps[0].cuda else "host clock, labkit's hook cost subtracted"
     )
     how = (
         f"median (IQR) of {len(steps)} timing-only passes after {warmup} warm-up; {clock}"
@@ -321,12 +377,12 @@ def _bounded(measured: float, off: float, inside: float) -> tuple[float, float]:
 
 
 def _net_of_hooks(
-    nodes: list[Node],
+    nodes: list[_Draft],
     calls: dict[str, dict[str, list[float]]],
     cost: HookCost,
     inside: dict[str, int],
     segs: dict[str, float],
-) -> tuple[list[Node], _Floored]:
+) -> _Floored:
     """Module calls' forward and own backward net of what the hooks still cost, bounded below
     (:data:`FLOOR`); per-pass figures net alike. Children before parents, so a call's floor
     holds its children's net figures."""
@@ -346,17 +402,12 @@ def _net_of_hooks(
         if raised_b > _stats(d["bwd_self"])[1]:
             bwd_floored.append(n.key)
         eff_f, eff_b = n.fwd_time - fwd, n.bwd_self_time - bwd  # what was taken off
-        nodes[n.id] = dataclasses.replace(
-            n,
-            fwd_time=fwd,
-            bwd_time=bwd,
-            bwd_self_time=bwd,
-            fwd_pass_times=tuple(max(t - eff_f, FLOOR * t) for t in d["fwd"]),
-            bwd_pass_times=tuple(max(t - eff_b, FLOOR * t) for t in d["bwd_self"]),
-        )
+        n.fwd_time, n.bwd_time, n.bwd_self_time = fwd, bwd, bwd
+        n.fwd_pass_times = tuple(max(t - eff_f, FLOOR * t) for t in d["fwd"])
+        n.bwd_pass_times = tuple(max(t - eff_b, FLOOR * t) for t in d["bwd_self"])
         if n.parent is not None:
             kids[n.parent] += fwd
-    return nodes, _Floored(tuple(reversed(fwd_floored)), tuple(reversed(bwd_floored)))
+    return _Floored(tuple(reversed(fwd_floored)), tuple(reversed(bwd_floored)))
 
 
 def _floored_words(floored: _Floored) -> str:
@@ -393,7 +444,7 @@ def _on_model(
     cost: HookCost,
     calls: dict[str, dict[str, list[float]]],
     passes: _Passes,
-    step: Trace,
+    step: _PassStep,
     inside: dict[str, int],
     segs: dict[str, float],
 ) -> HookCost:
@@ -418,7 +469,7 @@ def _on_model(
     return cost.on_model(child=child, segment=0.0)
 
 
-def _room(calls: dict[str, dict[str, list[float]]], step: Trace) -> float:
+def _room(calls: dict[str, dict[str, list[float]]], step: _PassStep) -> float:
     """Lower quartile, over non-root calls with module calls directly inside, of their
     hooked time not covered by those calls, per call inside: what the hooks' outer cost
     can be (a container's own work is little more than that; other calls' is more)."""
@@ -439,25 +490,91 @@ def _room(calls: dict[str, dict[str, list[float]]], step: Trace) -> float:
 
 
 def _plain_roots(
-    nodes: list[Node], roots: list[Node], passes: _Passes, cost: HookCost
-) -> tuple[list[Node], float, float, tuple[float, float] | None]:
-    """Root calls' forward (and, for one call, backward) from the hook-free passes.
+    roots: list[_Draft], passes: _Passes, cost: HookCost
+) -> tuple[float, float, tuple[float, float] | None]:
+    """Root calls' forward (and, for one call, backward) from the hook-free passes (set on
+    their drafts).
 
     Returns:
-        ``(nodes, forward, forward IQR, (backward, its IQR) or None)``: ``None`` when the
+        ``(forward, forward IQR, (backward, its IQR) or None)``: ``None`` when the
         hook-free backward cannot be given to one root call (several calls, or none ran).
     """
     per_pass = [[max(0.0, t - cost.call) for t in f] for f in passes.plain_fwd]
     for i, root in enumerate(roots):
-        f, f_iqr = _stats([p[i] for p in per_pass])
-        nodes[root.id] = dataclasses.replace(root, fwd_time=f, fwd_iqr=f_iqr)
+        root.fwd_time, root.fwd_iqr = _stats([p[i] for p in per_pass])
     fwd, fwd_iqr = _stats([sum(p) for p in per_pass])
     if len(roots) != 1 or not all(passes.plain_bwd):
-        return nodes, fwd, fwd_iqr, None  # several root calls share one backward
-    root = nodes[roots[0].id]
+        return fwd, fwd_iqr, None  # several root calls share one backward
+    root = roots[0]
     b, b_iqr = _stats([sum(b) for b in passes.plain_bwd])
     kids = root.bwd_time - root.bwd_self_time
-    nodes[root.id] = dataclasses.replace(
-        root, bwd_time=b, bwd_self_time=max(0.0, b - kids), bwd_iqr=b_iqr
+    root.bwd_time, root.bwd_self_time, root.bwd_iqr = b, max(0.0, b - kids), b_iqr
+    return fwd, fwd_iqr, (b, b_iqr)
+
+
+class _Draft:
+    """A node of the trace while its times are worked out: the medians over the passes
+    (``calls``: the module calls' or the ops' figures by key), then net of the hook cost;
+    :meth:`node` makes the :class:`Node` once, at the end."""
+
+    __slots__ = (
+        "base",
+        "bwd_iqr",
+        "bwd_pass_times",
+        "bwd_self_time",
+        "bwd_time",
+        "fwd_iqr",
+        "fwd_pass_times",
+        "fwd_time",
+        "id",
+        "key",
+        "kind",
+        "parent",
     )
-    return nodes, fwd, fwd_iqr, (b, b_iqr)
+
+    def __init__(self, n: Node, calls: dict[str, dict[str, list[float]]]) -> None:
+        self.base, self.id, self.key, self.kind, self.parent = n, n.id, n.key, n.kind, n.parent
+        self.fwd_iqr, self.bwd_iqr = n.fwd_iqr, n.bwd_iqr
+        self.fwd_pass_times, self.bwd_pass_times = n.fwd_pass_times, n.bwd_pass_times
+        d = calls.get(n.key) if n.kind in ("module", "op") else None
+        if d is None:  # ran in no pass (an input, an output): untimed
+            self.fwd_time = self.bwd_time = self.bwd_self_time = 0.0
+            return
+        self.fwd_time, self.fwd_iqr = _stats(d["fwd"])
+        self.bwd_iqr = _stats(d["bwd"])[1]
+        self.bwd_self_time = self.bwd_time = _stats(d["bwd_self"])[0]
+        # a module call's figures are still hooked here: _net_of_hooks takes the cost off
+
+    def node(self) -> Node:
+        """The node with these times (the same object when none changed)."""
+        n = self.base
+        new = (
+            self.fwd_time,
+            self.bwd_time,
+            self.bwd_self_time,
+            self.fwd_iqr,
+            self.bwd_iqr,
+            self.fwd_pass_times,
+            self.bwd_pass_times,
+        )
+        old = (
+            n.fwd_time,
+            n.bwd_time,
+            n.bwd_self_time,
+            n.fwd_iqr,
+            n.bwd_iqr,
+            n.fwd_pass_times,
+            n.bwd_pass_times,
+        )
+        if new == old:
+            return n
+        return dataclasses.replace(
+            n,
+            fwd_time=self.fwd_time,
+            bwd_time=self.bwd_time,
+            bwd_self_time=self.bwd_self_time,
+            fwd_iqr=self.fwd_iqr,
+            bwd_iqr=self.bwd_iqr,
+            fwd_pass_times=self.fwd_pass_times,
+            bwd_pass_times=self.bwd_pass_times,
+        )

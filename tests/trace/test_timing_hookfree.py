@@ -96,7 +96,7 @@ def test_the_subtraction_is_per_call_and_per_call_inside() -> None:
     bwd = {"#0": 0.001, "0#0": 0.002, "0.0#0": 0.030, "0.1#0": 0.003, "1#0": 0.020}
     rec = _recorded(fwd, bwd)
     segs = {"#0": 1, "0#0": 1, "0.0#0": 2, "0.1#0": 1, "1#0": 1, "": 2}
-    passes = _passes._Passes(steps=[rec], segments=[segs])
+    passes = _passes._Passes(steps=[_passes._PassStep.of(rec)], segments=[segs])
     cost = HookCost(call=0.001, child=0.002, segment=0.0005)
     t = _passes._with_times(rec, passes, [], 0, cost)
     got = {n.key: n for n in t.nodes if n.kind == "module"}
@@ -119,7 +119,7 @@ def test_hook_free_figures_replace_the_roots() -> None:
     bwd = dict.fromkeys(fwd, 0.001)
     rec = _recorded(fwd, bwd)
     passes = _passes._Passes(
-        steps=[rec, rec, rec],
+        steps=[_passes._PassStep.of(rec)] * 3,
         segments=[{}, {}, {}],
         plain_fwd=[[0.081], [0.080], [0.090]],
         plain_bwd=[[0.050], [0.040], [0.060]],
@@ -159,7 +159,9 @@ def test_the_models_own_passes_raise_the_per_call_cost() -> None:
     bwd = {"#0": 0.001, "0#0": 0.002, "0.0#0": 0.030, "0.1#0": 0.003, "1#0": 0.020}
     rec = _recorded(fwd, bwd)
     segs = {"#0": 1, "0#0": 1, "0.0#0": 2, "0.1#0": 1, "1#0": 1}  # 6 segments in the root
-    passes = _passes._Passes(steps=[rec], segments=[segs], plain_fwd=[[0.080]], plain_bwd=[[0.050]])
+    passes = _passes._Passes(
+        steps=[_passes._PassStep.of(rec)], segments=[segs], plain_fwd=[[0.080]], plain_bwd=[[0.050]]
+    )
     probe = HookCost(call=0.0, child=0.001, segment=0.0001)
     t = _passes._with_times(rec, passes, [], 0, probe)
     child = (0.100 - 0.080) / 4
@@ -175,7 +177,12 @@ def test_the_models_own_passes_raise_the_per_call_cost() -> None:
     assert kids <= got["#0"].fwd_time
     assert "(a probe: 1000.00 us; the rest is this model's" in t.meta.timing
     # the probe's figures stand when the model shows less than they do
-    low = _passes._Passes(steps=[rec], segments=[segs], plain_fwd=[[0.0999]], plain_bwd=[[0.0559]])
+    low = _passes._Passes(
+        steps=[_passes._PassStep.of(rec)],
+        segments=[segs],
+        plain_fwd=[[0.0999]],
+        plain_bwd=[[0.0559]],
+    )
     assert _passes._with_times(rec, low, [], 0, probe).meta.hook_cost == pytest.approx(
         probe.as_dict()
     )
@@ -187,7 +194,9 @@ def test_the_raise_stops_where_the_models_calls_leave_no_room() -> None:
     cost, so 3 ms it is."""
     fwd = {"#0": 0.100, "0#0": 0.036, "0.0#0": 0.020, "0.1#0": 0.010, "1#0": 0.020}
     rec = _recorded(fwd, dict.fromkeys(fwd, 0.0))
-    passes = _passes._Passes(steps=[rec], segments=[{}], plain_fwd=[[0.080]], plain_bwd=[[0.0]])
+    passes = _passes._Passes(
+        steps=[_passes._PassStep.of(rec)], segments=[{}], plain_fwd=[[0.080]], plain_bwd=[[0.0]]
+    )
     t = _passes._with_times(rec, passes, [], 0, HookCost(child=0.001))
     assert t.meta.hook_cost["child"] == pytest.approx((0.036 - 0.030) / 2)
     assert t.meta.hook_cost["probe_child"] == pytest.approx(0.001)
