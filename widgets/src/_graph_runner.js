@@ -55,6 +55,86 @@ export function makeService() {
   };
 }
 
+/** A first graph of this many nodes or more makes the worker rehearse toggles (warmUp). */
+export const WARM_MIN = 5000;
+/** The rehearsal's graph: the payload's first this many nodes. */
+const WARM_NODES = 2000;
+/** Calls closed and opened again in the rehearsal (each a layout of WARM_NODES nodes). */
+const WARM_TOGGLES = 30;
+
+/**
+ * A payload's first m nodes as a graph of their own (a frame's children come after it,
+ * so every parent is inside; edges and rolled blocks with both ends inside).
+ * @param {LayoutGraph} graph @param {number} m
+ * @returns {LayoutGraph}
+ */
+export function headOf(graph, m) {
+  m = Math.min(m, graph.parent.length);
+  /** @type {number[]} */
+  const edges = [];
+  /** @type {number[]} */
+  const tensor = [];
+  for (let j = 0; j < graph.edge_tensor.length; j++) {
+    if (graph.edges[2 * j] < m && graph.edges[2 * j + 1] < m) {
+      edges.push(graph.edges[2 * j], graph.edges[2 * j + 1]);
+      tensor.push(graph.edge_tensor[j]);
+    }
+  }
+  return {
+    key: `${graph.key}/head${m}`,
+    model: graph.model,
+    ids: graph.ids.slice(0, m),
+    kind: graph.kind.slice(0, m),
+    parent: graph.parent.slice(0, m),
+    name: graph.name.slice(0, m),
+    type: graph.type.slice(0, m),
+    ins: graph.ins.slice(0, m),
+    outs: graph.outs.slice(0, m),
+    tensors: graph.tensors,
+    edges,
+    edge_tensor: tensor,
+    rolled: (graph.rolled || []).filter((r) => Number(r[0]) < m),
+  };
+}
+
+/**
+ * A rehearsal of toggles for a layout service that has just drawn its first big graph: a
+ * view of its own lays out the graph's first WARM_NODES nodes with every call open, then
+ * closes and opens calls one layout per step. The layout's code (run once per toggle over
+ * 100,000 nodes) is then compiled and optimised before the user's first click, which
+ * otherwise ran it in the interpreter: the first toggle of a fresh 100,000-node view took
+ * 390-520 ms of the worker's time, the later ones 90-110 ms. The service's other views are
+ * untouched (the rehearsal's view is dropped at the end).
+ * @param {LayoutService} service @param {LayoutGraph} graph
+ * @returns {() => boolean} one step (a layout); false once the rehearsal is over
+ */
+export function warmUp(service, graph, toggles = WARM_TOGGLES) {
+  const head = headOf(graph, WARM_NODES);
+  /** @type {number[]} */
+  const calls = [];
+  const kids = new Uint8Array(head.parent.length);
+  for (const p of head.parent) if (p >= 0) kids[p] = 1;
+  for (let k = 0; k < head.parent.length; k++) if (kids[k]) calls.push(head.ids[k]);
+  const view = -1; // the views of the page are numbered from 1
+  let step = 0;
+  return () => {
+    if (step > 2 * toggles || !calls.length) {
+      service({ view, drop: true });
+      return false;
+    }
+    const shut = step % 2 ? calls[(Math.floor((step - 1) / 2) * 7919) % calls.length] : -1; // odd: one call closed
+    service({
+      view,
+      seq: step,
+      key: head.key,
+      expanded: shut < 0 ? calls : calls.filter((id) => id !== shut),
+      graph: step ? undefined : head,
+    });
+    step++;
+    return true;
+  };
+}
+
 /** @type {WeakMap<object, Int32Array | null>} */
 const idTables = new WeakMap(); // payload -> trace node id -> payload index + 1 (0: none)
 

@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { expandedIndices } from "../src/_graphcore.js";
 import { layoutGraph, posView, prepare } from "../src/_graph_layout.js";
-import { makeRunner, makeService, transfers } from "../src/_graph_runner.js";
+import { headOf, makeRunner, makeService, transfers, warmUp } from "../src/_graph_runner.js";
 import { graph } from "./_graph_fixture.mjs";
 
 /** @typedef {import("../src/_contract_types").GraphPayload} GraphPayload */
@@ -282,4 +282,55 @@ test("a toggle lays out only the levels it reaches, and the layout is the one ma
     // the toggled calls' levels and those around them, not the 900 frames of the graph
     assert.ok(got.laidOut < 30, `${got.laidOut} levels laid out at step ${step}`);
   }
+});
+
+test("the head of a payload is a graph of its own: parents, edges and rolled blocks inside", () => {
+  const g = {
+    ...blockGraph(40),
+    key: "blocks",
+    rolled: [
+      [2, 3, "layers.0-2"],
+      [200, 3, "layers.28-30"],
+    ],
+  };
+  const m = 100;
+  const head = headOf(g, m);
+  assert.equal(head.parent.length, m);
+  assert.equal(head.kind.length, m);
+  assert.notEqual(head.key, g.key);
+  for (const p of head.parent) assert.ok(p < m);
+  assert.equal(head.edges.length, 2 * head.edge_tensor.length);
+  assert.ok(head.edges.length > 0 && head.edges.every((k) => k < m));
+  const inside = g.edge_tensor.filter((_, j) => g.edges[2 * j] < m && g.edges[2 * j + 1] < m).length;
+  assert.equal(head.edge_tensor.length, inside);
+  assert.deepEqual(head.rolled, [[2, 3, "layers.0-2"]]);
+  // it lays out as any payload does
+  const L = layoutGraph(prepare(head), new Set(head.ids.map((_, k) => k)));
+  assert.equal(L.boxOf.length, m);
+  assert.equal(headOf(g, 10 * g.ids.length).parent.length, g.ids.length); // never more than the graph
+});
+
+test("the worker's rehearsal of toggles runs step by step and leaves the views' layouts as they were", () => {
+  const g = { ...blockGraph(300), key: "blocks" };
+  const calls = g.ids.filter((_, k) => g.kind[k] === "m");
+  const service = makeService();
+  const first = service({ view: 1, seq: 1, key: "blocks", graph: g, expanded: calls });
+  assert.ok(first);
+  const step = warmUp(service, g, 5);
+  let steps = 0;
+  while (step()) steps++;
+  assert.equal(steps, 11); // the head laid out, then 5 calls closed and opened again
+  assert.equal(step(), false); // over: the rehearsal's view is gone
+  assert.throws(() => service({ view: -1, seq: 99, key: headOf(g, 2000).key, expanded: [] }), /has none/);
+  // the view's next layouts are those made afresh (its kept layout untouched)
+  const shut = calls.filter((id) => id !== calls[7]);
+  const got = service({ view: 1, seq: 2, key: "blocks", expanded: shut });
+  const want = layoutGraph(prepare(g), expandedIndices(g, shut));
+  assert.ok(got);
+  assert.deepEqual(got.pos, want.pos);
+  assert.deepEqual(got.edgeXY, want.edgeXY);
+  const back = service({ view: 1, seq: 3, key: "blocks", expanded: calls });
+  assert.ok(back);
+  assert.deepEqual(back.pos, first.pos);
+  assert.ok(back.laidOut < 10, "a toggle, not a layout afresh");
 });
