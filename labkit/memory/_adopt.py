@@ -51,14 +51,15 @@ def track(tr: MemoryTracker, t: torch.Tensor, cat: int, module: str, phase: str)
         return None
     rec = tr._by_sid.get(id(st))
     if rec is None:
-        if t.device.type == "meta":
+        dev = t.device.type
+        if dev == "meta":
             return None
         n = st.nbytes()
         if cat == INPUTS:  # the bytes the batch uses; the rest of its storage is apart
             used = min(n, extent_bytes(t))
             tr.resident_before += n - used
             n = used
-        rec = tr._add(st, cat, module, phase, t.dtype == torch.float32, n, not t.is_cpu)
+        rec = tr._add(st, cat, module, phase, t.dtype == torch.float32, n, dev != "cpu")
     elif rec.category != cat:
         tr._move(rec, cat, module)
     return rec

@@ -312,7 +312,10 @@ class MemoryTracker(MemoryObserver):
                 delta, rec.storage_bytes = n - rec.storage_bytes, n
                 self._adjust(rec, delta)
             return
-        if n == 0 or t.is_meta:
+        # the device once, as a property: a fake tensor answers it in Python, where is_meta
+        # and is_cpu each dispatch a device query through the fake mode (~20 us a tensor)
+        dev = t.device.type
+        if n == 0 or dev == "meta":
             return
         inst = self._inst
         phase = inst.phase
@@ -322,7 +325,7 @@ class MemoryTracker(MemoryObserver):
         else:
             module = inst.module_now()
         rec = _Rec(
-            n, TEMPS, module, phase, t.dtype is _F32, not t.is_cpu, sid, self.step, n, func.__name__
+            n, TEMPS, module, phase, t.dtype is _F32, dev != "cpu", sid, self.step, n, func.__name__
         )
         ref = rec.ref = weakref.ref(st, self._on_free)
         self._recs[id(ref)] = rec

@@ -86,7 +86,9 @@ class IndexValues(Observer):
     def value(self, t: object) -> torch.Tensor | None:
         """The real value of ``t``: a real tensor is its own (one the loss or the model
         captured, such as a boolean train mask); a fake one's recorded copy, or ``None``."""
-        if isinstance(t, torch.Tensor) and not is_fake(t) and t.device.type != "meta":
+        if type(t) is not FakeTensor and (  # the common case first: no is_fake call
+            isinstance(t, torch.Tensor) and not is_fake(t) and t.device.type != "meta"
+        ):
             return t
         entry = self._values.get(id(t))
         if entry is not None and entry[0]() is t:
@@ -100,6 +102,16 @@ class IndexValues(Observer):
             if _device_of_fake is not None and len(args) == 1 and type(args[0]) is FakeTensor:
                 return _device_of_fake(args)
             return func(*args, **kwargs)
+        if args and type(args[0]) is FakeTensor and id(args[0]) not in self._values:
+            # the common case on a plan: the first input is a fake without a known value, so
+            # the output has none either; only an op that writes its inputs or takes masks
+            # (looked up once per overload) needs the rest
+            try:
+                plain = _PLAIN[func]
+            except KeyError:
+                plain = _PLAIN[func] = func not in _INDEX_OPS and not _mutable(func)
+            if plain:
+                return func(*args, **kwargs)
         if func in _INDEX_OPS:
             args = self._masks_as_indices(args)
         tensors = _tensors(args, kwargs)
@@ -169,6 +181,7 @@ class IndexValues(Observer):
 
 
 _MUTABLE: dict[OpOverload, bool] = {}
+_PLAIN: dict[OpOverload, bool] = {}  # neither writes an input nor takes a list of masks
 
 
 def _mutable(func: OpOverload) -> bool:
