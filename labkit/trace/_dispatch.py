@@ -367,8 +367,10 @@ class _DispatchMode(TorchDispatchMode):
     ``TorchDispatchMode`` wraps a subclass's ``__torch_dispatch__`` in ``torch._dynamo``'s
     ``disable`` (three Python frames and four ``set_eval_frame`` calls an op, ~2 us: ~30 us
     a ``Linear`` call forward and backward). This class opts out of that wrapper and keeps
-    what it is for, Dynamo never compiling the handler, with one ``set_eval_frame(None)``
-    around it (put back after)."""
+    what it is for, Dynamo never tracing the handler (a ``torch.compile``'d function called
+    inside the model while the mode is on): the handler's code is marked for Dynamo to
+    skip (:func:`_skip_handler`, once per recording) and it turns Dynamo off for what it
+    calls with one ``set_eval_frame(None)``, put back after."""
 
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
@@ -488,6 +490,21 @@ class _BigStack:
                 resource.setrlimit(resource.RLIMIT_STACK, old)
 
 
+def _skip_handler() -> None:
+    """Mark the dispatch handler's code for Dynamo to skip (a flag on the code object that
+    Dynamo's frame evaluation reads; set again each recording, as ``torch._dynamo.reset()``
+    may clear it). A torch without ``skip_code`` gets torch's own wrapper back."""
+    import torch._dynamo.eval_frame as eval_frame
+
+    handler = _DispatchMode.__dict__["__torch_dispatch__"]
+    skip = getattr(eval_frame, "skip_code", None)
+    if skip is not None:
+        skip(handler.__code__)
+    elif not getattr(handler, "_torchdynamo_disable", False):
+        wrapped = torch._disable_dynamo(handler, recursive=True)  # type: ignore[attr-defined]
+        _DispatchMode.__torch_dispatch__ = wrapped  # type: ignore[method-assign]
+
+
 def contexts(inst: Instrumentation) -> list[AbstractContextManager[object]]:
     """The modes and hooks one recording enters, outermost first."""
     out: list[AbstractContextManager[object]] = [_BigStack()]
@@ -498,6 +515,7 @@ def contexts(inst: Instrumentation) -> list[AbstractContextManager[object]]:
         out.append(_SavedHooks(inst))
     if any(o.needs_dispatch or o.runs_ops for o in obs):
         importlib.import_module("torch._dynamo")  # a dispatch mode's first op imports it (~2 s)
+        _skip_handler()
         out.append(_DispatchMode(inst))
     return out
 
