@@ -4,8 +4,8 @@ For a loop labkit does not run (a plain loop, a Hugging Face ``Trainer``) the gu
 on the user's optimizer (``register_step_pre_hook``): before every ``optimizer.step()``,
 with the gradients there and the weights not yet updated, it checks
 
-- every step, the gradient of the smallest parameter (its sum, read from its memory on
-  the CPU, no torch op): a non-finite loss or forward output makes every gradient
+- every step, the gradient of the smallest parameter (its sum, read on the CPU as a list
+  of floats, no torch op): a non-finite loss or forward output makes every gradient
   non-finite through backward;
 - all gradients (one ``_foreach_norm``), as often as a budget of ``budget`` (0.5%) of the
   training time allows (counted in steps, each full check at twice its own time:
@@ -23,10 +23,8 @@ see outputs in completion order, so that is the innermost module where the value
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import math
-import struct
 import time
 from collections.abc import Callable
 from typing import Any
@@ -120,40 +118,24 @@ def replay_locate(model: torch.nn.Module, forward: Callable[[], Any]) -> tuple[s
     return bad[0] if bad else None
 
 
-_FORMATS = {torch.float32: (ctypes.c_float, "f"), torch.float64: (ctypes.c_double, "d")}
-_READERS: dict[tuple[torch.dtype, int], tuple[Any, struct.Struct] | None] = {}
 MAX_RAW = 128
-"""Most elements summed in Python from the tensor's memory (a small gradient); above it,
+"""Most elements summed in Python as a list of floats (a small gradient); above it,
 torch's own sum (one op, a few microseconds) is the quicker one."""
-
-
-def _reader(dtype: torch.dtype, n: int) -> tuple[Any, struct.Struct] | None:
-    """A ctypes array type and a ``struct`` that read ``n`` elements of ``dtype``, or None."""
-    key = (dtype, n)
-    if key not in _READERS:
-        fmt = _FORMATS.get(dtype)
-        _READERS[key] = (
-            (fmt[0] * n, struct.Struct(f"{n}{fmt[1]}")) if fmt and n <= MAX_RAW else None
-        )
-    return _READERS[key]
 
 
 def host_sum(t: torch.Tensor) -> float:
     """The sum of ``t``'s elements as a float, NaN/Inf if any element is.
 
-    A small contiguous float32/float64 CPU tensor is read straight from its memory (no
-    torch operation: an op per step, its allocation and dispatch, costs more than the sum
-    of a few numbers); any other tensor through ``float(t.sum())`` (a device sync).
+    A small floating point CPU tensor is read as a list of floats (``tolist``: no torch
+    operation, whose allocation and dispatch cost more than the sum of a few numbers);
+    any other tensor through ``float(t.sum())`` (a device sync).
 
     Example:
         >>> host_sum(torch.tensor([1.0, 2.0])), host_sum(torch.tensor([1.0, float("inf")]))
         (3.0, inf)
     """
-    if t.is_cpu and t.layout == torch.strided and t.is_contiguous():
-        read = _reader(t.dtype, t.numel())
-        if read is not None:
-            array, unpack = read
-            return float(sum(unpack.unpack_from(array.from_address(t.data_ptr()))))
+    if t.is_cpu and t.layout == torch.strided and t.is_floating_point() and t.numel() <= MAX_RAW:
+        return float(sum(t.reshape(-1).tolist()))
     return float(t.sum())
 
 
@@ -187,11 +169,17 @@ class StepGuard:
         self._params = [p for p in model.parameters() if p.requires_grad]
         # the parameter whose gradient is checked every step: the smallest, read at once
         self._small = min(self._params, key=lambda p: p.numel(), default=None)
-        self._small_read = None  # its reader from memory (host_sum's, looked up once)
-        self._small_dtype, self._small_numel = None, -1
-        if self._small is not None and self._small.is_cpu:
-            self._small_dtype, self._small_numel = self._small.dtype, self._small.numel()
-            self._small_read = _reader(self._small.dtype, self._small.numel())
+        small = self._small
+        # a small 1-D floating point CPU gradient (a bias) is read as a list: one call,
+        # measured cheaper in a running loop (everything out of the caches) than a view
+        # of its memory through ctypes; any other one through host_sum
+        self._small_list = (
+            small is not None
+            and small.is_cpu
+            and small.dim() == 1
+            and small.is_floating_point()
+            and small.numel() <= MAX_RAW
+        )
         self._handles: list[Any] = []
         self._skip = 0  # steps before the next full check: the first step checks at once
         self._gap = 1  # steps from the last full check to the next one
@@ -241,20 +229,11 @@ class StepGuard:
         """
         small = self._small.grad if self._small is not None else None
         if small is not None:
-            # host_sum with its lookups done once (the parameter's dtype and size); a
-            # gradient that moved, changed or is not contiguous takes host_sum itself
-            read = self._small_read
-            if (
-                read is not None
-                and small.dtype is self._small_dtype
-                and small.is_cpu
-                and small.is_contiguous()
-                and small.numel() == self._small_numel
-            ):
-                total = sum(read[1].unpack_from(read[0].from_address(small.data_ptr())))
-            else:
-                total = host_sum(small)
-            if not math.isfinite(total):
+            try:  # a list of a few floats (a NaN or Inf among them makes the sum one)
+                total = sum(small.tolist()) if self._small_list else host_sum(small)
+            except RuntimeError:  # a gradient without plain memory (sparse): torch's sum
+                total = float(small.sum())
+            if not math.isfinite(total) and not bool(torch.isfinite(small).all()):
                 self.fail("gradient")  # a non-finite loss makes every gradient non-finite
         if self._skip:
             self._skip -= 1

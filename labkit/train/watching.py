@@ -194,6 +194,9 @@ class LoopWatch:
             scalars=session.scalars,
         )
         self.guard = StepGuard(self.net) if options.guard else None
+        # without an optimizer the guard checks each loss in run.step (no gradients seen)
+        self._loss_guard = self.guard if optimizer is None else None
+        self._plain = True  # run.step's short way: set by start()
         self.count = 0
         self.epoch = 0
         self._hook: Any = None
@@ -221,6 +224,7 @@ class LoopWatch:
             self.recorder.begin_step(1)
         if self.world > 1 and self.options.rank_stats:
             self._start_clock()
+        self._plain = self.world == 1 and self.clock is None and self.recorder._recorder is None
         self._t = time.perf_counter()
 
     def _start_clock(self) -> None:
@@ -258,15 +262,20 @@ class LoopWatch:
         self.recorder.histograms(self.net, self.count + 1)
 
     # ------------------------------------------------------------------ run.step / run.log
-    def step(self, loss: Any, metrics: dict[str, Any]) -> None:  # noqa: C901 - inline, flat: once a step
+    def step(self, loss: Any, metrics: dict[str, Any]) -> None:
         # the common case first (a floating point scalar tensor, no other figures), with as
         # little Python per step as can be: this runs once per optimizer step, between the
-        # user's own steps, where every object it touches is out of the caches
+        # user's own steps, where every object it touches is out of the caches (each
+        # attribute read or call costs about a microsecond there, measured)
         kept: Any
         if type(loss) is torch.Tensor and loss.is_cpu:
             # a CPU loss is read now (no sync to wait for, the same float the flush would
-            # read, and cheaper than a detached copy kept until then)
-            kept = loss.item() if loss.numel() == 1 else None
+            # read, and cheaper than a detached copy kept until then); item() refuses a
+            # tensor of several numbers, and an integer or bool one gives no float
+            try:
+                kept = loss.item()
+            except RuntimeError:
+                kept = None
             if type(kept) is not float:  # not one floating point number: the error
                 kept = _loss(loss)
         elif type(loss) is torch.Tensor and loss.is_floating_point() and loss.numel() == 1:
@@ -281,10 +290,10 @@ class LoopWatch:
         self.epoch = epoch
         rec = self.recorder
         guard = self.guard
-        if guard is not None and self.optimizer is None:
-            guard.check_loss(kept)  # else: the gradients, before optimizer.step()
-        if k == 1 and self.optimizer is not None:
-            rec.learning_rate(self.optimizer, k)
+        if k == 1:
+            self._first_step(kept)
+        elif self._loss_guard is not None:
+            self._loss_guard.check_loss(kept)  # no optimizer: the loss, at once
         if rec._tracing:
             rec.end_step(k)
         # StepRecorder.add_step, inline: kept as it is, read at the flush
@@ -297,17 +306,29 @@ class LoopWatch:
             guard.step = k + 1
             if guard._inputs:
                 guard._inputs = []
-        if self.clock is not None:
-            self.clock.step_end()
-        if self.world == 1:  # _should_stop, inline: the event, the stop file now and then
-            stop = rec.stop
+        if self._plain:  # one process, no clock, no sampled traces: the Stop check alone
+            stop = rec.stop  # _should_stop, inline: the event, the stop file now and then
             if stop.event.is_set() or (now - stop.checked >= FILE_CHECK_S and stop.file_seen(now)):
                 raise RunStopped(f"Stop was asked: the watched loop stopped after step {k}")
-        elif self._should_stop(now, k):
-            raise RunStopped(f"Stop was asked: the watched loop stopped after step {k}")
-        if rec._recorder is not None:
-            rec.begin_step(k + 1)
+        else:
+            self._step_end(now, k)
         self._t = now
+
+    def _first_step(self, kept: Any) -> None:
+        """The first ``run.step``: the loss checked (no optimizer), the learning rate sent."""
+        if self._loss_guard is not None:
+            self._loss_guard.check_loss(kept)
+        if self.optimizer is not None:
+            self.recorder.learning_rate(self.optimizer, 1)
+
+    def _step_end(self, now: float, k: int) -> None:
+        """The end of ``run.step`` with a clock, several processes or sampled traces."""
+        if self.clock is not None:
+            self.clock.step_end()
+        if self._should_stop(now, k):
+            raise RunStopped(f"Stop was asked: the watched loop stopped after step {k}")
+        if self.recorder._recorder is not None:
+            self.recorder.begin_step(k + 1)
 
     def _figures(self, metrics: dict[str, Any]) -> tuple[int, int, dict[str, Any] | None]:
         """``run.step``'s other arguments: the epoch, the samples and the figures kept."""

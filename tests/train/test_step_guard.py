@@ -40,6 +40,47 @@ def test_a_gradient_broken_in_backward_only_is_named_before_the_update():
     assert not opt._optimizer_step_pre_hooks and not model._forward_pre_hooks
 
 
+class WithSmall(nn.Module):
+    """A Linear and a smaller parameter of a given shape (the one checked every step)."""
+
+    def __init__(self, small: torch.Tensor) -> None:
+        super().__init__()
+        self.body = nn.Linear(4, 8)
+        self.small = nn.Parameter(small)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.body(x).mean() * self.small.mean()
+
+
+@pytest.mark.parametrize(
+    "small",
+    [torch.ones(3), torch.tensor(1.0), torch.ones(2, 2), torch.ones(3, dtype=torch.float64)],
+    ids=["bias-like 1-D", "0-dim", "2-D", "float64"],
+)
+def test_a_nan_input_is_caught_on_its_step_by_the_cheap_check(small):
+    torch.manual_seed(0)
+    model = WithSmall(small.clone())
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    guard = StepGuard(model, budget=0.0).attach(opt)  # full checks: the first step only
+    x = torch.randn(5, 4, dtype=small.dtype)
+    model.body.to(small.dtype)
+    for step in (1, 2):
+        opt.zero_grad()
+        model(x).backward()
+        opt.step()
+        guard.stepped(step)
+    before = [p.detach().clone() for p in model.parameters()]
+    x[0, 0] = float("nan")
+    opt.zero_grad()
+    model(x).backward()
+    with pytest.raises(NonFiniteError) as info:
+        opt.step()
+    assert info.value.step == 3 and guard.full_checks == 1
+    assert info.value.module == "body"  # the replay of the kept input names it
+    assert all(torch.equal(p, b) for p, b in zip(model.parameters(), before, strict=True))
+    guard.detach()
+
+
 def test_full_checks_follow_the_budget():
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(32, 256), nn.ReLU(), nn.Linear(256, 4))
