@@ -269,6 +269,8 @@ function rehearse(app, S, passes) {
     app.cview.flush();
     const p = S.layout.pos.get(S.vis.boxes[0]);
     if (p) app.cview.hit(app.st.view.x + (p.x + 1) * app.st.view.k, app.st.view.y + (p.y + 1) * app.st.view.k);
+    const root = app.dom.root;
+    root.dataset.rehearsed = String(Number(root.dataset.rehearsed || 0) + 1); // tests wait for it
     rehearse(app, S, passes - 1);
   }, 1000);
 }
