@@ -13,11 +13,20 @@ from typing import Any
 
 from labkit.plan.api import plan
 from labkit.plan.batch import BatchSearch, max_batch_size, search
-from labkit.plan.errors import PlanError
+from labkit.plan.errors import PlanError, PlanTooLarge
 from labkit.plan.model import Plan
 from labkit.plan.recipe import PlanRecipe
 
-__all__ = ["BatchSearch", "Plan", "PlanError", "PlanRecipe", "max_batch_size", "plan", "search"]
+__all__ = [
+    "BatchSearch",
+    "Plan",
+    "PlanError",
+    "PlanRecipe",
+    "PlanTooLarge",
+    "max_batch_size",
+    "plan",
+    "search",
+]
 
 
 class _CallableModule(types.ModuleType):

@@ -29,6 +29,7 @@ from labkit.plan._fake import (
     named_state,
     new_mode,
 )
+from labkit.plan._limit import MAX_MODULE_CALLS, CallLimit, check_limit, refuse_before
 from labkit.plan._values import IndexValues, seed_values
 from labkit.plan.errors import PlanError
 from labkit.plan.model import PREDICTED_NOTE, Plan, PlanRequest
@@ -37,7 +38,7 @@ from labkit.trace.entry import StepOptions as _D
 from labkit.trace.entry import front_door
 from labkit.trace.model import Trace
 from labkit.trace.recorder import Recorder, script_modules
-from labkit.trace.step import Step, add_notes, record_step
+from labkit.trace.step import Step, add_notes, check_keywords, record_step
 
 _FAKE_ERRORS = (
     DataDependentOutputException,
@@ -58,6 +59,7 @@ def plan(
     keep_output: bool = _D.keep_output,
     model_kwargs: dict[str, Any] | None = None,
     progress: ProgressOption = _D.progress,
+    max_module_calls: int | None = MAX_MODULE_CALLS,
     **inputs: object,
 ) -> Plan:
     """Predict one training step's memory, FLOPs and graph without allocating it.
@@ -101,6 +103,11 @@ def plan(
         progress: Show progress (a bar in a notebook; on a terminal one line on stderr
             after 2 s: ``labkit.plan: recording the forward (2,048 module calls) [20%]``);
             ``False``: nothing; a function ``(share, message)`` receives it instead.
+        max_module_calls: The most module calls the step may make (default 35,000: about
+            2 minutes of planning at ~3.5 ms a module call); a model with more modules
+            that can be called is refused before anything is made, a step that makes more
+            calls (a loop calling one module many times) is stopped at the first call past
+            it. ``None``: no limit.
         **inputs: Keyword inputs of ``model`` (as for :func:`labkit.memory`); with them
             ``batch`` may be left out.
 
@@ -110,6 +117,8 @@ def plan(
     Raises:
         PlanError: An op has no fake kernel or a data-dependent output (``nonzero``,
             ``.item()``); the error names the op and the module.
+        PlanTooLarge: The step has more module calls than ``max_module_calls`` (a
+            :class:`PlanError`); it names the size, the time it would take and the option.
 
     Example:
         >>> with torch.device("meta"):
@@ -139,6 +148,16 @@ def plan(
         real=False,
     )
     model = door.model
+    limit = check_limit(max_module_calls)
+    check_keywords(
+        "labkit.plan",
+        model,
+        {"max_module_calls": (max_module_calls, MAX_MODULE_CALLS)},
+        model_kwargs,
+    )
+    # labkit.memory, the faster way, needs real parameters
+    real = not any(t.is_meta for t in (*model.parameters(), *model.buffers()))
+    refuse_before(model, limit, real=real)  # before the fake copy: it costs per module too
     scripted = script_modules(model)
     if scripted:
         raise PlanError(
@@ -153,20 +172,29 @@ def plan(
             f"planning for {dev} needs a PyTorch built with CUDA (this one is CPU-only; no GPU "
             "is needed, only the build): plan for device='cpu', or install a CUDA build"
         )
-    with door.progress as bar, young_gc_only():  # the fake copy too: no full collections
-        return _plan(
-            model,
-            batch,
-            door.args,
-            door.kwargs,
-            loss,
-            optimizer,
-            recipe,
-            dev,
-            (backward, keep_output),
-            door.notes,
-            bar,
-        )
+    # a loss or forward that captured the user's own parameters back-propagates into them
+    # (autograd sees the real tensor; only the op beneath is fake): their .grad is put back
+    grads = [(p, p.grad) for p in model.parameters()]
+    try:
+        with door.progress as bar, young_gc_only():  # the fake copy too: no full collections
+            return _plan(
+                model,
+                batch,
+                door.args,
+                door.kwargs,
+                loss,
+                optimizer,
+                recipe,
+                dev,
+                (backward, keep_output),
+                door.notes,
+                bar,
+                CallLimit(limit, model, real=real) if limit is not None else None,
+            )
+    finally:
+        for p, g in grads:
+            if p.grad is not g:
+                p.grad = g
 
 
 def _plan(
@@ -181,6 +209,7 @@ def _plan(
     flags: tuple[bool, bool],
     model_notes: tuple[str, ...],
     bar: Progress,
+    limit: CallLimit | None = None,
 ) -> Plan:
     backward, keep_output = flags
     bar(0.0, "making the fake copy")
@@ -213,6 +242,7 @@ def _plan(
         backward,
         keep_output,
         None if bar.quiet else bar,
+        limit,
     )
     seconds = time.perf_counter() - t0
     notes = (
@@ -235,6 +265,7 @@ def _plan(
             "recipe": recipe,
             "device": dev,
             "keep_output": keep_output,
+            "max_module_calls": None if limit is None else limit.limit,
         }
         request = PlanRequest(model, real, options)
     planned = add_notes(trace.replace(meta=meta, memory_meta=mm), *model_notes)
@@ -281,6 +312,7 @@ def _record(
     backward: bool,
     keep_output: bool,
     progress: Callable[[float, str], None] | None = None,
+    limit: CallLimit | None = None,
 ) -> Trace:
     tracker = MemoryTracker(
         fmodel, optimizers=(fopt,) if fopt is not None else (), inputs=(args, kwargs)
@@ -290,18 +322,23 @@ def _record(
     )
 
     def failed(err: BaseException, rec: Recorder) -> None:
+        if limit is not None and limit.passed:  # stopped at the limit (whatever was raised)
+            raise limit.refusal() from None
         raise PlanError(_failure(model, err, rec)) from None
 
     mode, values = modes
-    return record_step(
+    trace = record_step(
         step,
         mode="full",
-        observers=(values,),
+        observers=(values,) if limit is None else (values, limit),
         memory=tracker,
         contexts=(mode,),
         on_error=failed,
         progress=progress,
     )
+    if limit is not None and limit.passed:  # the step went on past the refusal (caught in it)
+        raise limit.refusal()
+    return trace
 
 
 def _failure(model: torch.nn.Module, err: BaseException, rec: Recorder) -> str:

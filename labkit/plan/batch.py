@@ -16,6 +16,7 @@ from labkit._tensors import model_device
 from labkit.memory.api import memory
 from labkit.plan._batch_dim import batch_size, resize
 from labkit.plan._fake import OptimizerArg
+from labkit.plan._limit import MAX_MODULE_CALLS
 from labkit.plan.api import plan
 from labkit.plan.model import Plan
 from labkit.plan.recipe import PlanRecipe
@@ -166,6 +167,7 @@ def max_batch_size(
     keep_output: bool = True,
     inputs: dict[str, Any] | None = None,
     progress: ProgressOption = StepOptions.progress,
+    max_module_calls: int | None = MAX_MODULE_CALLS,
 ) -> BatchSearch:
     """The largest batch whose predicted training-step peak fits a memory budget.
 
@@ -191,6 +193,8 @@ def max_batch_size(
         progress: Show progress (a bar in a notebook; on a terminal one line on stderr
             after 2 s: ``labkit.plan.max_batch_size: batch 64 [40%]``); ``False``: nothing;
             a function ``(share, message)`` receives it instead.
+        max_module_calls: As for :func:`labkit.plan`: the most module calls a plan's step
+            may make (``None``: no limit); each plan of the search is held to it.
 
     Returns:
         A :class:`BatchSearch`; ``int(result)`` is the batch size.
@@ -218,6 +222,7 @@ def max_batch_size(
             device=dev,
             keep_output=keep_output,
             model_kwargs=kw,
+            max_module_calls=max_module_calls,
         )
 
     with progress_of("labkit.plan.max_batch_size", progress) as bar:
