@@ -113,4 +113,4 @@ def test_replay_puts_back_buffers_rng_and_modes():
 
 
 def test_repr():
-    assert repr(StepGuard(nn.Linear(2, 2))) == "StepGuard(budget=0.005, check_grads=True)"
+    assert repr(StepGuard(nn.Linear(2, 2))) == "StepGuard(budget=0.0025, check_grads=True)"
