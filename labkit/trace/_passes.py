@@ -60,15 +60,18 @@ def time_step(
         raise ValueError(f"warmup and repeat must be >= 0, got warmup={warmup}, repeat={repeat}")
     if repeat == 0:
         return base
-    devices = [p.device.index or 0 for p in model.parameters() if p.is_cuda][:1]
-    cuda = any(p.is_cuda for p in model.parameters())
+    params = list(model.parameters())
+    devices = [p.device.index or 0 for p in params if p.is_cuda][:1]
+    cuda = bool(devices)
     with torch.random.fork_rng(devices=devices):  # the passes draw no numbers the user sees
         # on the host clock, what the hooks still cost per call is measured and subtracted
         cost = None if cuda else calibrate()
-        passes = _step_passes(model, step, warmup, repeat, budget, plain=not cuda)
+        passes = _step_passes(model, step, warmup, repeat, budget, plain=not cuda, params=params)
         # op times are host times around each op: meaningful on the CPU only
         ops = (
-            _step_passes(model, step, 0, repeat, budget, plain=False, mode="ops").steps
+            _step_passes(
+                model, step, 0, repeat, budget, plain=False, mode="ops", params=params
+            ).steps
             if mode == "full" and not cuda
             else []
         )
@@ -168,6 +171,7 @@ def _step_passes(
     *,
     plain: bool,
     mode: str = "step",
+    params: list[torch.nn.Parameter] | None = None,
 ) -> _Passes:
     """Hooked passes of ``mode`` (``"step"``: module hooks and the timing observer, every
     call's figures; ``"ops"``: op times), interleaved with hook-free ones when ``plain``
@@ -180,7 +184,8 @@ def _step_passes(
     rec = Recorder(model, mode=mode)
     clock = PlainClock(model)
     out = _Passes()
-    params = list(model.parameters())
+    if params is None:
+        params = list(model.parameters())
     t_end = None if budget is None else time.perf_counter() + budget
     try:
         for i in range(warmup + repeat):

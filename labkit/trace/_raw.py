@@ -166,7 +166,7 @@ def module_infos(model: torch.nn.Module, calls: dict[str, int]) -> tuple[ModuleI
     out = []
     for path, mod in model.named_modules():
         params = trainable = nbytes = shared = 0
-        for p in mod.parameters(recurse=False):
+        for p in _own_parameters(mod):
             if id(p) in seen:
                 shared += p.numel()
                 continue
@@ -189,6 +189,18 @@ def module_infos(model: torch.nn.Module, calls: dict[str, int]) -> tuple[ModuleI
             )
         )
     return tuple(out)
+
+
+def _own_parameters(mod: torch.nn.Module) -> list[torch.nn.Parameter]:
+    """``mod.parameters(recurse=False)`` read from its table: the same parameters in the
+    same order, each once (``parameters()`` walks a generator chain per module)."""
+    out: list[torch.nn.Parameter] = []
+    ids: set[int] = set()
+    for p in mod._parameters.values():
+        if p is not None and id(p) not in ids:
+            ids.add(id(p))
+            out.append(p)
+    return out
 
 
 _LIBRARY: dict[type, str] = {}

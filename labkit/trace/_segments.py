@@ -30,6 +30,7 @@ SegmentHook = Callable[[tuple[torch.Tensor | None, ...]], None]
 _perf = time.perf_counter
 _current_task = torch._C._current_graph_task_id
 _NO_CALL = object()
+_ACCUMULATES: dict[type, bool] = {}  # autograd node type -> holds a leaf (AccumulateGrad)
 
 
 def hook_graph(inst: Instrumentation, output: object) -> None:
@@ -41,7 +42,15 @@ def hook_graph(inst: Instrumentation, output: object) -> None:
     hooked = inst._hooked_seq
     while todo:
         fn = todo.pop()
-        if fn is None or hasattr(fn, "variable"):  # AccumulateGrad: no segment of its own
+        if fn is None:
+            continue
+        kind = type(fn)
+        acc = _ACCUMULATES.get(kind)
+        if acc is None:  # hasattr raises and catches on every other node: once per C++ type
+            acc = hasattr(fn, "variable")
+            if kind.__dictoffset__ == 0:  # no attributes of its own (a custom Function's have)
+                _ACCUMULATES[kind] = acc
+        if acc:  # AccumulateGrad: no segment of its own
             continue
         seq = fn._sequence_nr()
         if seq in hooked:
