@@ -34,6 +34,13 @@ from labkit.train.run import Run, RunStopped
 
 __all__ = ["Watch", "WatchOptions", "watch"]
 
+FLUSH_SHARE = 0.001
+"""Most share of the loop's time its reads of the kept losses (a flush: the steps event,
+``events.jsonl``, TensorBoard scalars) may take: a flush that took ``t`` seconds is
+followed by the next one no sooner than ``t / FLUSH_SHARE`` (and no sooner than
+``flush_interval``). A flush takes 0.1-0.2 ms on a quiet machine (so ``flush_interval``
+decides) and 0.5-1 ms out of the caches on a loaded one, where this spaces them out."""
+
 
 def _opt(default: Any, help: str) -> Any:
     return dataclasses.field(default=default, metadata={"help": help})
@@ -51,7 +58,9 @@ class WatchOptions:
         log_every: TensorBoard scalar interval in steps (0: none).
         rank_stats: Per-rank step breakdown and stragglers with several processes
             (``run.ranks``; gathered at each epoch change and at the end).
-        flush_interval: Seconds between two reads of the kept losses (one host read each).
+        flush_interval: Seconds between two reads of the kept losses (one host read each);
+            longer when a read takes more than 0.1% of the time (a loaded machine), and
+            0 reads every step.
         total_steps: Steps the loop will take, for the dashboard's progress and ETA.
         config: Settings of yours to record in ``run.json`` (JSON-ready values).
         compare_with: Overlay earlier runs of this logdir's family on the dashboard, dimmed:
@@ -197,6 +206,7 @@ class LoopWatch:
         # without an optimizer the guard checks each loss in run.step (no gradients seen)
         self._loss_guard = self.guard if optimizer is None else None
         self._plain = True  # run.step's short way: set by start()
+        self._flush_gap = options.flush_interval  # seconds from one flush to the next
         self.count = 0
         self.epoch = 0
         self._hook: Any = None
@@ -298,10 +308,8 @@ class LoopWatch:
             rec.end_step(k)
         # StepRecorder.add_step, inline: kept as it is, read at the flush
         rec._pending.append((k, epoch, kept, now - self._t, 0.0, samples, time.time(), figures))
-        if now - rec._last_flush >= rec.flush_interval:
-            flushed = rec.flush()
-            if guard is not None and flushed:
-                guard.check_losses(flushed)  # read together, a few times a second
+        if now - rec._last_flush >= self._flush_gap:
+            self._flush(now)
         if guard is not None:  # StepGuard.stepped, inline
             guard.step = k + 1
             if guard._inputs:
@@ -313,6 +321,15 @@ class LoopWatch:
         else:
             self._step_end(now, k)
         self._t = now
+
+    def _flush(self, now: float) -> None:
+        """Read the kept steps (the guard checks their losses) and pace the next read."""
+        flushed = self.recorder.flush()
+        if self.guard is not None and flushed:
+            self.guard.check_losses(flushed)  # read together, a few times a second
+        interval = self.options.flush_interval
+        if interval > 0:  # no sooner than FLUSH_SHARE of the time allows
+            self._flush_gap = max(interval, (time.perf_counter() - now) / FLUSH_SHARE)
 
     def _first_step(self, kept: Any) -> None:
         """The first ``run.step``: the loss checked (no optimizer), the learning rate sent."""

@@ -11,6 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import labkit
+from labkit.train import watching
 from labkit.train._lock import LogdirBusyError
 from labkit.train.guards import NonFiniteError
 from labkit.train.run import Run, RunClosedError
@@ -50,6 +51,31 @@ def test_records_the_loops_own_losses_and_files(tmp_path):
     assert not (tmp_path / ".labkit.lock").exists()
     row = labkit.runs(tmp_path)[0]
     assert row.source == "loop" and row.options["lr"] == 0.05
+
+
+def _steps_events(logdir):
+    lines = (logdir / "events.jsonl").read_text().splitlines()
+    return [e for e in map(json.loads, lines) if e["type"] == "steps"]
+
+
+def test_reads_are_spaced_by_what_they_cost(tmp_path, monkeypatch):
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    x, y = tensors(32)
+    # 0: every step read at once, whatever a read costs
+    with labkit.watch(
+        model, opt, logdir=tmp_path / "each", dashboard=False, flush_interval=0
+    ) as run:
+        _loop(run, model, opt, x, y, 6)
+    assert [len(e["steps"]) for e in _steps_events(tmp_path / "each")] == [1] * 6
+    # a read allowed almost no share of the time: the first, then the rest at the end
+    monkeypatch.setattr(watching, "FLUSH_SHARE", 1e-12)
+    with labkit.watch(
+        model, opt, logdir=tmp_path / "spaced", dashboard=False, flush_interval=1e-9
+    ) as run:
+        _loop(run, model, opt, x, y, 6)
+    assert [len(e["steps"]) for e in _steps_events(tmp_path / "spaced")] == [1, 5]
+    assert [s["step"] for s in run.steps] == list(range(1, 7))
 
 
 def test_stop_ends_the_block_as_stopped(tmp_path):
