@@ -13,8 +13,10 @@ const IDLE_MIN = 5000;
  * @param {() => (import("./_graph_draw.js").DrawState & {graph: {parent: number[]}}) | null} state the GraphView's drawing state, or null
  * @param {import("./_panzoom.js").View} view the current transform (read only)
  * @param {(x: number, y: number) => void} moveTo set the view's translation
+ * @param {() => boolean} [waiting] whether a newer layout is on its way (the boxes of this
+ *   one are then not painted: the page's thread is kept free for the new one)
  */
-export function makeMinimap(host, state, view, moveTo) {
+export function makeMinimap(host, state, view, moveTo, waiting = () => false) {
   const cv = /** @type {HTMLCanvasElement} */ (
     h("canvas", {
       class: "lk-minimap",
@@ -82,6 +84,26 @@ export function makeMinimap(host, state, view, moveTo) {
     cv.dataset.boxes = String(S.vis.boxes.length);
   }
 
+  /**
+   * Paint the boxes of the layout shown when the page is idle; while a newer layout is on
+   * its way (a toggle), wait for it: painting this one's 100,000 boxes then (40-120 ms on
+   * the page's thread) only delayed the new one.
+   * @param {string} ink
+   */
+  function paintWhenIdle(ink) {
+    const idle = globalThis.requestIdleCallback || ((/** @type {() => void} */ f) => setTimeout(f, 50));
+    idle(
+      () => {
+        if (waiting()) return paintWhenIdle(ink);
+        pending = false;
+        const now = state();
+        if (now && (drawnFor !== now.layout || drawnInk !== ink)) paintBoxes(now, ink);
+        draw();
+      },
+      { timeout: 500 },
+    );
+  }
+
   function draw() {
     const S = state();
     if (!S) return;
@@ -107,16 +129,7 @@ export function makeMinimap(host, state, view, moveTo) {
       if (S.vis.boxes.length + S.vis.groups.length <= IDLE_MIN) paintBoxes(S, ink);
       else if (!pending) {
         pending = true;
-        const idle = globalThis.requestIdleCallback || ((/** @type {() => void} */ f) => setTimeout(f, 50));
-        idle(
-          () => {
-            pending = false;
-            const now = state();
-            if (now && (drawnFor !== now.layout || drawnInk !== ink)) paintBoxes(now, ink);
-            draw();
-          },
-          { timeout: 500 },
-        );
+        paintWhenIdle(ink);
       }
     }
     if (!drawnFor) return; // nothing painted yet

@@ -40,6 +40,7 @@ import { download, ensureStyles, h, onThemeSwitch, svgToPng, tooltip } from "./_
  * @property {number | null} pendingReveal a box to show once a hidden view (a tab) gets a size
  * @property {number} jumpStart when the last search jump started (0: none pending)
  * @property {number} asked the latest layout asked for: an older answer is dropped
+ * @property {number} drawn the latest layout drawn (asked > drawn: one is on its way)
  * @property {boolean} clicked a selection made here (no pan to it)
  * @property {MetricDefs} metrics the payload's metrics
  * @property {string | null} shownLegend the legend's HTML now
@@ -60,6 +61,7 @@ export function initialState() {
     pendingReveal: null,
     jumpStart: 0,
     asked: 0,
+    drawn: 0,
     clicked: false,
     metrics: [],
     shownLegend: null,
@@ -206,7 +208,9 @@ function layoutFlow(app) {
     const start = performance.now();
     const seq = ++st.asked;
     runner.layout(graph, model.get("expanded"), (L) => {
-      if (seq === st.asked && graph === app.trait("graph")) laidOut(graph, L, refit, start);
+      if (seq !== st.asked || graph !== app.trait("graph")) return;
+      st.drawn = seq;
+      laidOut(graph, L, refit, start);
     });
   };
   /** @param {GraphPayload} graph @param {GraphLayout & {hasKids: Uint8Array, ms: number}} L @param {boolean} refit @param {number} start */
@@ -674,6 +678,7 @@ function render({ model, el }) {
       st.userMoved = true;
       app.place.applyView();
     },
+    () => st.asked > st.drawn,
   );
   app.place = placement(app);
   app.paint = painter(app);
