@@ -39,7 +39,11 @@ FLUSH_SHARE = 0.001
 ``events.jsonl``, TensorBoard scalars) may take: a flush that took ``t`` seconds is
 followed by the next one no sooner than ``t / FLUSH_SHARE`` (and no sooner than
 ``flush_interval``). A flush takes 0.1-0.2 ms on a quiet machine (so ``flush_interval``
-decides) and 0.5-1 ms out of the caches on a loaded one, where this spaces them out."""
+decides) and 0.5-1 ms out of the caches on a loaded one, where this spaces them out, up
+to :data:`FLUSH_MAX_S` apart (a first flush that imports TensorBoard's writer takes 0.1 s)."""
+FLUSH_MAX_S = 1.0
+"""Seconds between two flushes at most, whatever one cost (unless ``flush_interval`` asks
+for more): the dashboard and the loss guard stay a second behind at worst."""
 
 
 def _opt(default: Any, help: str) -> Any:
@@ -59,8 +63,8 @@ class WatchOptions:
         rank_stats: Per-rank step breakdown and stragglers with several processes
             (``run.ranks``; gathered at each epoch change and at the end).
         flush_interval: Seconds between two reads of the kept losses (one host read each);
-            longer when a read takes more than 0.1% of the time (a loaded machine), and
-            0 reads every step.
+            longer (up to a second) when a read takes more than 0.1% of the time (a
+            loaded machine), and 0 reads every step.
         total_steps: Steps the loop will take, for the dashboard's progress and ETA.
         config: Settings of yours to record in ``run.json`` (JSON-ready values).
         compare_with: Overlay earlier runs of this logdir's family on the dashboard, dimmed:
@@ -328,8 +332,9 @@ class LoopWatch:
         if self.guard is not None and flushed:
             self.guard.check_losses(flushed)  # read together, a few times a second
         interval = self.options.flush_interval
-        if interval > 0:  # no sooner than FLUSH_SHARE of the time allows
-            self._flush_gap = max(interval, (time.perf_counter() - now) / FLUSH_SHARE)
+        if interval > 0:  # no sooner than FLUSH_SHARE of the time allows, within a second
+            took = time.perf_counter() - now
+            self._flush_gap = max(interval, min(took / FLUSH_SHARE, FLUSH_MAX_S))
 
     def _first_step(self, kept: Any) -> None:
         """The first ``run.step``: the loss checked (no optimizer), the learning rate sent."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 
 import pytest
 import torch
@@ -68,14 +69,24 @@ def test_reads_are_spaced_by_what_they_cost(tmp_path, monkeypatch):
     ) as run:
         _loop(run, model, opt, x, y, 6)
     assert [len(e["steps"]) for e in _steps_events(tmp_path / "each")] == [1] * 6
-    # a read allowed almost no share of the time: the first, then the rest at the end
+    # a read allowed almost no share of the time: the first, then none for FLUSH_MAX_S
     monkeypatch.setattr(watching, "FLUSH_SHARE", 1e-12)
+    monkeypatch.setattr(watching, "FLUSH_MAX_S", 60.0)
     with labkit.watch(
         model, opt, logdir=tmp_path / "spaced", dashboard=False, flush_interval=1e-9
     ) as run:
         _loop(run, model, opt, x, y, 6)
     assert [len(e["steps"]) for e in _steps_events(tmp_path / "spaced")] == [1, 5]
     assert [s["step"] for s in run.steps] == list(range(1, 7))
+    # ... but never more than FLUSH_MAX_S apart
+    monkeypatch.setattr(watching, "FLUSH_MAX_S", 0.05)
+    with labkit.watch(
+        model, opt, logdir=tmp_path / "capped", dashboard=False, flush_interval=1e-9
+    ) as run:
+        for _ in range(3):
+            _loop(run, model, opt, x, y, 1)
+            time.sleep(0.06)
+    assert [len(e["steps"]) for e in _steps_events(tmp_path / "capped")] == [1, 1, 1]
 
 
 def test_stop_ends_the_block_as_stopped(tmp_path):
