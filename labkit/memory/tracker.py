@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 from torch._ops import OpOverload
+from torch._subclasses.fake_tensor import FakeTensor
 
 from labkit import _display
 from labkit._tensors import model_device, named_tensors, plain_tensors
@@ -280,7 +281,8 @@ class MemoryTracker(MemoryObserver):
         self, func: OpOverload, args: tuple[object, ...], kwargs: dict[str, object], out: object
     ) -> None:
         if self.active:  # observe's common case inline: one Python call fewer per op
-            if type(out) is torch.Tensor:
+            kind = type(out)
+            if kind is torch.Tensor or kind is FakeTensor:  # a plan's: no wrapper either
                 self._created(out, func)
             else:
                 self.observe(func, out)

@@ -2,13 +2,14 @@
 
 A plan runs the step on torch's fake tensors, whose ops are Python: measured with
 ``benchmarks/trace_scale.py`` (``Linear(2, 2)`` modules called in a loop, the cheapest
-call there is), a plan costs :data:`SECONDS_PER_CALL` a module call on a 2-core CPU, of
-which torch's ``FakeTensorMode`` alone is ~2.5 ms. :data:`MAX_MODULE_CALLS` is set so the
-largest step planned by default takes about 2 minutes; a larger one is refused before the
-fake copy is made when the model has more modules that can be called than that (each is
-called once at least when it is used), and while the step runs when its calls pass it (a
-loop that calls one module many times). ``max_module_calls=`` allows more (``None``: no
-limit).
+call there is; 2026-12-03, 2 shared CPU cores at load 5-7), a plan cost 3.8-4.1 ms a
+module call at 3,000 and 10,000 calls, torch's ``FakeTensorMode`` alone (fake parameters,
+forward, backward) 3.3-3.8 ms. :data:`SECONDS_PER_CALL` is that cost, and
+:data:`MAX_MODULE_CALLS` is set so a step just over the limit would take more than 2
+minutes at it. A larger step is refused before the fake copy is made when the model has
+more modules that can be called (each is called once at least when it is used), and while
+the step runs when its calls pass the limit (a loop that calls one module many times).
+``max_module_calls=`` allows more (``None``: no limit).
 """
 
 from __future__ import annotations
@@ -18,10 +19,10 @@ import torch
 from labkit.plan.errors import PlanTooLarge
 from labkit.trace.instrument import Observer, RawNode
 
-SECONDS_PER_CALL = 3.5e-3
+SECONDS_PER_CALL = 4e-3
 """CPU seconds a plan costs per module call (``benchmarks/trace_scale.py``, 10,000 calls)."""
-MAX_MODULE_CALLS = 35_000
-"""Module calls a plan makes at most by default: ~2 minutes at :data:`SECONDS_PER_CALL`."""
+MAX_MODULE_CALLS = 30_000
+"""Module calls a plan makes at most by default: 2 minutes at :data:`SECONDS_PER_CALL`."""
 
 _NO_FORWARD = torch.nn.Module.forward  # containers (ModuleList, ModuleDict) cannot be called
 

@@ -103,8 +103,8 @@ def plan(
         progress: Show progress (a bar in a notebook; on a terminal one line on stderr
             after 2 s: ``labkit.plan: recording the forward (2,048 module calls) [20%]``);
             ``False``: nothing; a function ``(share, message)`` receives it instead.
-        max_module_calls: The most module calls the step may make (default 35,000: about
-            2 minutes of planning at ~3.5 ms a module call); a model with more modules
+        max_module_calls: The most module calls the step may make (default 30,000: about
+            2 minutes of planning at ~4 ms a module call); a model with more modules
             that can be called is refused before anything is made, a step that makes more
             calls (a loop calling one module many times) is stopped at the first call past
             it. ``None``: no limit.
