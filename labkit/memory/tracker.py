@@ -281,8 +281,7 @@ class MemoryTracker(MemoryObserver):
         self, func: OpOverload, args: tuple[object, ...], kwargs: dict[str, object], out: object
     ) -> None:
         if self.active:  # observe's common case inline: one Python call fewer per op
-            kind = type(out)
-            if kind is torch.Tensor or kind is FakeTensor:  # a plan's: no wrapper either
+            if type(out) is torch.Tensor or type(out) is FakeTensor:  # a plan's: no wrapper
                 self._created(out, func)
             else:
                 self.observe(func, out)
