@@ -44,7 +44,17 @@ def callable_modules(model: torch.nn.Module) -> int:
     used by the step is called once at least. Containers without a ``forward``
     (``ModuleList``, ``ModuleDict``) do not count; a module shared by two parents counts
     once."""
-    return sum(1 for m in model.modules() if type(m).forward is not _NO_FORWARD)
+    return sum(1 for m in model.modules() if _has_forward(type(m)))
+
+
+def _has_forward(cls: type) -> bool:
+    """The class defines ``forward`` (read from the classes' dicts: a TorchScript module's
+    ``forward`` is a descriptor that fails on the class)."""
+    for klass in cls.__mro__:
+        f = klass.__dict__.get("forward")
+        if f is not None:
+            return f is not _NO_FORWARD
+    return False
 
 
 def refuse_before(model: torch.nn.Module, limit: int | None, *, real: bool) -> None:

@@ -157,7 +157,6 @@ def plan(
     )
     # labkit.memory, the faster way, needs real parameters
     real = not any(t.is_meta for t in (*model.parameters(), *model.buffers()))
-    refuse_before(model, limit, real=real)  # before the fake copy: it costs per module too
     scripted = script_modules(model)
     if scripted:
         raise PlanError(
@@ -166,6 +165,7 @@ def plan(
             "Plan the Python module (before torch.jit.script), or measure a small batch with "
             "labkit.memory(model, batch)"
         )
+    refuse_before(model, limit, real=real)  # before the fake copy: it costs per module too
     dev = torch.device(device) if device is not None else model_device(model)
     if dev.type == "cuda" and not torch.backends.cuda.is_built():
         raise ValueError(

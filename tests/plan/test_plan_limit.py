@@ -145,3 +145,16 @@ def test_max_batch_size_and_a_plans_replan_hold_the_option() -> None:
     plan = labkit.plan(model, x, max_module_calls=13)
     assert plan.request is not None and plan.request.options["max_module_calls"] == 13
     assert plan.max_batch_size(1 << 20, limit=64) == 64
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
+def test_modules_that_can_be_called_are_counted_whatever_they_are() -> None:
+    class Holder(nn.Module):  # no forward of its own: cannot be called
+        def __init__(self) -> None:
+            super().__init__()
+            self.enc = torch.jit.script(nn.Sequential(nn.Linear(2, 2), nn.ReLU()))
+            self.layers = nn.ModuleList([nn.Linear(2, 2)])
+            self.shared = self.layers[0]  # the same module twice: counted once
+
+    # the scripted Sequential, its Linear and ReLU, and the Linear in the list
+    assert callable_modules(Holder()) == 4
