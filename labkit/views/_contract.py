@@ -390,7 +390,7 @@ class GraphViewTraits(TypedDict):
     metrics: NodeMetrics
     metric: str  #: the colour-by metric key
     depth: int
-    expanded: list[int]  #: trace node ids of the open calls
+    expanded: list[int]  #: trace node ids of the open calls (sent as one buffer of int32)
     selected: str | None  #: module path (linked with the profile and memory views)
     selected_node: int  #: trace node id, -1 for none
     height: int  #: pixels

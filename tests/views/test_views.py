@@ -20,6 +20,7 @@ from labkit.trace.graph import visible_graph
 from labkit.views import GraphView, MemoryTimeline, ProfileView, TraceView
 from labkit.views._keep import LABKIT_MIME
 from labkit.views._payload import graph_state, profile_payload
+from labkit.views.graph import _ids_of
 from labkit.views.memory import EMPTY_MESSAGE
 from tests.trace._models import ResCNN
 
@@ -37,7 +38,8 @@ class RecordingComm(BaseComm):
             data["state"] = dict(data["state"])
             for path, buf in zip(data["buffer_paths"], buffers, strict=True):
                 assert len(path) == 1, path
-                data["state"][path[0]] = json.loads(bytes(buf))
+                key = path[0]  # expanded: one buffer of int32
+                data["state"][key] = _ids_of(buf) if key == "expanded" else json.loads(bytes(buf))
         RecordingComm.sent.append({"type": msg_type, "data": data, "time": time.monotonic()})
 
 

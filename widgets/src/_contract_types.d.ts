@@ -332,7 +332,7 @@ export interface GraphViewTraits {
   /** the colour-by metric key */
   metric: string;
   depth: number;
-  /** trace node ids of the open calls */
+  /** trace node ids of the open calls (sent as one buffer of int32) */
   expanded: number[];
   /** module path (linked with the profile and memory views) */
   selected: string | null;

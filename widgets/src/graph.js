@@ -194,6 +194,32 @@ function placement(app) {
 }
 
 /**
+ * The open calls' trace node ids from the `expanded` trait: one buffer of int32 (graph.py's
+ * `_packed_ids`, a DataView here), or a list (a widget state saved before that form).
+ * @param {unknown} raw @returns {Int32Array | number[]}
+ */
+export function openIds(raw) {
+  if (Array.isArray(raw)) return raw;
+  const view = ArrayBuffer.isView(raw) ? raw : raw instanceof ArrayBuffer ? new DataView(raw) : null;
+  if (!view) return [];
+  const { buffer, byteOffset, byteLength } = view;
+  const n = byteLength >> 2;
+  return byteOffset % 4 ? new Int32Array(buffer.slice(byteOffset, byteOffset + 4 * n)) : new Int32Array(buffer, byteOffset, n);
+}
+
+/**
+ * The `expanded` trait's value for these ids (and those added): a DataView over a buffer of
+ * their own (ipywidgets sends a view's whole buffer), as the kernel's echo comes back.
+ * @param {ArrayLike<number>} ids @param {ArrayLike<number>} [add]
+ * @returns {any} the contract names the ids' list; the wire form is this buffer
+ */
+export function packedIds(ids, add = []) {
+  const out = new Int32Array(ids.length + add.length);
+  out.set(ids);
+  out.set(add, ids.length);
+  return new DataView(out.buffer);
+}
+/**
  * Laying out and what a new layout does: ask the runner, then draw, keep a toggled box in
  * place, centre a pending search match, say how long it took (the dataset: tests, benchmarks).
  * @param {App} app
@@ -207,7 +233,7 @@ function layoutFlow(app) {
     if (!graph?.ids) return;
     const start = performance.now();
     const seq = ++st.asked;
-    runner.layout(graph, model.get("expanded"), (L) => {
+    runner.layout(graph, openIds(model.get("expanded")), (L) => {
       if (seq !== st.asked || graph !== app.trait("graph")) return;
       st.drawn = seq;
       laidOut(graph, L, refit, start);
@@ -446,10 +472,11 @@ function actions(app) {
     app.tip.hide();
     st.matchCursor = (st.matchCursor + 1) % list.length;
     const { k, name } = list[st.matchCursor];
-    const need = hiddenAncestors(S.graph, expandedIndices(S.graph, model.get("expanded") || []), k);
+    const cur = openIds(model.get("expanded"));
+    const need = hiddenAncestors(S.graph, expandedIndices(S.graph, cur), k);
     if (need.length) {
       st.pendingCenter = k; // centred once laid out (a worker answers later)
-      model.set("expanded", [...(model.get("expanded") || []), ...need]);
+      model.set("expanded", packedIds(cur, need));
       model.save_changes();
     }
     st.clicked = true; // centred below, once laid out
@@ -468,10 +495,10 @@ function actions(app) {
     const view = st.view;
     // the box stays where it is on screen when it opens or closes (no re-fit)
     if (p) st.anchor = { id, sx: view.x + p.x * view.k, sy: view.y + p.y * view.k };
-    const cur = model.get("expanded") || [];
-    model.set("expanded", act === "expand" ? [...cur, id] : cur.filter((x) => x !== id));
+    const cur = openIds(model.get("expanded"));
+    model.set("expanded", act === "expand" ? packedIds(cur, [id]) : packedIds(Int32Array.from(cur).filter((x) => x !== id)));
     // set() fires the change: the layout is asked for before the comm message is made
-    // (sending 40,000 open ids takes the page 25-80 ms; the worker lays out meanwhile). Not
+    // (one buffer of int32: 40,000 open ids as a list took the page 25-80 ms). Not
     // deferred: ipywidgets applies the kernel's echo of a sent value, which would undo a
     // newer unsent one
     model.save_changes();

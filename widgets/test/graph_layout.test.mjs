@@ -68,6 +68,33 @@ test("a value sent as one buffer of JSON is decoded once; a plain value passes t
   assert.equal(unpacked(null), null);
 });
 
+test("the open ids travel as one buffer of little-endian int32, read at any offset; a saved list still reads", async () => {
+  const { openIds, packedIds } = await import("../src/graph.js");
+  // the kernel's form (graph.py _packed_ids): 4 bytes a trace node id, little-endian, in order;
+  // a buffer that starts at an odd offset of a larger one, as a message's buffers may
+  const ids = [4, 1, 70000, 2 ** 31 - 1];
+  const bytes = new DataView(new ArrayBuffer(3 + 4 * ids.length), 3);
+  for (const [i, id] of ids.entries()) bytes.setInt32(4 * i, id, true);
+  assert.deepEqual(Array.from(openIds(bytes)), ids);
+  assert.deepEqual(openIds([3, 5]), [3, 5]);
+  assert.deepEqual(Array.from(openIds(null)), []);
+  // what the page sends: the ids and those added, a view over a buffer of exactly their bytes
+  const sent = packedIds(openIds(bytes), [9]);
+  assert.ok(sent instanceof DataView);
+  assert.equal(sent.byteLength, sent.buffer.byteLength);
+  assert.deepEqual(Array.from(openIds(sent)), [...ids, 9]);
+  assert.equal(sent.getInt32(4 * ids.length, true), 9);
+  // and the layout of the packed ids is the layout of the list
+  const runner = makeRunner();
+  /** @type {LayoutResponse[]} */
+  const got = [];
+  runner.layout(graph, openIds(packedIds([1, 4])), (L) => got.push(L));
+  runner.layout(graph, [1, 4], (L) => got.push(L));
+  assert.equal(got.length, 2);
+  assert.deepEqual([...got[0].pos], [...got[1].pos]);
+  runner.close();
+});
+
 /** x -> Net[ 600 blocks, each a call around one op, in a chain ] -> out: a wrapped level. @param {number} blocks */
 function chainGraph(blocks) {
   /** @type {LayoutGraph} */
