@@ -29,7 +29,7 @@ from labkit.optimize._tune_run import LossFn, OptimizerChoice, measured_peak, pl
 from labkit.optimize._tune_space import SetUp
 from labkit.optimize.apply import apply
 from labkit.optimize.recipe import Recipe
-from labkit.plan import Plan, PlanError, plan
+from labkit.plan import Plan, PlanError, PlanTooLarge, plan
 from labkit.trace import trace
 
 Progress = Callable[[float, str], None]
@@ -105,7 +105,8 @@ class Search:
                 self.plans[key] = (p.peak_bytes, p)
                 return self.plans[key]
             except PlanError as exc:
-                if not str(exc).startswith("labkit.plan cannot predict"):
+                too_large = isinstance(exc, PlanTooLarge)  # a plan would take minutes
+                if not (too_large or str(exc).startswith("labkit.plan cannot predict")):
                     raise
                 self.unplannable = first_line(str(exc))
                 self.notes.append(

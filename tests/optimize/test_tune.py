@@ -269,6 +269,33 @@ def test_planning_stops_at_plan_s_saying_so() -> None:
     assert choice.batch_size == 4 and any("planning stopped early" in n for n in choice.notes)
 
 
+def test_a_model_too_large_to_plan_is_measured_saying_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the real plan with a limit this ResMLP passes: tune gets a real PlanTooLarge
+    import functools
+
+    from labkit.optimize import _tune_search
+
+    small = functools.partial(_tune_search.plan, max_module_calls=3)
+    monkeypatch.setattr(_tune_search, "plan", small)
+    choice = tune(
+        ResMLP(),
+        torch.randn(4, 8),
+        2**30,
+        batch_sizes=[4, 8],
+        budget_s=1,
+        plan_s=60,
+        steps=2,
+        warmup=0,
+    )
+    notes = " ".join(choice.notes)
+    assert "the plan cannot run this model (labkit.plan refused ResMLP" in notes, notes
+    assert "measured instead with labkit.memory" in notes
+    at_4 = [c for c in choice.candidates if c.batch_size == 4]
+    assert at_4 and all(c.measured == "measured" and c.predicted_peak for c in at_4)
+    at_8 = [c for c in choice.candidates if c.batch_size == 8]
+    assert at_8 and all(c.reason.startswith("not measured: the model cannot") for c in at_8)
+
+
 def test_greedy_takes_most_freed_per_second_until_the_excess_is_covered() -> None:
     blocks = [
         _tune_ckpt.Block("a", freed=800, seconds=1.0),
