@@ -64,6 +64,7 @@ class _Saved:
     def __init__(self, t: torch.Tensor) -> None:
         self.t = t
         self.alias = src = t.detach()
+        src = _each_element_once(src)
         self.copy = src.to("cpu", copy=True) if src.is_cuda else src.clone()
 
     def restore(self) -> None:
@@ -78,7 +79,21 @@ class _Saved:
         )
         if moved:  # reassigned through .data (an EMA written as p.data = ...)
             t.data = alias
-        t.data.copy_(self.copy)  # .data: the version counter stays where it was
+        # .data: the version counter stays where it was
+        _each_element_once(t.data).copy_(self.copy)
+
+
+def _each_element_once(t: torch.Tensor) -> torch.Tensor:
+    """``t``, or where it repeats elements (an ``expand``ed buffer, stride 0) the view of
+    the same memory that holds each element once: ``copy_`` refuses to write a tensor whose
+    elements share memory, so a model with an expanded buffer could not be put back."""
+    if torch._debug_has_internal_overlap(t) != 1:  # 0: none, 2: too hard to tell
+        return t
+    shape = [1 if st == 0 else n for n, st in zip(t.shape, t.stride(), strict=True)]
+    once = t.as_strided(shape, t.stride(), t.storage_offset())
+    if torch._debug_has_internal_overlap(once) == 1:  # windows that overlap: the storage
+        return t.new_empty(0).set_(t.untyped_storage())
+    return once
 
 
 def _save(t: torch.Tensor, seen: dict[int, _Saved]) -> None:

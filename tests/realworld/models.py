@@ -689,6 +689,30 @@ def buffer_reassign(seed: int = 0) -> Case:
     )
 
 
+class ExpandedBias(nn.Module):
+    """A bias table kept as an ``expand``ed buffer (stride 0: one row seen by every
+    position), as position tables and relative-position biases are often registered; its
+    elements share memory, so ``copy_`` into it is refused."""
+
+    def __init__(self, seq: int = 3, dim: int = 4) -> None:
+        super().__init__()
+        self.fc = nn.Linear(dim, dim)
+        self.register_buffer("bias", torch.randn(dim).expand(seq, dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(x) + self.bias
+
+
+def expanded_buffer(seed: int = 0) -> Case:
+    torch.manual_seed(seed)
+    return Case(
+        "expanded_buffer",
+        ExpandedBias(),
+        (torch.randn(2, 3, 4),),
+        make_optimizer=lambda m: torch.optim.SGD(m.parameters(), lr=0.1),
+    )
+
+
 def bn_dropout(seed: int = 0, *, batch: int = 4) -> Case:
     """Convolutions with BatchNorm and Dropout: running statistics, the RNG."""
     torch.manual_seed(seed)
@@ -728,6 +752,7 @@ BUILDERS: dict[str, Callable[..., Case]] = {
     "saliency": saliency,
     "buffer_reassign": buffer_reassign,
     "bn_dropout": bn_dropout,
+    "expanded_buffer": expanded_buffer,
 }
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
 import torch
 from torch import nn
 
@@ -120,3 +123,27 @@ def test_the_default_loss_is_the_sum_of_the_outputs_means_in_float32() -> None:
     notes: list[str] = []
     assert backward_target(scalar, None, notes).item() == 2.5 and notes == []  # its own loss
     assert default_loss(torch.ones(2)) is None  # nothing requires grad
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: torch.arange(4.0).expand(3, 4),  # stride 0: one row seen three times
+        lambda: torch.arange(6.0).as_strided((3, 4), (1, 1)),  # overlapping windows
+    ],
+    ids=["expanded", "windows"],
+)
+def test_a_tensor_whose_elements_share_memory_is_put_back(make: Any) -> None:
+    from labkit.trace.state import _Saved
+
+    t = make()
+    want, ptr, stride = t.clone(), t.untyped_storage().data_ptr(), t.stride()
+    saved = _Saved(t)
+    t.untyped_storage().copy_(
+        torch.full((t.untyped_storage().nbytes() // 4,), -1.0).untyped_storage()
+    )
+    assert not torch.equal(t, want)
+    with torch.no_grad():
+        saved.restore()
+    assert torch.equal(t, want)
+    assert t.untyped_storage().data_ptr() == ptr and t.stride() == stride
