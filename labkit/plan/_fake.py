@@ -31,10 +31,31 @@ OptimizerArg: TypeAlias = "torch.optim.Optimizer | Callable[..., torch.optim.Opt
 def fake_tensor(t: torch.Tensor, mode: FakeTensorMode, device: torch.device) -> torch.Tensor:
     """A fake tensor with ``t``'s shape, strides and dtype on ``device`` (no data copied)."""
     if t.device.type != "meta" and t.device == device:
+        _whole_storage(t, mode)
         return mode.from_tensor(t)
     with mode:
         out = torch.empty_strided(tuple(t.shape), tuple(t.stride()), dtype=t.dtype, device=device)
     return out.requires_grad_(t.requires_grad) if t.is_leaf and t.requires_grad else out
+
+
+def _whole_storage(t: torch.Tensor, mode: FakeTensorMode) -> None:
+    """Make ``t``'s whole storage fake first when ``t`` uses only part of it (parameters
+    that are views of one flat buffer): ``from_tensor`` alone sizes a fake storage by what
+    the tensors converted need, so a plan counted 96 bytes of a 104-byte storage that the
+    memory tracker (and torch's MemTracker) count whole. Tensors of it converted later
+    share the fake storage of the full size."""
+    if t.layout != torch.strided or type(t) not in _PLAIN or t.is_quantized:
+        return
+    try:
+        st = t.untyped_storage()
+        if st.nbytes() <= _extent(t) + t.storage_offset() * t.element_size():
+            return
+        whole = torch.empty(0, dtype=torch.uint8, device=t.device)
+        with torch.no_grad():
+            whole.set_(st)
+        mode.from_tensor(whole)
+    except (RuntimeError, NotImplementedError, TypeError):  # not a storage it can view
+        return
 
 
 def fake_model(

@@ -104,3 +104,27 @@ def test_a_loss_that_captured_the_real_parameters_leaves_their_grad_alone() -> N
     labkit.plan(model, torch.randn(2, 3), loss=loss)
     assert model.weight.grad is None  # was a FakeTensor left on the user's parameter
     assert model.bias.grad is kept and not kept.any()
+
+
+class _FlatParams(nn.Module):
+    """Parameters that are views of one flat buffer with room to spare (as a model whose
+    parameters were packed into one vector, or a flat-buffer optimizer, holds them)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        flat = torch.randn(64 * 65 + 100)  # 100 elements past the two parameters
+        self.w = nn.Parameter(flat[: 64 * 64].view(64, 64))
+        self.b = nn.Parameter(flat[64 * 64 : 64 * 65])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x @ self.w.t() + self.b
+
+
+def test_parameters_sharing_one_bigger_storage_count_it_whole() -> None:
+    # the real step's tracker counts the flat storage whole, as torch's MemTracker does
+    # (storages, not tensors); the fake copy once made a storage of the parameters' extent
+    model, x = _FlatParams(), torch.randn(8, 64)
+    plan = labkit.plan(model, x)
+    measured = labkit.memory(model, x)
+    assert plan.peak_bytes == measured.peak_bytes
+    assert plan.peak_bytes - labkit.plan(nn.Linear(64, 64), x).peak_bytes == 100 * 4
