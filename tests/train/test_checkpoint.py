@@ -90,3 +90,17 @@ def test_a_write_cut_short_names_the_checkpoint(tmp_path):
         signal.signal(signal.SIGXFSZ, handler)
     assert torch.equal(load_checkpoint(target)["w"], torch.ones(3))
     assert [p.name for p in tmp_path.iterdir()] == ["last.ckpt"]
+
+
+def test_random_bytes_are_never_read_as_anything_but_not_a_checkpoint(tmp_path) -> None:
+    # about 7% of random files once failed in torch's unpickler with an IndexError or a
+    # KeyError, which came out as "IndexError: pop from empty list" (and a warning about
+    # the pickle protocol their first bytes named)
+    import random
+
+    rng = random.Random(0)
+    path = tmp_path / "last.ckpt"
+    for _ in range(300):
+        path.write_bytes(rng.randbytes(4096))
+        with pytest.raises(CheckpointError, match=r"it is not a file torch\.save wrote"):
+            load_checkpoint(path)
