@@ -14,17 +14,7 @@ import labkit
 from labkit.plan import PlanTooLarge, max_batch_size
 from labkit.plan._limit import MAX_MODULE_CALLS, SECONDS_PER_CALL, callable_modules
 from tests.memory.conftest import assert_clean
-
-
-class Chain(nn.Module):
-    def __init__(self, n: int) -> None:
-        super().__init__()
-        self.layers = nn.ModuleList(nn.Linear(2, 2) for _ in range(n))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        for layer in self.layers:
-            x = layer(x)
-        return x
+from tests.plan.test_plan_scale import Chain
 
 
 class Loop(nn.Module):
