@@ -67,7 +67,7 @@ def refuse_before(model: torch.nn.Module, limit: int | None, *, real: bool) -> N
         name = type(model).__name__
         raise PlanTooLarge(
             f"labkit.plan refused {name}: it has {n:,} modules that can be called, above "
-            f"max_module_calls={limit:,}. " + _advice(n, limit, real=real, at_least=True),
+            f"max_module_calls={limit:,}. " + _advice(n, limit, real=real),
             calls=n,
             limit=limit,
         )
@@ -122,19 +122,19 @@ class CallLimit(Observer):
         return PlanTooLarge(
             f"labkit.plan stopped {self.name}'s step at module call {self.calls:,}, above "
             f"max_module_calls={self.limit:,}{loop}; nothing was changed. "
-            + _advice(self.calls, self.limit, real=self.real, at_least=True),
+            + _advice(self.calls, self.limit, real=self.real),
             calls=self.calls,
             limit=self.limit,
         )
 
 
-def _advice(calls: int, limit: int, *, real: bool, at_least: bool) -> str:
+def _advice(calls: int, limit: int, *, real: bool) -> str:
     """The expected time, the option that allows it and the faster way, in words."""
     expected = _minutes(calls * SECONDS_PER_CALL)
     text = (
         f"A plan costs ~{SECONDS_PER_CALL * 1e3:.1f} ms a module call (torch's fake tensors run "
-        f"in Python), so {'at least ' if at_least else ''}{calls:,} calls take "
-        f"{'' if at_least else '~'}{expected}. To plan it anyway, pass a larger "
+        f"in Python), so at least {calls:,} calls take {expected}. To plan it anyway, "
+        "pass a larger "
         f"max_module_calls= (e.g. max_module_calls={max(calls, limit) * 2:_}) or "
         "max_module_calls=None (no limit)"
     )
