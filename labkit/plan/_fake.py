@@ -17,6 +17,9 @@ from typing import Any, TypeAlias
 import torch
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
+from labkit.plan._standin import held_state
+from labkit.plan.errors import PlanError
+
 
 def new_mode() -> FakeTensorMode:
     """A fake-tensor mode that also accepts stray real tensors (constants in forward)."""
@@ -61,9 +64,19 @@ def _whole_storage(t: torch.Tensor, mode: FakeTensorMode) -> None:
 def fake_model(
     model: torch.nn.Module, mode: FakeTensorMode, device: torch.device, memo: dict[int, Any]
 ) -> torch.nn.Module:
-    """A copy of ``model`` whose parameters and buffers are fake (``memo``: real id -> fake)."""
+    """A copy of ``model`` whose parameters and buffers are fake (``memo``: real id -> fake,
+    and real module id -> its copy once made).
+
+    Modules the model holds outside its children (``self.others = [emb]``) get fake
+    parameters too (the deep copy would copy their real ones); a tensor with a ``grad_fn``
+    an attribute kept (a loss from an earlier forward, which the deep copy refuses) is
+    copied as its detached self.
+    """
     seen: set[int] = set()  # the real storages made fake so far
-    for t in (*model.parameters(), *model.buffers()):
+    foreign, graphs = held_state(model)
+    for g in graphs:
+        memo.setdefault(id(g), g.detach())
+    for t in state_of(model, foreign):
         if id(t) in memo:
             continue  # a tied weight: one fake tensor for both modules
         f = _fake_alone(t, mode, device, seen)
@@ -72,11 +85,35 @@ def fake_model(
         if isinstance(t, torch.nn.Parameter):
             f = _as_parameter(f, t.requires_grad)
         memo[id(t)] = f
-    for p in model.parameters():
-        if p.grad is not None:
-            g = _fake_alone(p.grad, mode, device, seen)
-            memo[id(p)].grad = g if g is not None else fake_tensor(p.grad, mode, device)
-    return copy.deepcopy(model, memo)
+    for m in (model, *foreign):
+        for p in m.parameters():
+            if p.grad is not None and memo[id(p)].grad is None:
+                g = _fake_alone(p.grad, mode, device, seen)
+                memo[id(p)].grad = g if g is not None else fake_tensor(p.grad, mode, device)
+    return deep_copy(model, memo)
+
+
+def state_of(model: torch.nn.Module, foreign: list[torch.nn.Module]) -> list[torch.Tensor]:
+    """The parameters and buffers of ``model`` and of the modules it holds apart."""
+    out = [*model.parameters(), *model.buffers()]
+    for m in foreign:
+        out += [*m.parameters(recurse=False), *m.buffers(recurse=False)]
+    return out
+
+
+def deep_copy(model: torch.nn.Module, memo: dict[int, Any]) -> torch.nn.Module:
+    """``copy.deepcopy(model, memo)``, or a PlanError naming the attribute it cannot copy."""
+    try:
+        return copy.deepcopy(model, memo)
+    except RuntimeError as e:
+        if "deepcopy" not in str(e):
+            raise
+        raise PlanError(
+            f"labkit.plan copies {type(model).__name__} to plan it on fake tensors, and "
+            f"copy.deepcopy failed: {str(e).splitlines()[0]} A module holds a tensor with a "
+            "grad_fn (a loss or an activation kept from an earlier forward) deeper than one "
+            "container in: keep it detached (.detach()) or set it to None before planning"
+        ) from None
 
 
 def _fake_alone(
@@ -148,14 +185,17 @@ def _as_parameter(f: torch.Tensor, requires_grad: bool) -> torch.Tensor:
 def meta_copy(model: torch.nn.Module) -> tuple[torch.nn.Module, dict[int, Any]]:
     """A copy of ``model`` on the meta device (nothing allocated) and ``{id(real): meta}``."""
     memo: dict[int, Any] = {}
-    for t in (*model.parameters(), *model.buffers()):
+    foreign, graphs = held_state(model)
+    for g in graphs:
+        memo[id(g)] = g.detach()
+    for t in state_of(model, foreign):
         if id(t) not in memo:
             m = torch.empty_strided(tuple(t.shape), tuple(t.stride()), dtype=t.dtype, device="meta")
             if isinstance(t, torch.nn.Parameter):
                 m = torch.nn.Parameter(m, requires_grad=t.requires_grad)
             memo[id(t)] = m
     ids = dict(memo)
-    return copy.deepcopy(model, memo), ids
+    return deep_copy(model, memo), ids
 
 
 def named_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:

@@ -28,8 +28,10 @@ from labkit.plan._fake import (
     meta_copy,
     named_state,
     new_mode,
+    state_of,
 )
 from labkit.plan._limit import MAX_MODULE_CALLS, CallLimit, check_limit, refuse_before
+from labkit.plan._standin import StandIn, ToFake, held_state
 from labkit.plan._values import IndexValues, seed_values
 from labkit.plan.errors import PlanError
 from labkit.plan.model import PREDICTED_NOTE, Plan, PlanRequest
@@ -216,11 +218,20 @@ def _plan(
     t0 = time.perf_counter()
     mode = new_mode()
     memo: dict[int, Any] = {}
+    foreign, _ = held_state(model)
     if recipe is not None:
         fmodel = _with_recipe(model, check_recipe(recipe), mode, dev, memo)
+        # the recipe's copy has its own structure: the step runs on it, and only the real
+        # tensors the loss reaches stand for their fakes (ToFake)
+        stand_in = StandIn(())
     else:
         fmodel = fake_model(model, mode, dev, memo)
+        # the step runs on the user's own modules, each holding its copy's state
+        modules = (*model.modules(), *foreign)
+        stand_in = StandIn((m, memo[id(m)]) for m in modules if id(m) in memo)
     fopt = fake_optimizer(optimizer, fmodel, mode, dev, memo)
+    reals = state_of(model, foreign)
+    to_fake = ToFake({id(t): memo[id(t)] for t in reals if id(t) in memo}, reals, mode, dev)
     real = (args_in, kwargs_in)
     # the fake batch has the real one's structure: (positional inputs, keyword inputs)
     fake = cast("tuple[tuple[object, ...], dict[str, object]]", fake_batch(real, mode, dev))
@@ -238,7 +249,7 @@ def _plan(
         kwargs,
         loss,
         fopt,
-        (mode, values),
+        (mode, values, to_fake, stand_in),
         backward,
         keep_output,
         None if bar.quiet else bar,
@@ -308,34 +319,39 @@ def _record(
     kwargs: dict[str, object],
     loss: Callable[[Any], torch.Tensor] | None,
     fopt: torch.optim.Optimizer | None,
-    modes: tuple[FakeTensorMode, IndexValues],
+    modes: tuple[FakeTensorMode, IndexValues, ToFake, StandIn],
     backward: bool,
     keep_output: bool,
     progress: Callable[[float, str], None] | None = None,
     limit: CallLimit | None = None,
 ) -> Trace:
+    """Record the step; with modules standing in (no recipe), on the user's own modules."""
+    mode, values, to_fake, stand_in = modes
+    root = model if stand_in.pairs else fmodel
     tracker = MemoryTracker(
-        fmodel, optimizers=(fopt,) if fopt is not None else (), inputs=(args, kwargs)
+        root, optimizers=(fopt,) if fopt is not None else (), inputs=(args, kwargs)
     )
     step = Step(
-        fmodel, args, kwargs, loss=loss, optimizer=fopt, backward=backward, keep_output=keep_output
+        root, args, kwargs, loss=loss, optimizer=fopt, backward=backward, keep_output=keep_output
     )
 
     def failed(err: BaseException, rec: Recorder) -> None:
         if limit is not None and limit.passed:  # stopped at the limit (whatever was raised)
             raise limit.refusal() from None
+        if isinstance(err, PlanError):  # said already (ToFake's refusal)
+            raise err.with_traceback(None) from None
         raise PlanError(_failure(model, err, rec)) from None
 
-    mode, values = modes
-    trace = record_step(
-        step,
-        mode="full",
-        observers=(values,) if limit is None else (values, limit),
-        memory=tracker,
-        contexts=(mode,),
-        on_error=failed,
-        progress=progress,
-    )
+    with stand_in:  # outside the recording: its snapshot of the model is of the fakes
+        trace = record_step(
+            step,
+            mode="full",
+            observers=(values,) if limit is None else (values, limit),
+            memory=tracker,
+            contexts=(mode, to_fake),
+            on_error=failed,
+            progress=progress,
+        )
     if limit is not None and limit.passed:  # the step went on past the refusal (caught in it)
         raise limit.refusal()
     return trace
