@@ -23,8 +23,8 @@ export interface LayoutRequest {
   seq: number;
   /** the graph's key (GraphPayload.key): the service must hold that graph */
   key: string;
-  /** trace node ids of the open calls */
-  expanded: number[];
+  /** trace node ids of the open calls (an Int32Array from a view: cloned as one block) */
+  expanded: Int32Array | number[];
   /** the graph itself, the first time this key is sent (or after the worker failed) */
   graph?: LayoutGraph;
 }

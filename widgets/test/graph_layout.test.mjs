@@ -69,7 +69,7 @@ test("a value sent as one buffer of JSON is decoded once; a plain value passes t
 });
 
 test("the open ids travel as one buffer of little-endian int32, read at any offset; a saved list still reads", async () => {
-  const { openIds, packedIds } = await import("../src/graph.js");
+  const { openIds, packedIds, without } = await import("../src/graph.js");
   // the kernel's form (graph.py _packed_ids): 4 bytes a trace node id, little-endian, in order;
   // a buffer that starts at an odd offset of a larger one, as a message's buffers may
   const ids = [4, 1, 70000, 2 ** 31 - 1];
@@ -84,6 +84,10 @@ test("the open ids travel as one buffer of little-endian int32, read at any offs
   assert.equal(sent.byteLength, sent.buffer.byteLength);
   assert.deepEqual(Array.from(openIds(sent)), [...ids, 9]);
   assert.equal(sent.getInt32(4 * ids.length, true), 9);
+  // a call closed: every id but its own, in order (each occurrence), packed as sent
+  assert.deepEqual(Array.from(without(openIds(sent), 1)), [4, 70000, 2 ** 31 - 1, 9]);
+  assert.deepEqual(Array.from(without([7, 3, 7], 7)), [3]);
+  assert.deepEqual(Array.from(openIds(packedIds(without(openIds(sent), 9)))), ids);
   // and the layout of the packed ids is the layout of the list
   const runner = makeRunner();
   /** @type {LayoutResponse[]} */
