@@ -123,7 +123,7 @@ export function hitIn(tree, P, isGroup, hasKids, x, y) {
  * @property {number} x0 @property {number} y0 @property {number} x1 @property {number} y1
  * @property {number} k
  */
-/** @typedef {{graph: import("./_graphcore.js").GraphPayload, vis: import("./_graph_draw.js").Vis, layout: DrawLayout, rolled: import("./_graphcore.js").Rolled, edges: Int32Array, marks: Map<number, import("./_graph_marks.js").Mark>}} CanvasState */
+/** @typedef {{graph: import("./_graphcore.js").GraphPayload, vis: import("./_graph_draw.js").Vis, layout: DrawLayout, rolled: import("./_graphcore.js").Rolled, edges: Int32Array, marks: Map<number, import("./_graph_marks.js").Mark>, isGroup?: Uint8Array}} CanvasState */
 /** @typedef {{lod: number, labels: number, blocks: number, heated: number, aggregates: number}} PaintStats */
 
 /** Zoomed out, a wrapped column whose items are under this many screen px in either
@@ -139,20 +139,28 @@ export const AGGREGATE_PX = 4;
  */
 export function canvasIndex(S) {
   const n = S.graph.parent.length;
-  const isGroup = new Uint8Array(n);
-  for (const g of S.vis.groups) isGroup[g] = 1;
+  // the frames: the layout's own mask when it came with one (the worker's), else made here
+  const isGroup = S.isGroup?.length === n ? S.isGroup : groupMask(n, S.vis.groups);
   // each edge's bounds come with the layout (the worker has the points in hand)
   const edgeBox = S.layout.edgeBox;
-  return { isGroup, edgeBox, ...columnsOf(S) };
+  return { isGroup, edgeBox, ...columnsOf(S, isGroup) };
+}
+
+/** 1 per node in `groups`. @param {number} n @param {ArrayLike<number>} groups */
+function groupMask(n, groups) {
+  const mask = new Uint8Array(n);
+  for (let i = 0; i < groups.length; i++) mask[groups[i]] = 1;
+  return mask;
 }
 
 /**
  * Which wrapped column each drawn item sits in: the items of a wrapped level are the
  * children of its first item's parent, placed inside one of the level's columns. Pure.
- * @param {{graph: {parent: ArrayLike<number>}, vis: {boxes: number[], groups: number[]}, layout: {P: ArrayLike<number>, cols: ArrayLike<number>}}} S
+ * @param {{graph: {parent: ArrayLike<number>}, vis: {boxes: ArrayLike<number>, groups: ArrayLike<number>}, layout: {P: ArrayLike<number>, cols: ArrayLike<number>}}} S
+ * @param {ArrayLike<number>} [isGroup] 1 per node drawn as a frame (made from S.vis.groups when not given)
  * @returns {{colOf: Int32Array, colCount: Int32Array, colItems: number[][]}}
  */
-export function columnsOf(S) {
+export function columnsOf(S, isGroup) {
   const { parent } = S.graph;
   const { P, cols } = S.layout;
   const colOf = new Int32Array(parent.length).fill(-1);
@@ -175,24 +183,32 @@ export function columnsOf(S) {
     wrapped = true;
   }
   if (!wrapped) return { colOf, colCount, colItems };
-  for (const list of [S.vis.boxes, S.vis.groups]) {
-    for (const k of list) {
-      const o = parent[k] + 1;
-      if (colFirst[o] < 0 || Number.isNaN(P[4 * k])) continue;
-      const cx = P[4 * k] + P[4 * k + 2] / 2;
-      // a level's columns run left to right: the last that starts left of the centre
-      let lo = colFirst[o];
-      let hi = lo + colN[o] - 1;
-      while (lo < hi) {
-        const mid = (lo + hi + 1) >> 1;
-        if (cols[6 * mid] <= cx) lo = mid;
-        else hi = mid - 1;
-      }
-      const c = lo;
-      if (cx >= cols[6 * c] && cx <= cols[6 * c] + cols[6 * c + 2]) {
-        colOf[k] = c;
-        colCount[c]++;
-        colItems[c].push(k);
+  // the drawn children of each wrapped level (not every drawn node): boxes, then frames,
+  // each in payload order, as a walk of the drawn boxes then the drawn frames meets them
+  const { kidStart, kidList } = treeOf(parent);
+  const frame = isGroup ?? groupMask(n, S.vis.groups);
+  for (let o = 0; o <= n; o++) {
+    if (colFirst[o] < 0) continue;
+    const g = o === 0 ? n : o - 1;
+    for (let frames = 0; frames < 2; frames++) {
+      for (let i = kidStart[g]; i < kidStart[g + 1]; i++) {
+        const k = kidList[i];
+        if (frame[k] !== frames || Number.isNaN(P[4 * k])) continue;
+        const cx = P[4 * k] + P[4 * k + 2] / 2;
+        // a level's columns run left to right: the last that starts left of the centre
+        let lo = colFirst[o];
+        let hi = lo + colN[o] - 1;
+        while (lo < hi) {
+          const mid = (lo + hi + 1) >> 1;
+          if (cols[6 * mid] <= cx) lo = mid;
+          else hi = mid - 1;
+        }
+        const c = lo;
+        if (cx >= cols[6 * c] && cx <= cols[6 * c] + cols[6 * c + 2]) {
+          colOf[k] = c;
+          colCount[c]++;
+          colItems[c].push(k);
+        }
       }
     }
   }
@@ -303,7 +319,8 @@ export function makeCanvasView(host, view) {
 
   /** @param {boolean} on */
   function show(on) {
-    cv.style.display = on ? "block" : "none";
+    const display = on ? "block" : "none";
+    if (cv.style.display !== display) cv.style.display = display;
     if (on) draw();
   }
 

@@ -16,8 +16,8 @@ import { esc } from "./_ui.js";
 /**
  * @typedef {object} Vis what is drawn
  * @property {Int32Array} boxOf the drawn box or frame that shows each payload node
- * @property {number[]} boxes drawn as boxes, in payload order
- * @property {number[]} groups drawn as frames, in payload order
+ * @property {number[] | Int32Array} boxes drawn as boxes, in payload order
+ * @property {number[] | Int32Array} groups drawn as frames, in payload order
  * @property {Uint8Array} hasKids 1 for a node with children
  */
 /**
@@ -40,6 +40,7 @@ import { esc } from "./_ui.js";
  * @property {Int32Array} edges s, d, tensor per drawn edge
  * @property {DrawLayout} layout
  * @property {number} laidOut levels laid out (not taken from the cache)
+ * @property {Uint8Array} [isGroup] 1 for a node drawn as a frame (the layout's, when it made one)
  */
 
 // theme tokens (see _ui.js) with the Light values as fallbacks for exported SVG files
@@ -97,10 +98,13 @@ export function drawState(graph, expandedIds, cache = null) {
  * @param {Uint8Array} hasKids
  * @param {GraphLayout} L
  * @param {Set<number> | null} expanded
+ * @param {boolean} [typed] boxes and groups as the layout's Int32Arrays, not lists
  * @returns {DrawState}
  */
-export function viewState(graph, hasKids, L, expanded) {
-  const vis = { boxOf: L.boxOf, boxes: listOf(L.boxes), groups: listOf(L.groups), hasKids };
+export function viewState(graph, hasKids, L, expanded, typed = false) {
+  // typed: the layout's own arrays (the view reads them by index and for...of; a copy of
+  // 100,000 boxes into lists was ~5 ms of the page's thread a toggle)
+  const vis = { boxOf: L.boxOf, boxes: typed ? L.boxes : listOf(L.boxes), groups: typed ? L.groups : listOf(L.groups), hasKids };
   const layout = {
     pos: posView(L),
     P: L.pos,
@@ -112,7 +116,7 @@ export function viewState(graph, hasKids, L, expanded) {
     cols: L.cols,
     edgeCount: L.edges.length / 3,
   };
-  return { rolled: rolledInfo(graph), expanded, vis, edges: L.edges, layout, laidOut: L.laidOut };
+  return { rolled: rolledInfo(graph), expanded, vis, edges: L.edges, layout, laidOut: L.laidOut, isGroup: L.isGroup };
 }
 
 /**
@@ -232,7 +236,7 @@ export function edgesSvg(layout, arrowId) {
  * @param {string} key what the colours depend on (metric and scale)
  * @param {ArrayLike<number>} values the metric per payload node
  * @param {{color: (v: number) => string}} scale colorScale's
- * @param {() => {parent: ArrayLike<number>, boxes: number[]}} drawing the drawing now (read when first needed per drawing)
+ * @param {() => {parent: ArrayLike<number>, boxes: ArrayLike<number> & Iterable<number>}} drawing the drawing now (read when first needed per drawing)
  * @param {(fill: string) => string} inkFor the text colour on a fill
  * @param {string} neutral the scale's colour for no value (the theme's own box colour is used)
  * @returns {HeatLook}

@@ -149,6 +149,7 @@ const NO_LEVEL = { x: new Float64Array(0), y: new Float64Array(0), way: [], widt
  * @property {Float64Array} edgeBox edge i's bounds: x0, y0, x1, y1 at 4i
  * @property {Float64Array} cols wrapped columns: x, y, w, h, first node, last node each
  * @property {number} laidOut levels laid out (not taken from the cache)
+ * @property {Uint8Array} isGroup 1 per node drawn as a frame (the canvas looks frames up in it)
  */
 
 /**
@@ -264,6 +265,7 @@ export function layoutGraph(P, expandedIdx, cache = null, keep = null) {
     edgeBox,
     cols,
     laidOut: lv.laidOut,
+    isGroup: frame,
   };
 }
 

@@ -127,19 +127,29 @@ export function liftEdges(graph, boxOf) {
   return out;
 }
 
+/** @type {WeakMap<object, Rolled>} */
+const rolledKnown = new WeakMap(); // a payload's rolled list -> its rolledInfo
+
 /**
  * Count of a rolled block's head (1 for any other node), and the block's name.
  * @param {{rolled?: GraphPayload["rolled"]}} graph
  * @returns {Rolled}
  */
 export function rolledInfo(graph) {
+  // one per payload (a relayout asks again): the same object each time, so what is worked
+  // out from it (the breadcrumb) is known unchanged
+  const list = graph.rolled;
+  const known = list ? rolledKnown.get(list) : undefined;
+  if (known) return known;
   const count = new Map();
   const name = new Map();
   for (const [k, c, nm] of graph.rolled || []) {
     count.set(k, c);
     name.set(k, nm);
   }
-  return { count, name };
+  const out = { count, name };
+  if (list) rolledKnown.set(list, out);
+  return out;
 }
 
 /**
@@ -320,12 +330,13 @@ function mix(t) {
 /**
  * A colour scale over the positive values: log scale when they span more than a decade,
  * else linear. Zero or missing values get NEUTRAL. Returns {color, min, max, log}.
- * @param {Iterable<number>} values
+ * @param {ArrayLike<number>} values
  */
 export function colorScale(values) {
   let min = Infinity;
   let max = -Infinity;
-  for (const v of values) {
+  for (let i = 0; i < values.length; i++) {
+    const v = values[i]; // by index: a typed array's iterator is slow until optimised
     if (v > 0) {
       if (v < min) min = v;
       if (v > max) max = v;

@@ -43,6 +43,9 @@ import { download, ensureStyles, h, onThemeSwitch, svgToPng, tooltip } from "./_
  * @property {number} drawn the latest layout drawn (asked > drawn: one is on its way)
  * @property {boolean} clicked a selection made here (no pan to it)
  * @property {MetricDefs} metrics the payload's metrics
+ * @property {unknown} metricsOf the payload's metrics table they were made from
+ * @property {{key: unknown[], hits: number[]} | null} selHits the selection's payload indices, and what they were found for
+ * @property {{key: unknown[], c: ReturnType<typeof crumbOf>} | null} crumbFor the breadcrumb, and what it was made of
  * @property {string | null} shownLegend the legend's HTML now
  * @property {string | null} shownCrumb what the breadcrumb shows now
  * @property {import("./_graph_draw.js").HeatLook | null} heat the canvas's colours now
@@ -64,6 +67,9 @@ export function initialState() {
     drawn: 0,
     clicked: false,
     metrics: [],
+    metricsOf: null,
+    selHits: null,
+    crumbFor: null,
     shownLegend: null,
     shownCrumb: null,
     heat: null,
@@ -252,9 +258,13 @@ function layoutFlow(app) {
   };
   /** @param {GraphPayload} graph @param {GraphLayout & {hasKids: Uint8Array, ms: number}} L @param {boolean} refit @param {number} start */
   const laidOut = (graph, L, refit, start) => {
-    st.metrics = metricDefs(graph.metrics);
-    dom.bar.setMetrics(st.metrics);
-    st.S = { graph, ...viewState(graph, L.hasKids, L, null), els: new Map(), marks: new Map() };
+    if (st.metricsOf !== graph.metrics) {
+      // the same list for every layout of a graph: what is worked out from it is kept
+      st.metricsOf = graph.metrics;
+      st.metrics = metricDefs(graph.metrics);
+      dom.bar.setMetrics(st.metrics);
+    }
+    st.S = { graph, ...viewState(graph, L.hasKids, L, null, true), els: new Map(), marks: new Map() };
     const S = st.S;
     app.paint.redraw();
     const view = st.view;
@@ -332,12 +342,16 @@ function painter(app) {
     S.marks = liftMarks(graph, vis.boxOf, model.get("marks"));
     // thousands of boxes: one canvas, drawn where in sight (SVG's DOM is too slow there)
     S.canvas = vis.boxes.length + vis.groups.length > CANVAS_MIN;
-    root.dataset.renderer = S.canvas ? "canvas" : "svg";
-    svg.style.display = S.canvas ? "none" : "";
+    const renderer = S.canvas ? "canvas" : "svg";
+    if (root.dataset.renderer !== renderer) {
+      root.dataset.renderer = renderer;
+      svg.style.display = S.canvas ? "none" : "";
+    }
     cview.show(S.canvas);
     S.els.clear();
     if (S.canvas) {
-      gGroups.innerHTML = gNodes.innerHTML = gEdges.innerHTML = "";
+      // the SVG layers emptied once (a relayout drawn on the canvas writes nothing there)
+      if (gGroups.firstChild || gNodes.firstChild || gEdges.firstChild) gGroups.innerHTML = gNodes.innerHTML = gEdges.innerHTML = "";
       cview.setState(S);
       cview.draw();
     } else {
@@ -355,7 +369,7 @@ function painter(app) {
     const S = st.S;
     if (!S) return;
     const metric = model.get("metric");
-    bar.metricSel.value = metric;
+    if (bar.metricSel.value !== metric) bar.metricSel.value = metric;
     const values = app.trait("metrics")?.[metric] || [];
     const boxes = S.vis.boxes;
     const shown = new Float64Array(boxes.length); // the drawn boxes' values (no closure per box)
@@ -397,7 +411,11 @@ function painter(app) {
     if (!S) return;
     for (const node of root.querySelectorAll(".lk-selected")) node.classList.remove("lk-selected");
     const sel = model.get("selected");
-    const hits = sel === null || sel === undefined ? [] : selectedIndices(S.graph, sel, model.get("selected_node"));
+    // found once per graph and selection (a scan of every node's id and name), not per layout
+    const key = [S.graph, sel, model.get("selected_node")];
+    if (!st.selHits || st.selHits.key.some((v, i) => v !== key[i]))
+      st.selHits = { key, hits: sel === null || sel === undefined ? [] : selectedIndices(S.graph, sel, model.get("selected_node")) };
+    const hits = st.selHits.hits;
     showCrumb(sel, hits.length ? hits[0] : -1);
     cview.look.selected = new Set(hits.map((k) => S.vis.boxOf[k]));
     if (S.canvas) cview.draw();
@@ -443,7 +461,11 @@ function painter(app) {
 function crumbShown(app, sel, k) {
   const { model, dom, st } = app;
   const S = /** @type {Shown} */ (st.S);
-  const c = crumbOf(S.graph, S.rolled, sel, k, app.trait("metrics") || {}, model.get("instance_metrics") || {}, st.metrics);
+  const key = [S.graph, S.rolled, sel, k, app.trait("metrics"), model.get("instance_metrics"), st.metrics];
+  // worked out once for what it depends on (each relayout of a big graph asks again)
+  if (!st.crumbFor || st.crumbFor.key.some((v, i) => v !== key[i]))
+    st.crumbFor = { key, c: crumbOf(S.graph, S.rolled, sel, k, app.trait("metrics") || {}, model.get("instance_metrics") || {}, st.metrics) };
+  const c = st.crumbFor.c;
   const rolledNow = model.get("rolled");
   const unrolled = rolledNow ? (model.get("unrolled") || []).length : 0;
   dom.bar.setRolled(rolledNow, unrolled, S.graph.rolled.length > 0 || !rolledNow || unrolled > 0);

@@ -2,8 +2,10 @@
 // boxes) and its painting (what is in sight, with level of detail).
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { aggregatedAt, canvasIndex, hitIn, inSight, paintScene, treeOf } from "../src/_graph_canvas.js";
-import { drawState } from "../src/_graph_draw.js";
+import { aggregatedAt, canvasIndex, columnsOf, hitIn, inSight, paintScene, treeOf } from "../src/_graph_canvas.js";
+import { drawState, viewState } from "../src/_graph_draw.js";
+import { layoutGraph, prepare } from "../src/_graph_layout.js";
+import { expandedIndices } from "../src/_graphcore.js";
 
 /** @typedef {import("../src/_contract_types").GraphPayload} GraphPayload */
 
@@ -216,4 +218,57 @@ test("a paint visits the frames and boxes in sight, as a scan of every drawn ite
     );
     assert.ok(got.boxes.length > 0 || k < 0.1, `nothing in sight at ${k}`);
   }
+});
+
+/**
+ * Which wrapped column each drawn item sits in, as it was found before: every drawn box,
+ * then every drawn frame, placed by its centre (the reference for columnsOf).
+ * @param {{graph: {parent: ArrayLike<number>}, vis: {boxes: ArrayLike<number>, groups: ArrayLike<number>}, layout: {P: ArrayLike<number>, cols: ArrayLike<number>}}} S
+ */
+function columnsScanned(S) {
+  const { parent } = S.graph;
+  const { P, cols } = S.layout;
+  const nCols = cols.length / 6;
+  const colOf = new Int32Array(parent.length).fill(-1);
+  const colCount = new Int32Array(nCols);
+  /** @type {number[][]} */
+  const colItems = Array.from({ length: nCols }, () => []);
+  for (const list of [S.vis.boxes, S.vis.groups]) {
+    for (const k of Array.from(list)) {
+      const cx = P[4 * k] + P[4 * k + 2] / 2;
+      for (let c = 0; c < nCols; c++) {
+        const first = cols[6 * c + 4];
+        if (first < 0 || parent[first] !== parent[k]) continue;
+        if (cx >= cols[6 * c] && cx <= cols[6 * c] + cols[6 * c + 2]) {
+          colOf[k] = c;
+          colCount[c]++;
+          colItems[c].push(k);
+          break;
+        }
+      }
+    }
+  }
+  return { colOf, colCount, colItems };
+}
+
+test("wrapped columns found from the wrapped levels' children equal a scan of every drawn node", () => {
+  // every third block closed: a wrapped level holding boxes and frames
+  const open = G.ids.filter((_, k) => G.kind[k] === "m" && !(G.name[k].startsWith("layers.") && Number(G.name[k].slice(7)) % 3 === 0));
+  const L = layoutGraph(prepare(G), expandedIndices(G, open));
+  const lists = { graph: G, ...viewState(G, prepare(G).hasKids, L, null) };
+  const typed = { graph: G, ...viewState(G, prepare(G).hasKids, L, null, true) };
+  assert.ok(typed.vis.boxes instanceof Int32Array);
+  assert.deepEqual(Array.from(typed.vis.boxes), lists.vis.boxes);
+  assert.deepEqual(Array.from(typed.vis.groups), lists.vis.groups);
+  const want = columnsScanned(lists);
+  assert.ok(want.colItems.length >= 3 && want.colItems.every((items) => items.length > 0), "wrapped, every column used");
+  assert.ok(lists.vis.boxes.some((k) => want.colOf[k] >= 0) && lists.vis.groups.some((k) => want.colOf[k] >= 0), "boxes and frames in columns");
+  assert.deepEqual(columnsOf(lists), want); // the frames made from the groups
+  assert.deepEqual(columnsOf(typed, L.isGroup), want); // the layout's own mask
+  // the canvas's index takes the layout's mask of frames; it is the one the groups make
+  const mask = new Uint8Array(G.ids.length);
+  for (const g of lists.vis.groups) mask[g] = 1;
+  assert.deepEqual(canvasIndex({ ...typed, marks: new Map() }).isGroup, mask);
+  assert.equal(canvasIndex({ ...typed, marks: new Map() }).isGroup, L.isGroup);
+  assert.deepEqual(canvasIndex({ ...lists, isGroup: undefined, marks: new Map() }).isGroup, mask);
 });

@@ -70,6 +70,16 @@ test("labels: last path part, root by model name, rolled with a count", () => {
   assert.equal(labelOf(graph, 5, { count: new Map(), name: new Map() }), "blocks.0");
 });
 
+test("a payload's rolled blocks are read once: each relayout gets the same object", () => {
+  const a = rolledInfo(graph);
+  assert.equal(rolledInfo(graph), a);
+  assert.equal(rolledInfo({ ...graph }), a); // the same list of rolled blocks
+  const other = rolledInfo({ rolled: [[5, 2, "blocks.0-1"]] });
+  assert.notEqual(other, a);
+  assert.equal(other.count.get(5), 2);
+  assert.equal(rolledInfo({}).count.size, 0); // none
+});
+
 test("layout input puts each drawn node in its frame and lifts edges per level", () => {
   const vis = visibleNodes(graph, new Set([1, 4]));
   const edges = liftEdges(graph, vis.boxOf);
