@@ -464,7 +464,10 @@ function crumbShown(app, sel, k) {
   const key = [S.graph, S.rolled, sel, k, app.trait("metrics"), model.get("instance_metrics"), st.metrics];
   // worked out once for what it depends on (each relayout of a big graph asks again)
   if (!st.crumbFor || st.crumbFor.key.some((v, i) => v !== key[i]))
-    st.crumbFor = { key, c: crumbOf(S.graph, S.rolled, sel, k, app.trait("metrics") || {}, model.get("instance_metrics") || {}, st.metrics) };
+    st.crumbFor = {
+      key,
+      c: crumbOf(S.graph, S.rolled, sel, k, app.trait("metrics") || {}, model.get("instance_metrics") || {}, st.metrics),
+    };
   const c = st.crumbFor.c;
   const rolledNow = model.get("rolled");
   const unrolled = rolledNow ? (model.get("unrolled") || []).length : 0;

@@ -262,7 +262,10 @@ test("wrapped columns found from the wrapped levels' children equal a scan of ev
   assert.deepEqual(Array.from(typed.vis.groups), lists.vis.groups);
   const want = columnsScanned(lists);
   assert.ok(want.colItems.length >= 3 && want.colItems.every((items) => items.length > 0), "wrapped, every column used");
-  assert.ok(lists.vis.boxes.some((k) => want.colOf[k] >= 0) && lists.vis.groups.some((k) => want.colOf[k] >= 0), "boxes and frames in columns");
+  assert.ok(
+    lists.vis.boxes.some((k) => want.colOf[k] >= 0) && lists.vis.groups.some((k) => want.colOf[k] >= 0),
+    "boxes and frames in columns",
+  );
   assert.deepEqual(columnsOf(lists), want); // the frames made from the groups
   assert.deepEqual(columnsOf(typed, L.isGroup), want); // the layout's own mask
   // the canvas's index takes the layout's mask of frames; it is the one the groups make
