@@ -167,6 +167,9 @@ const NO_LEVEL = { x: new Float64Array(0), y: new Float64Array(0), way: [], widt
  *   three objects deep into that level's layout (100,000 edges: half of their routing)
  * @property {Uint8Array} wrapped 1 for a level wrapped into columns
  * @property {Float64Array} levW each level's width
+ * @property {Int32Array} nCols each level's wrapped columns' numbers (6 a column; 0: not wrapped)
+ * @property {Float64Array} ox a drawn frame's level's origin (n: the top), as last laid out
+ * @property {Float64Array} oy
  * @property {number} xyLen the edges' points (numbers) last time
  */
 
@@ -214,11 +217,10 @@ export function layoutGraph(P, expandedIdx, cache = null, keep = null) {
   const last = keep?.last?.n === n ? keep.last : null;
   const lv = layLevels(P, open, boxOf, frame, groups, cache, last);
   if (keep) keep.last = lv.kept;
-  const { W, H, relX, relY, levels, ways, wrapped, levW } = lv.kept;
-  // absolute positions top-down; a frame's children are centred under its header
+  const { W, H, relX, relY, levels, ways, wrapped, levW, nCols, ox, oy } = lv.kept;
+  // absolute positions top-down; a frame's children are centred under its header (the
+  // origins' arrays are the kept layout's: each drawn frame's is written before it is read)
   const pos = new Float64Array(4 * n).fill(NaN);
-  const ox = new Float64Array(n + 1);
-  const oy = new Float64Array(n + 1);
   for (let k = 0; k < n; k++) {
     if (boxOf[k] !== k) continue;
     const g = parent[k] < 0 ? n : parent[k];
@@ -235,12 +237,15 @@ export function layoutGraph(P, expandedIdx, cache = null, keep = null) {
   }
   const { edges, edgeOff, edgeXY, edgeBox } = edgeLines(P, boxOf, pos, { levels, ways, wrapped }, ox, oy, lv.kept.xyLen + 1024);
   lv.kept.xyLen = edgeXY.length;
-  let nc = levels[n].cols.length;
-  for (let i = 0; i < groups.length; i++) nc += levels[groups[i]].cols.length;
+  // the columns' count per level read from a typed array, each level's own read only when
+  // it has columns (28,000 frames' layouts visited twice for a few wrapped ones: ~6 ms)
+  let nc = nCols[n];
+  for (let i = 0; i < groups.length; i++) nc += nCols[groups[i]];
   const cols = new Float64Array(nc);
   let at = 0;
   for (let i = -1; i < groups.length; i++) {
     const g = i < 0 ? n : groups[i];
+    if (!nCols[g]) continue;
     const c = levels[g].cols;
     for (let j = 0; j < c.length; j += 6) {
       cols[at++] = ox[g] + c[j];
@@ -298,9 +303,12 @@ function layLevels(P, open, boxOf, frame, groups, cache, last) {
         ways: [],
         wrapped: new Uint8Array(n + 1),
         levW: new Float64Array(n + 1),
+        nCols: new Int32Array(n + 1),
+        ox: new Float64Array(n + 1),
+        oy: new Float64Array(n + 1),
         xyLen: 0,
       };
-  const { W, H, relX, relY, levels, ways, wrapped, levW } = kept;
+  const { W, H, relX, relY, levels, ways, wrapped, levW, nCols } = kept;
   if (!last) {
     for (let g = 0; g <= n; g++) levels.push(NO_LEVEL);
     for (let e = 0; e < lvStart[n + 1]; e++) ways.push(null);
@@ -329,6 +337,7 @@ function layLevels(P, open, boxOf, frame, groups, cache, last) {
     for (let e = 0; e < lay.way.length; e++) ways[lvStart[g] + e] = lay.way[e];
     wrapped[g] = lay.cols.length > 6 ? 1 : 0;
     levW[g] = lay.width;
+    nCols[g] = lay.cols.length;
     for (let i = 0; i < m; i++) {
       relX[kidList[a + i]] = lay.x[i];
       relY[kidList[a + i]] = lay.y[i];
