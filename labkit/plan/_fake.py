@@ -69,13 +69,13 @@ def fake_model(
 
     Modules the model holds outside its children (``self.others = [emb]``) get fake
     parameters too (the deep copy would copy their real ones); a tensor with a ``grad_fn``
-    an attribute kept (a loss from an earlier forward, which the deep copy refuses) is
+    kept in an attribute (a loss from an earlier forward, which the deep copy refuses) is
     copied as its detached self.
     """
     seen: set[int] = set()  # the real storages made fake so far
     foreign, graphs = held_state(model)
-    for g in graphs:
-        memo.setdefault(id(g), g.detach())
+    for kept in graphs:
+        memo.setdefault(id(kept), kept.detach())
     for t in state_of(model, foreign):
         if id(t) in memo:
             continue  # a tied weight: one fake tensor for both modules
@@ -186,8 +186,8 @@ def meta_copy(model: torch.nn.Module) -> tuple[torch.nn.Module, dict[int, Any]]:
     """A copy of ``model`` on the meta device (nothing allocated) and ``{id(real): meta}``."""
     memo: dict[int, Any] = {}
     foreign, graphs = held_state(model)
-    for g in graphs:
-        memo[id(g)] = g.detach()
+    for kept in graphs:
+        memo[id(kept)] = kept.detach()
     for t in state_of(model, foreign):
         if id(t) not in memo:
             m = torch.empty_strided(tuple(t.shape), tuple(t.stride()), dtype=t.dtype, device="meta")

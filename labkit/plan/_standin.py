@@ -76,7 +76,10 @@ class StandIn:
     gets its own dict back, untouched.
 
     Args:
-        pairs: ``(real module, its fake copy)``, the copy made by ``copy.deepcopy``.
+        pairs: ``(real module, its fake copy)``, the copy made by ``copy.deepcopy`` and of
+            the same class (a copy of another class, as a class's own ``__deepcopy__`` may
+            make, stays the copy: the step runs on it where it is a child, on the copy of the
+            root where it is the root).
 
     Example:
         >>> real = torch.nn.Linear(2, 2)
@@ -94,6 +97,10 @@ class StandIn:
 
     def __repr__(self) -> str:
         return f"StandIn(modules={len(self.pairs)}, entered={bool(self._saved)})"
+
+    def covers(self, module: torch.nn.Module) -> bool:
+        """Whether ``module`` holds its copy's state while entered."""
+        return any(r is module for r, _ in self.pairs)
 
     def __enter__(self) -> StandIn:
         real_of = {id(f): r for r, f in self.pairs}

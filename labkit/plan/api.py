@@ -228,7 +228,7 @@ def _plan(
         fmodel = fake_model(model, mode, dev, memo)
         # the step runs on the user's own modules, each holding its copy's state
         modules = (*model.modules(), *foreign)
-        stand_in = StandIn((m, memo[id(m)]) for m in modules if id(m) in memo)
+        stand_in = StandIn((m, memo[id(m)]) for m in modules if type(memo.get(id(m))) is type(m))
     fopt = fake_optimizer(optimizer, fmodel, mode, dev, memo)
     reals = state_of(model, foreign)
     to_fake = ToFake({id(t): memo[id(t)] for t in reals if id(t) in memo}, reals, mode, dev)
@@ -327,7 +327,7 @@ def _record(
 ) -> Trace:
     """Record the step; with modules standing in (no recipe), on the user's own modules."""
     mode, values, to_fake, stand_in = modes
-    root = model if stand_in.pairs else fmodel
+    root = model if stand_in.covers(model) else fmodel  # (a copy of another class: the copy)
     tracker = MemoryTracker(
         root, optimizers=(fopt,) if fopt is not None else (), inputs=(args, kwargs)
     )
