@@ -44,15 +44,26 @@ const WIDE = 2400; // an item wider than this is wider than any view at scale 1
  * @param {ArrayLike<number>} h height of each item
  * @param {ArrayLike<number>} src edge sources (item indices)
  * @param {ArrayLike<number>} dst edge targets
+ * @param {{struct?: Structure} | null} [memo] kept between layouts of this level (the same
+ *   items and edges): its structure is made the first time and read after
  * @returns {LevelLayout}
  */
-export function layoutLevel(m, w, h, src, dst) {
-  const rank = ranksOf(m, src, dst);
-  const g = withDummies(m, w, h, src, dst, rank);
-  const L = layersOf(g.total, g.vRank);
-  const up = csr(g.total, g.lb, g.la); // v -> the vertices above it
-  const down = csr(g.total, g.la, g.lb);
-  orderLayers(L, up, down);
+export function layoutLevel(m, w, h, src, dst, memo = null) {
+  // what depends on the items and edges only (ranks, dummies, the ordered layers), made
+  // once per level when a memo is kept: a toggle changes sizes, never these
+  let st = memo?.struct;
+  if (!st) {
+    const rank = ranksOf(m, src, dst);
+    const d = withDummies(m, src, dst, rank);
+    const L = layersOf(d.total, d.vRank);
+    const up = csr(d.total, d.lb, d.la); // v -> the vertices above it
+    const down = csr(d.total, d.la, d.lb);
+    orderLayers(L, up, down);
+    st = { rank, d, L, up, down };
+    if (memo) memo.struct = st;
+  }
+  const { rank, L, up, down } = st;
+  const g = sized(st.d, m, w, h);
   const x = placeX(L, g.vw, up, down);
   const { layerY, layerH, height } = rankYs(L, g.vh);
   // columns: a tall level wrapped; colOf[r] is rank r's column
@@ -118,12 +129,12 @@ function ranksOf(m, src, dst) {
  */
 
 /**
- * Dummy vertices on edges spanning 2..MAX_DUMMY_SPAN ranks.
- * @param {number} m @param {ArrayLike<number>} w @param {ArrayLike<number>} h
+ * Dummy vertices on edges spanning 2..MAX_DUMMY_SPAN ranks (their sizes: sized()).
+ * @param {number} m
  * @param {ArrayLike<number>} src @param {ArrayLike<number>} dst @param {Int32Array} rank
- * @returns {Dummied}
+ * @returns {Omit<Dummied, "vw" | "vh">}
  */
-function withDummies(m, w, h, src, dst, rank) {
+function withDummies(m, src, dst, rank) {
   const ne = src.length;
   let total = m;
   let links = 0;
@@ -136,13 +147,7 @@ function withDummies(m, w, h, src, dst, rank) {
     } else links++;
   }
   const vRank = new Int32Array(total);
-  const vw = new Float64Array(total);
-  const vh = new Float64Array(total);
   vRank.set(rank);
-  for (let i = 0; i < m; i++) {
-    vw[i] = w[i];
-    vh[i] = h[i];
-  }
   const la = new Int32Array(links);
   const lb = new Int32Array(links);
   const chainAt = new Int32Array(ne).fill(-1);
@@ -162,7 +167,6 @@ function withDummies(m, w, h, src, dst, rank) {
     let prev = a;
     for (let r = rank[a] + 1; r < rank[b]; r++) {
       vRank[nv] = r;
-      vw[nv] = DUMMY_W;
       la[nl] = prev;
       lb[nl++] = nv;
       prev = nv++;
@@ -170,10 +174,30 @@ function withDummies(m, w, h, src, dst, rank) {
     la[nl] = prev;
     lb[nl++] = b;
   }
-  return { total, vRank, vw, vh, la, lb, chainAt };
+  return { total, vRank, la, lb, chainAt };
+}
+
+/**
+ * The vertices' sizes: the items' own, a dummy DUMMY_W wide and 0 high.
+ * @param {Omit<Dummied, "vw" | "vh">} d @param {number} m @param {ArrayLike<number>} w @param {ArrayLike<number>} h
+ * @returns {Dummied}
+ */
+function sized(d, m, w, h) {
+  const vw = new Float64Array(d.total).fill(DUMMY_W, m);
+  const vh = new Float64Array(d.total);
+  for (let i = 0; i < m; i++) {
+    vw[i] = w[i];
+    vh[i] = h[i];
+  }
+  return { ...d, vw, vh };
 }
 
 /** @typedef {{nRanks: number, layerStart: Int32Array, layer: Int32Array, pos: Float64Array}} Layers vertices by rank, in order */
+/**
+ * @typedef {object} Structure what a level's layout reads of its items and edges only
+ * @property {Int32Array} rank @property {Omit<Dummied, "vw" | "vh">} d @property {Layers} L ordered
+ * @property {Csr} up @property {Csr} down
+ */
 
 /**
  * Layers: vertices by rank, in order, and each one's place in its layer.

@@ -315,6 +315,28 @@ test("a toggle lays out only the levels it reaches, and the layout is the one ma
   }
 });
 
+test("a big level keeps its ranks and ordered layers: its toggles lay out as made afresh", () => {
+  // 1,200 blocks at the top: a level past BIG_LEVEL, wrapped into columns
+  const g = { ...blockGraph(1200), key: "big" };
+  const calls = g.ids.filter((_, k) => g.kind[k] === "m");
+  const service = makeService();
+  const first = service({ view: 1, seq: 1, key: "big", graph: g, expanded: calls });
+  assert.ok(first && first.cols.length > 6, "wrapped");
+  const prep = prepare(g);
+  // blocks closed and opened, one or two at a time, near the start, middle and end
+  const blocks = calls.filter((_, i) => i % 3 === 1);
+  let open = new Set(calls);
+  for (const [step, shut] of [[blocks[5]], [blocks[600], blocks[1190]], [], [blocks[0]]].entries()) {
+    open = new Set(calls.filter((id) => !shut.includes(id)));
+    const got = service({ view: 1, seq: step + 2, key: "big", expanded: [...open] });
+    const want = layoutGraph(prep, expandedIndices(g, open));
+    assert.ok(got);
+    assert.ok(got.laidOut < 10, `a toggle: ${got.laidOut} levels laid out`);
+    for (const key of /** @type {const} */ (["boxOf", "pos", "edges", "edgeOff", "edgeXY", "edgeBox", "cols"]))
+      assert.deepEqual(got[key], want[key], `${key} at step ${step}`);
+  }
+});
+
 test("the head of a payload is a graph of its own: parents, edges and rolled blocks inside", () => {
   const g = {
     ...blockGraph(40),
