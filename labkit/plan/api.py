@@ -17,7 +17,7 @@ from torch._subclasses.fake_tensor import (
 
 from labkit._gc import young_gc_only
 from labkit._progress import Progress, ProgressOption
-from labkit._tensors import model_device
+from labkit._tensors import model_device, named_tensors
 from labkit.memory.tracker import MemoryTracker
 from labkit.plan._batch_dim import batch_size
 from labkit.plan._fake import (
@@ -230,12 +230,21 @@ def _plan(
         modules = (*model.modules(), *foreign)
         stand_in = StandIn((m, memo[id(m)]) for m in modules if type(memo.get(id(m))) is type(m))
     fopt = fake_optimizer(optimizer, fmodel, mode, dev, memo)
-    reals = state_of(model, foreign)
-    to_fake = ToFake({id(t): memo[id(t)] for t in reals if id(t) in memo}, reals, mode, dev)
     real = (args_in, kwargs_in)
     # the fake batch has the real one's structure: (positional inputs, keyword inputs)
     fake = cast("tuple[tuple[object, ...], dict[str, object]]", fake_batch(real, mode, dev))
     args, kwargs = fake
+    # what the loss may reach of the user's: the model's tensors and the batch's (an
+    # autoencoder's target, an input that requires grad for a gradient penalty)
+    reals = state_of(model, foreign)
+    table = {id(t): memo[id(t)] for t in reals if id(t) in memo}
+    fakes = dict(named_tensors(fake))
+    for name, t in named_tensors(real):
+        f = fakes.get(name)
+        if f is not None and f.shape == t.shape and id(t) not in table:
+            table[id(t)] = f
+            reals.append(t)
+    to_fake = ToFake(table, reals, mode, dev)
     values = IndexValues(mode)
     seed_values(values, (args, kwargs), real)
     for t in (*model.parameters(), *model.buffers()):

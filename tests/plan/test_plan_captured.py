@@ -72,6 +72,9 @@ def _case(name: str) -> Case:
     if name == "other_module_in_closure":
         model, shared = _closure_net()
         return model, x, lambda out: out.pow(2).mean(), [shared]
+    if name == "input_gradient":  # a gradient penalty on the input the loss captured
+        x.requires_grad_(True)
+    teacher = nn.Linear(16, 8).requires_grad_(False)  # frozen, called by the loss
     net = Net()
     if name == "aux_attribute":
         net(x)  # a real forward before: net.aux holds a tensor of that (real) graph
@@ -84,8 +87,15 @@ def _case(name: str) -> Case:
         "captured_list": lambda out: out.pow(2).mean() + sum(p.sum() for p in params),
         "model_again": lambda out: out.pow(2).mean() + net(x.flip(0)).pow(2).mean(),
         "aux_attribute": lambda out: out.pow(2).mean() + 0.1 * net.aux,
+        # (not F.mse_loss: on CPU it plans 124 B under its measured figure whatever the
+        # target, a difference of its fake kernel, not of what the loss captured)
+        "input_target": lambda out: (out - x[:, :8]).pow(2).mean(),  # an autoencoder's
+        "input_gradient": lambda out: (
+            out.pow(2).mean() + torch.autograd.grad(out.sum(), x, create_graph=True)[0].pow(2).sum()
+        ),
+        "teacher_in_loss": lambda out: (out - teacher(x)).pow(2).mean(),
     }
-    return net, x, losses[name], []
+    return net, x, losses[name], [teacher] if name == "teacher_in_loss" else []
 
 
 NAMES = [
@@ -96,6 +106,8 @@ NAMES = [
     "aux_attribute",
     "other_module_in_list",
     "other_module_in_closure",
+    "input_target",
+    "input_gradient",
 ]
 
 
@@ -321,3 +333,21 @@ def test_a_recipe_plan_with_a_penalty_on_the_real_parameters_is_the_applied_step
     assert plan.peak_bytes == measured.peak_bytes
     assert plan.meta.peak_by_category == measured.meta.peak_by_category
     assert all(p.grad is None for p in model.parameters())
+
+
+def test_a_frozen_teacher_called_by_the_loss_is_planned_and_left_alone() -> None:
+    # distillation: the loss calls a frozen teacher the user holds apart. Its weights existed
+    # before the step, and the plan does not count them; labkit.memory counts the weight's
+    # storage (512 B here) as a temporary when the step first takes a view of it (.t() in
+    # F.linear), the bias not: a difference of the measuring tracker, so no figure is
+    # compared here, only that the teacher and the model are left as they were
+    model, x, loss, (teacher,) = _case("teacher_in_loss")
+    owned = [model, teacher]
+    before = _state(owned)
+    plan = labkit.plan(model, x, loss=loss, optimizer=lambda ps: torch.optim.Adam(ps))
+    _assert_same(before, _state(owned))
+    _no_fakes(owned)
+    plain = labkit.plan(
+        model, x, loss=lambda out: out.pow(2).mean(), optimizer=lambda ps: torch.optim.Adam(ps)
+    )
+    assert plan.total_flops > plain.total_flops  # the teacher's forward is in the step
