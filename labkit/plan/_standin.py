@@ -92,7 +92,11 @@ class StandIn:
     """
 
     def __init__(self, pairs: Iterable[tuple[torch.nn.Module, torch.nn.Module]]) -> None:
-        self.pairs = [(r, f) for r, f in pairs if r is not f]
+        once: dict[int, tuple[torch.nn.Module, torch.nn.Module]] = {}
+        for r, f in pairs:  # a module at two paths: once
+            if r is not f:
+                once.setdefault(id(r), (r, f))
+        self.pairs = list(once.values())
         self._saved: list[tuple[torch.nn.Module, dict[str, Any]]] = []
 
     def __repr__(self) -> str:

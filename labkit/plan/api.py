@@ -221,9 +221,11 @@ def _plan(
     foreign, _ = held_state(model)
     if recipe is not None:
         fmodel = _with_recipe(model, check_recipe(recipe), mode, dev, memo)
-        # the recipe's copy has its own structure: the step runs on it, and only the real
-        # tensors the loss reaches stand for their fakes (ToFake)
-        stand_in = StandIn(())
+        # a module the recipe kept (same path, same class; checkpointing sets an instance
+        # forward) stands for its copy there; one it replaced (a fusion) stays the copy's
+        work = dict(fmodel.named_modules(remove_duplicate=False))
+        named = model.named_modules(remove_duplicate=False)
+        stand_in = StandIn((m, work[p]) for p, m in named if type(work.get(p)) is type(m))
     else:
         fmodel = fake_model(model, mode, dev, memo)
         # the step runs on the user's own modules, each holding its copy's state

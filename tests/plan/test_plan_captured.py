@@ -78,8 +78,16 @@ def _case(name: str) -> Case:
     net = Net()
     if name == "aux_attribute":
         net(x)  # a real forward before: net.aux holds a tensor of that (real) graph
+    owned = [teacher] if name == "teacher_in_loss" else []
+    return net, x, _losses(net, x, teacher)[name], owned
+
+
+def _losses(
+    net: nn.Module, x: torch.Tensor, teacher: nn.Module
+) -> dict[str, Callable[[Any], torch.Tensor]]:
+    """Each loss, closing over ``net`` (the real model) as a notebook's does."""
     params = list(net.parameters())  # captured before the call
-    losses: dict[str, Callable[[Any], torch.Tensor]] = {
+    return {
         "parameters": lambda out: (
             out.pow(2).mean() + 1e-4 * sum(p.pow(2).sum() for p in net.parameters())
         ),
@@ -95,7 +103,6 @@ def _case(name: str) -> Case:
         ),
         "teacher_in_loss": lambda out: (out - teacher(x)).pow(2).mean(),
     }
-    return net, x, losses[name], [teacher] if name == "teacher_in_loss" else []
 
 
 NAMES = [
@@ -318,21 +325,31 @@ def test_a_graph_kept_deep_in_an_attribute_is_refused_by_name() -> None:
     assert isinstance(model.log["losses"][0].grad_fn, torch.autograd.graph.Node)
 
 
-def test_a_recipe_plan_with_a_penalty_on_the_real_parameters_is_the_applied_step() -> None:
-    # with a recipe the step runs on the recipe's copy: the real parameters the loss
-    # reaches stand for that copy's (measured: the applied model, its own parameters)
-    model, x, _, _ = _case("parameters")
-    recipe = Recipe(precision="bf16-mixed")
-
-    def penalty(m: nn.Module) -> Callable[[Any], torch.Tensor]:
-        return lambda out: out.float().pow(2).mean() + sum(p.pow(2).sum() for p in m.parameters())
-
-    plan = labkit.plan(model, x, loss=penalty(model), recipe=recipe, progress=False)
+@pytest.mark.parametrize(
+    "recipe", [Recipe(precision="bf16-mixed"), Recipe(checkpoint=("fc1",))], ids=lambda r: r.label
+)
+@pytest.mark.parametrize(
+    "name", ["parameters", "captured_list", "model_again", "aux_attribute", "other_module_in_list"]
+)
+def test_with_a_recipe_the_loss_reaching_the_real_model_plans_the_applied_step(
+    name: str, recipe: Recipe
+) -> None:
+    # with a recipe the step runs on the recipe's copy; the user's modules the recipe kept
+    # stand for that copy's (checkpointing keeps them all). Measured: the applied model,
+    # the same loss closing over it
+    model, x, loss, others = _case(name)
+    before = _state([model, *others])
+    plan = labkit.plan(model, x, loss=loss, recipe=recipe, progress=False)
+    _assert_same(before, _state([model, *others]))
+    if isinstance(model, Net):
+        model.aux = None  # apply's deep copy refuses a graph's tensor (the plan copies it)
     work = apply(model, recipe)
-    measured = labkit.memory(work, x, loss=penalty(work), progress=False)
+    if name != "other_module_in_list":  # (its loss reaches nothing of the model)
+        loss = _losses(work, x, nn.Identity())[name]
+    measured = labkit.memory(work, x, loss=loss, progress=False)
     assert plan.peak_bytes == measured.peak_bytes
     assert plan.meta.peak_by_category == measured.meta.peak_by_category
-    assert all(p.grad is None for p in model.parameters())
+    assert plan.meta.peak_where == measured.meta.peak_where
 
 
 def test_a_frozen_teacher_called_by_the_loss_is_planned_and_left_alone() -> None:
