@@ -76,8 +76,18 @@ def plan(
     value-dependent ops on them (``nonzero``, boolean-mask indexing) plan exactly. The
     same observers as :func:`labkit.memory` watch it, so the plan carries what a measured
     step's trace carries: the graph, FLOPs per module (``FlopCounterMode``'s formulas), the memory
-    timeline by category, module and phase, and the peak and where it is. The model,
-    its parameters and the optimizer given are not touched.
+    timeline by category, module and phase, and the peak and where it is.
+
+    A loss may close over the real model, as notebooks write it (an L2 penalty over
+    ``model.parameters()``, a term on ``model.fc.weight``, an auxiliary loss the forward
+    left on ``model.moe.aux_loss``, ``model`` called again on a second view, the batch as
+    an autoencoder's target): while the step runs, each of the user's modules holds its
+    fake copy's state and every real tensor of the model or the batch that reaches an op
+    is handed its fake, so those gradients and activations count as in the measured step.
+    Afterwards the model (its modules' own dicts, parameters, ``.grad``, buffers, hooks),
+    the batch, the optimizer given and the RNG are as they were, on error too. A tensor
+    computed before the call that requires grad (a graph the loss would backpropagate
+    into) is refused with a :class:`PlanError` naming it.
 
     Args:
         model: The model; it may live on the meta device (built under
@@ -174,8 +184,8 @@ def plan(
             f"planning for {dev} needs a PyTorch built with CUDA (this one is CPU-only; no GPU "
             "is needed, only the build): plan for device='cpu', or install a CUDA build"
         )
-    # a loss or forward that captured the user's own parameters back-propagates into them
-    # (autograd sees the real tensor; only the op beneath is fake): their .grad is put back
+    # the step runs on fakes standing in for the user's tensors (ToFake, StandIn), so no
+    # gradient reaches a real parameter; their .grad is put back all the same
     grads = [(p, p.grad) for p in model.parameters()]
     try:
         with door.progress as bar, young_gc_only():  # the fake copy too: no full collections
@@ -221,32 +231,15 @@ def _plan(
     foreign, _ = held_state(model)
     if recipe is not None:
         fmodel = _with_recipe(model, check_recipe(recipe), mode, dev, memo)
-        # a module the recipe kept (same path, same class; checkpointing sets an instance
-        # forward) stands for its copy there; one it replaced (a fusion) stays the copy's
-        work = dict(fmodel.named_modules(remove_duplicate=False))
-        named = model.named_modules(remove_duplicate=False)
-        stand_in = StandIn((m, work[p]) for p, m in named if type(work.get(p)) is type(m))
     else:
         fmodel = fake_model(model, mode, dev, memo)
-        # the step runs on the user's own modules, each holding its copy's state
-        modules = (*model.modules(), *foreign)
-        stand_in = StandIn((m, memo[id(m)]) for m in modules if type(memo.get(id(m))) is type(m))
+    stand_in = _stand_in(model, fmodel, memo, foreign, recipe is not None)
     fopt = fake_optimizer(optimizer, fmodel, mode, dev, memo)
     real = (args_in, kwargs_in)
     # the fake batch has the real one's structure: (positional inputs, keyword inputs)
     fake = cast("tuple[tuple[object, ...], dict[str, object]]", fake_batch(real, mode, dev))
     args, kwargs = fake
-    # what the loss may reach of the user's: the model's tensors and the batch's (an
-    # autoencoder's target, an input that requires grad for a gradient penalty)
-    reals = state_of(model, foreign)
-    table = {id(t): memo[id(t)] for t in reals if id(t) in memo}
-    fakes = dict(named_tensors(fake))
-    for name, t in named_tensors(real):
-        f = fakes.get(name)
-        if f is not None and f.shape == t.shape and id(t) not in table:
-            table[id(t)] = f
-            reals.append(t)
-    to_fake = ToFake(table, reals, mode, dev)
+    to_fake = _to_fake(model, foreign, memo, (real, fake), mode, dev)
     values = IndexValues(mode)
     seed_values(values, (args, kwargs), real)
     for t in (*model.parameters(), *model.buffers()):
@@ -293,6 +286,55 @@ def _plan(
     planned = add_notes(trace.replace(meta=meta, memory_meta=mm), *model_notes)
     bar(1.0, "done")
     return Plan(planned, seconds=seconds, request=request)
+
+
+def _stand_in(
+    model: torch.nn.Module,
+    fmodel: torch.nn.Module,
+    memo: dict[int, Any],
+    foreign: list[torch.nn.Module],
+    recipe: bool,
+) -> StandIn:
+    """Which of the user's modules stand for which copy while the step runs.
+
+    Without a recipe every module (and every module the model holds apart) stands for its
+    deep copy, and the step runs on the user's own modules. With one, a module the recipe
+    kept (same path, same class; checkpointing sets an instance forward) stands for its
+    copy there; one it replaced (a fusion) stays the copy's.
+    """
+    if not recipe:
+        modules = (*model.modules(), *foreign)
+        return StandIn((m, memo[id(m)]) for m in modules if type(memo.get(id(m))) is type(m))
+    work = dict(fmodel.named_modules(remove_duplicate=False))
+    pairs = []
+    for path, mod in model.named_modules(remove_duplicate=False):
+        copy_ = work.get(path)
+        if copy_ is not None and type(copy_) is type(mod):
+            pairs.append((mod, copy_))
+    return StandIn(pairs)
+
+
+def _to_fake(
+    model: torch.nn.Module,
+    foreign: list[torch.nn.Module],
+    memo: dict[int, Any],
+    batches: tuple[object, object],
+    mode: FakeTensorMode,
+    dev: torch.device,
+) -> ToFake:
+    """What the loss may reach of the user's tensors, with their fakes: the model's
+    parameters and buffers (and those of modules it holds apart) and the batch's (an
+    autoencoder's target, an input that requires grad for a gradient penalty)."""
+    reals = state_of(model, foreign)
+    table = {id(t): memo[id(t)] for t in reals if id(t) in memo}
+    real, fake = batches
+    fakes = dict(named_tensors(fake))
+    for name, t in named_tensors(real):
+        f = fakes.get(name)
+        if f is not None and f.shape == t.shape and id(t) not in table:
+            table[id(t)] = f
+            reals.append(t)
+    return ToFake(table, reals, mode, dev)
 
 
 def _with_recipe(
