@@ -368,3 +368,26 @@ def test_a_frozen_teacher_called_by_the_loss_is_planned_and_left_alone() -> None
         model, x, loss=lambda out: out.pow(2).mean(), optimizer=lambda ps: torch.optim.Adam(ps)
     )
     assert plan.total_flops > plain.total_flops  # the teacher's forward is in the step
+
+
+def test_a_meta_model_whose_loss_captured_it_plans_like_the_real_one() -> None:
+    from tests.plan.models import GPT, gpt_loss
+
+    torch.manual_seed(0)
+    real = GPT()
+    with torch.device("meta"):
+        meta = GPT()
+    lm = gpt_loss()
+
+    def penalized(model: nn.Module) -> Callable[[Any], torch.Tensor]:
+        params = list(model.parameters())  # a list the loss captured
+        return lambda out: lm(out) + 1e-4 * sum(p.pow(2).sum() for p in params)
+
+    idx = torch.randint(0, 100, (3, 24))
+    opt = lambda ps: torch.optim.AdamW(ps)  # noqa: E731
+    a = labkit.plan(real, idx, loss=penalized(real), optimizer=opt, progress=False)
+    b = labkit.plan(meta, idx.to("meta"), loss=penalized(meta), optimizer=opt, progress=False)
+    assert (a.peak_bytes, a.meta.peak_by_category) == (b.peak_bytes, b.meta.peak_by_category)
+    assert all(p.is_meta and p.grad is None for p in meta.parameters())
+    measured = labkit.memory(real, idx, loss=penalized(real), optimizer=opt(real.parameters()))
+    assert a.peak_bytes == measured.peak_bytes
