@@ -60,8 +60,8 @@ def held_state(model: torch.nn.Module) -> tuple[list[torch.nn.Module], list[torc
             if k in _INTERNALS:
                 continue
             for x in _held(v):
-                if isinstance(x, torch.nn.Module):
-                    for sub in x.modules():
+                if isinstance(x, torch.nn.Module) and not isinstance(x, torch.jit.ScriptModule):
+                    for sub in x.modules():  # (TorchScript holds its own state: left as is)
                         if id(sub) not in inside and id(sub) not in foreign:
                             foreign[id(sub)] = sub
                             todo.append(sub)
