@@ -30,6 +30,7 @@ from torch.utils.flop_counter import (
 from torch.utils.hooks import RemovableHandle
 
 from labkit._tensors import flat_tensors
+from labkit.trace._raw import parameters_of
 
 if TYPE_CHECKING:
     from labkit.trace.instrument import Instrumentation
@@ -534,7 +535,7 @@ def global_handles(inst: Instrumentation) -> list[RemovableHandle]:
     if any(o.needs_grads for o in inst.observers):
         try:  # not through the function mode entered already (6x the cost of a hook)
             with torch._C.DisableTorchFunction():
-                for p in inst.model.parameters():
+                for p in parameters_of(inst.model):
                     if p.requires_grad:
                         handles.append(p.register_post_accumulate_grad_hook(inst._grad))
         except BaseException:

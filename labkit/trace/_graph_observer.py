@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from labkit._tensors import call_tensors, flat_tensors, named_args, named_tensors, plain_tensors
-from labkit.trace._raw import Producers, RawNode, raw_meta
+from labkit.trace._raw import Producers, RawNode, buffers_of, parameters_of, raw_meta
 from labkit.trace.instrument import Instrumentation, Observer
 
 
@@ -47,7 +47,7 @@ class GraphObserver(Observer):
         self._reset()
         self._inst = inst
         if self.needs_saved:
-            for p in (*inst.model.parameters(), *inst.model.buffers()):
+            for p in (*parameters_of(inst.model), *buffers_of(inst.model)):
                 for t in plain_tensors(p):  # a quantized weight's real tensors
                     try:
                         self._mark(t.untyped_storage(), param=True)

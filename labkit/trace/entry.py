@@ -31,6 +31,7 @@ from labkit._options import changes_repr
 from labkit._progress import Progress, ProgressOption, progress
 from labkit._tensors import call_inputs, named_tensors
 from labkit.trace._graph_observer import bind as _bind
+from labkit.trace._raw import parameters_of
 from labkit.trace.model import Trace
 from labkit.trace.step import add_notes, check_inputs, check_keywords, model_to_record
 
@@ -228,7 +229,7 @@ def check_not_meta(
 
 def check_devices(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     """Raise a ValueError naming the input whose device differs from the model's parameters."""
-    devices = {p.device for p in model.parameters()}
+    devices = {p.device for p in parameters_of(model)}
     if not devices:
         return
     for name, value in _bind(model, args, kwargs):

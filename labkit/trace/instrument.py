@@ -161,7 +161,7 @@ class Instrumentation:
         # whether anything is timed: without it, op and dispatch hooks read no clock
         self.clock = any(o.needs_segments for o in self.observers)
         self.enabled = False
-        self._module_handles: list[RemovableHandle] = []
+        self._module_handles: list[_ModuleHooks] = []
         self._auto_attached = False
         self._paths: dict[int, str] = {}
         self._owners: dict[int, str] = {}
@@ -257,6 +257,8 @@ class Instrumentation:
         if self.attached:
             return self
         self._paths, self._owners = {}, {}
+        hooks = _ModuleHooks(self._pre, self._post)
+        self._module_handles.append(hooks)  # removed by detach, also if attaching fails
         try:
             for path, mod in self.model.named_modules():
                 self._paths[id(mod)] = path
@@ -265,12 +267,12 @@ class Instrumentation:
                         self._owners.setdefault(id(p), path)
                 if isinstance(mod, torch.jit.ScriptModule):
                     continue
-                handles = self._module_handles
-                handles.append(mod.register_forward_pre_hook(self._pre, with_kwargs=True))
-                handles.append(mod.register_forward_hook(self._post, with_kwargs=True))
+                hooks.add(mod)
         except BaseException:
             self.detach()
             raise
+        if not hooks:  # nothing to hook (TorchScript only): not attached
+            self._module_handles = []
         return self
 
     def detach(self) -> None:
@@ -533,3 +535,55 @@ class Instrumentation:
         if self.enabled:
             for o in self.observers:
                 o.grad(p)
+
+
+class _ModuleHooks:
+    """One forward pre-hook and one forward hook (both ``with_kwargs=True``) on many modules.
+
+    Each goes into the module's hook tables as ``register_forward_pre_hook`` /
+    ``register_forward_hook`` put it (last, with its kwargs flag), under one id per kind
+    for all modules, drawn from ``RemovableHandle``'s counter so no other hook shares it.
+    A ``RemovableHandle`` per hook cost ~10 us (weak references to three tables each): 0.2 s
+    to attach 10,000 modules, once per timing pass. A module without those tables (another
+    torch) gets its hooks through the public calls. :meth:`remove` takes every one out."""
+
+    def __init__(self, pre: Callable[..., object], post: Callable[..., object]) -> None:
+        self.pre, self.post = pre, post
+        self.pre_id = RemovableHandle.next_id
+        self.post_id = self.pre_id + 1
+        RemovableHandle.next_id += 2
+        self.tables: list[tuple[dict[int, object], ...]] = []
+        self.handles: list[RemovableHandle] = []
+
+    def __bool__(self) -> bool:
+        return bool(self.tables or self.handles)
+
+    def add(self, mod: torch.nn.Module) -> None:
+        """Hook ``mod`` (after the hooks it has)."""
+        d = mod.__dict__
+        pre, pre_kw = d.get("_forward_pre_hooks"), d.get("_forward_pre_hooks_with_kwargs")
+        post, post_kw = d.get("_forward_hooks"), d.get("_forward_hooks_with_kwargs")
+        if all(isinstance(t, dict) for t in (pre, pre_kw, post, post_kw)):
+            assert pre is not None and pre_kw is not None  # for mypy: dicts, checked above
+            assert post is not None and post_kw is not None
+            self.tables.append((pre, pre_kw, post, post_kw))
+            pre[self.pre_id] = self.pre
+            pre_kw[self.pre_id] = True
+            post[self.post_id] = self.post
+            post_kw[self.post_id] = True
+            return
+        self.handles.append(mod.register_forward_pre_hook(self.pre, with_kwargs=True))
+        self.handles.append(mod.register_forward_hook(self.post, with_kwargs=True))
+
+    def remove(self) -> None:
+        """Take every hook out (each once, however often called)."""
+        tables, self.tables = self.tables, []
+        handles, self.handles = self.handles, []
+        a, b = self.pre_id, self.post_id
+        for pre, pre_kw, post, post_kw in tables:
+            pre.pop(a, None)
+            pre_kw.pop(a, None)
+            post.pop(b, None)
+            post_kw.pop(b, None)
+        for h in handles:
+            h.remove()

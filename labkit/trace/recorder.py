@@ -19,7 +19,7 @@ from labkit._format import fmt_shape
 from labkit._tensors import model_device
 from labkit.trace._flops import FlopObserver
 from labkit.trace._graph_observer import GraphObserver
-from labkit.trace._raw import RawNode, build_trace, freeze_meta
+from labkit.trace._raw import RawNode, build_trace, freeze_meta, parameters_of
 from labkit.trace._timing import TimingObserver
 from labkit.trace.errors import TraceError
 from labkit.trace.instrument import Instrumentation, Observer
@@ -280,7 +280,7 @@ def script_modules(model: torch.nn.Module) -> list[str]:
 
 
 def _on_cuda(model: torch.nn.Module) -> bool:
-    return any(p.is_cuda for p in model.parameters())
+    return any(p.is_cuda for p in parameters_of(model))
 
 
 def _how_timed(timing: TimingObserver | None) -> str:

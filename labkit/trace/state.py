@@ -29,6 +29,7 @@ import torch
 from torch._subclasses.fake_tensor import is_fake
 
 from labkit._tensors import is_wrapper, named_tensors, plain_tensors
+from labkit.trace._raw import parameters_of
 
 __all__ = ["StepState"]
 
@@ -286,7 +287,7 @@ class StepState:
                         _save(t, seen)
         self._grads: list[tuple[torch.Tensor, torch.Tensor | None, _Saved | None]] = [
             (p, p.grad, _Saved(p.grad) if p.grad is not None and _has_values(p.grad) else None)
-            for p in (model.parameters() if model is not None else ())
+            for p in (parameters_of(model) if model is not None else ())
         ]
         self._attrs = [
             _Attrs(m, path, _MODULE_INTERNALS)

@@ -25,6 +25,7 @@ from labkit._gc import young_gc_only
 from labkit._tensors import named_tensors
 from labkit.trace._globals import ModuleGlobals
 from labkit.trace._passes import time_step
+from labkit.trace._raw import parameters_of
 from labkit.trace.errors import TraceError, scalar_loss
 from labkit.trace.instrument import Observer
 from labkit.trace.model import Trace
@@ -365,7 +366,7 @@ class _Passes:
         self.step, self.report_to = step, report
         self.warmup, self.repeat = warmup, repeat
         self.modules = max(1, sum(1 for _ in step.model.modules())) if report else 1
-        cuda = report is not None and any(p.is_cuda for p in step.model.parameters())
+        cuda = report is not None and any(p.is_cuda for p in parameters_of(step.model))
         self.per_pass = 1 if cuda else 2
         self.op_passes = repeat if mode == "full" and not cuda else 0
         self.recorded = 0.2 if repeat else 1.0  # the recording's share of the call
