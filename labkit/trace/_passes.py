@@ -42,6 +42,7 @@ def time_step(
     warmup: int,
     repeat: int,
     budget: float | None = None,
+    op_times: bool | None = None,
 ) -> Trace:
     """``base`` (one recording of ``step``) with its times from timing-only passes of ``step``.
 
@@ -53,6 +54,9 @@ def time_step(
         warmup: Timing passes run first and thrown away.
         repeat: Timing passes kept (0: ``base`` as it is).
         budget: Stop repeating once this many seconds were spent timing (at least 3 kept).
+        op_times: Time the op nodes (op-timed passes): ``None`` up to
+            :data:`OP_TIMES_MAX_CALLS` module calls (above it, a note says why not and how
+            to ask), ``True`` always, ``False`` never.
 
     Returns:
         ``base`` with times replaced by medians over the timing passes.
@@ -69,14 +73,44 @@ def time_step(
         cost = None if cuda else calibrate()
         passes = _step_passes(model, step, warmup, repeat, budget, plain=not cuda, params=params)
         # op times are host times around each op: meaningful on the CPU only
+        too_many = op_times is None and too_many_for_op_times(base)
         ops = (
             _step_passes(
                 model, step, 0, repeat, budget, plain=False, mode="ops", params=params
             ).steps
-            if mode == "full" and not cuda
+            if mode == "full" and not cuda and op_times is not False and not too_many
             else []
         )
+    if too_many and mode == "full" and not cuda:
+        base = base.replace(
+            meta=dataclasses.replace(base.meta, notes=(*base.meta.notes, _op_note(base)))
+        )
     return _with_times(base, passes, ops, warmup, cost)
+
+
+OP_TIMES_MAX_CALLS = 20_000
+"""Module calls above which ``labkit.trace`` takes no op times unless asked (``op_times=True``).
+
+The op-timed pass runs every torch call of the step through a function mode with a clock
+and a backward segment per op: about as much again as the module timing passes, for a
+figure per op that a graph of that many calls shows only zoomed in. Measured with
+``benchmarks/trace_scale.py``: ~17% of a trace of 10,000 ``Linear`` calls."""
+
+
+def too_many_for_op_times(base: Trace) -> bool:
+    """Whether ``base`` has more module calls than :data:`OP_TIMES_MAX_CALLS` (and op nodes
+    to time)."""
+    calls = sum(1 for n in base.nodes if n.kind == "module")
+    return calls > OP_TIMES_MAX_CALLS and any(n.kind == "op" for n in base.nodes)
+
+
+def _op_note(base: Trace) -> str:
+    calls = sum(1 for n in base.nodes if n.kind == "module")
+    return (
+        f"op nodes untimed: {calls:,} module calls is above {OP_TIMES_MAX_CALLS:,}, where "
+        "the op-timed pass would cost about as much again as the module timing; "
+        "labkit.trace(..., op_times=True) times them"
+    )
 
 
 class _PassNode:
@@ -321,6 +355,8 @@ def _with_times(
             if ops
             else "; op nodes untimed (on CUDA only module times are GPU times)"
             if "CUDA" in clock and base.meta.mode == "full"
+            else f"; op nodes untimed (op_times=False, or over {OP_TIMES_MAX_CALLS:,} module calls)"
+            if base.meta.mode == "full" and any(n.kind == "op" for n in base.nodes)
             else ""
         )
     )

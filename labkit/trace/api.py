@@ -30,6 +30,7 @@ def trace(
     warmup: int = ...,
     repeat: int = ...,
     time_budget: float | None = ...,
+    op_times: bool | None = ...,
     keep_step: bool = ...,
     keep_output: bool = ...,
     model_kwargs: None = ...,
@@ -46,6 +47,7 @@ def trace(
     warmup: int = ...,
     repeat: int = ...,
     time_budget: float | None = ...,
+    op_times: bool | None = ...,
     keep_step: bool = ...,
     keep_output: bool = ...,
     model_kwargs: dict[str, Any] | None = ...,
@@ -62,6 +64,7 @@ def trace(
     warmup: int = ...,
     repeat: int = ...,
     time_budget: float | None = ...,
+    op_times: bool | None = ...,
     keep_step: bool = ...,
     keep_output: bool = ...,
     model_kwargs: dict[str, Any] | None = ...,
@@ -79,6 +82,7 @@ def trace(
     warmup: int = _D.warmup,
     repeat: int = _D.repeat,
     time_budget: float | None = _D.time_budget,
+    op_times: bool | None = _D.op_times,
     keep_step: bool = _D.keep_step,
     keep_output: bool = _D.keep_output,
     model_kwargs: dict[str, Any] | None = None,
@@ -119,6 +123,10 @@ def trace(
         repeat: Timing passes kept; 0 records no times.
         time_budget: Stop repeating after this many seconds of timing (3 passes at least);
             ``None``: always ``repeat``.
+        op_times: Time each op node too (an op-timed pass per repeat, CPU only): ``None``
+            (default) up to 20,000 module calls (``labkit.trace._passes.OP_TIMES_MAX_CALLS``;
+            above it the op nodes are left untimed and a note says so), ``True`` always,
+            ``False`` never.
         keep_step: Leave the model, inputs and RNG as after one step instead of as before.
         keep_output: Keep the output alive through backward, as a loop holding
             ``out = model(x)`` does (``False``: a loop that frees it first).
@@ -164,6 +172,7 @@ def trace(
         "warmup": warmup,
         "repeat": repeat,
         "time_budget": time_budget,
+        "op_times": op_times,
         "keep_step": keep_step,
         "keep_output": keep_output,
         "progress": progress,
@@ -173,6 +182,8 @@ def trace(
     )
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    if op_times is not None and not isinstance(op_times, bool):
+        raise TypeError(f"op_times must be True, False or None, got {op_times!r}")
     if not door.has_inputs:
         return Recorder(door.model, mode=mode)
     step = Step(
@@ -186,6 +197,7 @@ def trace(
             warmup=warmup,
             repeat=repeat,
             time_budget=time_budget,
+            op_times=op_times,
             keep_step=keep_step,
             progress=None if bar.quiet else bar,
         )

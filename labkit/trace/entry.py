@@ -77,6 +77,13 @@ class StepOptions:
     time_budget: float | None = field(
         default=10.0, metadata=_help("Seconds of timing after which repeating stops.")
     )
+    op_times: bool | None = field(
+        default=None,
+        metadata=_help(
+            "Time op nodes (an op-timed pass per repeat): ``None`` up to 20,000 module "
+            "calls, ``True`` always, ``False`` never."
+        ),
+    )
     keep_step: bool = field(default=False, metadata=_help("Keep one step's effects."))
     keep_output: bool = field(
         default=True, metadata=_help("Keep the output alive through backward.")

@@ -24,7 +24,7 @@ import torch
 from labkit._gc import young_gc_only
 from labkit._tensors import named_tensors
 from labkit.trace._globals import ModuleGlobals
-from labkit.trace._passes import time_step
+from labkit.trace._passes import time_step, too_many_for_op_times
 from labkit.trace._raw import parameters_of
 from labkit.trace.errors import TraceError, scalar_loss
 from labkit.trace.instrument import Observer
@@ -214,6 +214,7 @@ def record_step(
     contexts: Iterable[AbstractContextManager[Any]] = (),
     on_error: OnError | None = None,
     progress: Callable[[float, str], None] | None = None,
+    op_times: bool | None = None,
 ) -> Trace:
     """Record ``step`` once, optionally time it, and leave everything as it was.
 
@@ -234,6 +235,9 @@ def record_step(
             returns, the exception is raised as it was. State is restored first.
         progress: ``progress(share, message)`` as the recording and each timing pass go
             (a :class:`labkit._progress.Progress`); ``None``: nothing is reported.
+        op_times: Time op nodes in full mode: ``None`` up to
+            ``labkit.trace._passes.OP_TIMES_MAX_CALLS`` module calls (a note above it),
+            ``True`` always, ``False`` never.
 
     Returns:
         The :class:`Trace` of the step, with notes on what the step assumed and on what it
@@ -253,7 +257,7 @@ def record_step(
             mode,
             observers,
             memory,
-            (warmup, repeat, time_budget),
+            (warmup, repeat, time_budget, op_times),
             keep_step,
             contexts,
             on_error,
@@ -266,13 +270,13 @@ def _record_step(
     mode: str,
     observers: Sequence[Observer],
     memory: MemoryObserver | None,
-    passes_: tuple[int, int, float | None],
+    passes_: tuple[int, int, float | None, bool | None],
     keep_step: bool,
     contexts: Iterable[AbstractContextManager[Any]],
     on_error: OnError | None,
     progress: Callable[[float, str], None] | None,
 ) -> Trace:
-    warmup, repeat, time_budget = passes_
+    warmup, repeat, time_budget, op_times = passes_
     state = step.state()
     module_globals = ModuleGlobals(step.model, (step.loss, step.forward), state.restores)
     kept: StepState | None = None
@@ -307,6 +311,8 @@ def _record_step(
         if keep_step:
             kept = step.state()
         if repeat:
+            if op_times is False or (op_times is None and too_many_for_op_times(base)):
+                passes.op_passes = 0  # none run (time_step says why in the notes)
             with _deep_enough(step.model), passes.timing():
                 base = time_step(
                     step.model,
@@ -316,6 +322,7 @@ def _record_step(
                     warmup=warmup,
                     repeat=repeat,
                     budget=time_budget,
+                    op_times=op_times,
                 )
     finally:
         (kept or state).restore()
