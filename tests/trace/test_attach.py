@@ -49,7 +49,7 @@ def test_hooks_run_after_the_users_and_leave_every_table_as_found() -> None:
     rec = Recorder(model, mode="timing").attach()
     assert rec.attached
     ours = model[0]._forward_pre_hooks
-    assert list(ours)[0] in before[1][0] and len(ours) == 2  # after the user's
+    assert next(iter(ours)) in before[1][0] and len(ours) == 2  # after the user's
     with rec:
         out = model(x)
     assert torch.equal(out, expected) and seen == ["pre", "post"]
