@@ -23,13 +23,16 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Collection, Iterable
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from torch.overrides import TorchFunctionMode
 
 from labkit.plan.errors import PlanError
+
+if TYPE_CHECKING:
+    from labkit.plan._values import IndexValues as _Values
 
 _INTERNALS = frozenset(vars(torch.nn.Module()))  # nn.Module's own tables and hook dicts
 _REAL = (torch.Tensor, torch.nn.Parameter)
@@ -139,19 +142,25 @@ class StandIn:
 
 
 class ToFake(TorchFunctionMode):
-    """A torch-function mode that hands every op the fake of a real tensor it knows: the
-    model's parameters and buffers (``table``: ``id(real) -> fake``), and a real leaf that
-    requires grad met for the first time (a parameter of a module only a global names),
-    which gets a fake of its own on the planned device.
+    """A torch-function mode that hands every op the fake of a real tensor instead: the
+    model's parameters and buffers and the batch's tensors (``table``: ``id(real) ->
+    fake``), and any other real tensor met for the first time (a parameter of a module only
+    a global names, a frozen teacher's weight or running statistics, a captured mask),
+    which gets a fake of its own, kept for its next use. So no op of the step, in-place ones
+    included, reaches a tensor of the user's; an integer or boolean one's values are given
+    to ``values`` (:class:`~labkit.plan._values.IndexValues`) as a copy.
 
-    A real tensor with a ``grad_fn`` (a graph built before the call) stops the plan with a
-    :class:`~labkit.plan.PlanError`: a backward through it would reach real parameters.
+    A real leaf that requires grad gets a fake leaf on the planned device (its gradient
+    lands there). A real tensor with a ``grad_fn`` (a graph built before the call) stops the
+    plan with a :class:`~labkit.plan.PlanError`: a backward through it would reach real
+    parameters.
 
     Args:
         table: ``id(real tensor) -> its fake``.
         keep: The real tensors of ``table`` (kept alive so their ids stay theirs).
         mode: The plan's fake-tensor mode.
         device: The planned device.
+        values: Where integer and boolean tensors' values go (``None``: nowhere).
     """
 
     def __init__(
@@ -160,10 +169,12 @@ class ToFake(TorchFunctionMode):
         keep: list[torch.Tensor],
         mode: FakeTensorMode,
         device: torch.device,
+        values: _Values | None = None,
     ) -> None:
         super().__init__()
         self.table, self.keep, self.mode, self.device = table, keep, mode, device
-        self.met: list[torch.Tensor] = []  # real leaves given a fake here, in order
+        self.values = values
+        self.met: list[torch.Tensor] = []  # real tensors given a fake here, in order
 
     def __repr__(self) -> str:
         return f"ToFake(tensors={len(self.table)}, met={len(self.met)})"
@@ -202,9 +213,7 @@ class ToFake(TorchFunctionMode):
         f = self.table.get(id(t))
         if f is not None:
             return f
-        if not t.requires_grad:
-            return t  # a real constant (a target, a mask): the fake mode reads it as it is
-        if t.grad_fn is not None:
+        if t.requires_grad and t.grad_fn is not None:
             raise PlanError(
                 f"labkit.plan cannot predict this step: the loss or the forward uses a real "
                 f"tensor of shape {tuple(t.shape)} computed before the call (its grad_fn is "
@@ -212,7 +221,15 @@ class ToFake(TorchFunctionMode):
                 "parameters of an earlier graph. Compute it inside the step (in forward or "
                 "in the loss), or .detach() it if it is a constant"
             )
-        f = _fake_leaf(t, self.mode, self.device)
+        if t.requires_grad:
+            f = _fake_leaf(t, self.mode, self.device)
+        else:  # a constant (its own device, as the fake mode would convert it)
+            indexlike = not (t.is_floating_point() or t.is_complex() or t.is_meta)
+            f = self.mode.from_tensor(t)  # (a conversion: no op the observers see)
+            with torch._C._DisableTorchDispatch():  # a real copy, not an op of the step
+                copied = t.detach().clone() if indexlike and self.values is not None else None
+            if self.values is not None and copied is not None:  # for value-dependent ops
+                self.values.know(f, copied)
         self.table[id(t)] = f
         self.keep.append(t)
         self.met.append(t)

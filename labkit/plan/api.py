@@ -239,8 +239,8 @@ def _plan(
     # the fake batch has the real one's structure: (positional inputs, keyword inputs)
     fake = cast("tuple[tuple[object, ...], dict[str, object]]", fake_batch(real, mode, dev))
     args, kwargs = fake
-    to_fake = _to_fake(model, foreign, memo, (real, fake), mode, dev)
     values = IndexValues(mode)
+    to_fake = _to_fake(model, foreign, memo, (real, fake), (mode, values), dev)
     seed_values(values, (args, kwargs), real)
     for t in (*model.parameters(), *model.buffers()):
         if id(t) in memo and t.device.type != "meta" and not t.is_floating_point():
@@ -319,7 +319,7 @@ def _to_fake(
     foreign: list[torch.nn.Module],
     memo: dict[int, Any],
     batches: tuple[object, object],
-    mode: FakeTensorMode,
+    modes: tuple[FakeTensorMode, IndexValues],
     dev: torch.device,
 ) -> ToFake:
     """What the loss may reach of the user's tensors, with their fakes: the model's
@@ -334,7 +334,8 @@ def _to_fake(
         if f is not None and f.shape == t.shape and id(t) not in table:
             table[id(t)] = f
             reals.append(t)
-    return ToFake(table, reals, mode, dev)
+    mode, values = modes
+    return ToFake(table, reals, mode, dev, values)
 
 
 def _with_recipe(

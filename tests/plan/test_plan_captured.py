@@ -391,3 +391,34 @@ def test_a_meta_model_whose_loss_captured_it_plans_like_the_real_one() -> None:
     assert all(p.is_meta and p.grad is None for p in meta.parameters())
     measured = labkit.memory(real, idx, loss=penalized(real), optimizer=opt(real.parameters()))
     assert a.peak_bytes == measured.peak_bytes
+
+
+@pytest.mark.parametrize("opt", ["none", "adam"])
+@pytest.mark.parametrize("norm", [False, True], ids=["plain_d", "batchnorm_d"])
+def test_a_discriminator_the_loss_calls_is_left_alone_and_planned_as_measured(
+    norm: bool, opt: str
+) -> None:
+    # a GAN's generator step: the loss calls the user's discriminator, whose parameters
+    # require grad and whose BatchNorm updates its running statistics and its counter in
+    # place. Before, the plan's fake step wrote the real counter (0 -> 2)
+    torch.manual_seed(0)
+    gen = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+    norm_layer = [nn.BatchNorm1d(16)] if norm else []
+    disc = nn.Sequential(nn.Linear(4, 16), *norm_layer, nn.ReLU(), nn.Linear(16, 1))
+    z = torch.randn(6, 8)
+    make = (lambda ps: torch.optim.Adam(ps)) if opt == "adam" else None
+
+    def loss(out: torch.Tensor) -> torch.Tensor:
+        return -disc(out).mean()
+
+    owned = [gen, disc]
+    before = _state(owned)
+    plan = labkit.plan(gen, z, loss=loss, optimizer=make, progress=False)
+    _assert_same(before, _state(owned))
+    _no_fakes(owned)
+    measured = labkit.memory(
+        gen, z, loss=loss, optimizer=make(gen.parameters()) if make else None, progress=False
+    )
+    assert plan.peak_bytes == measured.peak_bytes
+    assert plan.meta.peak_by_category == measured.meta.peak_by_category
+    assert plan.meta.peak_where == measured.meta.peak_where
