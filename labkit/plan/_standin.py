@@ -23,16 +23,14 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Collection, Iterable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from torch.overrides import TorchFunctionMode
 
+from labkit.plan._values import MAX_NUMEL, IndexValues
 from labkit.plan.errors import PlanError
-
-if TYPE_CHECKING:
-    from labkit.plan._values import IndexValues as _Values
 
 _INTERNALS = frozenset(vars(torch.nn.Module()))  # nn.Module's own tables and hook dicts
 _REAL = (torch.Tensor, torch.nn.Parameter)
@@ -169,7 +167,7 @@ class ToFake(TorchFunctionMode):
         keep: list[torch.Tensor],
         mode: FakeTensorMode,
         device: torch.device,
-        values: _Values | None = None,
+        values: IndexValues | None = None,
     ) -> None:
         super().__init__()
         self.table, self.keep, self.mode, self.device = table, keep, mode, device
@@ -225,6 +223,7 @@ class ToFake(TorchFunctionMode):
             f = _fake_leaf(t, self.mode, self.device)
         else:  # a constant (its own device, as the fake mode would convert it)
             indexlike = not (t.is_floating_point() or t.is_complex() or t.is_meta)
+            indexlike = indexlike and t.numel() <= MAX_NUMEL  # (a data set's ids: not copied)
             f = self.mode.from_tensor(t)  # (a conversion: no op the observers see)
             with torch._C._DisableTorchDispatch():  # a real copy, not an op of the step
                 copied = t.detach().clone() if indexlike and self.values is not None else None
