@@ -74,7 +74,7 @@ def fake_model(
     """
     seen: set[int] = set()  # the real storages made fake so far
     foreign, graphs = held_state(model)
-    for kept in graphs:
+    for _, kept in graphs:
         memo.setdefault(id(kept), kept.detach())
     for t in state_of(model, foreign):
         if id(t) in memo:
@@ -186,7 +186,7 @@ def meta_copy(model: torch.nn.Module) -> tuple[torch.nn.Module, dict[int, Any]]:
     """A copy of ``model`` on the meta device (nothing allocated) and ``{id(real): meta}``."""
     memo: dict[int, Any] = {}
     foreign, graphs = held_state(model)
-    for kept in graphs:
+    for _, kept in graphs:
         memo[id(kept)] = kept.detach()
     for t in state_of(model, foreign):
         if id(t) not in memo:

@@ -46,17 +46,20 @@ def _held(v: object) -> Iterable[object]:
     return (v,)
 
 
-def held_state(model: torch.nn.Module) -> tuple[list[torch.nn.Module], list[torch.Tensor]]:
+def held_state(
+    model: torch.nn.Module,
+) -> tuple[list[torch.nn.Module], list[tuple[str, torch.Tensor]]]:
     """What the model's modules hold outside their tables, one level into containers:
     modules that are not submodules (``self.others = [emb]``: a weight shared with a module
     the user keeps apart), with their submodules, and tensors with a ``grad_fn`` (a loss
-    kept from an earlier forward, which ``copy.deepcopy`` refuses to copy)."""
+    kept from an earlier forward, which ``copy.deepcopy`` refuses to copy), each named by
+    where it is held (``"module 'moe' .aux_loss"``)."""
     inside = {id(m) for m in model.modules()}
     foreign: dict[int, torch.nn.Module] = {}
-    graphs: dict[int, torch.Tensor] = {}
-    todo = list(model.modules())
+    graphs: dict[int, tuple[str, torch.Tensor]] = {}
+    todo = [(f"module '{p}'" if p else "the root module", m) for p, m in model.named_modules()]
     while todo:
-        m = todo.pop()
+        where, m = todo.pop()
         for k, v in vars(m).items():
             if k in _INTERNALS:
                 continue
@@ -65,9 +68,9 @@ def held_state(model: torch.nn.Module) -> tuple[list[torch.nn.Module], list[torc
                     for sub in x.modules():  # (TorchScript holds its own state: left as is)
                         if id(sub) not in inside and id(sub) not in foreign:
                             foreign[id(sub)] = sub
-                            todo.append(sub)
+                            todo.append((f"a {type(sub).__name__} held apart", sub))
                 elif isinstance(x, torch.Tensor) and x.grad_fn is not None:
-                    graphs[id(x)] = x
+                    graphs.setdefault(id(x), (f"{where} .{k}", x))
     return list(foreign.values()), list(graphs.values())
 
 
@@ -159,6 +162,10 @@ class ToFake(TorchFunctionMode):
         mode: The plan's fake-tensor mode.
         device: The planned device.
         values: Where integer and boolean tensors' values go (``None``: nowhere).
+        stale: ``id(detached copy) -> (where, grad_fn's name, the copy)`` of tensors with a
+            ``grad_fn`` a module held, copied detached: the step may overwrite them (a loss
+            the forward sets again); one that reaches an op as it is is refused, naming
+            where it is.
     """
 
     def __init__(
@@ -168,10 +175,12 @@ class ToFake(TorchFunctionMode):
         mode: FakeTensorMode,
         device: torch.device,
         values: IndexValues | None = None,
+        stale: dict[int, tuple[str, str, torch.Tensor]] | None = None,
     ) -> None:
         super().__init__()
         self.table, self.keep, self.mode, self.device = table, keep, mode, device
         self.values = values
+        self.stale = stale or {}
         self.met: list[torch.Tensor] = []  # real tensors given a fake here, in order
 
     def __repr__(self) -> str:
@@ -211,6 +220,17 @@ class ToFake(TorchFunctionMode):
         f = self.table.get(id(t))
         if f is not None:
             return f
+        kept = self.stale.get(id(t))
+        if kept is not None and kept[2] is t:
+            where, graph, _ = kept
+            raise PlanError(
+                f"labkit.plan cannot predict this step: {where} holds a tensor computed "
+                f"before the call (its grad_fn is {graph}), and the step uses it as it is, "
+                "so its backward would reach the real parameters of an earlier graph (a "
+                "weight tied as a transposed view made in __init__, a loss kept from an "
+                "earlier forward). Compute it in forward, or keep it detached if it is a "
+                "constant"
+            )
         if t.requires_grad and t.grad_fn is not None:
             raise PlanError(
                 f"labkit.plan cannot predict this step: the loss or the forward uses a real "

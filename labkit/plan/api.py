@@ -228,7 +228,7 @@ def _plan(
     t0 = time.perf_counter()
     mode = new_mode()
     memo: dict[int, Any] = {}
-    foreign, _ = held_state(model)
+    foreign, graphs = held_state(model)
     if recipe is not None:
         fmodel = _with_recipe(model, check_recipe(recipe), mode, dev, memo)
     else:
@@ -241,6 +241,11 @@ def _plan(
     args, kwargs = fake
     values = IndexValues(mode)
     to_fake = _to_fake(model, foreign, memo, (real, fake), (mode, values), dev)
+    if recipe is None:  # graphs a module held, copied detached: refused if used as they are
+        for where, g in graphs:
+            copied = memo.get(id(g))
+            if copied is not None:
+                to_fake.stale[id(copied)] = (where, type(g.grad_fn).__name__, copied)
     seed_values(values, (args, kwargs), real)
     for t in (*model.parameters(), *model.buffers()):
         if id(t) in memo and t.device.type != "meta" and not t.is_floating_point():

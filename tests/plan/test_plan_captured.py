@@ -422,3 +422,25 @@ def test_a_discriminator_the_loss_calls_is_left_alone_and_planned_as_measured(
     assert plan.peak_bytes == measured.peak_bytes
     assert plan.meta.peak_by_category == measured.meta.peak_by_category
     assert plan.meta.peak_where == measured.meta.peak_where
+
+
+class _TiedView(nn.Module):
+    """A decoder tied to the encoder through a transposed view made once, in __init__."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.enc = nn.Linear(4, 8)
+        self.dec_weight = self.enc.weight.t()  # a graph's tensor: TBackward0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.linear(torch.tanh(self.enc(x)), self.dec_weight)
+
+
+def test_a_graph_tensor_the_step_uses_as_it_is_is_refused_by_where_it_is_held() -> None:
+    # a kept loss the forward sets again plans (aux_attribute above); a tied view made in
+    # __init__ would back-propagate into the real weight: refused, naming the attribute
+    model = _TiedView()
+    before = _state([model])
+    with pytest.raises(PlanError, match=r"the root module \.dec_weight holds .*TBackward0"):
+        labkit.plan(model, torch.randn(3, 4), progress=False)
+    _assert_same(before, _state([model]))

@@ -77,4 +77,4 @@ def test_held_state_finds_modules_kept_apart_and_kept_graphs() -> None:
     model.kept = (model[0].weight * 2).sum()  # a graph's tensor
     foreign, graphs = held_state(model)
     assert {id(m) for m in foreign} == {id(shared), id(other), id(other[0])}
-    assert graphs == [model.kept]
+    assert graphs == [("the root module .kept", model.kept)]
