@@ -292,9 +292,13 @@ export function layoutGraph(P, expandedIdx, cache = null, keep = null) {
  */
 function layLevels(P, open, boxOf, frame, groups, cache, last) {
   const { n, kidStart, kidList, boxW, boxH, headW, lvStart, lvSrc, lvDst } = P;
+  // the last layout's object itself, its open calls replaced (a copy of it, { ...last },
+  // had a map of its own each time: every read of a kept field deoptimised layoutGraph and
+  // level, ~120 times in 60 toggles at 100,000 nodes, their loops run in the interpreter)
+  const was = last ? last.open : null;
   /** @type {Kept} */
   const kept = last
-    ? { ...last, open }
+    ? last
     : {
         n,
         open,
@@ -319,7 +323,8 @@ function layLevels(P, open, boxOf, frame, groups, cache, last) {
     for (let g = 0; g <= n; g++) levels.push(NO_LEVEL);
     for (let e = 0; e < lvStart[n + 1]; e++) ways.push(null);
   }
-  const dirty = last ? dirtyLevels(P, last.open, open, boxOf, frame, W, H) : null;
+  kept.open = open;
+  const dirty = was ? dirtyLevels(P, was, open, boxOf, frame, W, H) : null;
   let laidOut = 0;
   const level = (/** @type {number} */ g) => {
     const a = kidStart[g];

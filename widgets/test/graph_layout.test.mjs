@@ -315,6 +315,30 @@ test("a toggle lays out only the levels it reaches, and the layout is the one ma
   }
 });
 
+test("a toggle updates the kept layout in place: one object, the layout made afresh", () => {
+  // a copy of the kept object per layout ({ ...last }) gave V8 a new map each time, and every
+  // read of it threw the layout's optimised code away
+  const g = { ...blockGraph(40), key: "kept" };
+  const prep = prepare(g);
+  const calls = g.ids.filter((_, k) => g.kind[k] === "m");
+  /** @type {{last?: import("../src/_graph_layout.js").Kept}} */
+  const keep = {};
+  layoutGraph(prep, expandedIndices(g, calls), null, keep);
+  const kept = keep.last;
+  assert.ok(kept);
+  for (const shut of [calls[4], calls[0], -1]) {
+    const open = calls.filter((id) => id !== shut);
+    const got = layoutGraph(prep, expandedIndices(g, open), null, keep);
+    assert.equal(keep.last, kept, "the same object");
+    const mask = new Uint8Array(g.ids.length);
+    for (const k of expandedIndices(g, open)) mask[k] = 1;
+    assert.deepEqual(kept.open, mask, "its open calls are this layout's");
+    const want = layoutGraph(prep, expandedIndices(g, open));
+    for (const key of /** @type {const} */ (["pos", "edges", "edgeXY", "cols"]))
+      assert.deepEqual(got[key], want[key], `${key} with ${shut} shut`);
+  }
+});
+
 test("a big level keeps its ranks and ordered layers: its toggles lay out as made afresh", () => {
   // 1,200 blocks at the top: a level past BIG_LEVEL, wrapped into columns
   const g = { ...blockGraph(1200), key: "big" };
