@@ -339,6 +339,38 @@ test("a toggle updates the kept layout in place: one object, the layout made afr
   }
 });
 
+test("toggles on a rolled block and on a wrapped chain lay out as made afresh, routes included", () => {
+  // every set of open calls of the fixture (a rolled block inside), visited in a Gray-code
+  // order: one call closed or opened a layout, hidden ones too; and a chain of 600 blocks
+  // wrapped into columns, its blocks opened and closed near a column's ends
+  const calls = graph.ids.filter((_, k) => graph.kind[k] === "m");
+  /** @type {[LayoutGraph, number[][]]} */
+  const rolled = [{ ...graph, key: "rolled" }, []];
+  for (let i = 1; i < 2 ** calls.length; i++) {
+    const gray = i ^ (i >> 1);
+    rolled[1].push(calls.filter((_, b) => gray & (1 << b)));
+  }
+  const chain = { ...chainGraph(600), key: "chain" };
+  const blocks = chain.ids.filter((_, k) => chain.kind[k] === "m" && chain.parent[k] >= 0);
+  const all = chain.ids.filter((_, k) => chain.kind[k] === "m");
+  const shut = [[], [blocks[0]], [blocks[150], blocks[151]], [blocks[599]], [], [blocks[300], 1], [1], []];
+  /** @type {[LayoutGraph, number[][]]} */
+  const wrapped = [chain, shut.map((s) => all.filter((id) => !s.includes(id)))];
+  for (const [g, steps] of [rolled, wrapped]) {
+    const service = makeService();
+    const prep = prepare(g);
+    for (const [step, open] of steps.entries()) {
+      const got = service({ view: 1, seq: step + 1, key: g.key, graph: step ? undefined : g, expanded: open });
+      const want = layoutGraph(prep, expandedIndices(g, open));
+      assert.ok(got);
+      for (const key of /** @type {const} */ (["boxOf", "boxes", "groups", "pos", "edges", "edgeOff", "edgeXY", "edgeBox", "cols"]))
+        assert.deepEqual(got[key], want[key], `${g.key}: ${key} with ${open.join(",")} open`);
+      assert.equal(got.width, want.width);
+      assert.equal(got.height, want.height);
+    }
+  }
+});
+
 test("a big level keeps its ranks and ordered layers: its toggles lay out as made afresh", () => {
   // 1,200 blocks at the top: a level past BIG_LEVEL, wrapped into columns
   const g = { ...blockGraph(1200), key: "big" };
