@@ -13,7 +13,9 @@ resident memory is the call's own), side by side:
 - ``record``: ``labkit.trace(model, x, repeat=0)``: the full recording alone (graph,
   FLOPs, memory; no timing passes);
 - ``trace``: ``labkit.trace(model, x, warmup=0, repeat=1)``: the recording plus one round
-  of timing passes (hook-free, hooked, op-timed);
+  of timing passes (hook-free, hooked, and op-timed up to 20,000 module calls: above
+  ``labkit.trace._passes.OP_TIMES_MAX_CALLS`` the default leaves op nodes untimed, with a
+  note; ``op_times=True`` times them);
 - ``fake``: the same step on fake tensors under torch's ``FakeTensorMode`` alone (the
   parameters made fake, forward, backward): the floor of any plan on fake tensors;
 - ``plan``: ``labkit.plan(model, x)``: the same step on fake tensors, recorded.
