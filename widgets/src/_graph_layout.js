@@ -179,15 +179,53 @@ const NO_LEVEL = { x: new Float64Array(0), y: new Float64Array(0), way: [], widt
  */
 
 /**
+ * @typedef {object} Spare a layout's output arrays made before it is asked for, their
+ *   pages written once: a layout's arrays are handed to the page (transferred), so each
+ *   one's are new memory, and the first write to each of its pages is a page fault (at
+ *   100,000 nodes ~12 MB a toggle; the first write to the edges' points was ~27% of their
+ *   routing's samples in a fresh view's first collapse). Made while the worker waits
+ *   (makeSpare), they take that cost off the next toggle.
+ * @property {number} n
+ * @property {Int32Array} boxOf
+ * @property {Uint8Array} frame zeros
+ * @property {Float64Array} pos NaN
+ * @property {Int32Array} edges 3 per trace edge
+ * @property {Int32Array} off 1 + 1 per trace edge, zeros
+ * @property {Float64Array} box 4 per trace edge
+ * @property {Float64Array} xy room for the last layout's points and 1,024 more
+ */
+
+/**
+ * Make the next layout's output arrays now (the service calls it while its worker is idle).
+ * @param {Prepared} P @param {{last?: Kept, spare?: Spare | null}} keep
+ */
+export function makeSpare(P, keep) {
+  const { n } = P;
+  const ne = P.es.length;
+  if (!keep.last || keep.last.n !== n || keep.spare) return;
+  keep.spare = {
+    n,
+    boxOf: new Int32Array(n).fill(-1),
+    frame: new Uint8Array(n).fill(0),
+    pos: new Float64Array(4 * n).fill(NaN),
+    edges: new Int32Array(3 * ne).fill(-1),
+    off: new Int32Array(ne + 1).fill(0),
+    box: new Float64Array(4 * ne).fill(NaN),
+    xy: new Float64Array(Math.max(1024, keep.last.xyLen + 1024)).fill(NaN),
+  };
+}
+
+/**
  * Lay out the graph with these calls expanded.
  * @param {Prepared} P
  * @param {Iterable<number> | Uint8Array} expandedIdx payload indices of expanded calls, or a
  *   mask of n bytes (1: expanded)
  * @param {Map<number, {sizes: Float64Array, lay: import("./_layout.js").LevelLayout}> | null} cache level -> its last
  *   layout, kept between calls for one graph
- * @param {{last?: Kept} | null} keep kept between calls for one graph (the service's): the
- *   last layout's sizes and levels, so a toggle visits only the levels it changes (the
- *   toggled call's, those inside it when it opens, and those around it), not all 40,000
+ * @param {{last?: Kept, spare?: Spare | null} | null} keep kept between calls for one graph
+ *   (the service's): the last layout's sizes and levels, so a toggle visits only the levels
+ *   it changes (the toggled call's, those inside it when it opens, and those around it), not
+ *   all 40,000; and the output arrays made for this layout ahead of it (makeSpare), if any
  * @returns {GraphLayout}
  */
 export function layoutGraph(P, expandedIdx, cache = null, keep = null) {
@@ -198,8 +236,10 @@ export function layoutGraph(P, expandedIdx, cache = null, keep = null) {
     open = new Uint8Array(n);
     for (const k of expandedIdx) if (k >= 0 && k < n) open[k] = 1;
   }
-  const boxOf = new Int32Array(n);
-  const frame = new Uint8Array(n);
+  const spare = keep?.spare?.n === n ? keep.spare : null;
+  if (keep) keep.spare = null; // used once: its arrays go to the page with this layout
+  const boxOf = spare ? spare.boxOf : new Int32Array(n);
+  const frame = spare ? spare.frame : new Uint8Array(n);
   let nBoxes = 0;
   let nGroups = 0;
   for (let k = 0; k < n; k++) {
@@ -225,7 +265,7 @@ export function layoutGraph(P, expandedIdx, cache = null, keep = null) {
   const { W, H, relX, relY, levels, ways, wrapped, levW, nCols, ox, oy } = lv.kept;
   // absolute positions top-down; a frame's children are centred under its header (the
   // origins' arrays are the kept layout's: each drawn frame's is written before it is read)
-  const pos = new Float64Array(4 * n).fill(NaN);
+  const pos = spare ? spare.pos : new Float64Array(4 * n).fill(NaN);
   for (let k = 0; k < n; k++) {
     if (boxOf[k] !== k) continue;
     const g = parent[k] < 0 ? n : parent[k];
@@ -240,7 +280,7 @@ export function layoutGraph(P, expandedIdx, cache = null, keep = null) {
       oy[k] = y + HEADER;
     }
   }
-  const { edges, edgeOff, edgeXY, edgeBox } = edgeLines(P, boxOf, pos, { levels, ways, wrapped }, ox, oy, lv.kept.xyLen + 1024);
+  const { edges, edgeOff, edgeXY, edgeBox } = edgeLines(P, boxOf, pos, { levels, ways, wrapped }, ox, oy, lv.kept.xyLen + 1024, spare);
   lv.kept.xyLen = edgeXY.length;
   // the columns' count per level read from a typed array, each level's own read only when
   // it has columns (28,000 frames' layouts visited twice for a few wrapped ones: ~6 ms)
@@ -437,17 +477,18 @@ function sameSizes(sizes, W, H, kidList, a, m) {
  * @param {Prepared} P @param {Int32Array} boxOf @param {Float64Array} pos
  * @param {Levels} levels @param {Float64Array} ox @param {Float64Array} oy
  * @param {number} cap room for the points at first (the last layout's count: no regrowing)
+ * @param {Spare | null} spare the output arrays, made ahead (null: new ones)
  */
-function edgeLines(P, boxOf, pos, levels, ox, oy, cap) {
+function edgeLines(P, boxOf, pos, levels, ox, oy, cap, spare) {
   const { n, parent, es, ed, et, elevel, eA, eB, eL, lvStart } = P;
   const ways = levels.ways;
   const seen = new PairSet(n, es.length);
   // sized for every trace edge drawn, cut to those drawn at the end
-  const edges = new Int32Array(3 * es.length);
-  const off = new Int32Array(es.length + 1);
-  const box = new Float64Array(4 * es.length); // each drawn edge's bounds (the canvas culls by them)
+  const edges = spare ? spare.edges : new Int32Array(3 * es.length);
+  const off = spare ? spare.off : new Int32Array(es.length + 1);
+  const box = spare ? spare.box : new Float64Array(4 * es.length); // each drawn edge's bounds (the canvas culls by them)
   let ne = 0;
-  const xy = new Grow(cap);
+  const xy = new Grow(cap, spare ? spare.xy : null);
   for (let j = 0; j < es.length; j++) {
     const s = boxOf[es[j]];
     const d = boxOf[ed[j]];
@@ -559,9 +600,9 @@ class PairSet {
 
 /** A growing list of numbers in a Float64Array. */
 class Grow {
-  /** @param {number} cap room at first */
-  constructor(cap = 1024) {
-    this.a = new Float64Array(Math.max(1024, cap));
+  /** @param {number} cap room at first @param {Float64Array | null} a an array to start with */
+  constructor(cap = 1024, a = null) {
+    this.a = a || new Float64Array(Math.max(1024, cap));
     this.length = 0;
   }
 

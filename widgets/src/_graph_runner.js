@@ -8,7 +8,7 @@
 // (measured: the first toggle of a new 10,000-node view 85 ms in a cold worker, 10-20 warm).
 /* global LABKIT_GRAPH_WORKER */
 import { indexOfIds } from "./_graphcore.js";
-import { layoutGraph, prepare } from "./_graph_layout.js";
+import { layoutGraph, makeSpare, prepare } from "./_graph_layout.js";
 
 /** @typedef {import("./_worker_messages").LayoutGraph} LayoutGraph */
 /** @typedef {import("./_worker_messages").LayoutRequest} LayoutRequest */
@@ -30,9 +30,10 @@ const FIELDS = ["key", "model", "ids", "kind", "parent", "name", "type", "ins", 
  * @returns {LayoutService}
  */
 export function makeService() {
-  /** @type {Map<number, {key: string, graph: {ids: ArrayLike<number>}, prep: import("./_graph_layout.js").Prepared, keep: {last?: import("./_graph_layout.js").Kept}}>} */
+  /** @type {Map<number, {key: string, graph: {ids: ArrayLike<number>}, prep: import("./_graph_layout.js").Prepared, keep: {last?: import("./_graph_layout.js").Kept, spare?: import("./_graph_layout.js").Spare | null}}>} */
   const views = new Map(); // view -> {key, its ids, the prepared payload, the last layout}
-  return (msg) => {
+  /** @type {LayoutService} */
+  const service = (msg) => {
     if (msg.drop) {
       views.delete(msg.view);
       return null;
@@ -53,6 +54,26 @@ export function makeService() {
     const out = layoutGraph(v.prep, openMask(v.graph, msg.expanded || []), null, v.keep);
     return { ...out, hasKids: v.prep.hasKids.slice(), view: msg.view, seq: msg.seq, ms: performance.now() - t };
   };
+  spares.set(service, (view, min) => {
+    const v = views.get(view);
+    if (v && v.prep.n >= min) makeSpare(v.prep, v.keep);
+  });
+  return service;
+}
+
+/** @type {WeakMap<LayoutService, (view: number, min: number) => void>} */
+const spares = new WeakMap();
+
+/**
+ * Make a big view's next layout's output arrays now, while the worker waits for the
+ * user (_graph_layout.js makeSpare: their pages are written here, not during the next
+ * toggle). For graphs of WARM_MIN nodes or more (the rehearsal's too: a layout's first
+ * use of made arrays, in a fresh view's first toggle, deoptimised layoutGraph and edgeLines
+ * where the rehearsal had not used them); a view that is gone is skipped.
+ * @param {LayoutService} service @param {number} view @param {number} [min] fewest nodes
+ */
+export function readyNext(service, view, min = WARM_MIN) {
+  spares.get(service)?.(view, min);
 }
 
 /** A first graph of this many nodes or more makes the worker rehearse toggles (warmUp). */
@@ -130,6 +151,7 @@ export function warmUp(service, graph, toggles = WARM_TOGGLES) {
       expanded: shut < 0 ? calls : calls.filter((id) => id !== shut),
       graph: step ? undefined : head,
     });
+    readyNext(service, view, 0); // the big views' made arrays rehearsed too
     step++;
     return true;
   };

@@ -1,7 +1,7 @@
 // The GraphView's layout worker (bundled by widgets/build.mjs into a text the views start
 // from a Blob URL: _graph_runner.js). One message, one layout; its arrays are handed back.
 // The messages both ways are typed in _worker_messages.d.ts.
-import { makeService, transfers, WARM_MIN, warmUp } from "./_graph_runner.js";
+import { makeService, readyNext, transfers, WARM_MIN, warmUp } from "./_graph_runner.js";
 
 /**
  * @typedef {object} WorkerScope the dedicated worker's global scope, as this file uses it
@@ -17,7 +17,11 @@ if (typeof self !== "undefined" && typeof self.postMessage === "function" && typ
   scope.onmessage = (e) => {
     try {
       const out = service(e.data);
-      if (out) scope.postMessage(out, transfers(out));
+      if (out) {
+        scope.postMessage(out, transfers(out));
+        // the next layout's arrays made while the user looks (a task of its own, after the answer)
+        setTimeout(() => readyNext(service, out.view), 0);
+      }
       const graph = e.data.drop ? undefined : e.data.graph;
       if (!warmed && graph && graph.parent.length >= WARM_MIN) {
         // once per worker, after its first big layout is sent: toggles rehearsed on a

@@ -2,8 +2,8 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { expandedIndices } from "../src/_graphcore.js";
-import { layoutGraph, posView, prepare } from "../src/_graph_layout.js";
-import { headOf, makeRunner, makeService, transfers, warmUp } from "../src/_graph_runner.js";
+import { layoutGraph, makeSpare, posView, prepare } from "../src/_graph_layout.js";
+import { headOf, makeRunner, makeService, readyNext, transfers, warmUp } from "../src/_graph_runner.js";
 import { graph } from "./_graph_fixture.mjs";
 
 /** @typedef {import("../src/_contract_types").GraphPayload} GraphPayload */
@@ -369,6 +369,64 @@ test("toggles on a rolled block and on a wrapped chain lay out as made afresh, r
       assert.equal(got.height, want.height);
     }
   }
+});
+
+test("arrays made ahead for a big view's next layout are its arrays once, and it lays out as made afresh", () => {
+  // 1,300 blocks: 6,502 nodes, past WARM_MIN; a small graph gets none made
+  const g = { ...blockGraph(1300), key: "spare" };
+  const calls = g.ids.filter((_, k) => g.kind[k] === "m");
+  const prep = prepare(g);
+  const service = makeService();
+  service({ view: 1, seq: 1, key: "spare", graph: g, expanded: calls });
+  let open = calls;
+  /** @type {LayoutResponse | null} */
+  let before = null;
+  for (const [step, shut] of [[calls[7]], [], [calls[3000], calls[3001]], [calls[0]]].entries()) {
+    readyNext(service, 1);
+    open = calls.filter((id) => !shut.includes(id));
+    const got = service({ view: 1, seq: step + 2, key: "spare", expanded: open });
+    // without readyNext in between: new arrays, not the ones handed out before
+    const again = service({ view: 1, seq: step + 100, key: "spare", expanded: open });
+    assert.ok(got && again);
+    for (const key of /** @type {const} */ (["boxOf", "pos", "edges", "edgeOff", "edgeXY", "edgeBox", "isGroup"])) {
+      assert.notEqual(got[key].buffer, again[key].buffer, `${key}: one layout's`);
+      if (before) assert.notEqual(got[key].buffer, before[key].buffer, `${key}: one layout's`);
+    }
+    const want = layoutGraph(prep, expandedIndices(g, open));
+    for (const key of /** @type {const} */ ([
+      "boxOf",
+      "boxes",
+      "groups",
+      "pos",
+      "edges",
+      "edgeOff",
+      "edgeXY",
+      "edgeBox",
+      "cols",
+      "isGroup",
+    ])) {
+      assert.deepEqual(got[key], want[key], `${key} at step ${step}`);
+      assert.deepEqual(again[key], want[key], `${key} at step ${step}, again`);
+    }
+    before = again;
+  }
+  // the next layout's arrays are the ones made ahead, then forgotten
+  /** @type {{last?: import("../src/_graph_layout.js").Kept, spare?: import("../src/_graph_layout.js").Spare | null}} */
+  const keep = {};
+  layoutGraph(prep, expandedIndices(g, calls), null, keep);
+  makeSpare(prep, keep);
+  const spare = keep.spare;
+  assert.ok(spare);
+  const L = layoutGraph(prep, expandedIndices(g, open), null, keep);
+  assert.equal(L.pos, spare.pos);
+  assert.equal(L.boxOf, spare.boxOf);
+  assert.equal(L.edgeXY.buffer, spare.xy.buffer);
+  assert.equal(L.edgeBox.buffer, spare.box.buffer);
+  assert.equal(keep.spare, null);
+  const small = makeService();
+  small({ view: 1, seq: 1, key: "blocks", graph: { ...blockGraph(10), key: "blocks" }, expanded: [] });
+  readyNext(small, 1);
+  readyNext(small, 9); // a view that is not there
 });
 
 test("a big level keeps its ranks and ordered layers: its toggles lay out as made afresh", () => {
