@@ -23,6 +23,7 @@ import torch
 
 from labkit._gc import young_gc_only
 from labkit._tensors import named_tensors
+from labkit.trace._foreign import ForeignState
 from labkit.trace._globals import ModuleGlobals
 from labkit.trace._passes import time_step, too_many_for_op_times
 from labkit.trace._raw import parameters_of
@@ -278,7 +279,10 @@ def _record_step(
 ) -> Trace:
     warmup, repeat, time_budget, op_times = passes_
     state = step.state()
-    module_globals = ModuleGlobals(step.model, (step.loss, step.forward), state.restores)
+    foreign = ForeignState(step.model, state.restores)  # what it reaches outside the model
+    module_globals = ModuleGlobals(
+        step.model, (step.loss, step.forward), lambda t: state.restores(t) or foreign.restores(t)
+    )
     kept: StepState | None = None
     passes = _Passes(step, mode, warmup, repeat, progress)
     if progress is not None:
@@ -289,7 +293,7 @@ def _record_step(
             with ExitStack() as stack, _deep_enough(step.model):
                 for c in contexts:
                     stack.enter_context(c)
-                with rec:
+                with rec, foreign.watching():
                     step(rec.notes)
         except Exception as e:
             deep = e if isinstance(e, RecursionError) else e.__cause__
@@ -310,6 +314,7 @@ def _record_step(
         changed = state.changes()
         if keep_step:
             kept = step.state()
+            foreign.keep()
         if repeat:
             if op_times is False or (op_times is None and too_many_for_op_times(base)):
                 passes.op_passes = 0  # none run (time_step says why in the notes)
@@ -325,6 +330,7 @@ def _record_step(
                     op_times=op_times,
                 )
     finally:
+        foreign.restore()  # first: a foreign module holding the model's is put back after
         (kept or state).restore()
     # after the snapshot is put back: what differs now stays with the user
     return _with_notes(base, step, changed, module_globals.changes())
