@@ -389,23 +389,7 @@ class MemoryTracker(MemoryObserver):
 
     def largest(self) -> list[dict[str, Any]]:
         """The biggest storages of the recording, largest first, with their lifetimes."""
-        ev = self._events
-        out = []
-        for n, _, r in sorted(self._big, key=lambda item: (-item[0], item[1])):
-            site = f"{r.site[0]}:{r.site[1]}" if r.site else ""
-            out.append(
-                {
-                    "bytes": n,
-                    "category": CATEGORIES[r.category],
-                    "module": r.module,
-                    "op": r.op,
-                    "phase": r.phase,
-                    "start": round(ev[r.born_event][0], 9) if r.born_event < len(ev) else 0.0,
-                    "end": round(ev[r.freed_event][0], 9) if 0 <= r.freed_event < len(ev) else None,
-                    "site": site,
-                }
-            )
-        return out
+        return _largest(self._big, self._events)
 
     def _count(self, rec: _Rec, n: int, phase: str | None = None, module: str = "") -> None:
         if n < 0 and self._dirty:
@@ -568,6 +552,27 @@ class MemoryTracker(MemoryObserver):
         The fields are named in :data:`EVENT_FIELDS`; the counts follow ``CATEGORIES``.
         """
         return self._events
+
+
+def _largest(big: list[tuple[int, int, _Rec]], ev: list[tuple[Any, ...]]) -> list[dict[str, Any]]:
+    """The kept biggest storages ``big`` (heap entries), largest first, as dicts, with their
+    lifetimes read off the events ``ev``."""
+    out = []
+    for n, _, r in sorted(big, key=lambda item: (-item[0], item[1])):
+        site = f"{r.site[0]}:{r.site[1]}" if r.site else ""
+        out.append(
+            {
+                "bytes": n,
+                "category": CATEGORIES[r.category],
+                "module": r.module,
+                "op": r.op,
+                "phase": r.phase,
+                "start": round(ev[r.born_event][0], 9) if r.born_event < len(ev) else 0.0,
+                "end": round(ev[r.freed_event][0], 9) if 0 <= r.freed_event < len(ev) else None,
+                "site": site,
+            }
+        )
+    return out
 
 
 def _own_tensors(mod: torch.nn.Module) -> tuple[torch.Tensor, ...]:
