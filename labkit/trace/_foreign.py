@@ -146,13 +146,6 @@ class ForeignState:
             for s in reversed(self._saved):
                 s.restore()
 
-    def restores(self, t: torch.Tensor) -> bool:
-        """Whether :meth:`restore` puts ``t``'s values back (a foreign parameter or buffer
-        or a foreign leaf tensor)."""
-        return id(t) in self._tensors_seen and any(
-            s.restores(t) if isinstance(s, StepState) else s.t is t for s in self._saved
-        )
-
 
 def _module_state(module: torch.nn.Module) -> StepState:
     return StepState(module, rng=False)

@@ -280,9 +280,7 @@ def _record_step(
     warmup, repeat, time_budget, op_times = passes_
     state = step.state()
     foreign = ForeignState(step.model, state.restores)  # what it reaches outside the model
-    module_globals = ModuleGlobals(
-        step.model, (step.loss, step.forward), lambda t: state.restores(t) or foreign.restores(t)
-    )
+    module_globals = ModuleGlobals(step.model, (step.loss, step.forward), state.restores)
     kept: StepState | None = None
     passes = _Passes(step, mode, warmup, repeat, progress)
     if progress is not None:

@@ -188,3 +188,19 @@ def test_keep_step_keeps_the_foreign_changes_of_one_step(what: str) -> None:
     for g, p in zip(expected, disc.parameters(), strict=True):
         assert p.grad is not None
         torch.testing.assert_close(g, p.grad)
+
+
+_GLOBAL_DISC = nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4))
+_GLOBAL_W = nn.Parameter(torch.randn(4, 4))
+
+
+def test_a_global_module_and_parameter_the_loss_uses_are_put_back_without_a_note() -> None:
+    model, x = nn.Linear(4, 4), torch.randn(5, 4)
+
+    def loss(out: torch.Tensor) -> torch.Tensor:
+        return (out - _GLOBAL_DISC(out)).pow(2).mean() + (out @ _GLOBAL_W).sum()
+
+    before = _state([model, _GLOBAL_DISC, nn.ParameterList([_GLOBAL_W])])
+    trace = labkit.trace(model, x, loss=loss, repeat=1, progress=False)
+    _assert_same(before, _state([model, _GLOBAL_DISC, nn.ParameterList([_GLOBAL_W])]))
+    assert not any("module-level" in n for n in trace.meta.notes), trace.meta.notes
