@@ -29,9 +29,14 @@ lint: setup
 	cd widgets && npm run -s check
 	$(PY) -m pytest -q -p no:cacheprovider tests/test_layers.py tests/test_types.py tests/test_class_size.py
 
+# pytest in one process by default; `make test TEST_WORKERS=2` runs it on two (pytest-xdist,
+# --dist loadfile: a file's tests run in order on one worker, as a browser test file that
+# shares one notebook across its tests needs). On 2 cores two workers took 23 min against
+# ~28 in one, but load-sensitive tests flaked there, so CI keeps one process.
+TEST_WORKERS ?= 0
 test: lint
 	cd widgets && node --test --test-reporter=spec test/
-	$(PY) -m pytest -m "not fresh_clone"
+	$(PY) -m pytest -m "not fresh_clone" -n $(TEST_WORKERS) --dist loadfile
 
 # clone this checkout and run the README's `make demo` from nothing (new venv, npm builds):
 # what CI's own fresh-clone run of `make test` also covers, so not part of `make test`
