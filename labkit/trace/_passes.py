@@ -97,15 +97,18 @@ figure per op that a graph of that many calls shows only zoomed in. Measured wit
 ``benchmarks/trace_scale.py``: ~17% of a trace of 10,000 ``Linear`` calls."""
 
 
+def _module_calls(base: Trace) -> int:
+    return sum(1 for n in base.nodes if n.kind == "module")
+
+
 def too_many_for_op_times(base: Trace) -> bool:
     """Whether ``base`` has more module calls than :data:`OP_TIMES_MAX_CALLS` (and op nodes
     to time)."""
-    calls = sum(1 for n in base.nodes if n.kind == "module")
-    return calls > OP_TIMES_MAX_CALLS and any(n.kind == "op" for n in base.nodes)
+    return _module_calls(base) > OP_TIMES_MAX_CALLS and any(n.kind == "op" for n in base.nodes)
 
 
 def _op_note(base: Trace) -> str:
-    calls = sum(1 for n in base.nodes if n.kind == "module")
+    calls = _module_calls(base)
     return (
         f"op nodes untimed: {calls:,} module calls is above {OP_TIMES_MAX_CALLS:,}, where "
         "the op-timed pass would cost about as much again as the module timing; "
