@@ -277,14 +277,30 @@ def test_show_links_graph_and_profile(page):
         "el => el.textContent.startsWith('blocks ran in ')",
         arg=mem.locator(".lk-mem-sel").element_handle(),
     )
-    span = _box(blocks.first)
-    page.mouse.click(span["x"] + span["w"] / 2, span["y"] + span["h"] / 2)
+    # the x axis is measured time, so where a child of the blocks ran inside their span
+    # differs run to run: move along the span until the tooltip names one, click there
+    x, y = _inside_call(page, mem, _box(blocks.first), "blocks.")
+    page.mouse.click(x, y)
     picked = mem.locator(".lk-mem-sel b")
     inside = "el => el.textContent.startsWith('blocks.')"  # a call inside the blocks
     page.wait_for_function(inside, arg=picked.element_handle())
     tabs.locator(".lm-TabBar-tab", has_text="Profile").click()
     row = tabs.locator(".lk-profile tr.lk-selected")
     assert row.get_attribute("data-path") == picked.inner_text()
+
+
+def _inside_call(page, mem, span: dict, prefix: str) -> tuple[float, float]:
+    """A point of the memory chart inside `span` whose sample ran a module named `prefix...`."""
+    y = span["y"] + span["h"] / 2
+    seen = []
+    for k in range(1, 40):
+        x = span["x"] + span["w"] * k / 40
+        page.mouse.move(x, y)
+        head = mem.locator(".lk-tip div").first.inner_text()
+        seen.append(head)
+        if head.split(" · ")[-1].startswith(prefix):
+            return x, y
+    raise AssertionError(f"no sample of a module {prefix}... under the span: {seen}")
 
 
 def _box(locator) -> dict:
