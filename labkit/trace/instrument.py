@@ -149,7 +149,7 @@ class Instrumentation:
     failed: RawNode | None  # the call running when the recording failed
     error: BaseException | None
     _contexts: list[AbstractContextManager[object]]
-    _handles: list[RemovableHandle]
+    _handles: list[_dispatch.Removable]
     _bwd_handles: list[RemovableHandle]
 
     def __init__(
@@ -306,8 +306,11 @@ class Instrumentation:
             self._handles = _dispatch.global_handles(self)
             self.t0 = _perf()
             self.enabled = True
-            for o in obs:
-                o.start(self)
+            # observers read the model's tensors (parameters, their storages): with the
+            # function mode off, not as calls of the model's (~10 mode calls a module)
+            with _no_torch_function():
+                for o in obs:
+                    o.start(self)
         except BaseException:
             self.enabled = False
             for ctx in reversed(entered):
@@ -322,8 +325,9 @@ class Instrumentation:
         self.enabled = False
         try:
             if was:
-                for o in reversed(self.observers):
-                    o.stop(self)
+                with _no_torch_function():
+                    for o in reversed(self.observers):
+                        o.stop(self)
         finally:
             try:
                 for ctx in reversed(self._contexts):
