@@ -252,7 +252,12 @@ def _fast(formula: FlopFormula) -> FlopFormula:
 
     def nf(*args: object, out_val: object = None, **kwargs: object) -> int:
         try:
-            key: object = (_sig(args), _sig(out_val), _sig(kwargs) if kwargs else None)
+            # the positional arguments' keys in one loop (a tensor's is its shape: most are)
+            key: object = (
+                tuple([a.shape if isinstance(a, _Tensor) else _sig(a) for a in args]),
+                out_val.shape if isinstance(out_val, _Tensor) else _sig(out_val),
+                _sig(kwargs) if kwargs else None,
+            )
             hit = known.get(key)
         except TypeError:  # an argument without a plain value to key on
             key, hit = None, None
@@ -271,15 +276,17 @@ def _fast(formula: FlopFormula) -> FlopFormula:
 
 
 _KNOWN_MAX = 4096
-_TENSOR = ("tensor",)  # marks a tensor's shape in a key (a shape and a tuple of ints differ)
+_Tensor = torch.Tensor
 _PLAIN = (int, float, bool, str, torch.dtype, torch.device, torch.memory_format, torch.layout)
 
 
 def _sig(x: object) -> object:
     """What a FLOP formula sees of ``x`` (tensors as shapes, types kept), hashable;
-    a ``TypeError`` for anything else (not cached)."""
+    a ``TypeError`` for anything else (not cached). A tensor's key is its ``torch.Size``
+    (a tuple of ints); every other key is ``None`` or starts with a type, so a shape and a
+    tuple of ints differ."""
     if isinstance(x, torch.Tensor):
-        return (_TENSOR, *x.shape)
+        return x.shape
     if x is None:
         return None
     kind = type(x)

@@ -107,3 +107,21 @@ def test_parameter_and_buffer_walks_are_the_models(make: Any) -> None:
     model = make()
     assert [id(p) for p in parameters_of(model)] == [id(p) for p in model.parameters()]
     assert [id(b) for b in buffers_of(model)] == [id(b) for b in model.buffers()]
+
+
+def test_gradient_hooks_run_after_the_users_and_leave_each_table_as_found() -> None:
+    model = nn.Sequential(nn.Linear(3, 3), nn.Linear(3, 2))
+    seen: list[int] = []
+    model[0].weight.register_post_accumulate_grad_hook(lambda p: seen.append(id(p)))
+    before = {id(p): dict(p._post_accumulate_grad_hooks or {}) for p in model.parameters()}
+    x = torch.randn(4, 3)
+    with Recorder(model, mode="full") as rec:
+        mid = dict(model[1].bias._post_accumulate_grad_hooks or {})
+        model(x).sum().backward()
+    assert len(mid) == 1  # ours, on a parameter that had none
+    assert seen == [id(model[0].weight)]  # the user's hook ran, once
+    assert rec.trace.memory[-1].bytes["gradients"] > 0  # ours saw them made
+    after = {id(p): dict(p._post_accumulate_grad_hooks or {}) for p in model.parameters()}
+    assert after == before  # the user's hook kept, ours gone
+    model(x).sum().backward()  # nothing of labkit's left to run
+    assert seen == [id(model[0].weight)] * 2
