@@ -38,6 +38,20 @@ class ConvNet(nn.Module):
         return self.fc(self.pool(self.features(x)).flatten(1))
 
 
+@pytest.fixture(autouse=True)
+def no_measured_speedups():
+    """Each test starts with no speed-ups measured earlier in the process: advise ranks by
+    what compare measured (``MEASURED``), so a compare run by another test, in another
+    file or on the same pytest worker, would re-rank its suggestions."""
+    from labkit.optimize.bench import MEASURED
+
+    saved = dict(MEASURED)
+    MEASURED.clear()
+    yield
+    MEASURED.clear()
+    MEASURED.update(saved)
+
+
 @pytest.fixture
 def mlp() -> MLP:
     torch.manual_seed(0)
