@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import fnmatch
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -59,17 +59,29 @@ def _forward_modes() -> tuple[contextlib.AbstractContextManager[None], Any]:
     modes = [
         m for m in _get_current_function_mode_stack() if getattr(m, "replay_in_recompute", False)
     ]
-    return contextlib.nullcontext(), _entered(modes)
+    return contextlib.nullcontext(), _Entered(modes)
 
 
-@contextlib.contextmanager
-def _entered(modes: list[TorchFunctionMode]) -> Iterator[None]:
-    live = _get_current_function_mode_stack()
-    with contextlib.ExitStack() as stack:
-        for m in modes:
+class _Entered:
+    """Enters ``modes`` (those not active already) on each ``with``: checkpoint enters its
+    recompute context once per recompute, and a double backward (``torch.autograd.grad(...,
+    create_graph=True)`` then ``.backward()``, a gradient penalty) recomputes twice, which a
+    one-shot ``@contextmanager`` refuses."""
+
+    def __init__(self, modes: list[TorchFunctionMode]) -> None:
+        self.modes = modes
+        self.stacks: list[contextlib.ExitStack] = []
+
+    def __enter__(self) -> None:
+        live = _get_current_function_mode_stack()
+        stack = contextlib.ExitStack()
+        for m in self.modes:
             if not any(m is x for x in live):
                 stack.enter_context(m)
-        yield
+        self.stacks.append(stack)
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stacks.pop().__exit__(*exc)
 
 
 def select(model: torch.nn.Module, patterns: tuple[str, ...]) -> tuple[list[str], list[str]]:

@@ -1,3 +1,4 @@
+import contextlib
 import copy
 
 import pytest
@@ -118,6 +119,27 @@ def test_checkpoint_grads_match(mlp, x):
     ref(x).pow(2).sum().backward()
     for (n, a), (_, b) in zip(ck.named_parameters(), ref.named_parameters(), strict=False):
         assert torch.allclose(a.grad, b.grad, atol=1e-6), n
+
+
+@pytest.mark.parametrize("held", [False, True], ids=["plain", "dropout-held"])
+def test_checkpoint_takes_a_gradient_penalty(mlp, x, held):
+    # WGAN-GP style: grad of the output w.r.t. the input with create_graph=True, then a
+    # backward through it: checkpoint recomputes twice (this raised AttributeError before)
+    from labkit.optimize._random import held_randomness
+
+    def penalty_grads(model):
+        inp = x.clone().requires_grad_(True)
+        with held_randomness(model) if held else contextlib.nullcontext():
+            (g,) = torch.autograd.grad(model(inp).sum(), inp, create_graph=True)
+            g.pow(2).sum().backward()
+        return {n: p.grad for n, p in model.named_parameters()}
+
+    ck = penalty_grads(apply(mlp, Recipe(checkpoint=("blocks.*",))))
+    ref = penalty_grads(apply(mlp))
+    assert ck.keys() == ref.keys()
+    assert ref["blocks.0.0.weight"] is not None and ref["head.bias"] is None  # no say in it
+    for n, g in ref.items():
+        assert (g is None and ck[n] is None) or torch.allclose(ck[n], g, atol=1e-6), n
 
 
 def test_checkpoint_glob_and_missing(mlp):
