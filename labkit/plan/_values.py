@@ -27,6 +27,7 @@ from torch._subclasses.fake_tensor import (
 )
 from torch.utils._pytree import tree_flatten, tree_map
 
+from labkit.plan._kernels import keeps_a_buffer, real_layout
 from labkit.trace.instrument import Observer
 
 MAX_NUMEL = 1 << 22  # real copies above this many elements are not kept (memory)
@@ -111,7 +112,8 @@ class IndexValues(Observer):
             except KeyError:
                 plain = _PLAIN[func] = func not in _INDEX_OPS and not _mutable(func)
             if plain:
-                return func(*args, **kwargs)
+                out = func(*args, **kwargs)
+                return real_layout(func, args, kwargs, out) if keeps_a_buffer(func) else out
         if func in _INDEX_OPS:
             args = self._masks_as_indices(args)
         tensors = _tensors(args, kwargs)
