@@ -67,7 +67,7 @@ class _Saved:
     around all of them (entering it per tensor cost more than the copies: ~20 us a
     tensor, 0.4 s for a model of 10,000 ``Linear`` layers)."""
 
-    __slots__ = ("copy", "layout", "ptr", "ref", "t")
+    __slots__ = ("copy", "layout", "nbytes", "ptr", "ref", "t")
 
     def __init__(self, t: torch.Tensor) -> None:
         self.t = t
@@ -76,6 +76,7 @@ class _Saved:
         self.ref = StorageWeakRef(storage)
         self.ptr = storage.data_ptr()
         self.layout = (src.dtype, src.device, src.shape, src.stride(), src.storage_offset())
+        self.nbytes = storage.nbytes()
         once = _each_element_once(src)
         self.copy = once.to("cpu", copy=True) if once.is_cuda else once.clone()
 
@@ -100,10 +101,8 @@ class _Saved:
         where nothing holds the old one any more (its values are written next)."""
         dtype, device, shape, stride, offset = self.layout
         storage = torch.UntypedStorage._new_with_weak_ptr(self.ref.cdata)
-        if storage is None:
-            size = offset + sum((n - 1) * st for n, st in zip(shape, stride, strict=True)) + 1
-            nbytes = size * dtype.itemsize if all(shape) else 0
-            storage = torch.UntypedStorage(nbytes, device=device)
+        if storage is None:  # as big as the old one: a copy of a whole storage fits it
+            storage = torch.UntypedStorage(self.nbytes, device=device)
         return torch.empty(0, dtype=dtype, device=device).set_(storage, offset, shape, stride)
 
 

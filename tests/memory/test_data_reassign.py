@@ -84,3 +84,26 @@ def test_a_view_the_user_kept_shares_the_parameter_again() -> None:
     with torch.no_grad():
         kept.add_(1.0)  # one storage: a write through the view is seen by the parameter
     assert torch.equal(w, kept_values + 1.0)
+
+
+class Windows(nn.Module):
+    """A buffer of overlapping windows on one storage, replaced through ``.data``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.register_buffer("win", torch.arange(10.0).as_strided((4, 4), (2, 1)))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.win.data = self.win.data + 1  # contiguous now; nothing holds the old storage
+        return self.fc(x) @ self.win
+
+
+def test_a_replaced_buffer_of_overlapping_windows_comes_back_in_its_layout() -> None:
+    model = Windows()
+    before = model.win.clone()
+    labkit.memory(model, torch.randn(2, 4), loss=lambda out: out.sum())
+    win = model.win
+    assert (win.stride(), win.storage_offset()) == ((2, 1), 0)
+    assert win.untyped_storage().nbytes() == 10 * 4
+    assert torch.equal(win, before)
