@@ -23,6 +23,7 @@ import labkit
 from labkit.optimize import Recipe, apply
 from labkit.plan import PlanError
 from tests.memory.conftest import assert_clean
+from tests.plan._memtracker import memtracker_peak
 
 
 class Net(nn.Module):
@@ -197,30 +198,13 @@ def _sgd(ps: Any) -> torch.optim.Optimizer:
     return torch.optim.SGD(ps, lr=0.1)
 
 
-def _memtracker_peak(model: nn.Module, x: torch.Tensor, loss: Callable[[Any], torch.Tensor]) -> int:
-    from torch.distributed._tools.mem_tracker import MemTracker
-
-    opt = _sgd(model.parameters())
-    ref = MemTracker()
-    ref.track_external(model, opt)
-    with ref:
-        xs = x.clone()  # the batch, counted as labkit counts it
-        out = model(xs)
-        loss(out).backward()
-        opt.step()
-        del out
-    peak = ref.get_tracker_snapshot("peak")
-    model.zero_grad(set_to_none=True)
-    return sum(v.get("Total", 0) for v in peak.values() if isinstance(v, dict))
-
-
 # (Adam's CPU step counters make MemTracker differ from labkit by 4 B whatever the loss:
 # SGD here. MemTracker refuses a second call of the model: not "model_again".)
 @pytest.mark.parametrize("name", ["parameters", "named_weight", "captured_list", "aux_attribute"])
 def test_a_penalty_on_the_real_parameters_is_torchs_memtracker_peak(name: str) -> None:
     model, x, loss, _ = _case(name)
     plan = labkit.plan(model, x, loss=loss, optimizer=_sgd, progress=False)
-    assert plan.peak_bytes == _memtracker_peak(model, x, loss)
+    assert plan.peak_bytes == memtracker_peak(model, _sgd(model.parameters()), (x,), loss)
 
 
 def test_the_gradient_of_a_captured_weight_is_counted() -> None:

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import labkit
+from tests.plan._memtracker import memtracker_peak
 
 LOSSES: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
     "mse": F.mse_loss,
@@ -33,22 +34,6 @@ def _case() -> tuple[nn.Module, torch.Tensor, torch.Tensor]:
     return model, torch.randn(8, 16), torch.randn(8, 512)
 
 
-def _memtracker_peak(model: nn.Module, x: torch.Tensor, loss: Callable) -> int:
-    from torch.distributed._tools.mem_tracker import MemTracker
-
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    ref = MemTracker()
-    ref.track_external(model, opt)
-    with ref:
-        batch = x.clone()  # the batch, counted as labkit counts it
-        out = model(batch)
-        loss(out).backward()
-        opt.step()
-        del out
-    peak = ref.get_tracker_snapshot("peak")
-    return sum(v.get("Total", 0) for v in peak.values() if isinstance(v, dict))
-
-
 @pytest.mark.parametrize("name", sorted(LOSSES))
 def test_the_plan_counts_the_buffer_the_real_loss_keeps(name: str) -> None:
     model, x, y = _case()
@@ -61,7 +46,9 @@ def test_the_plan_counts_the_buffer_the_real_loss_keeps(name: str) -> None:
     planned = labkit.plan(model, x, loss=loss, optimizer=opt).peak_bytes
     measured = labkit.memory(model, x, loss=loss, optimizer=opt).peak_bytes
     assert planned == measured  # mse and smooth_l1 planned 16,380 B under before
-    assert planned == _memtracker_peak(model, x, loss)
+    assert planned == memtracker_peak(
+        model, torch.optim.SGD(model.parameters(), lr=0.1), (x,), loss
+    )
 
 
 def test_the_kept_buffer_is_the_size_of_the_inputs_in_their_dtype() -> None:

@@ -15,24 +15,8 @@ import torch
 
 import labkit
 from labkit.plan import max_batch_size
-from tests.realworld.models import Case, build
-
-
-def _memtracker_peak(case: Case, opt: torch.optim.Optimizer) -> int:
-    from torch.distributed._tools.mem_tracker import MemTracker
-
-    ref = MemTracker()
-    ref.track_external(case.model, opt)
-    with ref:
-        args = tuple(a.clone() for a in case.args)  # the batch, counted as labkit counts it
-        kwargs = {k: v.clone() for k, v in case.kwargs.items()}
-        out = case.model(*args, **kwargs)
-        case.loss(out).backward()
-        opt.step()
-        del out
-    peak = ref.get_tracker_snapshot("peak")
-    return sum(v.get("Total", 0) for v in peak.values() if isinstance(v, dict))
-
+from tests.plan._memtracker import memtracker_peak
+from tests.realworld.models import build
 
 CASES = {
     "gpt-50k-vocab": lambda: build("gpt", vocab=50257, batch=2, block=32, n_embd=16),
@@ -48,7 +32,7 @@ def test_the_plan_of_the_users_loop_is_torchs_memtracker_peak(name: str) -> None
     batch = case.args or None
     plan = labkit.plan(case.model, batch, loss=case.loss, optimizer=opt, model_kwargs=case.kwargs)
     assert not opt.state  # the user's optimizer untouched
-    ref = _memtracker_peak(case, opt)
+    ref = memtracker_peak(case.model, opt, case.args, case.loss, case.kwargs)
     assert plan.peak_bytes == pytest.approx(ref, rel=0.02), (plan.peak_bytes, ref)
     assert any("output stayed alive through backward" in n for n in plan.meta.notes)
 
