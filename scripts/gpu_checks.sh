@@ -33,6 +33,7 @@ run nvidia-smi 30 nvidia-smi
 run tests 300 python -m pytest -q -p no:cacheprovider -o addopts="--import-mode=importlib" \
   tests/trace/test_timing_cuda.py tests/memory/test_memory_cuda.py tests/plan/test_plan_cuda.py \
   tests/optimize/test_compare.py tests/memory/test_memory_tracker.py tests/trace/test_recorder.py \
+  tests/plan/test_plan_kernels.py \
   -m cuda -rA
 run trace_overhead 150 python -m benchmarks.trace_overhead --device cuda --rounds 5
 run memory_overhead 120 python -m benchmarks.memory_overhead --device cuda --rounds 5

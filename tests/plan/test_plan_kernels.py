@@ -68,3 +68,24 @@ def test_the_kept_buffer_is_the_size_of_the_inputs_in_their_dtype() -> None:
     assert fixed.untyped_storage().nbytes() == real.untyped_storage().nbytes()
     assert (fixed.shape, fixed.dtype, fixed.stride()) == (real.shape, real.dtype, real.stride())
     assert kept is none  # reduction='none' is already full-size
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_on_cuda_the_loss_storage_is_what_the_kernel_keeps() -> None:
+    # the buffer rule is CPU's (seen there); whatever CUDA's kernels keep, a CUDA plan's
+    # loss must hold as many bytes as the real one does
+    torch.manual_seed(0)
+    a = torch.randn(8, 512, device="cuda", requires_grad=True)
+    b = torch.randn(8, 512, device="cuda")
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from labkit.plan._kernels import keeps_a_buffer, real_layout
+
+    for op in (torch.ops.aten.mse_loss.default, torch.ops.aten.smooth_l1_loss.default):
+        real = op(a, b, 1)
+        with FakeTensorMode() as mode:
+            fa, fb = mode.from_tensor(a), mode.from_tensor(b)
+            out = op(fa, fb, 1)
+            planned = real_layout(op, (fa, fb, 1), {}, out) if keeps_a_buffer(op) else out
+        assert planned.untyped_storage().nbytes() == real.untyped_storage().nbytes(), op
