@@ -443,13 +443,10 @@ class MemoryTracker(MemoryObserver):
         if rec is None or not self.active:
             return
         self._by_sid.pop(rec.storage_id, None)
-        events = self._events
-        rec.freed_event = len(events)  # the sample written just below
+        rec.freed_event = len(self._events)  # the sample written just below
         self._count(rec, -rec.nbytes, "")  # a free never sets a peak: no need to know where
-        inst, stack = self._inst, self._inst.stack  # _sample(_phase(), _module()) inline
-        phase = inst.phase
-        module = ((stack[-1].module or "") if stack else "") if phase == _FWD else inst.module_now()
-        events.append((_perf() - self._t0, phase, module, *self._cat))
+        phase = self._phase()
+        self._sample(phase, self._module(phase))
 
     def _follow(self) -> None:
         """The state is leaving the peak: journal the changes from here on instead of copying
