@@ -269,7 +269,6 @@ def test_show_links_graph_and_profile(page):
     mem = tabs.locator(".lk-memory")
     mem.locator(".lk-sel-span").first.wait_for()
     assert mem.locator(".lk-mem-sel").inner_text().startswith("head ran in ")
-    blocks = mem.locator(".lk-sel-span")
     tabs.locator(".lm-TabBar-tab", has_text="Profile").click()
     tabs.locator(".lk-profile tbody tr[data-path='blocks']").click()
     tabs.locator(".lm-TabBar-tab", has_text="Memory").click()
@@ -277,9 +276,12 @@ def test_show_links_graph_and_profile(page):
         "el => el.textContent.startsWith('blocks ran in ')",
         arg=mem.locator(".lk-mem-sel").element_handle(),
     )
+    # drawn at the width it is shown at, though the selection came while it was hidden
+    drawn = mem.locator("svg").evaluate("el => [el.viewBox.baseVal.width, el.clientWidth]")
+    assert drawn[0] == drawn[1], f"drawn {drawn[0]} px wide, shown {drawn[1]} px wide"
     # the x axis is measured time, so where a child of the blocks ran inside their span
     # differs run to run: move along the span until the tooltip names one, click there
-    x, y = _inside_call(page, mem, _box(blocks.first), "blocks.")
+    x, y = _inside_call(page, mem, "blocks.")
     page.mouse.click(x, y)
     picked = mem.locator(".lk-mem-sel b")
     inside = "el => el.textContent.startsWith('blocks.')"  # a call inside the blocks
@@ -289,9 +291,16 @@ def test_show_links_graph_and_profile(page):
     assert row.get_attribute("data-path") == picked.inner_text()
 
 
-def _inside_call(page, mem, span: dict, prefix: str) -> tuple[float, float]:
-    """A point of the memory chart inside `span` whose sample ran a module named `prefix...`."""
+def _inside_call(page, mem, prefix: str) -> tuple[float, float]:
+    """A point of the memory chart inside `span` whose sample ran a module named `prefix...`.
+
+    The chart is scrolled to the middle of the view first: at its natural place its lower
+    half can sit under JupyterLab's status bar, where a pointer never reaches the chart."""
+    mem.locator("svg").evaluate("el => el.scrollIntoView({block: 'center'})")
+    span = _box(mem.locator(".lk-sel-span").first)
     y = span["y"] + span["h"] / 2
+    hit = "([x, y]) => !!document.elementFromPoint(x, y)?.closest('.lk-memory svg')"
+    assert page.evaluate(hit, [span["x"] + span["w"] / 2, y]), f"the chart is covered at {span}"
     seen = []
     for k in range(1, 40):
         x = span["x"] + span["w"] * k / 40

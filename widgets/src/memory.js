@@ -425,13 +425,11 @@ function render({ model, el }) {
     wireChart(/** @type {SVGSVGElement} */ (body.querySelector("svg")), c, s, tip, on);
     body.appendChild(tip.el);
   }
-  let lastW = 0;
+  // a draw while hidden (a tab) could not measure and used 760 px: the pointer maps to the
+  // drawing by the real width, so showing the chart again counts as a resize
   const ro = new ResizeObserver(() => {
     const w = body.clientWidth;
-    if (w && w !== lastW) {
-      lastW = w;
-      draw();
-    }
+    if (w && w !== state.width) draw();
   });
   ro.observe(body);
   /** @type {import("./_contract_types").ChangeEvent<Traits>[]} */
