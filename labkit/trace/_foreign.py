@@ -5,12 +5,13 @@ plain list attribute, one only a closure names, a GAN's discriminator or a froze
 the loss calls) or use a foreign module's parameters directly (a list of them captured
 before the call). :class:`StepState` saves only the model's own state, so while the step
 is recorded a global module forward-pre-hook saves each foreign module the first time it
-is called (its parameters, buffers, ``.grad``, attributes and ``training`` flags, as
-:class:`StepState` saves the model's), and a torch-function mode saves each foreign leaf
-tensor that requires grad (or a foreign ``Parameter``) the first time an op reaches it:
-its values, ``requires_grad`` and ``.grad`` (an existing ``.grad`` keeps its identity and
-its values: backward accumulates into it in place). Both save before the step changes
-anything of theirs: a module's forward has not run yet, backward comes after the op.
+is called or set to train or eval (its parameters, buffers, ``.grad``, attributes and
+``training`` flags, as :class:`StepState` saves the model's), and a torch-function mode
+saves each foreign leaf tensor that requires grad (or a foreign ``Parameter``) the first
+time an op reaches it: its values, ``requires_grad`` and ``.grad`` (an existing ``.grad``
+keeps its identity and its values: backward accumulates into it in place). Both save before
+the step changes anything of theirs: a module's forward has not run yet, backward comes
+after the op.
 
 The saves run with every mode disabled, so the recording never sees their copies (the
 memory figures are the step's own). Only the recording is watched: the timing passes run
@@ -104,7 +105,7 @@ class ForeignState:
         """Save what the step reaches outside the model, on first sight, while entered."""
         handle = torch.nn.modules.module.register_module_forward_pre_hook(self._module_call)
         try:
-            with _Reached(self):
+            with _Reached(self), _saved_before_train(self._module_call):
                 yield
         finally:
             handle.remove()
@@ -145,6 +146,26 @@ class ForeignState:
         with _unseen():
             for s in reversed(self._saved):
                 s.restore()
+
+
+@contextlib.contextmanager
+def _saved_before_train(save: Callable[[torch.nn.Module, object], None]) -> Iterator[None]:
+    """``Module.train`` (and ``eval``, which calls it) saves a module first: a loss may set
+    a foreign teacher to eval before its first call, when no forward hook has seen it yet.
+    Class attribute swapped while entered; an override that calls ``super().train`` is
+    covered, one that sets ``training`` itself is not."""
+    Module = torch.nn.Module
+    train = Module.__dict__["train"]
+
+    def saving_train(module: torch.nn.Module, mode: bool = True) -> torch.nn.Module:
+        save(module, ())
+        return train(module, mode)
+
+    Module.train = saving_train  # type: ignore[method-assign,assignment]
+    try:
+        yield
+    finally:
+        Module.train = train  # type: ignore[method-assign]
 
 
 def _module_state(module: torch.nn.Module) -> StepState:

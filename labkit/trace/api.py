@@ -96,9 +96,10 @@ def trace(
     passes (module hooks alone, labkit's hook cost subtracted; CUDA events on a GPU):
     ``warmup`` passes thrown away, then ``repeat`` kept; each time shown is the median
     over them, with its interquartile range (``Node.fwd_iqr``). Afterwards everything the
-    step touched is as it was before the call: parameters' values and ``.grad``, buffers
-    (BatchNorm running statistics, a buffer the forward reassigns), the inputs' values and
-    ``.grad``, plain attributes of the modules, ``training`` flags and the random number
+    step touched is as it was before the call: parameters' values, ``.grad`` and
+    ``requires_grad``, buffers (BatchNorm running statistics, a buffer the forward
+    reassigns), the inputs' values and ``.grad``, plain attributes of the modules,
+    ``training`` flags (a teacher the loss sets to eval too) and the random number
     generators, on success, on error and on KeyboardInterrupt (``keep_step=True`` keeps
     one step's effects instead). What the step changed that cannot be put back (a list
     inside a module attribute appended to; a global of the module the forward or the loss

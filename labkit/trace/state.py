@@ -311,6 +311,8 @@ class StepState:
             (p, p.grad, _Saved(p.grad) if p.grad is not None and _has_values(p.grad) else None)
             for p in (parameters_of(model) if model is not None else ())
         ]
+        # a step may freeze or unfreeze part of the model (``model.stem.requires_grad_(False)``)
+        self._trainable = [(p, p.requires_grad) for p, _, _ in self._grads if p.is_leaf]
         self._attrs = [
             _Attrs(m, path, _MODULE_INTERNALS)
             for path, m in modules
@@ -381,6 +383,9 @@ class StepState:
                 saved.restore()
             if t.grad is not g:
                 t.grad = g
+        for t, flag in self._trainable:
+            if t.requires_grad != flag:
+                t.requires_grad_(flag)
         for o in self._opts:
             o.restore()
         for sc in self._scalers:

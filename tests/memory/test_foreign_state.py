@@ -96,6 +96,19 @@ def _existing_grad() -> Case:
     return model, x, loss, others
 
 
+def _teacher_set_to_eval() -> Case:
+    student = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+    teacher = nn.Sequential(nn.Linear(8, 16), nn.Dropout(0.5), nn.Linear(16, 4))  # training
+    x = torch.randn(6, 8)
+
+    def loss(out: torch.Tensor) -> torch.Tensor:  # flags change before its first call
+        teacher.eval()
+        teacher.requires_grad_(False)
+        return F.mse_loss(out, teacher(x))
+
+    return student, x, loss, [teacher]
+
+
 CASES: dict[str, Callable[[], Case]] = {
     "list_held": _list_held,
     "closure_only": _closure_only,
@@ -103,6 +116,7 @@ CASES: dict[str, Callable[[], Case]] = {
     "teacher": _teacher,
     "captured_params": _captured_params,
     "existing_grad": _existing_grad,
+    "teacher_set_to_eval": _teacher_set_to_eval,
 }
 
 
@@ -204,3 +218,18 @@ def test_a_global_module_and_parameter_the_loss_uses_are_put_back_without_a_note
     trace = labkit.trace(model, x, loss=loss, repeat=1, progress=False)
     _assert_same(before, _state([model, _GLOBAL_DISC, nn.ParameterList([_GLOBAL_W])]))
     assert not any("module-level" in n for n in trace.meta.notes), trace.meta.notes
+
+
+@pytest.mark.parametrize("what", ["memory", "trace"])
+def test_a_step_that_freezes_part_of_the_model_leaves_it_trainable(what: str) -> None:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+    x = torch.randn(6, 8)
+
+    def loss(out: torch.Tensor) -> torch.Tensor:  # a fine-tuning step freezing the stem
+        model[0].requires_grad_(False)
+        return out.pow(2).mean()
+
+    before = _state([model])
+    _measure(what, model, x, loss)
+    _assert_same(before, _state([model]))
