@@ -7,12 +7,24 @@ return the 0-dim result as a view of it (seen with torch 2.13: ``F.mse_loss`` of
 8 x 4 float tensors keeps 128 bytes, not 4). The loss stays alive through backward, so
 a plan that gave it 4 bytes was that buffer under the measured peak. :func:`real_layout`
 gives such an output the storage the real kernel keeps.
+
+oneDNN's LSTM layer (``mkldnn_rnn_layer``, what ``nn.LSTM`` runs on CPU) keeps a workspace
+for backward whose size oneDNN decides (gates and states, each padded to a page): the fake
+kernel gives it 0 bytes, and a 2-layer bidirectional LSTM's plan was 120,800 B (59%)
+under the measured peak. Its size depends on the shapes only, so it is read off the real
+kernel run once on zeros of the same shapes (cached by shape), unless those tensors would
+pass :data:`RNN_REAL_MAX_BYTES`: then it is left out, and a note says so. Its backward's
+fake kernel returns one tensor for both bias gradients, where the real one returns two.
 """
 
 from __future__ import annotations
 
 import torch
 from torch._ops import OpOverload
+from torch._subclasses.fake_tensor import unset_fake_temporarily
+from torch.utils._python_dispatch import _disable_current_modes
+
+from labkit._format import fmt_bytes
 
 _aten = torch.ops.aten
 # op -> the index of its ``reduction`` argument (0: none, 1: mean, 2: sum)
@@ -22,16 +34,36 @@ _FULL_BUFFER_SCALARS: dict[OpOverload, int] = {
 }
 
 
+_RNN_LAYER = _aten.mkldnn_rnn_layer.default
+_RNN_LAYER_BACKWARD = _aten.mkldnn_rnn_layer_backward.default
+RNN_REAL_MAX_BYTES = 1 << 28  # inputs an LSTM layer's workspace is measured on, at most
+_WORKSPACE: dict[tuple[object, ...], int] = {}  # shapes and options -> workspace bytes
+RNN_NOTE = (
+    "an nn.LSTM layer's oneDNN workspace (kept for backward) is not counted: its size is "
+    "read off the real kernel run on zeros, skipped above {limit} of inputs"
+)
+
+
 def keeps_a_buffer(func: OpOverload) -> bool:
     """Whether ``func`` is one whose real CPU result may keep a larger storage."""
-    return func in _FULL_BUFFER_SCALARS
+    return func in _FULL_BUFFER_SCALARS or func is _RNN_LAYER or func is _RNN_LAYER_BACKWARD
 
 
 def real_layout(
-    func: OpOverload, args: tuple[object, ...], kwargs: dict[str, object], out: object
+    func: OpOverload,
+    args: tuple[object, ...],
+    kwargs: dict[str, object],
+    out: object,
+    notes: list[str] | None = None,
 ) -> object:
-    """``out`` (a fake result of ``func``), or where the real CPU kernel returns a view of
-    its element-wise buffer, the same 0-dim value as a view of a fake buffer that size."""
+    """``out`` (a fake result of ``func``), or where the real CPU kernel keeps more: the
+    same 0-dim loss as a view of a fake buffer the size of its element-wise buffer, or an
+    LSTM layer's outputs with a workspace of the real kernel's size (``notes`` gets a note
+    where it was too big to measure)."""
+    if func is _RNN_LAYER:
+        return _rnn_workspace(args, out, notes)
+    if func is _RNN_LAYER_BACKWARD:
+        return _distinct_bias_grads(out)
     at = _FULL_BUFFER_SCALARS[func]
     reduction = args[at] if len(args) > at else kwargs.get("reduction", 1)
     x = args[0] if args else None
@@ -46,3 +78,47 @@ def real_layout(
     with torch._C.DisableTorchFunction():  # made here, not a call of the user's step
         buffer = torch.empty(x.numel(), dtype=out.dtype, device=out.device)
         return buffer.as_strided((), (), 0)
+
+
+def _distinct_bias_grads(out: object) -> object:
+    """The backward's outputs with the two bias gradients apart: the fake kernel returns
+    one tensor for both, the real one two (one 4 * hidden vector short at its peak)."""
+    if not (isinstance(out, tuple) and len(out) == 7 and out[3] is out[4]):
+        return out
+    with torch._C.DisableTorchFunction():  # made here, not a call of the user's step
+        return (*out[:4], torch.empty_like(out[4]), *out[5:])
+
+
+def _rnn_workspace(args: tuple[object, ...], out: object, notes: list[str] | None) -> object:
+    """The fake outputs of ``mkldnn_rnn_layer`` with the real kernel's workspace size."""
+    if not (isinstance(out, tuple) and len(out) == 4 and len(args) == 16 and args[15]):
+        return out  # not training: no workspace is kept
+    ws = out[3]
+    if not isinstance(ws, torch.Tensor) or ws.numel() or ws.device.type != "cpu":
+        return out
+    tensors = [a for a in args[:7] if isinstance(a, torch.Tensor)]
+    key = (
+        tuple((tuple(t.shape), t.dtype) for t in tensors),
+        tuple(repr(a) for a in args[7:]),
+    )
+    if key not in _WORKSPACE:
+        size = sum(t.numel() * t.element_size() for t in tensors)
+        if size > RNN_REAL_MAX_BYTES:
+            note = RNN_NOTE.format(limit=fmt_bytes(RNN_REAL_MAX_BYTES))
+            if notes is not None and note not in notes:
+                notes.append(note)
+            return out
+        _WORKSPACE[key] = _measured_workspace(args)
+    with torch._C.DisableTorchFunction():  # made here, not a call of the user's step
+        workspace = torch.empty(_WORKSPACE[key], dtype=ws.dtype, device=ws.device)
+    return (*out[:3], workspace)
+
+
+def _measured_workspace(args: tuple[object, ...]) -> int:
+    """Bytes of the workspace the real CPU kernel returns for these shapes (zeros in)."""
+    with unset_fake_temporarily(), _disable_current_modes(), torch._C.DisableTorchFunction():
+        real = [
+            torch.zeros(a.shape, dtype=a.dtype) if isinstance(a, torch.Tensor) else a for a in args
+        ]
+        ws = _RNN_LAYER(*real)[3]  # zeros need no grad: no graph (under no_grad: no workspace)
+        return ws.untyped_storage().nbytes() if isinstance(ws, torch.Tensor) else 0

@@ -67,6 +67,7 @@ class IndexValues(Observer):
         self.fake = fake
         self._values: dict[int, tuple[weakref.ref[torch.Tensor], torch.Tensor]] = {}
         self.computed = 0  # ops computed on real copies
+        self.notes: list[str] = []  # what the plan could not count (the kernels' rules)
 
     def __repr__(self) -> str:
         return f"IndexValues(known={len(self._values)}, computed={self.computed})"
@@ -113,7 +114,9 @@ class IndexValues(Observer):
                 plain = _PLAIN[func] = func not in _INDEX_OPS and not _mutable(func)
             if plain:
                 out = func(*args, **kwargs)
-                return real_layout(func, args, kwargs, out) if keeps_a_buffer(func) else out
+                if keeps_a_buffer(func):
+                    return real_layout(func, args, kwargs, out, self.notes)
+                return out
         if func in _INDEX_OPS:
             args = self._masks_as_indices(args)
         tensors = _tensors(args, kwargs)

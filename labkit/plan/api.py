@@ -276,7 +276,8 @@ def _plan(
     )
     mm = trace.memory_meta
     if mm is not None:
-        mm = dataclasses.replace(mm, device=str(dev))
+        # what the plan's kernel rules could not count is a caveat of the memory figures
+        mm = dataclasses.replace(mm, device=str(dev), notes=(*mm.notes, *values.notes))
     request = None
     if not callable(batch) and batch_size(real) is not None:
         options = {

@@ -1,9 +1,11 @@
-"""Plans of losses whose real CPU kernel keeps more than its result's size.
+"""Plans of kernels whose real CPU version keeps more than its fake one says.
 
 ``F.mse_loss`` and ``F.smooth_l1_loss`` (mean or sum) return a 0-dim view of their
-element-wise buffer, which stays alive with the loss through backward. The plan must
-count that buffer as the real step holds it: checked against torch's MemTracker on the
-real step, and against ``labkit.memory``.
+element-wise buffer, which stays alive with the loss through backward. ``nn.LSTM`` on CPU
+(oneDNN) keeps a workspace for backward that the fake kernel makes 0 bytes, and its
+backward's fake kernel returns one tensor for two bias gradients. The plan must count
+what the real step holds: checked against torch's MemTracker on the real step, and
+against ``labkit.memory``.
 """
 
 from __future__ import annotations
@@ -49,6 +51,69 @@ def test_the_plan_counts_the_buffer_the_real_loss_keeps(name: str) -> None:
     assert planned == memtracker_peak(
         model, torch.optim.SGD(model.parameters(), lr=0.1), (x,), loss
     )
+
+
+class _Recurrent(nn.Module):
+    def __init__(self, rnn: nn.RNNBase, width: int) -> None:
+        super().__init__()
+        self.rnn, self.head = rnn, nn.Linear(width, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.rnn(x)[0]
+        return self.head(y[:, -1] if self.rnn.batch_first else y[-1])
+
+
+RNNS: dict[str, Callable[[], tuple[nn.RNNBase, int, tuple[int, ...]]]] = {
+    "lstm": lambda: (nn.LSTM(8, 16), 16, (5, 3, 8)),
+    "lstm-2-bidirectional": lambda: (
+        nn.LSTM(8, 16, 2, batch_first=True, bidirectional=True),
+        32,
+        (3, 5, 8),
+    ),
+    "lstm-proj": lambda: (nn.LSTM(8, 16, proj_size=4), 4, (5, 3, 8)),
+    "lstm-3-no-bias-dropout": lambda: (nn.LSTM(8, 16, 3, bias=False, dropout=0.2), 16, (7, 2, 8)),
+    "gru-2-bidirectional": lambda: (nn.GRU(8, 16, 2, bidirectional=True), 32, (5, 3, 8)),
+    "rnn-tanh": lambda: (nn.RNN(8, 16, 2), 16, (5, 3, 8)),
+}
+
+
+def _recurrent(name: str) -> tuple[nn.Module, torch.Tensor]:
+    torch.manual_seed(0)
+    rnn, width, shape = RNNS[name]()
+    return _Recurrent(rnn, width).train(), torch.randn(*shape)
+
+
+def _mean(out: torch.Tensor) -> torch.Tensor:
+    return out.mean()
+
+
+@pytest.mark.parametrize("name", list(RNNS))
+@pytest.mark.filterwarnings("ignore:LSTM with projections is not supported with oneDNN")
+def test_a_recurrent_plan_counts_what_the_real_kernels_keep(name: str) -> None:
+    # the 2-layer bidirectional LSTM planned 120,800 B under (no workspace) and then 256 B
+    # under (one bias gradient) before; GRU and RNN run no oneDNN layer: equal already
+    model, x = _recurrent(name)
+
+    def sgd() -> torch.optim.Optimizer:
+        return torch.optim.SGD(model.parameters(), lr=0.1)
+
+    plan = labkit.plan(model, x, loss=_mean, optimizer=sgd())
+    measured = labkit.memory(model, x, loss=_mean, optimizer=sgd(), progress=False)
+    assert plan.peak_bytes == measured.peak_bytes
+    assert plan.peak_bytes == memtracker_peak(model, sgd(), (x,), _mean)
+    assert not any("oneDNN" in n for n in plan.meta.notes)
+
+
+def test_an_lstm_workspace_too_big_to_measure_is_named_in_the_notes(monkeypatch) -> None:
+    from labkit.plan import _kernels
+
+    monkeypatch.setattr(_kernels, "RNN_REAL_MAX_BYTES", 64)
+    monkeypatch.setattr(_kernels, "_WORKSPACE", {})
+    model, x = _recurrent("lstm")
+    plan = labkit.plan(model, x, loss=_mean)
+    assert plan.peak_bytes < labkit.memory(model, x, loss=_mean, progress=False).peak_bytes
+    assert [n for n in plan.meta.notes if "oneDNN workspace" in n]
+    assert "oneDNN workspace" in plan.summary()
 
 
 def test_the_kept_buffer_is_the_size_of_the_inputs_in_their_dtype() -> None:
