@@ -27,6 +27,7 @@ from torch._subclasses.fake_tensor import (
 )
 from torch.utils._pytree import tree_flatten, tree_map
 
+from labkit.plan._ctc import CTC_OPS, ctc_outputs
 from labkit.plan._kernels import keeps_a_buffer, real_layout
 from labkit.trace.instrument import Observer
 
@@ -101,9 +102,7 @@ class IndexValues(Observer):
         self, func: OpOverload, args: tuple[object, ...], kwargs: dict[str, object]
     ) -> object:
         if func is _DEVICE:  # a fake tensor's device (autograd asks it of every gradient)
-            if _device_of_fake is not None and len(args) == 1 and type(args[0]) is FakeTensor:
-                return _device_of_fake(args)
-            return func(*args, **kwargs)
+            return _device(args, kwargs)
         if args and type(args[0]) is FakeTensor and id(args[0]) not in self._values:
             # the common case on a plan: the first input is a fake without a known value, so
             # the output has none either; only an op that writes its inputs or takes masks
@@ -111,14 +110,16 @@ class IndexValues(Observer):
             try:
                 plain = _PLAIN[func]
             except KeyError:
-                plain = _PLAIN[func] = func not in _INDEX_OPS and not _mutable(func)
+                plain = _PLAIN[func] = func not in _SPECIAL and not _mutable(func)
             if plain:
                 out = func(*args, **kwargs)
                 if keeps_a_buffer(func):
                     return real_layout(func, args, kwargs, out, self.notes)
                 return out
-        if func in _INDEX_OPS:
-            args = self._masks_as_indices(args)
+        if func in _SPECIAL:
+            args, made = self._special(func, args, kwargs)
+            if made is not None:
+                return made
         tensors = _tensors(args, kwargs)
         value = self.value
         known = all(value(t) is not None for t in tensors)
@@ -143,6 +144,15 @@ class IndexValues(Observer):
             real = self._real(func, args, kwargs)
             self._pair(out, real)
         return out
+
+    def _special(
+        self, func: OpOverload, args: tuple[object, ...], kwargs: dict[str, object]
+    ) -> tuple[tuple[object, ...], object]:
+        """``(args, None)``, boolean masks among an index op's indices made indices; or
+        ``(args, outputs)`` of a CTC op made from its lengths' values (where known)."""
+        if func in _INDEX_OPS:
+            return self._masks_as_indices(args), None
+        return args, ctc_outputs(func, args, kwargs, self.value)
 
     def _masks_as_indices(self, args: tuple[object, ...]) -> tuple[object, ...]:
         """``x[mask]`` with a known boolean mask becomes ``x[i, j, ...]`` with the mask's
@@ -185,6 +195,14 @@ class IndexValues(Observer):
                 self.know(o, r)
 
 
+def _device(args: tuple[object, ...], kwargs: dict[str, object]) -> object:
+    """``prim.device`` of a fake tensor, answered directly where torch allows it."""
+    if _device_of_fake is not None and len(args) == 1 and type(args[0]) is FakeTensor:
+        return _device_of_fake(args)
+    return _DEVICE(*args, **kwargs)
+
+
+_SPECIAL = _INDEX_OPS | CTC_OPS  # ops whose arguments or outputs IndexValues makes itself
 _MUTABLE: dict[OpOverload, bool] = {}
 _PLAIN: dict[OpOverload, bool] = {}  # neither writes an input nor takes a list of masks
 
