@@ -15,6 +15,9 @@ under the measured peak. Its size depends on the shapes only, so it is read off 
 kernel run once on zeros of the same shapes (cached by shape), unless those tensors would
 pass :data:`RNN_REAL_MAX_BYTES`: then it is left out, and a note says so. Its backward's
 fake kernel returns one tensor for both bias gradients, where the real one returns two.
+
+``nn.EmbeddingBag``'s CPU kernel makes its ``offset2bag`` (saved for backward) one element
+longer than it returns it (``resize_`` down keeps the storage): 8 bytes a plan missed.
 """
 
 from __future__ import annotations
@@ -34,8 +37,10 @@ _FULL_BUFFER_SCALARS: dict[OpOverload, int] = {
 }
 
 
+_EMBEDDING_BAG = _aten._embedding_bag.default
 _RNN_LAYER = _aten.mkldnn_rnn_layer.default
 _RNN_LAYER_BACKWARD = _aten.mkldnn_rnn_layer_backward.default
+_RNN_OR_BAG = frozenset((_EMBEDDING_BAG, _RNN_LAYER, _RNN_LAYER_BACKWARD))
 RNN_REAL_MAX_BYTES = 1 << 28  # inputs an LSTM layer's workspace is measured on, at most
 _WORKSPACE: dict[tuple[object, ...], int] = {}  # shapes and options -> workspace bytes
 RNN_NOTE = (
@@ -46,7 +51,7 @@ RNN_NOTE = (
 
 def keeps_a_buffer(func: OpOverload) -> bool:
     """Whether ``func`` is one whose real CPU result may keep a larger storage."""
-    return func in _FULL_BUFFER_SCALARS or func is _RNN_LAYER or func is _RNN_LAYER_BACKWARD
+    return func in _FULL_BUFFER_SCALARS or func in _RNN_OR_BAG
 
 
 def real_layout(
@@ -64,6 +69,8 @@ def real_layout(
         return _rnn_workspace(args, out, notes)
     if func is _RNN_LAYER_BACKWARD:
         return _distinct_bias_grads(out)
+    if func is _EMBEDDING_BAG:
+        return _offset2bag_one_longer(out)
     at = _FULL_BUFFER_SCALARS[func]
     reduction = args[at] if len(args) > at else kwargs.get("reduction", 1)
     x = args[0] if args else None
@@ -78,6 +85,18 @@ def real_layout(
     with torch._C.DisableTorchFunction():  # made here, not a call of the user's step
         buffer = torch.empty(x.numel(), dtype=out.dtype, device=out.device)
         return buffer.as_strided((), (), 0)
+
+
+def _offset2bag_one_longer(out: object) -> object:
+    """``_embedding_bag``'s outputs with ``offset2bag`` in a storage one element longer."""
+    if not (isinstance(out, tuple) and len(out) == 4 and isinstance(out[1], torch.Tensor)):
+        return out
+    o2b = out[1]
+    if not o2b.numel() or o2b.dim() != 1 or o2b.device.type != "cpu":
+        return out
+    with torch._C.DisableTorchFunction():  # made here, not a call of the user's step
+        longer = torch.empty(o2b.numel() + 1, dtype=o2b.dtype, device=o2b.device)
+        return (out[0], longer.as_strided(o2b.shape, (1,), 0), *out[2:])
 
 
 def _distinct_bias_grads(out: object) -> object:

@@ -3,7 +3,8 @@
 ``F.mse_loss`` and ``F.smooth_l1_loss`` (mean or sum) return a 0-dim view of their
 element-wise buffer, which stays alive with the loss through backward. ``nn.LSTM`` on CPU
 (oneDNN) keeps a workspace for backward that the fake kernel makes 0 bytes, and its
-backward's fake kernel returns one tensor for two bias gradients. The plan must count
+backward's fake kernel returns one tensor for two bias gradients. ``nn.EmbeddingBag``
+keeps ``offset2bag`` in a storage one element longer. The plan must count
 what the real step holds: checked against torch's MemTracker on the real step, and
 against ``labkit.memory``.
 """
@@ -114,6 +115,40 @@ def test_an_lstm_workspace_too_big_to_measure_is_named_in_the_notes(monkeypatch)
     assert plan.peak_bytes < labkit.memory(model, x, loss=_mean, progress=False).peak_bytes
     assert [n for n in plan.meta.notes if "oneDNN workspace" in n]
     assert "oneDNN workspace" in plan.summary()
+
+
+class _Bags(nn.Module):
+    def __init__(self, mode: str) -> None:
+        super().__init__()
+        self.bag, self.head = nn.EmbeddingBag(30, 8, mode=mode), nn.Linear(8, 2)
+
+    def forward(self, ids: torch.Tensor, offsets: torch.Tensor | None = None) -> torch.Tensor:
+        return self.head(self.bag(ids, offsets))
+
+
+@pytest.mark.parametrize(
+    ("mode", "flat"), [("mean", False), ("max", False), ("sum", False), ("mean", True)]
+)
+def test_an_embedding_bag_plan_counts_offset2bag_as_the_kernel_keeps_it(
+    mode: str, flat: bool
+) -> None:
+    # mean and max planned 8 B under before (offset2bag's 21st element); sum keeps none
+    torch.manual_seed(0)
+    model = _Bags(mode)
+    batch = (
+        (torch.randint(0, 30, (20,)), torch.tensor([0, 3, 3, 10]))
+        if flat
+        else torch.randint(0, 30, (4, 5))
+    )
+    args = batch if isinstance(batch, tuple) else (batch,)
+
+    def sgd() -> torch.optim.Optimizer:
+        return torch.optim.SGD(model.parameters(), lr=0.1)
+
+    plan = labkit.plan(model, batch, loss=_mean, optimizer=sgd())
+    measured = labkit.memory(model, batch, loss=_mean, optimizer=sgd(), progress=False)
+    assert plan.peak_bytes == measured.peak_bytes
+    assert plan.peak_bytes == memtracker_peak(model, sgd(), args, _mean)
 
 
 def test_the_kept_buffer_is_the_size_of_the_inputs_in_their_dtype() -> None:
