@@ -22,6 +22,7 @@ CASES = {
     "gpt-50k-vocab": lambda: build("gpt", vocab=50257, batch=2, block=32, n_embd=16),
     "pyg-gat-captured-mask": lambda: build("pyg_gat", nodes=600),
     "hf-vit": lambda: build("hf_vit", batch=4, image=32, hidden=32),
+    "hf-wav2vec2-ctc": lambda: build("hf_wav2vec2_ctc"),  # PlanError before (CTC's shape)
 }
 
 
@@ -98,10 +99,19 @@ def test_any_optimizer_instance_or_factory_plans_as_measured(make) -> None:
     assert factory.peak_bytes == plan.peak_bytes
 
 
-# momentum is left out: its forward reassigns the key encoder's parameters through
-# ``.data =``, and labkit.memory's saved copy keeps the old storages alive (576 B more than
-# the user's loop holds, with or without a penalty); the plan frees them as the loop does
-CAPTURING = ["gpt", "hf_bert", "pyg_gat", "lecture", "bn_dropout", "saliency", "expanded_buffer"]
+# momentum reassigns the key encoder's parameters through ``.data =`` (labkit.memory read
+# 576 B high there until its saved copies held storages weakly)
+CAPTURING = [
+    "gpt",
+    "hf_bert",
+    "hf_wav2vec2_ctc",
+    "pyg_gat",
+    "lecture",
+    "bn_dropout",
+    "saliency",
+    "expanded_buffer",
+    "momentum",
+]
 
 
 @pytest.mark.parametrize("name", CAPTURING)

@@ -373,6 +373,43 @@ def hf_bert(seed: int = 0, *, batch: int = 2, seq: int = 8) -> Case:
 # ---------------------------------------------------------------------------- PyG examples
 
 
+def hf_wav2vec2_ctc(seed: int = 0, *, batch: int = 2, samples: int = 1600) -> Case:
+    """A tiny ``Wav2Vec2ForCTC``: a speech model whose loss is CTC over labels padded with
+    -100 (the targets masked out of them, the lengths summed from the mask)."""
+    from transformers import Wav2Vec2Config, Wav2Vec2ForCTC
+
+    torch.manual_seed(seed)
+    cfg = Wav2Vec2Config(
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        conv_dim=(16, 16),
+        conv_stride=(5, 2),
+        conv_kernel=(10, 3),
+        num_conv_pos_embeddings=16,
+        num_conv_pos_embedding_groups=2,
+        vocab_size=12,
+        do_stable_layer_norm=True,
+        feat_extract_norm="layer",
+        mask_time_prob=0.0,
+        layerdrop=0.0,
+    )
+    model = Wav2Vec2ForCTC(cfg)
+    audio = torch.randn(batch, samples)
+    labels = torch.randint(1, 12, (batch, 5))
+    labels[1:, 2:] = -100  # shorter transcripts padded
+    return Case(
+        "hf_wav2vec2_ctc",
+        model,
+        (),
+        {"input_values": audio, "labels": labels},
+        loss=lambda out: out.loss,
+        make_optimizer=_adamw,
+        notes="CTC: log_alpha's shape depends on the label lengths' values",
+    )
+
+
 def _pyg_nn() -> Any:
     """``torch_geometric.nn``, imported with PyG 2.8's import-time ``torch.jit.script``
     DeprecationWarning (under torch 2.13) allowed; every other warning stays an error."""
@@ -743,6 +780,7 @@ BUILDERS: dict[str, Callable[..., Case]] = {
     "hf_t5": hf_t5,
     "hf_vit": hf_vit,
     "hf_bert": hf_bert,
+    "hf_wav2vec2_ctc": hf_wav2vec2_ctc,
     "pyg_gcn": pyg_gcn,
     "pyg_gat": pyg_gat,
     "mixer": mixer,
