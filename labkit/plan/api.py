@@ -442,6 +442,14 @@ def _failure(model: torch.nn.Module, err: BaseException, rec: Recorder) -> str:
             "step"
         )
     msg = str(err).split("\n")[0]
+    if "data is not allocated yet" in msg:  # C++ code writing numbers into a fake's data
+        return (
+            f"labkit.plan cannot predict {name}: an op in {where} writes numbers into a new "
+            f"tensor's memory inside torch, which a fake tensor does not have ({msg}). "
+            "F.ctc_loss does so when its lengths are Python lists and reduction='mean': "
+            "pass them as tensors. Otherwise measure a small batch with "
+            "labkit.memory(model, batch)"
+        )
     return (
         f"labkit.plan failed for {name} in {where}: {type(err).__name__}: {msg}. The plan "
         "runs the step on fake tensors; if the real step runs, measure it with "

@@ -91,3 +91,16 @@ def test_target_lengths_computed_from_float_data_still_stop_the_plan_naming_the_
 
     with pytest.raises(PlanError, match="_ctc_loss"):
         labkit.plan(model, x, loss=loss)
+
+
+def test_list_lengths_with_a_mean_say_to_pass_tensors() -> None:
+    # torch's own ctc_loss copies the list into a tensor's data there, which fakes lack
+    x, targets, _, _ = _batch()
+    model = _Acoustic()
+
+    def loss(log_probs: torch.Tensor) -> torch.Tensor:
+        return F.ctc_loss(log_probs, targets, [11, 9, 7], [4, 2, 1])
+
+    with pytest.raises(PlanError, match="pass them as tensors"):
+        labkit.plan(model, x, loss=loss)
+    assert all(p.grad is None for p in model.parameters())
