@@ -18,6 +18,13 @@ fake kernel returns one tensor for both bias gradients, where the real one retur
 
 ``nn.EmbeddingBag``'s CPU kernel makes its ``offset2bag`` (saved for backward) one element
 longer than it returns it (``resize_`` down keeps the storage): 8 bytes a plan missed.
+
+``native_layer_norm_backward``'s fake kernel gives the input's gradient the layout of the
+incoming gradient, where the CPU kernel always returns it contiguous. After a transposed
+gradient (Swin's patch embedding: ``flatten(2).transpose(1, 2)`` then a LayerNorm) the
+fake gradient was transposed, so a later ``.view`` of it copied (``clone`` +
+``_unsafe_view``) where the real one did not: a tiny Swin's plan was 2,048 B (one
+activation gradient) over the measured peak. The rule gives it the real, contiguous layout.
 """
 
 from __future__ import annotations
@@ -40,7 +47,8 @@ _FULL_BUFFER_SCALARS: dict[OpOverload, int] = {
 _EMBEDDING_BAG = _aten._embedding_bag.default
 _RNN_LAYER = _aten.mkldnn_rnn_layer.default
 _RNN_LAYER_BACKWARD = _aten.mkldnn_rnn_layer_backward.default
-_RNN_OR_BAG = frozenset((_EMBEDDING_BAG, _RNN_LAYER, _RNN_LAYER_BACKWARD))
+_LAYER_NORM_BACKWARD = _aten.native_layer_norm_backward.default
+_LAYOUT_RULES = frozenset((_EMBEDDING_BAG, _RNN_LAYER, _RNN_LAYER_BACKWARD, _LAYER_NORM_BACKWARD))
 RNN_REAL_MAX_BYTES = 1 << 28  # inputs an LSTM layer's workspace is measured on, at most
 _WORKSPACE: dict[tuple[object, ...], int] = {}  # shapes and options -> workspace bytes
 RNN_NOTE = (
@@ -51,7 +59,7 @@ RNN_NOTE = (
 
 def keeps_a_buffer(func: OpOverload) -> bool:
     """Whether ``func`` is one whose real CPU result may keep a larger storage."""
-    return func in _FULL_BUFFER_SCALARS or func in _RNN_OR_BAG
+    return func in _FULL_BUFFER_SCALARS or func in _LAYOUT_RULES
 
 
 def real_layout(
@@ -71,6 +79,8 @@ def real_layout(
         return _distinct_bias_grads(out)
     if func is _EMBEDDING_BAG:
         return _offset2bag_one_longer(out)
+    if func is _LAYER_NORM_BACKWARD:
+        return _contiguous_input_grad(out)
     at = _FULL_BUFFER_SCALARS[func]
     reduction = args[at] if len(args) > at else kwargs.get("reduction", 1)
     x = args[0] if args else None
@@ -97,6 +107,18 @@ def _offset2bag_one_longer(out: object) -> object:
     with torch._C.DisableTorchFunction():  # made here, not a call of the user's step
         longer = torch.empty(o2b.numel() + 1, dtype=o2b.dtype, device=o2b.device)
         return (out[0], longer.as_strided(o2b.shape, (1,), 0), *out[2:])
+
+
+def _contiguous_input_grad(out: object) -> object:
+    """``native_layer_norm_backward``'s outputs with the input's gradient contiguous, as
+    the CPU kernel returns it whatever the incoming gradient's layout."""
+    if not (isinstance(out, tuple) and len(out) == 3 and isinstance(out[0], torch.Tensor)):
+        return out
+    grad = out[0]
+    if grad.is_contiguous() or grad.device.type != "cpu":
+        return out
+    with torch._C.DisableTorchFunction():  # made here, not a call of the user's step
+        return (torch.empty(grad.shape, dtype=grad.dtype, device=grad.device), *out[1:])
 
 
 def _distinct_bias_grads(out: object) -> object:

@@ -189,3 +189,28 @@ def test_on_cuda_the_loss_storage_is_what_the_kernel_keeps() -> None:
             out = op(fa, fb, 1)
             planned = real_layout(op, (fa, fb, 1), {}, out) if keeps_a_buffer(op) else out
         assert planned.untyped_storage().nbytes() == real.untyped_storage().nbytes(), op
+
+
+def test_the_layer_norm_rule_makes_only_a_non_contiguous_gradient_contiguous() -> None:
+    # the fake native_layer_norm_backward gives the input's gradient the incoming one's
+    # (transposed) layout; the CPU kernel returns it contiguous. A later .view of it then
+    # copied in the plan only: a tiny Swin planned 2,048 B over the measured peak before
+    # (the whole model: tests/plan/test_plan_hf_families.py)
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from labkit.plan._kernels import keeps_a_buffer, real_layout
+
+    op = torch.ops.aten.native_layer_norm_backward.default
+    assert keeps_a_buffer(op)
+    x, w, b = torch.randn(2, 16, 32), torch.randn(32), torch.randn(32)
+    _, mean, rstd = torch.ops.aten.native_layer_norm(x, [32], w, b, 1e-5)
+    g = torch.randn(2, 32, 16).transpose(1, 2)
+    real = op(g, x, [32], mean, rstd, w, b, [True, True, True])
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        out = op(g, x, [32], mean, rstd, w, b, [True, True, True])
+        fixed = real_layout(op, (g, x, [32], mean, rstd, w, b, [True, True, True]), {}, out)
+        plain = op(g.contiguous(), x, [32], mean, rstd, w, b, [True, True, True])
+        same = real_layout(op, (g, x, [32], mean, rstd, w, b, [True, True, True]), {}, plain)
+    assert not out[0].is_contiguous()  # what the fake kernel says
+    assert [t.stride() for t in fixed] == [t.stride() for t in real]
+    assert fixed[1:] == out[1:] and same is plain

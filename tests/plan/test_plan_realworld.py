@@ -23,6 +23,8 @@ CASES = {
     "pyg-gat-captured-mask": lambda: build("pyg_gat", nodes=600),
     "hf-vit": lambda: build("hf_vit", batch=4, image=32, hidden=32),
     "hf-wav2vec2-ctc": lambda: build("hf_wav2vec2_ctc"),  # PlanError before (CTC's shape)
+    "hf-gpt2": lambda: build("hf_gpt2"),
+    "hf-swin": lambda: build("hf_swin"),  # 2,048 B high before (layer-norm gradient layout)
 }
 
 

@@ -410,6 +410,125 @@ def hf_wav2vec2_ctc(seed: int = 0, *, batch: int = 2, samples: int = 1600) -> Ca
     )
 
 
+def hf_gpt2(seed: int = 0, *, batch: int = 2, seq: int = 8) -> Case:
+    """A tiny ``GPT2LMHeadModel``: Conv1D layers, a tied head, dropout 0.1 everywhere."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(seed)
+    cfg = GPT2Config(
+        vocab_size=64,
+        n_positions=32,
+        n_embd=16,
+        n_layer=2,
+        n_head=2,
+        bos_token_id=0,
+        eos_token_id=0,
+        attn_implementation="eager",
+    )
+    model = GPT2LMHeadModel(cfg)
+    ids = torch.randint(0, 64, (batch, seq))
+    return Case(
+        "hf_gpt2",
+        model,
+        (),
+        {"input_ids": ids, "labels": ids.clone()},
+        loss=lambda out: out.loss,
+        make_optimizer=_adamw,
+        notes="dropout 0.1: the RNG must come back as it was",
+    )
+
+
+def hf_bart(seed: int = 0, *, batch: int = 2, seq: int = 8) -> Case:
+    """A tiny ``BartForConditionalGeneration``: decoder inputs shifted from the labels."""
+    from transformers import BartConfig, BartForConditionalGeneration
+
+    torch.manual_seed(seed)
+    cfg = BartConfig(
+        vocab_size=64,
+        d_model=16,
+        encoder_layers=1,
+        decoder_layers=1,
+        encoder_attention_heads=2,
+        decoder_attention_heads=2,
+        encoder_ffn_dim=32,
+        decoder_ffn_dim=32,
+        max_position_embeddings=32,
+        attn_implementation="eager",
+    )
+    model = BartForConditionalGeneration(cfg)
+    ids = torch.randint(4, 64, (batch, seq))
+    labels = torch.randint(4, 64, (batch, seq - 2))
+    return Case(
+        "hf_bart",
+        model,
+        (),
+        {"input_ids": ids, "labels": labels},
+        loss=lambda out: out.loss,
+        make_optimizer=_adamw,
+    )
+
+
+def hf_swin(seed: int = 0, *, batch: int = 2, image: int = 16) -> Case:
+    """A tiny ``SwinForImageClassification``: shifted windows, patch merging, drop path.
+    Its patch embedding is ``flatten(2).transpose(1, 2)`` into a LayerNorm (the plan read
+    2,048 B high before the layer-norm gradient's layout rule)."""
+    from transformers import SwinConfig, SwinForImageClassification
+
+    torch.manual_seed(seed)
+    cfg = SwinConfig(
+        image_size=image,
+        patch_size=2,
+        num_channels=3,
+        embed_dim=8,
+        depths=[1, 1],
+        num_heads=[1, 2],
+        window_size=2,
+        num_labels=3,
+    )
+    model = SwinForImageClassification(cfg)
+    px = torch.randn(batch, 3, image, image)
+    labels = torch.randint(0, 3, (batch,))
+    return Case(
+        "hf_swin",
+        model,
+        (),
+        {"pixel_values": px, "labels": labels},
+        loss=lambda out: out.loss,
+        make_optimizer=_adamw,
+        notes="drop path 0.1: the RNG must come back as it was",
+    )
+
+
+def hf_mistral(seed: int = 0, *, batch: int = 2, seq: int = 8) -> Case:
+    """A tiny ``MistralForCausalLM``: grouped-query attention and a sliding window shorter
+    than the sequence."""
+    from transformers import MistralConfig, MistralForCausalLM
+
+    torch.manual_seed(seed)
+    cfg = MistralConfig(
+        vocab_size=64,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=4,
+        max_position_embeddings=32,
+        sliding_window=4,
+        attn_implementation="eager",
+    )
+    model = MistralForCausalLM(cfg)
+    ids = torch.randint(0, 64, (batch, seq))
+    return Case(
+        "hf_mistral",
+        model,
+        (),
+        {"input_ids": ids, "labels": ids.clone()},
+        loss=lambda out: out.loss,
+        make_optimizer=_adamw,
+    )
+
+
 def _pyg_nn() -> Any:
     """``torch_geometric.nn``, imported with PyG 2.8's import-time ``torch.jit.script``
     DeprecationWarning (under torch 2.13) allowed; every other warning stays an error."""
@@ -781,6 +900,10 @@ BUILDERS: dict[str, Callable[..., Case]] = {
     "hf_vit": hf_vit,
     "hf_bert": hf_bert,
     "hf_wav2vec2_ctc": hf_wav2vec2_ctc,
+    "hf_gpt2": hf_gpt2,
+    "hf_bart": hf_bart,
+    "hf_swin": hf_swin,
+    "hf_mistral": hf_mistral,
     "pyg_gcn": pyg_gcn,
     "pyg_gat": pyg_gat,
     "mixer": mixer,
