@@ -25,12 +25,16 @@ gradient (Swin's patch embedding: ``flatten(2).transpose(1, 2)`` then a LayerNor
 fake gradient was transposed, so a later ``.view`` of it copied (``clone`` +
 ``_unsafe_view``) where the real one did not: a tiny Swin's plan was 2,048 B (one
 activation gradient) over the measured peak. The rule gives it the real, contiguous layout.
+``native_batch_norm_backward``'s fake kernel does the same where the CPU kernel gives the
+input's gradient the input's suggested memory format (channels-last for a channels-last
+4-D input, else contiguous).
 """
 
 from __future__ import annotations
 
 import torch
 from torch._ops import OpOverload
+from torch._prims_common import suggest_memory_format
 from torch._subclasses.fake_tensor import unset_fake_temporarily
 from torch.utils._python_dispatch import _disable_current_modes
 
@@ -48,7 +52,10 @@ _EMBEDDING_BAG = _aten._embedding_bag.default
 _RNN_LAYER = _aten.mkldnn_rnn_layer.default
 _RNN_LAYER_BACKWARD = _aten.mkldnn_rnn_layer_backward.default
 _LAYER_NORM_BACKWARD = _aten.native_layer_norm_backward.default
-_LAYOUT_RULES = frozenset((_EMBEDDING_BAG, _RNN_LAYER, _RNN_LAYER_BACKWARD, _LAYER_NORM_BACKWARD))
+_BATCH_NORM_BACKWARD = _aten.native_batch_norm_backward.default
+_LAYOUT_RULES = frozenset(
+    (_EMBEDDING_BAG, _RNN_LAYER, _RNN_LAYER_BACKWARD, _LAYER_NORM_BACKWARD, _BATCH_NORM_BACKWARD)
+)
 RNN_REAL_MAX_BYTES = 1 << 28  # inputs an LSTM layer's workspace is measured on, at most
 _WORKSPACE: dict[tuple[object, ...], int] = {}  # shapes and options -> workspace bytes
 RNN_NOTE = (
@@ -58,7 +65,8 @@ RNN_NOTE = (
 
 
 def keeps_a_buffer(func: OpOverload) -> bool:
-    """Whether ``func`` is one whose real CPU result may keep a larger storage."""
+    """Whether ``func`` is one whose real CPU result may keep a larger storage (or another
+    layout) than its fake kernel gives."""
     return func in _FULL_BUFFER_SCALARS or func in _LAYOUT_RULES
 
 
@@ -80,7 +88,12 @@ def real_layout(
     if func is _EMBEDDING_BAG:
         return _offset2bag_one_longer(out)
     if func is _LAYER_NORM_BACKWARD:
-        return _contiguous_input_grad(out)
+        return _input_grad_in(out, torch.contiguous_format)
+    if func is _BATCH_NORM_BACKWARD:
+        x = args[1] if len(args) > 1 else kwargs.get("input")
+        if not isinstance(x, torch.Tensor):
+            return out
+        return _input_grad_in(out, suggest_memory_format(x))
     at = _FULL_BUFFER_SCALARS[func]
     reduction = args[at] if len(args) > at else kwargs.get("reduction", 1)
     x = args[0] if args else None
@@ -109,16 +122,17 @@ def _offset2bag_one_longer(out: object) -> object:
         return (out[0], longer.as_strided(o2b.shape, (1,), 0), *out[2:])
 
 
-def _contiguous_input_grad(out: object) -> object:
-    """``native_layer_norm_backward``'s outputs with the input's gradient contiguous, as
-    the CPU kernel returns it whatever the incoming gradient's layout."""
+def _input_grad_in(out: object, layout: torch.memory_format) -> object:
+    """A norm backward's outputs with the input's gradient in ``layout``, as the CPU kernel
+    returns it whatever the incoming gradient's layout."""
     if not (isinstance(out, tuple) and len(out) == 3 and isinstance(out[0], torch.Tensor)):
         return out
     grad = out[0]
-    if grad.is_contiguous() or grad.device.type != "cpu":
+    if grad.is_contiguous(memory_format=layout) or grad.device.type != "cpu":
         return out
     with torch._C.DisableTorchFunction():  # made here, not a call of the user's step
-        return (torch.empty(grad.shape, dtype=grad.dtype, device=grad.device), *out[1:])
+        made = torch.empty(grad.shape, dtype=grad.dtype, device=grad.device, memory_format=layout)
+        return (made, *out[1:])
 
 
 def _distinct_bias_grads(out: object) -> object:
