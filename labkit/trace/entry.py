@@ -30,6 +30,7 @@ import torch
 from labkit._options import changes_repr
 from labkit._progress import Progress, ProgressOption, progress
 from labkit._tensors import call_inputs, named_tensors
+from labkit.trace._graph_inputs import cut_graphs, cut_note
 from labkit.trace._graph_observer import bind as _bind
 from labkit.trace._raw import parameters_of
 from labkit.trace.model import Trace
@@ -176,6 +177,9 @@ def front_door(
         args, inputs = call_inputs(batch, inputs, where=what)
     after = _AFTER_REAL if real else _AFTER_FAKE
     bar = progress(what, given.get("progress", StepOptions.progress), after=after)
+    args, inputs, cut = cut_graphs(tuple(args), inputs)  # backward stops at the inputs
+    if cut:
+        notes = (*notes, cut_note(cut))
     door = FrontDoor(what, model, notes, tuple(args), inputs, bar)
     if door.has_inputs:
         check_inputs(what, door.args, door.kwargs)
