@@ -28,6 +28,7 @@ from torch._subclasses.fake_tensor import (
 from torch.utils._pytree import tree_flatten, tree_map
 
 from labkit.plan._ctc import CTC_OPS, ctc_outputs
+from labkit.plan._grouped_mm import GROUPED_MM_OPS, grouped_mm_outputs
 from labkit.plan._kernels import keeps_a_buffer, real_layout
 from labkit.trace.instrument import Observer
 
@@ -149,9 +150,12 @@ class IndexValues(Observer):
         self, func: OpOverload, args: tuple[object, ...], kwargs: dict[str, object]
     ) -> tuple[tuple[object, ...], object]:
         """``(args, None)``, boolean masks among an index op's indices made indices; or
-        ``(args, outputs)`` of a CTC op made from its lengths' values (where known)."""
+        ``(args, outputs)`` of a CTC op made from its lengths' values (where known), or of
+        a grouped matmul on float CPU tensors (the meta kernel checks for CUDA's bfloat16)."""
         if func in _INDEX_OPS:
             return self._masks_as_indices(args), None
+        if func in GROUPED_MM_OPS:
+            return args, grouped_mm_outputs(func, args, kwargs)
         return args, ctc_outputs(func, args, kwargs, self.value)
 
     def _masks_as_indices(self, args: tuple[object, ...]) -> tuple[object, ...]:
@@ -202,7 +206,8 @@ def _device(args: tuple[object, ...], kwargs: dict[str, object]) -> object:
     return _DEVICE(*args, **kwargs)
 
 
-_SPECIAL = _INDEX_OPS | CTC_OPS  # ops whose arguments or outputs IndexValues makes itself
+# ops whose arguments or outputs IndexValues makes itself
+_SPECIAL = _INDEX_OPS | CTC_OPS | GROUPED_MM_OPS
 _MUTABLE: dict[OpOverload, bool] = {}
 _PLAIN: dict[OpOverload, bool] = {}  # neither writes an input nor takes a list of masks
 

@@ -53,3 +53,67 @@ def test_trace_forward_flops_equal_torchs_flop_counter(name: str) -> None:
     with FlopCounterMode(display=False) as counter:
         case.model(**case.kwargs)
     assert t.rows()[0]["flops_fwd"] == counter.get_total_flops() > 0
+
+
+def _moe(name: str) -> tuple[object, dict[str, object]]:
+    """A tiny mixture-of-experts causal LM: transformers 5 runs its experts through
+    ``aten._grouped_mm``, whose meta kernel refuses float32 (CUDA's bfloat16 check)."""
+    import torch
+    from transformers import (
+        MixtralConfig,
+        MixtralForCausalLM,
+        Qwen2MoeConfig,
+        Qwen2MoeForCausalLM,
+    )
+
+    torch.manual_seed(0)
+    common = {
+        "vocab_size": 64,
+        "hidden_size": 16,
+        "intermediate_size": 32,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 1,
+        "max_position_embeddings": 32,
+        "attn_implementation": "eager",
+    }
+    if name == "mixtral":
+        model = MixtralForCausalLM(
+            MixtralConfig(**common, num_local_experts=4, num_experts_per_tok=2)
+        )
+    else:
+        model = Qwen2MoeForCausalLM(
+            Qwen2MoeConfig(
+                **common,
+                num_experts=4,
+                num_experts_per_tok=2,
+                moe_intermediate_size=16,
+                shared_expert_intermediate_size=16,
+            )
+        )
+    ids = torch.randint(0, 64, (2, 8))
+    return model, {"input_ids": ids, "labels": ids.clone()}
+
+
+@pytest.mark.filterwarnings("ignore:Module is None. Skipping:UserWarning")
+@pytest.mark.filterwarnings("ignore:The module hierarchy tracking maybe be messed up:UserWarning")
+@pytest.mark.parametrize("name", ["mixtral", "qwen2_moe"])
+def test_a_mixture_of_experts_plan_equals_memory_and_memtracker(name: str) -> None:
+    # a PlanError in model.layers.0.mlp.experts before (_grouped_mm's meta kernel)
+    import torch
+
+    model, kw = _moe(name)
+    assert isinstance(model, torch.nn.Module)
+
+    def loss(out: object) -> torch.Tensor:
+        return out.loss  # type: ignore[attr-defined]
+
+    def adamw(m: torch.nn.Module) -> torch.optim.Optimizer:
+        return torch.optim.AdamW(m.parameters(), lr=1e-3)
+
+    plan = labkit.plan(model, None, loss=loss, optimizer=adamw(model), model_kwargs=kw)
+    measured = labkit.memory(
+        model, None, loss=loss, optimizer=adamw(model), model_kwargs=kw, progress=False
+    )
+    ref = memtracker_peak(model, adamw(model), (), loss, kw)
+    assert plan.peak_bytes == measured.peak_bytes == ref, (plan.peak_bytes, measured, ref)
