@@ -8,6 +8,7 @@ which passes it on to its observers.
 from __future__ import annotations
 
 import importlib
+import math
 import re
 import threading
 import time
@@ -160,12 +161,29 @@ def _sdpa_cpu_backward_flop(
     return int(sdpa_backward_flop_count(grad_out_shape, query_shape, key_shape, value_shape))
 
 
+def _grouped_mm_flop(
+    a_shape: torch.Size,
+    b_shape: torch.Size,
+    *args: object,
+    out_shape: torch.Size | None = None,
+    **kwargs: object,
+) -> int:
+    """A grouped matmul (mixture-of-experts layers): each output element is one dot product
+    of the contracted size, so ``2 * out.numel() * K``; with both inputs 2-D the groups
+    split K and the output stacks them (G x M x N), so ``2 * M * N * K`` once."""
+    if len(a_shape) == 2 and len(b_shape) == 2:
+        return 2 * a_shape[0] * b_shape[1] * a_shape[1]
+    assert out_shape is not None
+    return 2 * math.prod(out_shape) * a_shape[-1]
+
+
 #: FLOP formulas ``torch.utils.flop_counter`` lacks, by aten op, in the form
 #: ``FlopCounterMode(custom_mapping=...)`` takes (a reference counting as labkit does).
 FlopFormula = Callable[..., int]  # FlopCounterMode's form: shapes and arguments -> FLOPs
 EXTRA_FLOP_FORMULAS: dict[OpOverloadPacket, FlopFormula] = {
     torch.ops.aten._scaled_dot_product_flash_attention_for_cpu: _sdpa_cpu_flop,
     torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward: _sdpa_cpu_backward_flop,
+    torch.ops.aten._grouped_mm: _grouped_mm_flop,
 }
 _EXTRA = {op: shape_wrapper(f) for op, f in EXTRA_FLOP_FORMULAS.items()}
 
