@@ -14,7 +14,7 @@ def memtracker_peak(
     opt: torch.optim.Optimizer,
     args: tuple[torch.Tensor, ...],
     loss: Callable[[Any], torch.Tensor],
-    kwargs: dict[str, torch.Tensor] | None = None,
+    kwargs: dict[str, Any] | None = None,
 ) -> int:
     """Peak bytes of the loop as users write it (``out = model(x); loss(out).backward();
     opt.step()``, the output alive through backward) under
@@ -26,7 +26,9 @@ def memtracker_peak(
     ref.track_external(model, opt)
     with ref:
         batch = tuple(a.clone() for a in args)
-        named = {k: v.clone() for k, v in (kwargs or {}).items()}
+        named = {  # a flag among the keywords (CLIP's return_loss=True) as it is
+            k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in (kwargs or {}).items()
+        }
         out = model(*batch, **named)
         loss(out).backward()
         opt.step()
