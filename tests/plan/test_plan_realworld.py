@@ -21,6 +21,9 @@ from tests.realworld.models import build
 CASES = {
     "gpt-50k-vocab": lambda: build("gpt", vocab=50257, batch=2, block=32, n_embd=16),
     "pyg-gat-captured-mask": lambda: build("pyg_gat", nodes=600),
+    "pyg-sage-mean-max": lambda: build("pyg_sage", nodes=600),  # scatter_reduce amax
+    "pyg-gin-batch-norm-add-pool": lambda: build("pyg_gin", graphs=32, nodes=30),
+    "pyg-transformer-edge-dim-attention-pool": lambda: build("pyg_transformer", graphs=32),
     "hf-vit": lambda: build("hf_vit", batch=4, image=32, hidden=32),
     "hf-wav2vec2-ctc": lambda: build("hf_wav2vec2_ctc"),  # PlanError before (CTC's shape)
     "hf-gpt2": lambda: build("hf_gpt2"),

@@ -21,6 +21,7 @@ Example:
 from __future__ import annotations
 
 import math
+import random
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -612,6 +613,145 @@ def pyg_gat(seed: int = 0, *, nodes: int | None = None, hidden: int = 8, heads: 
     return _pyg("pyg_gat", GAT(data.num_features, hidden, classes, heads), data)
 
 
+class SAGE(nn.Module):
+    """PyG's ``examples/graph_sage_unsup.py``-style GraphSAGE, full batch: a mean-aggregating
+    layer, then a max-aggregating one (``scatter_reduce`` with ``amax``)."""
+
+    def __init__(self, in_channels: int, hidden: int, out_channels: int) -> None:
+        super().__init__()
+        SAGEConv = _pyg_nn().nn.SAGEConv
+        self.conv1 = SAGEConv(in_channels, hidden, aggr="mean")
+        self.conv2 = SAGEConv(hidden, out_channels, aggr="max")
+
+    def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+        x = F.dropout(x, p=0.5, training=self.training)
+        x = self.conv1(x, edge_index).relu()
+        x = F.dropout(x, p=0.5, training=self.training)
+        return self.conv2(x, edge_index)
+
+
+def pyg_sage(seed: int = 0, *, nodes: int | None = None, hidden: int = 16) -> Case:
+    """GraphSAGE (mean, then max aggregation) on KarateClub (or a FakeDataset graph)."""
+    data = _graph(nodes, seed)
+    torch.manual_seed(seed)
+    classes = int(data.y.max()) + 1
+    return _pyg("pyg_sage", SAGE(data.num_features, hidden, classes), data)
+
+
+def _graphs(seed: int, graphs: int, nodes: int, channels: int, edge_dim: int = 0) -> Any:
+    """A mini-batch of ``graphs`` FakeDataset graphs (graph labels among 3 classes)."""
+    pyg = _pyg_nn()
+    from torch_geometric.data import Batch
+
+    state = random.getstate()  # FakeDataset draws each graph's node count with Python's random
+    try:
+        random.seed(seed)
+        torch.manual_seed(seed)
+        ds = pyg.datasets.FakeDataset(
+            num_graphs=graphs,
+            avg_num_nodes=nodes,
+            avg_degree=3,
+            num_channels=channels,
+            edge_dim=edge_dim,
+            num_classes=3,
+            task="graph",
+        )
+        return Batch.from_data_list(list(ds))
+    finally:
+        random.setstate(state)
+
+
+def _graph_case(name: str, model: nn.Module, args: tuple[Any, ...], y: torch.Tensor) -> Case:
+    # the graph-classification loop: one label a graph, captured from the loader's batch
+    def loss(out: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(out, y)
+
+    return Case(
+        name,
+        model,
+        args,
+        loss=loss,
+        make_optimizer=lambda m: torch.optim.Adam(m.parameters(), lr=0.01),
+        notes="graph classification: a batch vector assigns nodes to graphs, pooled per graph",
+    )
+
+
+class GIN(nn.Module):
+    """PyG's ``examples/mutag_gin.py`` model: GINConv layers over BatchNorm MLPs, then
+    ``global_add_pool`` over the batch vector and a classifier."""
+
+    def __init__(self, in_channels: int, hidden: int, out_channels: int, layers: int) -> None:
+        super().__init__()
+        pyg = _pyg_nn().nn
+        self.convs = nn.ModuleList()
+        for i in range(layers):
+            mlp = nn.Sequential(
+                nn.Linear(in_channels if i == 0 else hidden, hidden),
+                nn.BatchNorm1d(hidden),
+                nn.ReLU(),
+                nn.Linear(hidden, hidden),
+            )
+            self.convs.append(pyg.GINConv(mlp, train_eps=True))
+        self.pool = pyg.global_add_pool
+        self.head = nn.Sequential(
+            nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, out_channels)
+        )
+
+    def forward(
+        self, x: torch.Tensor, edge_index: torch.Tensor, batch: torch.Tensor
+    ) -> torch.Tensor:
+        for conv in self.convs:
+            x = conv(x, edge_index).relu()
+        x = self.pool(x, batch)
+        return self.head(F.dropout(x, p=0.5, training=self.training))
+
+
+def pyg_gin(seed: int = 0, *, graphs: int = 6, nodes: int = 12, hidden: int = 16) -> Case:
+    """GIN with BatchNorm MLPs and global_add_pool over a batch of ``graphs`` graphs."""
+    data = _graphs(seed, graphs, nodes, 8)
+    torch.manual_seed(seed)
+    model = GIN(8, hidden, 3, layers=2)
+    return _graph_case("pyg_gin", model, (data.x, data.edge_index, data.batch), data.y.clone())
+
+
+class GraphTransformer(nn.Module):
+    """TransformerConv layers with edge features (``edge_dim``), then global attention
+    pooling (``AttentionalAggregation``) over the batch vector."""
+
+    def __init__(
+        self, in_channels: int, hidden: int, out_channels: int, heads: int, edge_dim: int
+    ) -> None:
+        super().__init__()
+        pyg = _pyg_nn().nn
+        TransformerConv = pyg.TransformerConv
+        self.conv1 = TransformerConv(in_channels, hidden, heads, edge_dim=edge_dim, dropout=0.1)
+        self.conv2 = TransformerConv(hidden * heads, hidden, 1, edge_dim=edge_dim, beta=True)
+        self.pool = pyg.AttentionalAggregation(nn.Linear(hidden, 1))
+        self.head = nn.Linear(hidden, out_channels)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        edge_index: torch.Tensor,
+        batch: torch.Tensor,
+        edge_attr: torch.Tensor,
+    ) -> torch.Tensor:
+        x = self.conv1(x, edge_index, edge_attr).relu()
+        x = self.conv2(x, edge_index, edge_attr).relu()
+        return self.head(self.pool(x, batch))
+
+
+def pyg_transformer(
+    seed: int = 0, *, graphs: int = 6, nodes: int = 12, hidden: int = 8, heads: int = 2
+) -> Case:
+    """TransformerConv (edge_dim) + attention pooling over a batch of ``graphs`` graphs."""
+    data = _graphs(seed, graphs, nodes, 8, edge_dim=4)
+    torch.manual_seed(seed)
+    model = GraphTransformer(8, hidden, 3, heads, edge_dim=4)
+    args = (data.x, data.edge_index, data.batch, data.edge_attr)
+    return _graph_case("pyg_transformer", model, args, data.y.clone())
+
+
 # ---------------------------------------------------------------------------- MLP-mixer
 
 
@@ -906,6 +1046,9 @@ BUILDERS: dict[str, Callable[..., Case]] = {
     "hf_mistral": hf_mistral,
     "pyg_gcn": pyg_gcn,
     "pyg_gat": pyg_gat,
+    "pyg_sage": pyg_sage,
+    "pyg_gin": pyg_gin,
+    "pyg_transformer": pyg_transformer,
     "mixer": mixer,
     "lecture": lecture,
     "momentum": momentum,
