@@ -31,6 +31,7 @@ from labkit.optimize.comparison_result import Comparison, RecipeResult
 from labkit.optimize.recipe import Recipe
 from labkit.trace import StepState
 from labkit.trace.api import check_not_meta
+from labkit.trace.step import SideEffects
 
 Sized = tuple[int, tuple[Any, ...], dict[str, Any]]  # batch size, args, kwargs
 
@@ -108,6 +109,8 @@ class Bench:
         if self.batch_sizes and self.batch is None:
             raise ValueError("compare(batch_sizes=...) needs a tensor input with a batch dimension")
         self.baseline = o.baseline if o.baseline is not None else Recipe()
+        # the recipes run on copies of the model, which keep its hooks (their closures too)
+        self._effects = SideEffects(model, [("loss", o.loss)])
         with _kept(self.args, self.kwargs, o.val):
             self.base_model = copy.deepcopy(model)
         self.base_model.train(mode == "train")
@@ -299,6 +302,7 @@ class Bench:
         o = self.options
         if o.mode == "train" and o.loss is None:
             notes.append("no loss given: training steps minimise the mean of the outputs")
+        notes += self._effects.notes("compare ran the step on copies of the model, each recipe")
         return Comparison(
             randomness=randomness(self.base_model, o.mode, o.seed, o.loss_steps),
             mode=o.mode,

@@ -26,9 +26,9 @@ from typing import Any
 import torch
 from torch.nn.modules import module as _module
 
-from labkit.trace._globals import _is_users, _kind, _picture, _same
+from labkit.trace._globals import ModuleGlobals, _is_users, _kind, _picture, _same
 
-__all__ = ["Closures", "user_hooks"]
+__all__ = ["Closures", "SideEffects", "user_hooks"]
 
 _HOOK_TABLES = (
     ("_forward_pre_hooks", "forward pre-hook"),
@@ -150,3 +150,53 @@ def _watchable(cell: Any) -> bool:
     model a loss closes over is the snapshot's)."""
     v = _contents(cell)
     return not isinstance(v, (torch.nn.Module, type)) and not callable(v)
+
+
+class SideEffects:
+    """What the step's code can change that labkit does not put back, pictured now: the
+    module globals (:class:`~labkit.trace._globals.ModuleGlobals`) and the closures
+    (:class:`Closures`) of the model's forwards, the given functions and the user's hooks;
+    :meth:`notes` names what changed later.
+
+    Args:
+        model: The model (its classes' forwards and its hooks are watched).
+        functions: ``(label, function)`` pairs: the loss, a forward function.
+        restored: ``restored(tensor)``: whether the snapshot puts that tensor back.
+    """
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        functions: Iterable[tuple[str, object]],
+        restored: Callable[[torch.Tensor], bool] = lambda t: False,
+    ) -> None:
+        hooks = user_hooks(model)  # a hook collecting features runs once a pass too
+        named = [(label, f) for label, f in functions if f is not None]
+        code = [f for _, f in named] + [f for _, f in hooks]
+        self.globals = ModuleGlobals(model, code, restored)
+        self.closures = Closures([*named, *hooks], restored)
+
+    def __repr__(self) -> str:
+        return f"SideEffects({self.globals!r}, {self.closures!r})"
+
+    def notes(self, ran: str) -> list[str]:
+        """Notes on what changed; ``ran`` says how often the step ran (``"the recording
+        and timing passes ran the step 9 times"``)."""
+        out = []
+        changed = self.globals.changes()
+        if changed:
+            out.append(
+                "module-level state changed by the step and not put back (labkit restores "
+                "the model, inputs, optimizer and RNGs, not module globals): "
+                + ", ".join(changed)
+                + f"; {ran}"
+            )
+        closed = self.closures.changes()
+        if closed:
+            out.append(
+                "what your functions and hooks close over changed and was not put back "
+                "(labkit restores the model, inputs, optimizer and RNGs): "
+                + ", ".join(closed)
+                + f"; {ran}, and a hook runs once a pass"
+            )
+        return out

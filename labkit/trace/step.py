@@ -23,9 +23,8 @@ import torch
 
 from labkit._gc import young_gc_only
 from labkit._tensors import named_tensors
-from labkit.trace._closures import Closures, user_hooks
+from labkit.trace._closures import SideEffects
 from labkit.trace._foreign import ForeignState
-from labkit.trace._globals import ModuleGlobals
 from labkit.trace._passes import time_step, too_many_for_op_times
 from labkit.trace._raw import parameters_of
 from labkit.trace.errors import TraceError, scalar_loss
@@ -38,6 +37,7 @@ __all__ = [
     "DEFAULT_LOSS_NOTE",
     "FREE_OUTPUT_NOTE",
     "KEEP_OUTPUT_NOTE",
+    "SideEffects",
     "Step",
     "backward_target",
     "default_loss",
@@ -281,11 +281,9 @@ def _record_step(
     warmup, repeat, time_budget, op_times = passes_
     state = step.state()
     foreign = ForeignState(step.model, state.restores)  # what it reaches outside the model
-    hooks = user_hooks(step.model)  # a hook collecting features runs once a pass too
-    module_globals = ModuleGlobals(
-        step.model, (step.loss, step.forward, *(fn for _, fn in hooks)), state.restores
+    effects = SideEffects(
+        step.model, [("loss", step.loss), ("forward", step.forward)], state.restores
     )
-    closures = Closures([("loss", step.loss), ("forward", step.forward), *hooks], state.restores)
     kept: StepState | None = None
     passes = _Passes(step, mode, warmup, repeat, progress)
     if progress is not None:
@@ -336,7 +334,7 @@ def _record_step(
         foreign.restore()  # first: a foreign module holding the model's is put back after
         (kept or state).restore()
     # after the snapshot is put back: what differs now stays with the user
-    return _with_notes(base, step, changed, module_globals.changes(), closures.changes())
+    return _with_notes(base, step, changed, effects)
 
 
 class _CallCounter(Observer):
@@ -499,41 +497,24 @@ def add_notes(trace: Trace, *notes: str) -> Trace:
     return trace.replace(meta=meta, memory_meta=mm)
 
 
-def _with_notes(
-    trace: Trace, step: Step, changed: list[str], globals_: list[str], closed: list[str]
-) -> Trace:
+def _with_notes(trace: Trace, step: Step, changed: list[str], effects: SideEffects) -> Trace:
     """The trace with notes on what the step assumed and on what could not be put back
     (in its meta, and in its memory meta, which memory reports and plans print):
-    ``changed`` inside the model's attributes, ``globals_`` at module level, ``closed`` in
-    what the loss, the forward and the user's hooks close over."""
+    ``changed`` inside the model's attributes, and ``effects``' module globals and what
+    the loss, the forward and the user's hooks close over."""
     more = []
     if step.backward and trace.meta.backward and step.forward is None:
         more.append(KEEP_OUTPUT_NOTE if step.keep_output else FREE_OUTPUT_NOTE)
+    ran = f"the recording and timing passes ran the step {step.calls} " + (
+        "time" if step.calls == 1 else "times"
+    )
     if changed:
         more.append(
             "the step changed what labkit cannot put back: "
             + "; ".join(changed)
-            + f" (in place; the recording and timing passes ran the step {step.calls} "
-            + ("time" if step.calls == 1 else "times")
-            + ")"
+            + f" (in place; {ran})"
         )
-    if globals_:
-        more.append(
-            "module-level state changed by the step and not put back (labkit restores the "
-            "model, inputs, optimizer and RNGs, not module globals): "
-            + ", ".join(globals_)
-            + f"; the recording and timing passes ran the step {step.calls} "
-            + ("time" if step.calls == 1 else "times")
-        )
-    if closed:
-        more.append(
-            "what your functions and hooks close over changed and was not put back (labkit "
-            "restores the model, inputs, optimizer and RNGs): "
-            + ", ".join(closed)
-            + f"; the recording and timing passes ran the step {step.calls} "
-            + ("time" if step.calls == 1 else "times")
-            + ", and a hook runs once a pass"
-        )
+    more += effects.notes(ran)
     return add_notes(trace, *more)
 
 
