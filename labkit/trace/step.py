@@ -85,6 +85,15 @@ def default_loss(out: object) -> torch.Tensor | None:
     return total
 
 
+def _needs_closure(opt: torch.optim.Optimizer) -> bool:
+    """Whether ``opt.step`` takes a closure it must be given (``LBFGS``)."""
+    try:
+        closure = inspect.signature(type(opt).step).parameters.get("closure")
+    except (TypeError, ValueError):
+        return False
+    return closure is not None and closure.default is inspect.Parameter.empty
+
+
 def backward_target(
     out: object, loss: Callable[[Any], Any] | None, notes: list[str]
 ) -> torch.Tensor | None:
@@ -159,6 +168,17 @@ class Step:
     forward: Callable[..., Any] | None = None
     calls: int = 0
     on_call: Callable[[int], None] | None = dataclasses.field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.optimizer is not None and _needs_closure(self.optimizer):
+            name = type(self.optimizer).__name__
+            raise TypeError(
+                f"{name}.step(closure) re-evaluates the model several times a step; labkit's "
+                "step runs forward, backward and optimizer.step() once, without a closure. "
+                f"Measure the forward and backward without the optimizer (optimizer=None), "
+                f"or record your own loop with `with labkit.trace(model) as rec:` around "
+                f"`{type(self.optimizer).__name__.lower()}.step(closure)`"
+            )
 
     def __repr__(self) -> str:
         opt = type(self.optimizer).__name__ if self.optimizer is not None else None

@@ -147,3 +147,17 @@ def test_a_tensor_whose_elements_share_memory_is_put_back(make: Any) -> None:
         saved.restore()
     assert torch.equal(t, want)
     assert t.untyped_storage().data_ptr() == ptr and t.stride() == stride
+
+
+@pytest.mark.parametrize("entry", ["memory", "plan"])
+def test_an_optimizer_whose_step_needs_a_closure_is_refused_up_front(entry: str) -> None:
+    # before: "LBFGS.step() missing 1 required positional argument: 'closure'" mid-step
+    import labkit
+
+    model = torch.nn.Linear(4, 1)
+    x = torch.randn(8, 4)
+    opt = torch.optim.LBFGS(model.parameters(), max_iter=2)
+    measure = labkit.memory if entry == "memory" else labkit.plan
+    with pytest.raises(TypeError, match=r"LBFGS.step\(closure\).*optimizer=None"):
+        measure(model, x, optimizer=opt)
+    assert all(p.grad is None for p in model.parameters()) and not opt.state
