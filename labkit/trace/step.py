@@ -535,7 +535,34 @@ def _with_notes(trace: Trace, step: Step, changed: list[str], effects: SideEffec
             + f" (in place; {ran})"
         )
     more += effects.notes(ran)
+    fast = fast_path_modules(step.model)
+    if fast:
+        more.append(
+            FAST_PATH_NOTE.format(modules=", ".join(fast[:3]) + (" ..." if len(fast) > 3 else ""))
+        )
     return add_notes(trace, *more)
+
+
+_FAST_PATH_TYPES = (torch.nn.MultiheadAttention, torch.nn.TransformerEncoderLayer)
+FAST_PATH_NOTE = (
+    "{modules}: PyTorch's inference fast path (fused attention kernels, nested tensors for "
+    "padding masks), which your no-grad run of these eval-mode modules takes, is off while "
+    "labkit records (its torch-function mode turns it off): the graph, FLOPs and memory are "
+    "the standard path's, and passes that time without that mode may take the fast path"
+)
+
+
+def fast_path_modules(model: torch.nn.Module) -> list[str]:
+    """Paths of ``nn.MultiheadAttention``/``nn.TransformerEncoderLayer`` modules that could
+    take PyTorch's inference fast path now: in eval mode, with gradients off (or none of
+    their parameters requiring grad)."""
+    out = []
+    for path, m in model.named_modules():
+        if not isinstance(m, _FAST_PATH_TYPES) or m.training:
+            continue
+        if not torch.is_grad_enabled() or not any(p.requires_grad for p in m.parameters()):
+            out.append(f"'{path}'" if path else "the root module")
+    return out
 
 
 class _deep_enough:
