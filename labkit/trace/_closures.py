@@ -182,21 +182,20 @@ class SideEffects:
     def notes(self, ran: str) -> list[str]:
         """Notes on what changed; ``ran`` says how often the step ran (``"the recording
         and timing passes ran the step 9 times"``)."""
-        out = []
-        changed = self.globals.changes()
-        if changed:
-            out.append(
-                "module-level state changed by the step and not put back (labkit restores "
-                "the model, inputs, optimizer and RNGs, not module globals): "
-                + ", ".join(changed)
-                + f"; {ran}"
-            )
-        closed = self.closures.changes()
-        if closed:
-            out.append(
-                "what your functions and hooks close over changed and was not put back "
-                "(labkit restores the model, inputs, optimizer and RNGs): "
-                + ", ".join(closed)
-                + f"; {ran}, and a hook runs once a pass"
-            )
+        restores = "labkit restores the model, inputs, optimizer and RNGs"
+        heads = (
+            (
+                self.globals.changes(),
+                f"module-level state changed by the step and not put back ({restores}, "
+                "not module globals): ",
+                "",
+            ),
+            (
+                self.closures.changes(),
+                f"what your functions and hooks close over changed and was not put back "
+                f"({restores}): ",
+                ", and a hook runs once a pass",
+            ),
+        )
+        out = [head + ", ".join(what) + f"; {ran}{tail}" for what, head, tail in heads if what]
         return out
