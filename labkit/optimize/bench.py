@@ -31,6 +31,7 @@ from labkit.optimize.comparison_result import Comparison, RecipeResult
 from labkit.optimize.recipe import Recipe
 from labkit.trace import StepState
 from labkit.trace.api import check_not_meta
+from labkit.trace.entry import cut_graphs, cut_note
 from labkit.trace.step import SideEffects
 
 Sized = tuple[int, tuple[Any, ...], dict[str, Any]]  # batch size, args, kwargs
@@ -102,7 +103,10 @@ class Bench:
             raise ValueError(f"compare(budget_s=...) must be > 0 seconds, got {budget_s!r}")
         if not 0 < level < 1:
             raise ValueError(f"compare(level=...) must be between 0 and 1, got {level!r}")
-        self.args, self.kwargs = split_batch(batch, strict="compare(batch=...)")
+        args, kwargs = split_batch(batch, strict="compare(batch=...)")
+        # an input carrying the graph of code before the call: backward stops at it
+        self.args, self.kwargs, cut = cut_graphs(args, kwargs)
+        self._cut_note = [cut_note(cut)] if cut else []
         check_not_meta("compare", model, self.args, self.kwargs)  # nothing on meta runs
         self.metric_name, self._metric = metric_fn(o.metric, o.val)
         self.batch = _batch_size(self.args, self.kwargs)
@@ -303,6 +307,7 @@ class Bench:
         if o.mode == "train" and o.loss is None:
             notes.append("no loss given: training steps minimise the mean of the outputs")
         notes += self._effects.notes("compare ran the step on copies of the model, each recipe")
+        notes += self._cut_note
         return Comparison(
             randomness=randomness(self.base_model, o.mode, o.seed, o.loss_steps),
             mode=o.mode,

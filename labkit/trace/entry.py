@@ -36,7 +36,15 @@ from labkit.trace._raw import parameters_of
 from labkit.trace.model import Trace
 from labkit.trace.step import add_notes, check_inputs, check_keywords, model_to_record
 
-__all__ = ["FrontDoor", "StepOptions", "check_devices", "check_not_meta", "front_door"]
+__all__ = [
+    "FrontDoor",
+    "StepOptions",
+    "check_devices",
+    "check_not_meta",
+    "cut_graphs",
+    "cut_note",
+    "front_door",
+]
 
 _AFTER_REAL = "the model, inputs, optimizer and RNG are as they were before the call"
 _AFTER_FAKE = "the model was not touched (the step ran on a fake copy)"

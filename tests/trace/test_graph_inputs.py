@@ -84,3 +84,24 @@ def test_an_input_changed_in_place_through_the_cut_comes_back() -> None:
     labkit.trace(Scales(), z, repeat=1, progress=False)
     assert torch.equal(z.detach(), before)
     assert encoder.weight.grad is None
+
+
+def test_compare_measures_an_encoded_input_from_the_input_on() -> None:
+    # before: every row failed ("backward through the graph a second time") and the
+    # encoder's .grad was written
+    encoder, head, z = _encoded()
+    cmp = labkit.compare(
+        head,
+        z,
+        [labkit.Recipe(checkpoint=("0",))],
+        steps=1,
+        warmup=0,
+        memory=False,
+        drift=False,
+        loss_steps=1,
+        target=None,
+        progress=False,
+    )
+    assert [r.error for r in cmp.results] == [None, None]
+    assert encoder.weight.grad is None
+    assert any("carried the graph of code before the call" in n for n in cmp.notes)
