@@ -26,6 +26,7 @@ from typing import Any
 import torch
 from torch.nn.modules import module as _module
 
+from labkit.trace._generators import SavedGenerators, is_generator
 from labkit.trace._globals import ModuleGlobals, _is_users, _kind, _picture, _same
 
 __all__ = ["Closures", "SideEffects", "user_hooks"]
@@ -130,6 +131,11 @@ class Closures:
     def __repr__(self) -> str:
         return f"Closures(cells={len(self._cells)})"
 
+    @property
+    def cells(self) -> list[tuple[str, Any]]:
+        """``(where, cell)`` of each closure variable watched."""
+        return list(self._cells)
+
     def _take(self, cell: Any) -> object:
         v = _contents(cell)
         return ("empty",) if v is _EMPTY else _picture(v, self._restored)
@@ -149,6 +155,8 @@ def _watchable(cell: Any) -> bool:
     """Not a module, a function or a class: the code a closure calls, not its state (the
     model a loss closes over is the snapshot's)."""
     v = _contents(cell)
+    if is_generator(v):
+        return True  # put back (SideEffects), so never named as changed
     return not isinstance(v, (torch.nn.Module, type)) and not callable(v)
 
 
@@ -175,6 +183,10 @@ class SideEffects:
         code = [f for _, f in named] + [f for _, f in hooks]
         self.globals = ModuleGlobals(model, code, restored)
         self.closures = Closures([*named, *hooks], restored)
+        # generators among them are put back, as the global ones are (they are RNG state)
+        self.generators = SavedGenerators(
+            [*self.globals.values(), *(_contents(c) for _, c in self.closures.cells)]
+        )
 
     def __repr__(self) -> str:
         return f"SideEffects({self.globals!r}, {self.closures!r})"

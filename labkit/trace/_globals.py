@@ -153,6 +153,10 @@ class ModuleGlobals:
         self._spaces = list(spaces.values())
         self._before = [self._take(g) for g in self._spaces]
 
+    def values(self) -> list[object]:
+        """Every global watched (the values now)."""
+        return [v for g in self._spaces for v in list(g.values())]
+
     @property
     def modules(self) -> list[str]:
         """Names of the modules watched."""

@@ -30,6 +30,7 @@ from torch._subclasses.fake_tensor import is_fake
 from torch.multiprocessing.reductions import StorageWeakRef
 
 from labkit._tensors import is_wrapper, named_tensors, plain_tensors
+from labkit.trace._generators import SavedGenerators
 from labkit.trace._raw import parameters_of
 
 __all__ = ["StepState"]
@@ -311,6 +312,8 @@ class StepState:
             (p, p.grad, _Saved(p.grad) if p.grad is not None and _has_values(p.grad) else None)
             for p in (parameters_of(model) if model is not None else ())
         ]
+        # a module's own generator (``self.g = torch.Generator()``), advanced by every pass
+        self._generators = SavedGenerators(v for _, m in modules for v in vars(m).values())
         # a step may freeze or unfreeze part of the model (``model.stem.requires_grad_(False)``)
         self._trainable = [(p, p.requires_grad) for p, _, _ in self._grads if p.is_leaf]
         self._attrs = [
@@ -390,6 +393,7 @@ class StepState:
             o.restore()
         for sc in self._scalers:
             sc.restore()
+        self._generators.restore()
         if self._rng is not None:
             _set_rng_state(self._rng)
 

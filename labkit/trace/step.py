@@ -353,6 +353,8 @@ def _record_step(
     finally:
         foreign.restore()  # first: a foreign module holding the model's is put back after
         (kept or state).restore()
+        if kept is None:  # a generator the code holds in a global or a closure, as it was
+            effects.generators.restore()
     # after the snapshot is put back: what differs now stays with the user
     return _with_notes(base, step, changed, effects)
 
