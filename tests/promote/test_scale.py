@@ -48,7 +48,11 @@ def test_devices_2_ddp_from_the_script(trained: Trained):
     run = read_run(logdir)
     assert run["status"] == "finished" and run["config"]["processes"] == 2
     assert run["config"]["max_epochs"] == 1 and run["config"]["seed"] == 3
-    assert len(run["steps"]) >= 1 and (logdir / "checkpoints" / "last.ckpt").exists()
+    # seen once in a full run (stop 48): finished with no steps; the events say what came
+    events = logdir / "events.jsonl"
+    tail = events.read_text()[-3000:] if events.exists() else "(no events.jsonl)"
+    assert len(run["steps"]) >= 1, tail
+    assert (logdir / "checkpoints" / "last.ckpt").exists()
 
 
 def test_torchrun_nproc_per_node_2(trained: Trained):
