@@ -114,3 +114,12 @@ class TinyTransformer(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.head(self.blocks(x))
+
+
+def quick_compare(model: nn.Module, batch: object, recipes: list, **options: object) -> object:
+    """``labkit.compare`` with one timed step, no warm-up, memory, drift or target: the
+    quickest full run, for tests about what compare does rather than what it measures."""
+    import labkit
+
+    quick = {"steps": 1, "warmup": 0, "memory": False, "drift": False, "loss_steps": 1}
+    return labkit.compare(model, batch, recipes, **quick, target=None, progress=False, **options)

@@ -11,22 +11,11 @@ import torch
 from torch import nn
 
 import labkit
+from tests.optimize.conftest import quick_compare
 
 
 def _cheap(model: nn.Module, x: torch.Tensor, **kw: Any) -> Any:
-    return labkit.compare(
-        model,
-        x,
-        [labkit.Recipe(checkpoint=("0",))],
-        steps=1,
-        warmup=0,
-        memory=False,
-        drift=False,
-        loss_steps=1,
-        target=None,
-        progress=False,
-        **kw,
-    )
+    return quick_compare(model, x, [labkit.Recipe(checkpoint=("0",))], **kw)
 
 
 def test_a_feature_hook_and_a_loss_history_are_named_in_the_comparison() -> None:

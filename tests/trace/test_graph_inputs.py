@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 import labkit
+from tests.optimize.conftest import quick_compare
 
 
 def _encoded() -> tuple[nn.Module, nn.Module, torch.Tensor]:
@@ -90,18 +91,7 @@ def test_compare_measures_an_encoded_input_from_the_input_on() -> None:
     # before: every row failed ("backward through the graph a second time") and the
     # encoder's .grad was written
     encoder, head, z = _encoded()
-    cmp = labkit.compare(
-        head,
-        z,
-        [labkit.Recipe(checkpoint=("0",))],
-        steps=1,
-        warmup=0,
-        memory=False,
-        drift=False,
-        loss_steps=1,
-        target=None,
-        progress=False,
-    )
+    cmp = quick_compare(head, z, [labkit.Recipe(checkpoint=("0",))])
     assert [r.error for r in cmp.results] == [None, None]
     assert encoder.weight.grad is None
     assert any("carried the graph of code before the call" in n for n in cmp.notes)
